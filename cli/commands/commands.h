@@ -1,0 +1,31 @@
+// Each `mnemo <command>` lives in its own file under cli/commands/ and adds itself to the app.
+// Handlers throw mnemo::Error for bad input; main() prints it and exits non-zero.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "runtime/common.h"
+
+namespace mnemo::cli {
+
+void add_info_commands(CLI::App& app);  // --version handled in main; models, tasks
+void add_generate_command(CLI::App& app);
+void add_train_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
+void add_report_command(CLI::App& app);
+void add_quickstart_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_check_kernel_command(CLI::App& app);
+// (new commands: declare here, define in their own file, add to the list in cli/main.cpp)
+
+// `--name value` pairs left over by CLI11 (allow_extras) -> {"name": value} with '-' -> '_',
+// values parsed as JSON where possible ("128" -> 128, "true" -> true), else kept as strings.
+json extras_to_params(const std::vector<std::string>& extras);
+// "key=value" strings from --set -> JSON object (same value parsing).
+json set_pairs_to_json(const std::vector<std::string>& pairs);
+json parse_scalar(const std::string& text);
+
+}  // namespace mnemo::cli

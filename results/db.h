@@ -1,0 +1,85 @@
+// Results database (SQLite, WAL, busy timeout, every write in a transaction). The single source
+// for reports. Schema documented in README.md ("Results database").
+#pragma once
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/common.h"
+
+namespace mnemo {
+
+struct RunInfo {
+  int64_t id = 0;
+  std::string created_at, updated_at, status;  // status: running | completed | failed
+  std::string model, task, config_json, config_hash, device, git_commit, host, out_dir;
+  std::string sweep, message;
+  int64_t seed = 0, n_params = 0, last_step = 0;
+};
+
+struct MetricRow {
+  int64_t run_id = 0, step = 0;
+  std::string split, name;  // split: train | test | eval:<task> ...
+  double value = 0, wall_time = 0;
+};
+
+struct BenchRow {
+  int64_t id = 0;
+  std::string created_at, model, mode, form, device, dtype, git_commit, host, torch_version, blas;
+  int64_t seq_len = 0, batch = 0, d_model = 0, n_layers = 0, threads = 0, repeats = 0;
+  double median_ms = 0, p20_ms = 0, p80_ms = 0, tokens_per_s = 0, peak_mem_mb = 0, gflops = 0;
+  std::string config_json;
+};
+
+// A generic evaluation result (one row per task × metric × setting), e.g. S-NIAH accuracy at a
+// (length, depth) cell. `setting` is a JSON object of the varying parameters.
+struct EvalRow {
+  int64_t id = 0, run_id = 0;  // run_id 0 if not tied to a training run
+  std::string created_at, model, task, metric, setting_json, checkpoint, details_json;
+  double value = 0;
+  int64_t n = 0;
+};
+
+class ResultsDB {
+ public:
+  explicit ResultsDB(const std::string& path);  // creates dirs, file and schema as needed
+  ~ResultsDB();
+  ResultsDB(const ResultsDB&) = delete;
+  ResultsDB& operator=(const ResultsDB&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  int64_t create_run(const RunInfo& r);  // status 'running'
+  void set_run_status(int64_t run_id, const std::string& status, const std::string& message = "");
+  void set_run_last_step(int64_t run_id, int64_t step);
+  std::optional<RunInfo> run(int64_t run_id) const;
+  std::vector<RunInfo> runs() const;
+  // A completed run with this config hash (sweeps skip completed cells).
+  std::optional<RunInfo> completed_run_with_hash(const std::string& config_hash) const;
+
+  // All rows in one transaction (INSERT OR REPLACE on (run_id, step, split, name)).
+  void add_metrics(const std::vector<MetricRow>& rows);
+  void delete_metrics_after(int64_t run_id, int64_t step);  // resume: drop rows past checkpoint
+  std::vector<MetricRow> metrics(int64_t run_id) const;
+  std::vector<MetricRow> metrics_named(const std::string& split, const std::string& name) const;
+
+  int64_t add_bench(const BenchRow& b);
+  std::vector<BenchRow> benches() const;
+
+  void add_evals(const std::vector<EvalRow>& rows);  // one transaction
+  std::vector<EvalRow> evals(const std::string& task_prefix = "") const;
+
+  // Run `fn` inside BEGIN IMMEDIATE ... COMMIT; ROLLBACK if it throws (and rethrow).
+  void transaction(const std::function<void()>& fn);
+  void exec(const std::string& sql);  // throws Error with the SQLite message
+  sqlite3* handle() { return db_; }
+
+ private:
+  std::string path_;
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace mnemo

@@ -1,0 +1,64 @@
+// Shared building blocks (spec models.md §2): RMSNorm, SwiGLU, short causal conv, gated output
+// norm, RoPE, L2 normalisation, initialisation helpers.
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+
+#include "runtime/mixer.h"
+
+namespace mnemo {
+
+// nn::Linear without bias (unless asked) initialised normal(0, 0.02) (spec §1.6).
+torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias = false);
+
+// RMSNorm(x) = x / sqrt(mean(x^2) + eps) * w over the last dim, computed in fp32 (spec §2.1).
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps = 1e-6);
+
+struct RMSNormImpl : torch::nn::Module {
+  RMSNormImpl(int64_t dim, double eps = 1e-6);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight;
+  double eps;
+};
+TORCH_MODULE(RMSNorm);
+
+// I = 256 * ceil(floor(d * r * 2/3) / 256) (spec §2.1, fla's rule).
+int64_t swiglu_hidden_size(int64_t d_model, double ratio);
+
+// SwiGLU(x) = W_down(SiLU(W_gate x) * W_up x), no biases.
+struct SwiGLUImpl : torch::nn::Module {
+  SwiGLUImpl(int64_t d_model, int64_t hidden);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::Linear gate{nullptr}, up{nullptr}, down{nullptr};
+};
+TORCH_MODULE(SwiGLU);
+
+// Depthwise causal conv over time, kernel K, no bias, then SiLU (spec §2.3).
+// x: [B, T, C]. With a state, the last K-1 inputs are cached under `cache_key` ([B, C, K-1]).
+struct ShortConvImpl : torch::nn::Module {
+  ShortConvImpl(int64_t channels, int64_t kernel = 4, bool silu = true);
+  torch::Tensor forward(const torch::Tensor& x, LayerState* state = nullptr,
+                        const std::string& cache_key = "conv");
+  torch::Tensor weight;  // [C, 1, K]
+  int64_t channels, kernel;
+  bool silu;
+};
+TORCH_MODULE(ShortConv);
+
+// Per-head gated RMSNorm: o_h = RMSNorm(y_h) * w * SiLU(g_h) (spec §2.5). y, g: [B, T, H, Dv].
+struct GatedRMSNormImpl : torch::nn::Module {
+  GatedRMSNormImpl(int64_t head_dim, double eps = 1e-6);
+  torch::Tensor forward(const torch::Tensor& y, const torch::Tensor& g);
+  torch::Tensor weight;
+  double eps;
+};
+TORCH_MODULE(GatedRMSNorm);
+
+// l2norm(x) = x / sqrt(sum x^2 + eps) over the last dim (eps inside the sqrt, spec §2.4).
+torch::Tensor l2norm(const torch::Tensor& x, double eps = 1e-6);
+
+// Rotate-half RoPE (spec §2.2). x: [B, H, T, D]; positions start at `offset`.
+torch::Tensor apply_rope(const torch::Tensor& x, int64_t offset, double theta = 10000.0);
+
+}  // namespace mnemo

@@ -1,0 +1,45 @@
+// The pluggable token mixer of a block, and the decode state it carries.
+#pragma once
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+
+#include "runtime/common.h"
+
+namespace mnemo {
+
+// Per-layer recurrent/decode state: named tensors (KV cache, conv cache, memory state, ...)
+// plus the number of tokens already consumed. Copyable by value (tensors are cloned by clone()).
+struct LayerState {
+  std::map<std::string, torch::Tensor> tensors;
+  int64_t pos = 0;
+
+  bool has(const std::string& k) const { return tensors.count(k) > 0; }
+  torch::Tensor& at(const std::string& k) { return tensors.at(k); }
+  LayerState clone() const;
+  int64_t bytes() const;  // memory held by the state (decode-memory benchmarks)
+};
+
+// What a factory receives: model-wide sizes plus the family's own (resolved) arguments.
+struct MixerContext {
+  int64_t d_model = 0;
+  int64_t n_heads = 0;
+  int64_t layer_index = 0;
+  int64_t n_layers = 0;
+  json args;  // the family's args struct as JSON, defaults merged with the user's config
+};
+
+// A token mixer maps [B, T, D] -> [B, T, D] causally.
+//  - state == nullptr: a stateless full forward from the initial state (training, scoring).
+//  - state != nullptr: continue from *state (an empty LayerState is the initial state) and leave
+//    the updated state in it; prefill(T tokens) then decode(1 token) repeatedly must equal the
+//    full forward (tested for every family).
+class Mixer : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(const torch::Tensor& x, LayerState* state) = 0;
+  // Auxiliary loss of the last forward (e.g. MoM load balancing); undefined tensor if none.
+  virtual torch::Tensor aux_loss() const { return {}; }
+};
+
+}  // namespace mnemo

@@ -1,0 +1,44 @@
+// Registry of kernel ops in the fixture format of shared/fixtures/kernels (README there):
+// an op takes named fp64/fp32 input tensors (in the fixture's layout) and scalar params and
+// returns named outputs ("o", "final_state", ...), in one of its forms ("recurrent", "chunk").
+// `mnemo check-kernel` and the oracle tests run every form of an op against a fixture.
+#pragma once
+#include <torch/torch.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/common.h"
+
+namespace mnemo {
+
+using TensorMap = std::map<std::string, torch::Tensor>;
+
+struct KernelOp {
+  std::string name;                // fixture "op" field, e.g. "gated_delta_rule"
+  std::vector<std::string> forms;  // e.g. {"recurrent", "chunk"}
+  // inputs: the fixture's `inputs` (absent optional inputs are absent); params: its `params`;
+  // form: one of `forms`; chunk_size: for chunked forms.
+  std::function<TensorMap(const TensorMap& inputs, const json& params, const std::string& form,
+                          int64_t chunk_size)>
+      run;
+};
+
+class KernelOpRegistry {
+ public:
+  static KernelOpRegistry& instance();  // built-ins registered on first use
+  void add(KernelOp op);
+  const KernelOp& at(const std::string& name) const;  // throws Error listing known ops
+  bool has(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::vector<KernelOp> ops_;
+};
+
+// Defined in runtime/ops/kernel_ops.cpp: calls every family's op registration.
+void register_builtin_kernel_ops(KernelOpRegistry& r);
+
+}  // namespace mnemo

@@ -1,0 +1,72 @@
+// Registry of model families: name -> args (JSON defaults) -> factory.
+// A family = one mixer type (its own file) + one line in runtime/families.cpp.
+// A model = a per-layer pattern of mixer names (a single family, or a hybrid such as samba).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/common.h"
+#include "runtime/mixer.h"
+
+namespace mnemo {
+
+struct MixerFamily {
+  std::string name;
+  std::string description;  // one line, with the spec section
+  json defaults;            // the args struct's defaults (JSON round-trip)
+  std::function<std::shared_ptr<Mixer>(const MixerContext&)> make;
+  bool cpu_quickstart = true;  // included in `mnemo quickstart` on CPU
+};
+
+// A model family: which mixer each layer uses (pattern repeated over n_layers), and overrides
+// of model-wide defaults. Every mixer family is also a model with the pattern [name].
+struct ModelFamily {
+  std::string name;
+  std::string description;
+  std::vector<std::string> layer_pattern;
+  json overrides;  // e.g. {"window": 64}
+  bool cpu_quickstart = true;
+};
+
+class Registry {
+ public:
+  static Registry& instance();  // built-ins registered on first use
+
+  void add_mixer(MixerFamily family);
+  void add_model(ModelFamily family);  // hybrids; plain mixers are added automatically
+
+  const MixerFamily& mixer(const std::string& name) const;  // throws Error listing known names
+  const ModelFamily& model(const std::string& name) const;  // throws Error listing known names
+  bool has_mixer(const std::string& name) const;
+  bool has_model(const std::string& name) const;
+  std::vector<std::string> mixer_names() const;
+  std::vector<std::string> model_names() const;
+
+ private:
+  std::vector<MixerFamily> mixers_;
+  std::vector<ModelFamily> models_;
+};
+
+// Helper for the common case: an args struct with NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT
+// and a mixer constructed as M(const MixerContext&, const Args&).
+template <class Args, class M>
+MixerFamily make_mixer_family(const std::string& name, const std::string& description,
+                              bool cpu_quickstart = true) {
+  MixerFamily f;
+  f.name = name;
+  f.description = description;
+  f.defaults = json(Args{});
+  f.cpu_quickstart = cpu_quickstart;
+  f.make = [](const MixerContext& ctx) -> std::shared_ptr<Mixer> {
+    Args a = ctx.args.get<Args>();
+    return std::make_shared<M>(ctx, a);
+  };
+  return f;
+}
+
+// Defined in runtime/families.cpp: calls every family's register function.
+void register_builtin_families(Registry& r);
+
+}  // namespace mnemo

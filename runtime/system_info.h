@@ -1,0 +1,17 @@
+// Machine/library facts printed by `mnemo --version` and recorded with every benchmark.
+#pragma once
+#include <string>
+
+#include "runtime/common.h"
+
+namespace mnemo {
+
+// Intra-op threads: $MNEMO_THREADS, else $OMP_NUM_THREADS, else the number of cores.
+void configure_threads();
+std::string blas_library();  // the BLAS shared object LibTorch resolved (e.g. libopenblasp...)
+std::string torch_version();
+bool cuda_available();
+std::string version_text();
+json system_json();  // {mnemo, git_commit, torch, blas, threads, cuda, host}
+
+}  // namespace mnemo

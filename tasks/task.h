@@ -1,0 +1,76 @@
+// Tasks declare, the harness executes: a task = generator/loader + format + scorer.
+// Token-level tasks (MQAR, MAD, ...) produce (input_ids, labels) examples that the trainer and
+// `mnemo eval` consume; every task can write its examples as JSONL (`mnemo generate`).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/common.h"
+
+namespace mnemo {
+
+enum class Split { train, test };
+const char* split_name(Split s);
+
+// One token-level example: labels[i] is the target for the prediction made at input position i,
+// -100 where not scored (Zoology/HF convention).
+struct TokenExample {
+  std::vector<int64_t> input_ids;
+  std::vector<int64_t> labels;
+  json meta;  // optional per-example metadata (e.g. task variant)
+};
+
+constexpr int64_t kIgnoreLabel = -100;
+
+// Base: every task can generate rows for `mnemo generate`.
+class Task {
+ public:
+  virtual ~Task() = default;
+  virtual std::string name() const = 0;
+  virtual json params() const = 0;  // the resolved parameters (recorded with every result)
+  // Rows for `mnemo generate`: one JSON object per example.
+  virtual std::vector<json> generate_rows(Split split, int64_t n, uint64_t seed) const = 0;
+};
+
+// Token-level tasks the trainer can learn: fixed vocabulary, per-position labels, and
+// accuracy over labelled positions averaged per example then over examples (tasks/scoring.h).
+class TokenTask : public Task {
+ public:
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t seq_len() const = 0;
+  virtual std::vector<TokenExample> examples(Split split, int64_t n, uint64_t seed) const = 0;
+  // Default: {"input_ids": [...], "labels": [...]} (+ meta keys).
+  std::vector<json> generate_rows(Split split, int64_t n, uint64_t seed) const override;
+};
+
+struct TaskFamily {
+  std::string name;
+  std::string description;
+  json defaults;  // parameter name -> default value (the CLI flag is --name-with-dashes)
+  json help;      // parameter name -> one-line description
+  bool trainable = false;  // a TokenTask
+  std::function<std::shared_ptr<Task>(const json& params)> make;  // params = defaults merged
+};
+
+class TaskRegistry {
+ public:
+  static TaskRegistry& instance();  // built-ins registered on first use
+  void add(TaskFamily f);
+  const TaskFamily& at(const std::string& name) const;  // throws Error listing known tasks
+  bool has(const std::string& name) const;
+  std::vector<std::string> names() const;
+  // Merge user params into the defaults; an unknown key or a value of the wrong type is an Error.
+  json resolve(const std::string& name, const json& user_params) const;
+  std::shared_ptr<Task> make(const std::string& name, const json& user_params) const;
+
+ private:
+  std::vector<TaskFamily> families_;
+};
+
+// Defined in tasks/builtin_tasks.cpp: calls every task's register function.
+void register_builtin_tasks(TaskRegistry& r);
+
+}  // namespace mnemo
