@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   add_quickstart_command(app);
   add_bench_command(app);
   add_check_kernel_command(app);
+  add_tokenizer_command(app);
+  add_score_command(app);
+  add_run_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,9 +1,10 @@
 // Results database (SQLite, WAL, busy timeout, every write in a transaction). The single source
-// for reports. Schema documented in README.md ("Results database").
+// for reports. Schema documented in results/SCHEMA.md (linked from README.md).
 #pragma once
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,6 +81,7 @@ class ResultsDB {
  private:
   std::string path_;
   sqlite3* db_ = nullptr;
+  int savepoint_depth_ = 0;  // nested transaction() calls use SAVEPOINTs
 };
 
 }  // namespace mnemo

@@ -10,7 +10,8 @@
 namespace mnemo {
 
 // Per-layer recurrent/decode state: named tensors (KV cache, conv cache, memory state, ...)
-// plus the number of tokens already consumed. Copyable by value (tensors are cloned by clone()).
+// plus `pos`, the number of tokens consumed before the current call (the model advances it
+// after each forward; mixers read it as their position offset). Copyable by value (tensors are cloned by clone()).
 struct LayerState {
   std::map<std::string, torch::Tensor> tensors;
   int64_t pos = 0;

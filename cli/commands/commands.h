@@ -19,6 +19,9 @@ void add_report_command(CLI::App& app);
 void add_quickstart_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_check_kernel_command(CLI::App& app);
+void add_tokenizer_command(CLI::App& app);  // tokenizer train | info | encode
+void add_score_command(CLI::App& app);      // score predictions with a task's scorer
+void add_run_command(CLI::App& app);        // run learnability (Atlas experiments)
 // (new commands: declare here, define in their own file, add to the list in cli/main.cpp)
 
 // `--name value` pairs left over by CLI11 (allow_extras) -> {"name": value} with '-' -> '_',

@@ -1,0 +1,113 @@
+// `mnemo bench --model NAME [--seq-lens 512,1024,2048,4096] [--batch B] [--d-model D]
+//   [--n-layers L] [--n-heads H] [--mode fwd|fwdbwd|decode[,...]] [--form chunk|recurrent]
+//   [--warmup 2] [--repeats 5] [--set key=value]... [--db FILE] [--device cpu|cuda|auto]`
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands/commands.h"
+#include "runtime/bench.h"
+
+namespace mnemo::cli {
+
+namespace {
+
+struct BenchArgs {
+  BenchOptions opt;
+  std::string seq_lens = "512,1024,2048,4096";
+  std::string modes = "fwd";
+  std::vector<std::string> sets;
+  std::string db = "results/mnemo.sqlite";
+  bool no_db = false;
+};
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::vector<int64_t> parse_lengths(const std::string& text) {
+  std::vector<int64_t> out;
+  for (const std::string& item : split_list(text)) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || v <= 0)
+      throw Error("bench: --seq-lens entry '" + item + "' is not a positive integer");
+    out.push_back(v);
+  }
+  if (out.empty()) throw Error("bench: --seq-lens '" + text + "' lists no length");
+  return out;
+}
+
+void print_row(const BenchRow& r) {
+  json c = json::parse(r.config_json);
+  std::string extra;
+  if (r.mode == "decode") {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "  prefill %.2f ms, state %.3f MB", c.value("prefill_ms", NAN),
+                  c.value("state_bytes", int64_t{0}) / (1024.0 * 1024.0));
+    extra = buf;
+  }
+  std::printf("%-8s %7lld %5lld %11.3f %11.3f %11.3f %12.0f %10.1f %9.2f%s\n", r.mode.c_str(),
+              (long long)r.seq_len, (long long)r.batch, r.median_ms, r.p20_ms, r.p80_ms, r.tokens_per_s,
+              r.peak_mem_mb, r.gflops, extra.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* sub = app.add_subcommand("bench", "Measure throughput, latency and peak memory of a model on random tokens");
+  sub->add_option("--model", a->opt.model, "Model family (see `mnemo models`)")->required();
+  sub->add_option("--seq-lens", a->seq_lens, "Comma-separated sequence lengths (decode: prompt lengths)")
+      ->capture_default_str();
+  sub->add_option("--batch", a->opt.batch, "Batch size")->capture_default_str();
+  sub->add_option("--d-model", a->opt.d_model, "Model width")->capture_default_str();
+  sub->add_option("--n-layers", a->opt.n_layers, "Number of blocks")->capture_default_str();
+  sub->add_option("--n-heads", a->opt.n_heads, "Number of heads")->capture_default_str();
+  sub->add_option("--mode", a->modes, "fwd | fwdbwd | decode (comma-separated for several)")->capture_default_str();
+  sub->add_option("--form", a->opt.form, "chunk | recurrent (recurrent families' computation form)");
+  sub->add_option("--warmup", a->opt.warmup, "Untimed repetitions before timing")->capture_default_str();
+  sub->add_option("--repeats", a->opt.repeats, "Timed repetitions")->capture_default_str();
+  sub->add_option("--decode-tokens", a->opt.decode_tokens, "Tokens generated per decode repetition")
+      ->capture_default_str();
+  sub->add_option("--set", a->sets, "Extra config key: key=value (repeatable)");
+  sub->add_option("--db", a->db, "Results database")->capture_default_str();
+  sub->add_flag("--no-db", a->no_db, "Do not record the rows");
+  sub->add_option("--device", a->opt.device, "cpu | cuda | auto")->capture_default_str();
+  sub->add_option("--seed", a->opt.seed, "Seed of the model initialisation and random tokens")->capture_default_str();
+  sub->callback([a] {
+    BenchOptions opt = a->opt;
+    opt.seq_lens = parse_lengths(a->seq_lens);
+    opt.modes = split_list(a->modes);
+    opt.set = set_pairs_to_json(a->sets);
+    validate(opt);
+    bench_model_config(opt);  // unknown model / keys fail before anything is printed
+    torch::Device device = resolve_bench_device(opt.device);
+    std::unique_ptr<ResultsDB> db;
+    if (!a->no_db) db = std::make_unique<ResultsDB>(a->db);
+
+    std::cout << bench_method_text(opt, device) << "\n";
+    std::printf("%-8s %7s %5s %11s %11s %11s %12s %10s %9s\n", "mode", "T", "B", "median ms", "p20 ms",
+                "p80 ms", "tokens/s", "peak MB", "GFLOP/s");
+    auto rows = run_benchmarks(opt, [&](const BenchRow& r) {
+      print_row(r);
+      if (db) db->add_bench(r);
+    });
+    if (db) std::cout << "\n" << rows.size() << " rows recorded in " << db->path() << "\n";
+  });
+}
+
+}  // namespace mnemo::cli

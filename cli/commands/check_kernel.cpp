@@ -1,0 +1,184 @@
+// `mnemo check-kernel FILE.json... [--chunk-sizes 16,64] [--dtype float64] [--json]`:
+// runs every form of each fixture's op (chunked forms once per chunk size) on the fixture's
+// inputs and compares every output with the README rule |a - e| <= atol + rtol |e|
+// (shared/fixtures/kernels/README.md). Exits 1 if any file or form fails.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands/commands.h"
+#include "runtime/ops/fixture.h"
+
+namespace mnemo::cli {
+
+namespace {
+
+struct CheckKernelOptions {
+  std::vector<std::string> files;
+  std::vector<int64_t> chunk_sizes = {16, 64};
+  std::string dtype = "float64";
+  bool json_output = false;
+  bool skip_unknown = false;
+};
+
+struct FileResult {
+  std::string file, op, case_name;
+  std::vector<FormCheck> checks;
+  std::string error;  // load failure or unknown op
+  bool skipped = false;
+  bool pass() const {
+    if (skipped) return true;
+    if (!error.empty() || checks.empty()) return false;
+    for (const auto& c : checks)
+      if (!c.pass()) return false;
+    return true;
+  }
+};
+
+std::string sci(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2e", x);
+  return buf;
+}
+
+// Directories stand for their *.json files.
+std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) {
+      auto files = list_fixture_files(p);
+      if (files.empty()) throw Error("check-kernel: directory '" + p + "' holds no *.json fixture files");
+      out.insert(out.end(), files.begin(), files.end());
+    } else {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+FileResult check_file(const std::string& path, const CheckKernelOptions& o) {
+  FileResult r;
+  r.file = path;
+  try {
+    Fixture f = load_fixture(path);
+    r.op = f.op;
+    r.case_name = f.case_name;
+    auto& registry = KernelOpRegistry::instance();
+    if (!registry.has(f.op) && o.skip_unknown) {
+      r.skipped = true;
+      return r;
+    }
+    r.checks = check_fixture(f, registry.at(f.op), o.chunk_sizes, o.dtype);
+  } catch (const Error& e) {
+    r.error = e.what();
+  }
+  return r;
+}
+
+void print_text(const FileResult& r) {
+  const std::string name = std::filesystem::path(r.file).filename().string();
+  std::cout << name;
+  if (!r.op.empty()) std::cout << "  (op " << r.op << (r.case_name.empty() ? "" : ", case " + r.case_name) << ")";
+  std::cout << "\n";
+  if (r.skipped) {
+    std::cout << "  SKIP  op '" << r.op << "' is not registered\n";
+    return;
+  }
+  if (!r.error.empty()) {
+    std::cout << "  ERROR " << r.error << "\n";
+    return;
+  }
+  for (const auto& c : r.checks) {
+    if (!c.error.empty()) {
+      std::printf("  %-14s FAIL  %s\n", c.label().c_str(), c.error.c_str());
+      continue;
+    }
+    bool first = true;
+    for (const auto& out : c.outputs) {
+      std::printf("  %-14s %-16s max_abs %-9s max_rel %-9s (rtol %s, atol %s)  %s%s\n",
+                  first ? c.label().c_str() : "", out.name.c_str(), sci(out.max_abs_err).c_str(),
+                  sci(out.max_rel_err).c_str(), sci(out.rtol).c_str(), sci(out.atol).c_str(),
+                  out.pass ? "PASS" : "FAIL", out.problem.empty() ? "" : ("  " + out.problem).c_str());
+      first = false;
+    }
+  }
+  std::fflush(stdout);
+}
+
+json to_json(const FileResult& r, const std::string& dtype) {
+  json j = {{"file", r.file}, {"op", r.op}, {"case", r.case_name}, {"dtype", dtype},
+            {"pass", r.pass()}, {"skipped", r.skipped}, {"error", r.error}, {"forms", json::array()}};
+  for (const auto& c : r.checks) {
+    json f = {{"form", c.form}, {"chunk_size", c.chunk_size}, {"pass", c.pass()}, {"error", c.error},
+              {"outputs", json::array()}};
+    for (const auto& o : c.outputs)
+      f["outputs"].push_back({{"name", o.name}, {"max_abs_err", o.max_abs_err}, {"max_rel_err", o.max_rel_err},
+                              {"rtol", o.rtol}, {"atol", o.atol}, {"pass", o.pass}, {"problem", o.problem}});
+    j["forms"].push_back(f);
+  }
+  return j;
+}
+
+void run_check_kernel(const CheckKernelOptions& o) {
+  if (o.dtype != "float64" && o.dtype != "float32")
+    throw Error("check-kernel: --dtype must be float64 or float32, got '" + o.dtype + "'");
+  for (int64_t c : o.chunk_sizes)
+    if (c < 1) throw Error("check-kernel: --chunk-sizes entries must be >= 1, got " + std::to_string(c));
+  if (o.chunk_sizes.empty()) throw Error("check-kernel: --chunk-sizes needs at least one size");
+
+  std::vector<FileResult> results;
+  json report = json::array();
+  int64_t form_runs = 0, form_failures = 0, skipped = 0;
+  std::vector<std::string> failed_files;
+  for (const auto& path : expand_paths(o.files)) {
+    FileResult r = check_file(path, o);
+    if (o.json_output) {
+      report.push_back(to_json(r, o.dtype));
+    } else {
+      print_text(r);
+    }
+    skipped += r.skipped;
+    for (const auto& c : r.checks) {
+      ++form_runs;
+      form_failures += !c.pass();
+    }
+    if (!r.pass()) failed_files.push_back(std::filesystem::path(path).filename().string());
+    results.push_back(std::move(r));
+  }
+  if (o.json_output) std::cout << report.dump(2) << "\n";
+
+  const int64_t n_files = static_cast<int64_t>(results.size());
+  std::string summary = std::to_string(form_runs - form_failures) + "/" + std::to_string(form_runs) +
+                        " form runs passed on " + std::to_string(n_files - skipped) + " files (" + o.dtype + ")";
+  if (skipped > 0) summary += ", " + std::to_string(skipped) + " files skipped (op not registered)";
+  if (!failed_files.empty()) {
+    std::string list;
+    for (const auto& f : failed_files) list += (list.empty() ? "" : ", ") + f;
+    throw Error("check-kernel: " + std::to_string(failed_files.size()) + " of " + std::to_string(n_files) +
+                " files failed: " + list + " [" + summary + "]");
+  }
+  (o.json_output ? std::cerr : std::cout) << "check-kernel: all passed: " << summary << "\n";
+}
+
+}  // namespace
+
+void add_check_kernel_command(CLI::App& app) {
+  auto opts = std::make_shared<CheckKernelOptions>();
+  auto* sub = app.add_subcommand(
+      "check-kernel",
+      "Run every form of a kernel op on oracle fixture files (shared/fixtures/kernels) and compare");
+  sub->add_option("files", opts->files, "Fixture JSON files or directories of them")->required();
+  sub->add_option("--chunk-sizes", opts->chunk_sizes, "Chunk sizes for chunked forms (comma separated)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--dtype", opts->dtype,
+                  "float64 (fixture's float64 tolerances) or float32 (inputs cast to fp32, float32 tolerances)")
+      ->capture_default_str();
+  sub->add_flag("--json", opts->json_output, "Print the results as JSON");
+  sub->add_flag("--skip-unknown", opts->skip_unknown, "Skip (do not fail) files whose op is not registered");
+  sub->callback([opts] { run_check_kernel(*opts); });
+}
+
+}  // namespace mnemo::cli

@@ -1,0 +1,66 @@
+// `mnemo models` and `mnemo tasks`: what is registered, with defaults.
+#include <iostream>
+
+#include "cli/commands/commands.h"
+#include "runtime/registry.h"
+#include "tasks/task.h"
+
+namespace mnemo::cli {
+
+void add_info_commands(CLI::App& app) {
+  auto* models = app.add_subcommand("models", "List registered model families with their default arguments");
+  static bool models_json = false;
+  models->add_flag("--json", models_json, "Machine-readable output");
+  models->callback([] {
+    auto& reg = Registry::instance();
+    json out = json::array();
+    for (const auto& name : reg.model_names()) {
+      const auto& m = reg.model(name);
+      json args = json::object();
+      for (const auto& layer : m.layer_pattern) args.update(reg.mixer(layer).defaults);
+      args.update(m.overrides);
+      out.push_back({{"name", name},
+                     {"description", m.description},
+                     {"layers", m.layer_pattern},
+                     {"defaults", args},
+                     {"cpu_quickstart", m.cpu_quickstart}});
+    }
+    if (models_json) {
+      std::cout << out.dump(2) << "\n";
+      return;
+    }
+    for (const auto& m : out) {
+      std::cout << m["name"].get<std::string>() << "  —  " << m["description"].get<std::string>() << "\n";
+      if (m["layers"].size() > 1) std::cout << "    layers: " << m["layers"].dump() << "\n";
+      std::cout << "    defaults: " << m["defaults"].dump() << "\n";
+    }
+  });
+
+  auto* tasks = app.add_subcommand("tasks", "List registered tasks with their parameters and defaults");
+  static bool tasks_json = false;
+  tasks->add_flag("--json", tasks_json, "Machine-readable output");
+  tasks->callback([] {
+    auto& reg = TaskRegistry::instance();
+    json out = json::array();
+    for (const auto& name : reg.names()) {
+      const auto& t = reg.at(name);
+      out.push_back({{"name", name}, {"description", t.description}, {"trainable", t.trainable},
+                     {"defaults", t.defaults}, {"help", t.help}});
+    }
+    if (tasks_json) {
+      std::cout << out.dump(2) << "\n";
+      return;
+    }
+    for (const auto& t : out) {
+      std::cout << t["name"].get<std::string>() << (t["trainable"].get<bool>() ? " [trainable]" : "") << "  —  "
+                << t["description"].get<std::string>() << "\n";
+      for (auto it = t["defaults"].begin(); it != t["defaults"].end(); ++it) {
+        std::cout << "    --" << it.key() << " (default " << it.value().dump() << ")";
+        if (t["help"].contains(it.key())) std::cout << "  " << t["help"][it.key()].get<std::string>();
+        std::cout << "\n";
+      }
+    }
+  });
+}
+
+}  // namespace mnemo::cli

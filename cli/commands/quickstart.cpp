@@ -1,0 +1,67 @@
+// `mnemo quickstart [--db FILE] [--out DIR] [--jobs N]`: the main job on the embedded default —
+// a small MQAR sweep over every CPU-feasible registered architecture, then the report.
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands/commands.h"
+#include "reports/report.h"
+#include "results/db.h"
+#include "runtime/registry.h"
+#include "runtime/sweep.h"
+
+namespace mnemo::cli {
+
+// The built-in sweep (also in configs/quickstart.json for reference): MQAR L=64, 4 pairs,
+// V=512; d_model ∈ {32, 64}; 2 layers; one lr. Sized to finish in minutes on 2 cores.
+json quickstart_sweep(const std::vector<std::string>& models) {
+  return {{"name", "quickstart"},
+          {"base",
+           {{"task", "mqar"}, {"vocab_size", 512}, {"seq_len", 64}, {"num_kv_pairs", 4},
+            {"n_layers", 2}, {"n_heads", 2}, {"steps", 300}, {"batch_size", 64}, {"lr", 3e-3},
+            {"weight_decay", 0.1}, {"n_train", 20000}, {"n_test", 500}, {"eval_every", 50},
+            {"log_every", 25}, {"early_stop_acc", 0.99}, {"device", "cpu"}}},
+          {"grid", {{"model", models}, {"d_model", {32, 64}}}}};
+}
+
+void add_quickstart_command(CLI::App& app) {
+  static std::string db = "results/mnemo.sqlite", out = "results/report", runs = "runs/quickstart";
+  static int jobs = 2;
+  static std::vector<std::string> only;
+  auto* sub = app.add_subcommand("quickstart",
+                                 "Main job: a small MQAR sweep over every CPU-feasible architecture, then the report");
+  sub->add_option("--db", db, "Results database (default results/mnemo.sqlite)");
+  sub->add_option("--out", out, "Report folder (default results/report)");
+  sub->add_option("--runs", runs, "Folder for the runs' checkpoints (default runs/quickstart)");
+  sub->add_option("--jobs", jobs, "Worker processes (default 2)")->check(CLI::PositiveNumber);
+  sub->add_option("--models", only, "Restrict to these model families (default: all CPU-feasible)")->delimiter(',');
+  sub->callback([] {
+    auto& reg = Registry::instance();
+    std::vector<std::string> models;
+    for (const auto& name : reg.model_names()) {
+      if (!only.empty()) {
+        if (std::find(only.begin(), only.end(), name) != only.end()) models.push_back(name);
+      } else if (reg.model(name).cpu_quickstart) {
+        models.push_back(name);
+      }
+    }
+    for (const auto& m : only) reg.model(m);  // unknown names -> clear error
+    if (models.empty()) throw Error("quickstart: no model families selected");
+    const double t0 = wall_seconds();
+    SweepOptions opt;
+    opt.db_path = db;
+    opt.jobs = jobs;
+    opt.out_root = runs;
+    auto sum = run_sweep(quickstart_sweep(models), opt);
+    ResultsDB results(db);
+    write_report(results, out);
+    std::cout << "report: " << (std::filesystem::path(out) / "report.md").string() << "\n"
+              << "quickstart wall time: " << wall_seconds() - t0 << " s\n";
+    if (sum.failed > 0) {
+      std::string msg = std::to_string(sum.failed) + " quickstart run(s) failed:";
+      for (const auto& f : sum.failures) msg += "\n  " + f;
+      throw Error(msg);
+    }
+  });
+}
+
+}  // namespace mnemo::cli

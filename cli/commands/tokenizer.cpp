@@ -1,0 +1,58 @@
+// `mnemo tokenizer train --input FILE... --vocab-size N --model-type bpe|unigram --out PREFIX`
+// trains a SentencePiece model with SentencePiece's own trainer; `mnemo tokenizer info SPEC` and
+// `mnemo tokenizer encode SPEC TEXT` inspect a tokenizer ("byte", "byte:plain" or a .model).
+#include <iostream>
+
+#include "cli/commands/commands.h"
+#include "tasks/tokenizer.h"
+
+namespace mnemo::cli {
+
+namespace {
+json tokenizer_info(const Tokenizer& t) {
+  return {{"id", t.id()}, {"vocab_size", t.vocab_size()}, {"bos_id", t.bos_id()}, {"eos_id", t.eos_id()},
+          {"pad_id", t.pad_id()}};
+}
+}  // namespace
+
+void add_tokenizer_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("tokenizer", "Train (SentencePiece) or inspect tokenizers");
+  cmd->require_subcommand(1);
+
+  static SentencePieceTrainOptions train_opts;
+  auto* train = cmd->add_subcommand("train", "Train a SentencePiece BPE/unigram model; writes PREFIX.model/.vocab");
+  train->add_option("--input", train_opts.inputs, "Training text files (one or more)")->required();
+  train->add_option("--vocab-size", train_opts.vocab_size, "Vocabulary size")->required();
+  train->add_option("--model-type", train_opts.model_type, "bpe | unigram")
+      ->check(CLI::IsMember({"bpe", "unigram"}));
+  train->add_option("--out", train_opts.out_prefix, "Output prefix (PREFIX.model, PREFIX.vocab)")->required();
+  train->add_option("--character-coverage", train_opts.character_coverage, "Character coverage (default 1.0)");
+  train->add_option("--input-sentence-size", train_opts.input_sentence_size,
+                    "Sample this many lines for training (0 = all)");
+  train->add_option("--max-sentence-length", train_opts.max_sentence_length, "Longest line in bytes (default 16384)");
+  train->add_flag("--byte-fallback", train_opts.byte_fallback, "Unknown characters fall back to byte pieces");
+  train->callback([] {
+    const std::string model = train_sentencepiece(train_opts);
+    auto tok = load_tokenizer(model);
+    json out = tokenizer_info(*tok);
+    out["model"] = model;
+    std::cout << out.dump() << "\n";
+  });
+
+  static std::string info_spec;
+  auto* info = cmd->add_subcommand("info", "Print a tokenizer's id, vocabulary size and special ids as JSON");
+  info->add_option("spec", info_spec, "\"byte\", \"byte:plain\" or a .model path")->required();
+  info->callback([] { std::cout << tokenizer_info(*load_tokenizer(info_spec)).dump() << "\n"; });
+
+  static std::string enc_spec, enc_text;
+  auto* enc = cmd->add_subcommand("encode", "Print the ids of TEXT and its decoding as JSON");
+  enc->add_option("spec", enc_spec, "\"byte\", \"byte:plain\" or a .model path")->required();
+  enc->add_option("text", enc_text, "Text to encode")->required();
+  enc->callback([] {
+    auto tok = load_tokenizer(enc_spec);
+    const auto ids = tok->encode(enc_text);
+    std::cout << json{{"ids", ids}, {"n", ids.size()}, {"decoded", tok->decode(ids)}}.dump() << "\n";
+  });
+}
+
+}  // namespace mnemo::cli

@@ -1,0 +1,68 @@
+// `mnemo train --config FILE.json [--set key=value]... [--db FILE] [--out DIR] [--device D] [--resume]`
+#include <iostream>
+
+#include "cli/commands/commands.h"
+#include "runtime/config.h"
+#include "runtime/trainer.h"
+
+namespace mnemo::cli {
+
+namespace {
+struct TrainArgs {
+  std::string config, db = "results/mnemo.sqlite", out, device, model, task, sweep;
+  std::vector<std::string> sets;
+  bool resume = false, quiet = false;
+  int64_t stop_after = 0;
+};
+
+std::string train_footer() {
+  std::string s = "\nConfig keys (the task's and the mixer's parameters are keys too: `mnemo tasks`, `mnemo models`):\n";
+  for (auto it = config_key_help().begin(); it != config_key_help().end(); ++it) {
+    json def = training_defaults().contains(it.key()) ? training_defaults()[it.key()] : skeleton_defaults()[it.key()];
+    s += "  " + it.key() + " (default " + def.dump() + "): " + it.value().get<std::string>() + "\n";
+  }
+  return s;
+}
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  static TrainArgs a;
+  auto* sub = app.add_subcommand("train", "Train a model on a task; metrics to the results DB, checkpoints to --out");
+  sub->add_option("--config", a.config, "Run configuration (JSON object of config keys)");
+  sub->add_option("--model", a.model, "Model family (instead of or overriding the config's)");
+  sub->add_option("--task", a.task, "Task (instead of or overriding the config's)");
+  sub->add_option("--set", a.sets, "Override a config key: key=value (repeatable)");
+  sub->add_option("--db", a.db, "Results database (default results/mnemo.sqlite)");
+  sub->add_option("--out", a.out, "Run directory for checkpoints (default runs/<model>-<task>-<hash>)");
+  sub->add_option("--device", a.device, "cpu | cuda | auto (overrides the config)");
+  sub->add_option("--sweep", a.sweep, "Sweep name recorded with the run")->group("");
+  sub->add_flag("--resume", a.resume, "Continue from the last checkpoint in --out");
+  sub->add_flag("--quiet", a.quiet, "No progress lines");
+  sub->add_option("--stop-after", a.stop_after, "Checkpoint and stop after N steps of this invocation (resume later)");
+  sub->footer(train_footer());
+  sub->callback([] {
+    json cfg = a.config.empty() ? json::object() : read_json_file(a.config);
+    if (!cfg.is_object()) throw Error(a.config + ": the run configuration must be a JSON object");
+    if (!a.model.empty()) cfg["model"] = a.model;
+    if (!a.task.empty()) cfg["task"] = a.task;
+    if (a.config.empty() && (a.model.empty() || a.task.empty()))
+      throw Error("give --config FILE.json, or --model NAME and --task NAME");
+    apply_overrides(cfg, a.sets);
+    TrainOptions opt;
+    opt.db_path = a.db;
+    opt.out_dir = a.out;
+    opt.device = a.device;
+    opt.resume = a.resume;
+    opt.sweep = a.sweep;
+    opt.quiet = a.quiet;
+    opt.stop_after = a.stop_after;
+    auto r = train(cfg, opt);
+    json summary = {{"run_id", r.run_id}, {"steps", r.steps}, {"best_test_accuracy", r.best_test_accuracy},
+                    {"final_test_accuracy", r.final_test_accuracy}, {"final_train_loss", r.final_train_loss},
+                    {"train_tokens_per_s", r.tokens_per_s}, {"wall_s", r.wall_s}, {"out_dir", r.out_dir},
+                    {"db", a.db}};
+    std::cout << summary.dump() << "\n";
+  });
+}
+
+}  // namespace mnemo::cli

@@ -1,0 +1,375 @@
+// Report section registry, report.md / report.html writer and shared formatting helpers.
+#include "reports/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+namespace mnemo {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct SectionEntry {
+  std::string name;
+  int order = 0;
+  int64_t sequence = 0;
+  ReportSection fn;
+};
+
+std::vector<SectionEntry>& section_table() {
+  static std::vector<SectionEntry> table;
+  return table;
+}
+
+void ensure_builtin_sections() {
+  static std::once_flag once;
+  std::call_once(once, [] { register_builtin_report_sections(); });
+}
+
+std::vector<SectionEntry> sorted_sections() {
+  ensure_builtin_sections();
+  std::vector<SectionEntry> s = section_table();
+  std::stable_sort(s.begin(), s.end(), [](const SectionEntry& a, const SectionEntry& b) {
+    return a.order != b.order ? a.order < b.order : a.sequence < b.sequence;
+  });
+  return s;
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot write " + path.string());
+  f << text;
+  if (!f) throw Error("error while writing " + path.string());
+}
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// Inline Markdown: `code`, **bold**, [text](url); everything else escaped.
+std::string inline_html(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == '|' || s[i + 1] == '*' || s[i + 1] == '`')) {
+      out += html_escape(std::string(1, s[i + 1]));
+      i += 2;
+    } else if (s[i] == '`') {
+      size_t end = s.find('`', i + 1);
+      if (end == std::string::npos) end = s.size();
+      out += "<code>" + html_escape(s.substr(i + 1, end - i - 1)) + "</code>";
+      i = end + 1;
+    } else if (s.compare(i, 2, "**") == 0 && s.find("**", i + 2) != std::string::npos) {
+      size_t end = s.find("**", i + 2);
+      out += "<strong>" + inline_html(s.substr(i + 2, end - i - 2)) + "</strong>";
+      i = end + 2;
+    } else if (s[i] == '[') {
+      size_t close = s.find("](", i);
+      size_t paren = close == std::string::npos ? std::string::npos : s.find(')', close);
+      if (paren == std::string::npos) {
+        out += "[";
+        ++i;
+        continue;
+      }
+      out += "<a href=\"" + html_escape(s.substr(close + 2, paren - close - 2)) + "\">" +
+             inline_html(s.substr(i + 1, close - i - 1)) + "</a>";
+      i = paren + 1;
+    } else {
+      out += html_escape(std::string(1, s[i]));
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> table_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string cur;
+  std::string t = line;
+  // strip the outer pipes
+  size_t a = t.find('|'), b = t.rfind('|');
+  if (a == std::string::npos) return {t};
+  t = b > a ? t.substr(a + 1, b - a - 1) : t.substr(a + 1);
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == '\\' && i + 1 < t.size() && t[i + 1] == '|') {
+      cur += "\\|";
+      ++i;
+    } else if (t[i] == '|') {
+      cells.push_back(cur);
+      cur.clear();
+    } else {
+      cur += t[i];
+    }
+  }
+  cells.push_back(cur);
+  for (auto& c : cells) {
+    size_t s = c.find_first_not_of(' '), e = c.find_last_not_of(' ');
+    c = s == std::string::npos ? "" : c.substr(s, e - s + 1);
+  }
+  return cells;
+}
+
+bool is_separator_row(const std::string& line) {
+  return line.find("---") != std::string::npos &&
+         line.find_first_not_of("|-: ") == std::string::npos;
+}
+
+}  // namespace
+
+ReportContext::ReportContext(ResultsDB& database, std::string out)
+    : db(database), out_dir(std::move(out)) {
+  figure_dir = (fs::path(out_dir) / "figures").string();
+}
+
+std::string ReportContext::relative(const std::string& path) const {
+  std::error_code ec;
+  fs::path rel = fs::relative(fs::path(path), fs::path(out_dir), ec);
+  return ec || rel.empty() ? path : rel.generic_string();
+}
+
+void ReportContext::add_figure(const Figure& fig, const std::string& caption) {
+  md << "![" << caption << "](" << relative(fig.png) << ")\n\n";
+  md << "*" << caption << "* (vector: [" << fs::path(fig.svg).filename().string() << "]("
+     << relative(fig.svg) << "))\n\n";
+}
+
+void register_report_section(const std::string& name, int order, ReportSection fn) {
+  auto& table = section_table();
+  static int64_t sequence = 0;
+  for (auto& e : table)
+    if (e.name == name) {
+      e.order = order;
+      e.fn = std::move(fn);
+      return;
+    }
+  table.push_back({name, order, sequence++, std::move(fn)});
+}
+
+std::vector<std::string> report_section_names() {
+  std::vector<std::string> names;
+  for (const auto& e : sorted_sections()) names.push_back(e.name);
+  return names;
+}
+
+std::string write_report(ResultsDB& db, const std::string& out_dir) {
+  if (out_dir.empty()) throw Error("report: empty output directory");
+  std::error_code ec;
+  fs::create_directories(fs::path(out_dir) / "figures", ec);
+  if (ec) throw Error("report: cannot create " + out_dir + "/figures (" + ec.message() + ")");
+  ReportContext ctx(db, out_dir);
+  for (const SectionEntry& s : sorted_sections()) {
+    try {
+      s.fn(ctx);
+    } catch (const Error& e) {
+      throw Error("report section '" + s.name + "': " + e.what());
+    }
+  }
+  fs::path md_path = fs::path(out_dir) / "report.md";
+  std::string markdown = ctx.md.str();
+  write_file(md_path, markdown);
+  write_file(fs::path(out_dir) / "report.html", markdown_to_html(markdown, "mnemo report", out_dir));
+  return md_path.string();
+}
+
+std::string markdown_to_html(const std::string& markdown, const std::string& title,
+                             const std::string& base_dir) {
+  std::ostringstream html;
+  html << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" << html_escape(title)
+       << "</title>\n<style>body{font-family:sans-serif;max-width:1400px;margin:2em auto;"
+          "padding:0 1em}table{border-collapse:collapse;margin:1em 0;font-size:90%}"
+          "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+          "th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}"
+          "img{max-width:100%}pre{background:#f6f6f6;padding:8px;overflow-x:auto}"
+          "figure{margin:1em 0}</style></head><body>\n";
+  std::istringstream in(markdown);
+  std::string line;
+  std::vector<std::string> table, paragraph, list;
+  bool in_code = false;
+
+  auto flush_paragraph = [&] {
+    if (paragraph.empty()) return;
+    html << "<p>";
+    for (size_t i = 0; i < paragraph.size(); ++i) html << (i ? "\n" : "") << inline_html(paragraph[i]);
+    html << "</p>\n";
+    paragraph.clear();
+  };
+  auto flush_list = [&] {
+    if (list.empty()) return;
+    html << "<ul>\n";
+    for (const auto& item : list) html << "<li>" << inline_html(item) << "</li>\n";
+    html << "</ul>\n";
+    list.clear();
+  };
+  auto flush_table = [&] {
+    if (table.empty()) return;
+    html << "<table>\n";
+    bool header = table.size() > 1 && is_separator_row(table[1]);
+    for (size_t r = 0; r < table.size(); ++r) {
+      if (header && r == 1) continue;
+      const char* tag = header && r == 0 ? "th" : "td";
+      html << "<tr>";
+      for (const auto& cell : table_cells(table[r]))
+        html << "<" << tag << ">" << inline_html(cell) << "</" << tag << ">";
+      html << "</tr>\n";
+    }
+    html << "</table>\n";
+    table.clear();
+  };
+  auto flush_all = [&] {
+    flush_paragraph();
+    flush_list();
+    flush_table();
+  };
+
+  while (std::getline(in, line)) {
+    if (line.rfind("```", 0) == 0) {
+      flush_all();
+      html << (in_code ? "</code></pre>\n" : "<pre><code>");
+      in_code = !in_code;
+      continue;
+    }
+    if (in_code) {
+      html << html_escape(line) << "\n";
+      continue;
+    }
+    if (line.empty()) {
+      flush_all();
+    } else if (line[0] == '#') {
+      flush_all();
+      size_t level = line.find_first_not_of('#');
+      if (level == std::string::npos) level = line.size();
+      level = std::min<size_t>(level, 6);
+      std::string text = line.substr(std::min(line.size(), level + 1));
+      html << "<h" << level << ">" << inline_html(text) << "</h" << level << ">\n";
+    } else if (line[0] == '|') {
+      flush_paragraph();
+      flush_list();
+      table.push_back(line);
+    } else if (line.rfind("- ", 0) == 0 || line.rfind("* ", 0) == 0) {
+      flush_paragraph();
+      flush_table();
+      list.push_back(line.substr(2));
+    } else if (line.rfind("![", 0) == 0 && line.find("](") != std::string::npos) {
+      flush_all();
+      size_t close = line.find("](");
+      size_t paren = line.find(')', close);
+      std::string caption = line.substr(2, close - 2);
+      std::string src = line.substr(close + 2, paren == std::string::npos ? std::string::npos
+                                                                         : paren - close - 2);
+      if (src.size() > 4 && src.compare(src.size() - 4, 4, ".png") == 0) {
+        std::string svg = src.substr(0, src.size() - 4) + ".svg";
+        if (fs::exists(fs::path(base_dir) / svg)) src = svg;
+      }
+      html << "<figure><img src=\"" << html_escape(src) << "\" alt=\"" << html_escape(caption)
+           << "\"></figure>\n";
+    } else {
+      flush_list();
+      flush_table();
+      paragraph.push_back(line);
+    }
+  }
+  flush_all();
+  if (in_code) html << "</code></pre>\n";
+  html << "</body></html>\n";
+  return html.str();
+}
+
+std::string markdown_table(const std::vector<std::string>& header,
+                           const std::vector<std::vector<std::string>>& rows) {
+  auto escape = [](const std::string& s) {
+    std::string out;
+    for (char c : s) {
+      if (c == '|')
+        out += "\\|";
+      else if (c == '\n')
+        out += ' ';
+      else
+        out += c;
+    }
+    return out;
+  };
+  std::ostringstream t;
+  t << "|";
+  for (const auto& h : header) t << " " << escape(h) << " |";
+  t << "\n|";
+  for (size_t i = 0; i < header.size(); ++i) t << (i == 0 ? " --- |" : " ---: |");
+  t << "\n";
+  for (const auto& row : rows) {
+    t << "|";
+    for (size_t i = 0; i < header.size(); ++i) t << " " << (i < row.size() ? escape(row[i]) : "") << " |";
+    t << "\n";
+  }
+  return t.str();
+}
+
+std::string format_number(double v, int precision) {
+  if (std::isnan(v)) return "n/a";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  double a = std::fabs(v);
+  if (a != 0 && (a >= 1e6 || a < 1e-3))
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+  else
+    std::snprintf(buf, sizeof buf, "%.*f", precision, v);
+  return buf;
+}
+
+std::string format_count(double v) {
+  if (std::isnan(v)) return "n/a";
+  char buf[64];
+  double a = std::fabs(v);
+  if (a >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2fB", v / 1e9);
+  else if (a >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  else if (a >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.1fK", v / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
+json run_config(const ResultsDB& db, const RunInfo& run) {
+  try {
+    json c = json::parse(run.config_json.empty() ? std::string("{}") : run.config_json);
+    if (!c.is_object()) throw Error("not a JSON object");
+    return c;
+  } catch (const std::exception& e) {
+    throw Error("results database " + db.path() + ": run " + std::to_string(run.id) +
+                " has an invalid config_json (" + e.what() + ")");
+  }
+}
+
+std::optional<double> config_number(const json& config, const std::string& key) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::nullopt;
+  if (it->is_number()) return it->get<double>();
+  if (it->is_string()) {
+    const std::string& s = it->get_ref<const std::string&>();
+    char* end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (!s.empty() && end == s.c_str() + s.size()) return v;
+  }
+  return std::nullopt;
+}
+
+std::string config_string(const json& config, const std::string& key, const std::string& fallback) {
+  auto it = config.find(key);
+  return it != config.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+}  // namespace mnemo

@@ -1,0 +1,152 @@
+// MQAR (spec tasks.md §7.2): each run's best test accuracy over its evaluations, then the max
+// over the learning-rate sweep per (seq_len, num_kv_pairs, model, d_model) — Zoology's
+// protocol. Figure: accuracy vs d_model (log2), one line per model, one panel per
+// (seq_len, num_kv_pairs) — the shape of Zoology Figure 2 / Lattice Figure 7.
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "reports/report.h"
+
+namespace mnemo {
+
+namespace {
+
+struct Cell {
+  double accuracy = -INFINITY;
+  double best_lr = NAN;
+  int64_t best_run = 0;
+  std::set<double> lrs;
+  int runs = 0;
+};
+
+using CellKey = std::tuple<int64_t, int64_t, std::string, int64_t>;  // L, N_KV, model, d
+
+std::string format_lr(double lr) {
+  if (std::isnan(lr)) return "?";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", lr);
+  return buf;
+}
+
+void mqar_section(ReportContext& ctx) {
+  std::map<int64_t, double> best_acc;  // run id -> best test accuracy over its evaluations
+  for (const MetricRow& m : ctx.db.metrics_named("test", "accuracy"))
+    if (std::isfinite(m.value)) {
+      auto it = best_acc.find(m.run_id);
+      best_acc[m.run_id] = it == best_acc.end() ? m.value : std::max(it->second, m.value);
+    }
+
+  std::map<CellKey, Cell> cells;
+  std::vector<int64_t> missing_keys, no_accuracy;
+  for (const RunInfo& run : ctx.db.runs()) {
+    if (run.task != "mqar") continue;
+    json cfg = run_config(ctx.db, run);
+    auto d = config_number(cfg, "d_model");
+    auto L = config_number(cfg, "seq_len");
+    auto nkv = config_number(cfg, "num_kv_pairs");
+    if (!d || !L || !nkv) {
+      missing_keys.push_back(run.id);
+      continue;
+    }
+    auto acc = best_acc.find(run.id);
+    if (acc == best_acc.end()) {
+      no_accuracy.push_back(run.id);
+      continue;
+    }
+    std::string model = config_string(cfg, "model", run.model);
+    double lr = config_number(cfg, "lr").value_or(NAN);
+    Cell& c = cells[{static_cast<int64_t>(*L), static_cast<int64_t>(*nkv), model,
+                     static_cast<int64_t>(*d)}];
+    ++c.runs;
+    if (!std::isnan(lr)) c.lrs.insert(lr);
+    if (acc->second > c.accuracy) {
+      c.accuracy = acc->second;
+      c.best_lr = lr;
+      c.best_run = run.id;
+    }
+  }
+  if (cells.empty() && missing_keys.empty() && no_accuracy.empty()) return;  // no MQAR runs
+
+  ctx.md << "## MQAR: accuracy vs model dimension\n\n";
+  ctx.md << "Protocol (Zoology; spec tasks.md §7.2): each run's best `test/accuracy` over its "
+            "evaluations, then the maximum over the learning-rate sweep for each (sequence "
+            "length L, key-value pairs N_KV, model, d_model). Accuracy is per example over its "
+            "queries, averaged over test examples.\n\n";
+
+  if (!cells.empty()) {
+    bool fraction = true;
+    for (const auto& [key, c] : cells) fraction = fraction && c.accuracy >= 0 && c.accuracy <= 1.0;
+
+    // One panel per (L, N_KV), one series per model.
+    std::map<std::pair<int64_t, int64_t>, std::map<std::string, Series>> panels;
+    for (const auto& [key, c] : cells) {
+      const auto& [L, nkv, model, d] = key;
+      Series& s = panels[{L, nkv}][model];
+      s.label = model;
+      s.x.push_back(static_cast<double>(d));
+      s.y.push_back(c.accuracy);
+    }
+    LinePlot plot;
+    plot.name = "mqar_accuracy_vs_dmodel";
+    plot.title = "MQAR: best test accuracy over the lr sweep";
+    plot.xlabel = "model dimension d_model";
+    plot.ylabel = fraction ? "accuracy" : "accuracy (%)";
+    plot.log_x = 2;
+    plot.ymin = 0;
+    plot.ymax = fraction ? 1.0 : 100.0;
+    for (auto& [lk, series] : panels) {
+      Panel p;
+      p.title = "L = " + std::to_string(lk.first) + ", N_KV = " + std::to_string(lk.second);
+      for (auto& [model, s] : series) p.series.push_back(s);
+      plot.panels.push_back(std::move(p));
+    }
+    ctx.add_figure(plot_lines(plot, ctx.figure_dir),
+                   "MQAR accuracy vs d_model (max over learning rates), one panel per (L, N_KV)");
+
+    // The same numbers: per (L, N_KV) a model x d_model table, "accuracy (best lr)".
+    for (auto& [lk, series] : panels) {
+      std::set<int64_t> dims;
+      for (const auto& [key, c] : cells)
+        if (std::get<0>(key) == lk.first && std::get<1>(key) == lk.second) dims.insert(std::get<3>(key));
+      std::vector<std::string> header{"model"};
+      for (int64_t d : dims) header.push_back("d=" + std::to_string(d));
+      std::vector<std::vector<std::string>> rows;
+      for (const auto& [model, s] : series) {
+        std::vector<std::string> row{model};
+        for (int64_t d : dims) {
+          auto it = cells.find({lk.first, lk.second, model, d});
+          if (it == cells.end()) {
+            row.push_back("-");
+            continue;
+          }
+          const Cell& c = it->second;
+          row.push_back(format_number(c.accuracy, 3) + " (lr " + format_lr(c.best_lr) + ", " +
+                        std::to_string(c.lrs.size()) + " lr, run " + std::to_string(c.best_run) + ")");
+        }
+        rows.push_back(std::move(row));
+      }
+      ctx.md << "**L = " << lk.first << ", N_KV = " << lk.second
+             << "** — best test accuracy (best learning rate, learning rates tried, run id):\n\n";
+      ctx.md << markdown_table(header, rows) << "\n";
+    }
+  }
+  auto id_list = [](const std::vector<int64_t>& ids) {
+    std::string s;
+    for (int64_t id : ids) s += (s.empty() ? "" : ", ") + std::to_string(id);
+    return s;
+  };
+  if (!missing_keys.empty())
+    ctx.md << "MQAR runs left out because their config lacks d_model, seq_len or num_kv_pairs: "
+           << id_list(missing_keys) << ".\n\n";
+  if (!no_accuracy.empty())
+    ctx.md << "MQAR runs without any test accuracy yet: " << id_list(no_accuracy) << ".\n\n";
+}
+
+}  // namespace
+
+void register_mqar_section() { register_report_section("mqar", 20, mqar_section); }
+
+}  // namespace mnemo

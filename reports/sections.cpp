@@ -1,0 +1,26 @@
+// The one place that lists every built-in report section (one line each). Orders leave gaps:
+// 0 header · 20 MQAR · 30-50 long-context / MAD sections · 60 training curves · 80 runs table ·
+// 90 benchmarks.
+#include "reports/report.h"
+
+namespace mnemo {
+
+void register_header_section();     // reports/section_header.cpp
+void register_mqar_section();       // reports/section_mqar.cpp
+void register_mad_section();        // reports/section_mad.cpp
+void register_learnability_section();  // reports/section_learnability.cpp
+void register_curves_section();     // reports/section_curves.cpp
+void register_runs_section();       // reports/section_runs.cpp
+void register_benchmark_section();  // reports/section_bench.cpp
+
+void register_builtin_report_sections() {
+  register_header_section();
+  register_mqar_section();
+  register_mad_section();
+  register_learnability_section();
+  register_curves_section();
+  register_runs_section();
+  register_benchmark_section();
+}
+
+}  // namespace mnemo

@@ -1,0 +1,43 @@
+// Softmax attention mixers (spec models.md §3): `transformer` (causal, RoPE, optional GQA) and
+// `swa` (sliding window of W keys including the current token; decode cache = ring buffer of W).
+#pragma once
+#include <torch/torch.h>
+
+#include "runtime/layers.h"
+#include "runtime/mixer.h"
+
+namespace mnemo {
+
+struct AttentionArgs {
+  int64_t window = 0;        // 0 = full causal attention; W > 0 = keys (t-W, t]
+  int64_t n_kv_heads = 0;    // 0 = n_heads (no GQA)
+  double rope_theta = 10000.0;
+  int64_t q_block = 256;     // queries per block: memory O(T * block) (full) or O(block * (block+W))
+};
+
+// Causal (optionally windowed) softmax attention over absolute positions, blocked over queries.
+// q: [B, H, Tq, D], k/v: [B, H, Tk, D]; query i sits at position q_offset + i, key j at
+// k_offset + j; key j is visible to query i iff kpos <= qpos and (window == 0 or kpos > qpos - W).
+// Logits and softmax in fp32 (fp64 stays fp64), row-max subtraction.
+torch::Tensor blocked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                int64_t q_offset, int64_t k_offset, int64_t window, int64_t q_block);
+
+// Reference: materialise the full [Tq, Tk] mask (tests only).
+torch::Tensor naive_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              int64_t q_offset, int64_t k_offset, int64_t window);
+
+class AttentionMixer : public Mixer {
+ public:
+  AttentionMixer(const MixerContext& ctx, const AttentionArgs& args);
+  torch::Tensor forward(const torch::Tensor& x, LayerState* state) override;
+
+ private:
+  // Keys/values of the cache in chronological order + the new ones; updates the cache.
+  std::pair<torch::Tensor, torch::Tensor> extend_cache(const torch::Tensor& k, const torch::Tensor& v,
+                                                       LayerState* state, int64_t& k_offset);
+  AttentionArgs args_;
+  int64_t n_heads_, n_kv_heads_, head_dim_;
+  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
+};
+
+}  // namespace mnemo

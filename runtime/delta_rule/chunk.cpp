@@ -1,0 +1,102 @@
+// Chunk-wise (WY / UT transform) delta rule and gated delta rule (spec §4.6, §4.7, §12).
+// Per chunk of C rows Q (already scaled), K, V, with S the state before the chunk and
+// b_i = Σ_{r<=i} g_r (inclusive cumulative log decay within the chunk, 0 for DeltaNet):
+//   Γ_ij = exp(b_i - b_j) for i >= j, 0 above the diagonal (masked before exp)
+//   L = I + stril( diag(β) (K K^T) ⊙ Γ )                    unit lower triangular
+//   U = L^{-1} diag(β) V,  W = L^{-1} diag(β e^{b}) K        (one triangular solve)
+//   U' = U - W S
+//   O  = (Q ⊙ e^{b}) S + tril( (Q K^T) ⊙ Γ ) U'
+//   S  ← e^{b_C} S + (K ⊙ e^{b_C - b})^T U'
+// Derivation: unrolling the recurrence inside a chunk gives u_i = β_i v_i - β_i e^{b_i} k_i S
+// - β_i Σ_{j<i} Γ_ij (k_i·k_j) u_j, i.e. L u = diag(β) V - diag(β e^b) K S.
+#include <limits>
+#include <vector>
+
+#include "runtime/common.h"
+#include "runtime/delta_rule/delta_rule.h"
+
+namespace mnemo {
+
+namespace {
+
+// [B, T, H, ...] -> [B, H, N, C, ...] with T zero-padded to N*C.
+torch::Tensor to_chunks(const torch::Tensor& x, int64_t n_chunks, int64_t chunk) {
+  auto t = x.transpose(1, 2);  // [B, H, T, ...]
+  const int64_t pad = n_chunks * chunk - t.size(2);
+  if (pad > 0) {
+    std::vector<int64_t> padding(2 * (t.dim() - 2), 0);  // last dim first, (left, right) pairs
+    padding[padding.size() - 1] = pad;                  // right-pad the time dimension
+    t = torch::constant_pad_nd(t, padding, 0);
+  }
+  std::vector<int64_t> shape = {t.size(0), t.size(1), n_chunks, chunk};
+  for (int64_t d = 3; d < t.dim(); ++d) shape.push_back(t.size(d));
+  return t.reshape(shape);
+}
+
+}  // namespace
+
+DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                 const torch::Tensor& beta, const torch::Tensor& g,
+                                 const torch::Tensor& initial_state, double scale, int64_t chunk_size) {
+  check_delta_rule_inputs(q, k, v, beta, g, initial_state);
+  if (chunk_size < 1) throw Error("delta rule: chunk_size must be >= 1, got " + std::to_string(chunk_size));
+  const auto dt = delta_rule_compute_dtype({q, k, v, beta, g, initial_state});
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
+  const auto opts = q.options().dtype(dt);
+  auto S = initial_state.defined() ? initial_state.to(dt) : torch::zeros({B, H, K, V}, opts);
+  if (T == 0) return {torch::zeros({B, 0, H, V}, v.options()), S};
+
+  const int64_t C = std::min(chunk_size, T);
+  const int64_t N = (T + C - 1) / C;
+  auto Q = to_chunks(q.to(dt) * scale, N, C);  // [B, H, N, C, K]
+  auto Kc = to_chunks(k.to(dt), N, C);         // [B, H, N, C, K]
+  auto Vc = to_chunks(v.to(dt), N, C);         // [B, H, N, C, V]
+  auto beta_c = to_chunks(beta.to(dt), N, C).unsqueeze(-1);  // [B, H, N, C, 1]
+
+  auto ones = torch::ones({C, C}, torch::TensorOptions().dtype(torch::kBool).device(q.device()));
+  auto causal = torch::tril(ones);          // i >= j
+  auto strictly_lower = torch::tril(ones, -1);  // i > j
+
+  auto Kb = Kc * beta_c;                         // diag(β) K
+  auto KKb = torch::matmul(Kb, Kc.transpose(-1, -2));  // β_i k_i·k_j
+  auto QK = torch::matmul(Q, Kc.transpose(-1, -2));
+  torch::Tensor L, rhs_k, P, Q_in, K_out, chunk_decay;
+  if (g.defined()) {
+    auto b = to_chunks(g.to(dt), N, C).cumsum(-1);  // [B, H, N, C]
+    // Mask before exp; differences are <= 0 in exact arithmetic (g <= 0), clamp rounding (§12.3).
+    auto diff = (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0);
+    auto gamma = diff.masked_fill(causal.logical_not(), -std::numeric_limits<double>::infinity()).exp();
+    L = (KKb * gamma).masked_fill(strictly_lower.logical_not(), 0.0);
+    auto eb = b.exp().unsqueeze(-1);  // [B, H, N, C, 1]
+    rhs_k = Kb * eb;
+    P = QK * gamma;
+    Q_in = Q * eb;
+    auto b_last = b.narrow(-1, C - 1, 1);  // [B, H, N, 1]
+    K_out = Kc * (b_last - b).clamp_max(0.0).exp().unsqueeze(-1);
+    chunk_decay = b_last.exp().unsqueeze(-1);  // [B, H, N, 1, 1]
+  } else {
+    L = KKb.masked_fill(strictly_lower.logical_not(), 0.0);
+    rhs_k = Kb;
+    P = QK.masked_fill(causal.logical_not(), 0.0);
+    Q_in = Q;
+    K_out = Kc;
+  }
+  // U = L^{-1} diag(β) V and W = L^{-1} diag(β e^b) K in one unit-triangular solve (the zero
+  // diagonal of L is not read: unitriangular = true).
+  auto solved = torch::linalg_solve_triangular(L, torch::cat({Vc * beta_c, rhs_k}, -1),
+                                               /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
+  auto U = solved.narrow(-1, 0, V), W = solved.narrow(-1, V, K);
+
+  std::vector<torch::Tensor> outs;
+  outs.reserve(N);
+  for (int64_t n = 0; n < N; ++n) {
+    auto Un = U.select(2, n) - torch::matmul(W.select(2, n), S);  // U' = U - W S
+    outs.push_back(torch::matmul(Q_in.select(2, n), S) + torch::matmul(P.select(2, n), Un));
+    auto write = torch::matmul(K_out.select(2, n).transpose(-1, -2), Un);
+    S = chunk_decay.defined() ? S * chunk_decay.select(2, n) + write : S + write;
+  }
+  auto o = torch::stack(outs, 2).reshape({B, H, N * C, V}).narrow(2, 0, T).transpose(1, 2);
+  return {o.to(v.scalar_type()), S};
+}
+
+}  // namespace mnemo

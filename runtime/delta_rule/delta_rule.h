@@ -1,0 +1,39 @@
+// DeltaNet and Gated DeltaNet kernels (spec models.md §4.6, §4.7; fixture ops `delta_rule`,
+// `gated_delta_rule`). Row-vector fla convention, state S [B, H, K, V], read after write:
+//   S' = exp(g_t) S_{t-1}                    (g ≡ 0, i.e. undefined, for DeltaNet)
+//   u_t = beta_t (v_t - k_t S')
+//   S_t = S' + k_t^T u_t
+//   o_t = (scale q_t) S_t
+// Layout: q, k [B, T, H, K], v [B, T, H, V], beta and g [B, T, H]; g is a log decay (<= 0).
+// Both forms are differentiable (plain autograd ops) and compute in fp32, or fp64 when any input
+// is fp64; o is returned in v's dtype, the final state in the compute dtype.
+#pragma once
+#include <torch/torch.h>
+
+namespace mnemo {
+
+struct DeltaRuleResult {
+  torch::Tensor o;            // [B, T, H, V]
+  torch::Tensor final_state;  // [B, H, K, V]
+};
+
+// Token-by-token recurrence: O(T) sequential steps; T == 1 is the O(1) decode step.
+// g and initial_state may be undefined (no decay; zero state).
+DeltaRuleResult delta_rule_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                     const torch::Tensor& beta, const torch::Tensor& g,
+                                     const torch::Tensor& initial_state, double scale);
+
+// Chunk-wise WY/UT form with chunks of `chunk_size` tokens (a shorter last chunk is padded with
+// inert zero tokens: k = 0, beta = 0, g = 0). Exact rewrite of the recurrence.
+DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                 const torch::Tensor& beta, const torch::Tensor& g,
+                                 const torch::Tensor& initial_state, double scale, int64_t chunk_size);
+
+// Shared argument checks (shapes, chunk size); throw mnemo::Error naming the tensor and shape.
+void check_delta_rule_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& beta, const torch::Tensor& g,
+                             const torch::Tensor& initial_state);
+// fp64 if any defined input is fp64, else fp32 (spec §1.2: fp32 inside every recurrence).
+torch::ScalarType delta_rule_compute_dtype(std::initializer_list<torch::Tensor> tensors);
+
+}  // namespace mnemo

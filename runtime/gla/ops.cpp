@@ -1,0 +1,22 @@
+// Fixture op `gla` (naive_recurrent_gla: scale fixed to K^-1/2 unless params.scale says otherwise).
+#include "runtime/gla/gla.h"
+#include "runtime/linear_attn/op_helpers.h"
+
+namespace mnemo {
+
+static TensorMap run_gla(const TensorMap& in, const json& params, const std::string& form,
+                         int64_t chunk_size) {
+  namespace a = kernel_op_args;
+  const std::string op = "gla";
+  auto q = a::required(in, op, "q"), k = a::required(in, op, "k"), v = a::required(in, op, "v");
+  auto gk = a::required(in, op, "gk");
+  auto s0 = a::optional(in, "initial_state");
+  const double scale = a::scale(params, op, q.size(-1));
+  auto r = a::is_chunk_form(op, form) ? gla_chunk(q, k, v, gk, scale, s0, chunk_size)
+                                      : gla_recurrent(q, k, v, gk, scale, s0);
+  return {{"o", r.o}, {"final_state", r.final_state}};
+}
+
+void register_gla_ops(KernelOpRegistry& r) { r.add(KernelOp{"gla", {"recurrent", "chunk"}, run_gla}); }
+
+}  // namespace mnemo

@@ -1,0 +1,42 @@
+// Helpers shared by the linear-recurrent kernels (linear_attn, retnet/simple_gla, gla, mamba2):
+// result type, compute precision (spec models.md §1.2), shape checks that end in mnemo::Error,
+// and the [B, T, H, D] <-> [B, H, N, C, D] chunk reshapes (right zero-padding to a multiple of C).
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/common.h"
+
+namespace mnemo {
+
+// Output of a linear-recurrent kernel: o [B, T, H, V] in the input dtype, final state in the
+// compute dtype (layout per kernel, e.g. [B, H, K, V]).
+struct RecurrentResult {
+  torch::Tensor o;
+  torch::Tensor final_state;
+};
+
+// Recurrences run in fp32 whatever the activation dtype; fp64 inputs stay fp64 (tests).
+torch::ScalarType recurrence_dtype(const torch::Tensor& t);
+
+// Throws mnemo::Error "<op>: <name> must have shape [..] but has [..]" unless t is defined and
+// has exactly `shape` (entries < 0 match any size).
+void check_shape(const std::string& op, const std::string& name, const torch::Tensor& t,
+                 const std::vector<int64_t>& shape);
+// Throws mnemo::Error unless chunk_size >= 1 and T >= 1.
+void check_chunking(const std::string& op, int64_t T, int64_t chunk_size);
+
+// Right zero-pads dim 1 (time) of x [B, T, ...] to a multiple of `chunk`. Zero keys/values add
+// nothing to a state and zero log-decays keep it, so padding never changes the final state.
+torch::Tensor pad_time(const torch::Tensor& x, int64_t chunk);
+// x [B, T, H, ...] -> [B, H, N, C, ...] with N = ceil(T / C) (zero-padded).
+torch::Tensor to_chunks(const torch::Tensor& x, int64_t chunk);
+// y [B, H, N, C, ...] -> [B, T, H, ...] (padding dropped).
+torch::Tensor from_chunks(const torch::Tensor& y, int64_t T);
+
+// Lower-triangular (incl. diagonal) boolean mask [n, n]; `strict` excludes the diagonal.
+torch::Tensor causal_mask(int64_t n, const torch::Device& device, bool strict = false);
+
+}  // namespace mnemo

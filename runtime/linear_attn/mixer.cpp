@@ -1,0 +1,82 @@
+// `linear_attn` mixer (spec models.md §4.1): q, k, v = SiLU(Conv4(x W)) per head (no l2norm),
+// o_t = q̃_t S_t with S_t = S_{t-1} + k_tᵀ v_t, q̃ = d_k^-1/2 q; out = W_o(RMSNorm(o) ⊙ SiLU(x W_g)).
+// Optional Katharopoulos normaliser (la_normalize): q, k -> elu(·)+1 > 0 and
+// o_t = q̃_t S_t / (q̃_t · z_t + 1e-10), z_t = Σ k.
+// Decode state: "memory" [B, H, K, V] (+ "memory_z" [B, H, K]) in fp32 (fp64 for fp64 modules),
+// plus the conv caches "conv_q", "conv_k", "conv_v".
+#include <cmath>
+
+#include "runtime/linear_attn/linear_attn.h"
+#include "runtime/linear_attn/mixer_common.h"
+#include "runtime/recurrent_block.h"
+#include "runtime/registry.h"
+
+namespace mnemo {
+
+struct LinearAttnArgs {
+  int64_t chunk_size = 64;
+  std::string form = "chunk";  // "chunk" | "recurrent"
+  double expand_k = 1.0;
+  double expand_v = 1.0;
+  bool short_conv = true;
+  int64_t conv_size = 4;
+  bool la_normalize = false;  // Katharopoulos denominator (off by default, spec §4.1)
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LinearAttnArgs, chunk_size, form, expand_k, expand_v,
+                                                short_conv, conv_size, la_normalize)
+
+class LinearAttnMixer : public Mixer {
+ public:
+  LinearAttnMixer(const MixerContext& ctx, const LinearAttnArgs& args) : args_(args) {
+    check_kernel_form("linear_attn", args.form, args.chunk_size);
+    if (args.short_conv && args.conv_size < 1)
+      throw Error("linear_attn: conv_size must be >= 1, got " + std::to_string(args.conv_size));
+    const int64_t H = ctx.n_heads;
+    dk_ = expanded_head_dim("linear_attn", "expand_k", ctx.d_model, args.expand_k, H);
+    dv_ = expanded_head_dim("linear_attn", "expand_v", ctx.d_model, args.expand_v, H);
+    HeadProjectionOptions o;
+    o.d_model = ctx.d_model;
+    o.n_heads = H;
+    o.short_conv = args.short_conv;
+    o.conv_size = args.conv_size;
+    o.silu = true;
+    o.head_dim = dk_;
+    q_ = register_module("q", HeadProjection(o, "q"));
+    k_ = register_module("k", HeadProjection(o, "k"));
+    o.head_dim = dv_;
+    v_ = register_module("v", HeadProjection(o, "v"));
+    out_ = register_module("out", GatedOutput(ctx.d_model, H, dv_));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
+    auto q = q_(x, state), k = k_(x, state), v = v_(x, state);
+    if (args_.la_normalize) {  // positive features so that q · z > 0
+      q = torch::elu(q) + 1.0;
+      k = torch::elu(k) + 1.0;
+    }
+    const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
+    auto s0 = state_or_empty(state, "memory");
+    auto z0 = state_or_empty(state, "memory_z");
+    auto r = use_chunked_kernel(args_.form, state, x.size(1))
+                 ? linear_attn_chunk(q, k, v, scale, s0, args_.chunk_size, args_.la_normalize, z0)
+                 : linear_attn_recurrent(q, k, v, scale, s0, args_.la_normalize, z0);
+    if (state) {
+      state->tensors["memory"] = r.final_state.detach();
+      if (args_.la_normalize) state->tensors["memory_z"] = r.final_z.detach();
+    }
+    return out_(r.o, x);
+  }
+
+ private:
+  LinearAttnArgs args_;
+  int64_t dk_ = 0, dv_ = 0;
+  HeadProjection q_{nullptr}, k_{nullptr}, v_{nullptr};
+  GatedOutput out_{nullptr};
+};
+
+void register_linear_attn_family(Registry& r) {
+  r.add_mixer(make_mixer_family<LinearAttnArgs, LinearAttnMixer>(
+      "linear_attn", "linear attention S_t = S_{t-1} + k v^T, Conv4+SiLU q/k/v, gated RMSNorm (spec §4.1)"));
+}
+
+}  // namespace mnemo

@@ -1,0 +1,40 @@
+// Mamba-2 SSD scan (spec models.md §4.5; fixture `mamba2_ssd`): no D skip, no z gate, one B/C per
+// head (the mixer broadcasts groups to heads). Per batch b and head h, with a_t = A_h · dt_t <= 0:
+//   Hs_t = exp(a_t) · Hs_{t-1} + (dt_t · x_t)ᵀ B_t        (P×N outer product)
+//   y_t  = Hs_t C_tᵀ                                       (read after write)
+// x [B, T, H, P], dt [B, T, H] (> 0, softplus already applied), A [H] (< 0), B, C [B, T, H, N];
+// state Hs [B, H, P, N] (head dim first, as mamba_ssm; undefined = zeros).
+// In fla terms: simple GLA with q = C, k = B, v = dt·x, g = A·dt, scale 1 and S = Hsᵀ.
+#pragma once
+#include <torch/torch.h>
+
+#include "runtime/linear_attn/chunking.h"
+
+namespace mnemo {
+
+// Token-by-token reference (mamba_ssm's selective_state_update without D / z).
+RecurrentResult mamba2_ssd_recurrent(const torch::Tensor& x, const torch::Tensor& dt,
+                                     const torch::Tensor& A, const torch::Tensor& B,
+                                     const torch::Tensor& C, const torch::Tensor& initial_state = {});
+
+// Chunked SSD (mamba_ssm ssd_minimal_discrete): per chunk L = exp(segsum(a)) with the stable
+// segment sum (masked cumsum, −inf above the diagonal),
+//   Y = (C Bᵀ ⊙ L) X + (C ⊙ e^{cumsum a}) Hsᵀ,   Hs <- e^{Σa} Hs + Σ_j e^{a_C − a_j} X_jᵀ B_j.
+RecurrentResult mamba2_ssd_chunk(const torch::Tensor& x, const torch::Tensor& dt,
+                                 const torch::Tensor& A, const torch::Tensor& B,
+                                 const torch::Tensor& C, const torch::Tensor& initial_state = {},
+                                 int64_t chunk_size = 64);
+
+// segsum(a)[.., i, j] = Σ_{j < r <= i} a_r for i >= j, −inf above the diagonal. a: [.., C].
+torch::Tensor ssd_segsum(const torch::Tensor& a);
+
+// Shape checks shared by both forms (mnemo::Error naming the op and the input).
+void check_mamba2_inputs(const char* op, const torch::Tensor& x, const torch::Tensor& dt,
+                         const torch::Tensor& A, const torch::Tensor& B, const torch::Tensor& C,
+                         const torch::Tensor& s0);
+
+class KernelOpRegistry;
+// Adds the fixture op `mamba2_ssd` (forms "recurrent", "chunk").
+void register_mamba2_ops(KernelOpRegistry& r);
+
+}  // namespace mnemo

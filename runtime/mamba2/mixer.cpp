@@ -1,0 +1,119 @@
+// `mamba2` mixer (spec models.md §4.5, mamba_ssm Mamba2 defaults): in_proj -> [z, x, B, C, dt];
+// one depthwise Conv4 with bias + SiLU over xBC; dt = softplus(dt_raw + dt_bias), A = −exp(A_log);
+// SSD scan y_t = Hs_t C_tᵀ with Hs_t = e^{A dt_t} Hs_{t-1} + dt_t x_tᵀ B_t; y += D ⊙ x;
+// out = out_proj(RMSNorm_group(y ⊙ SiLU(z))). Heads = d_inner / head_dim (the model's n_heads is
+// not used); B and C are shared by the heads of a group.
+// Decode state: "memory" Hs [B, H, P, N] (fp32; fp64 for fp64 modules) + "conv_xBC" cache.
+#include <cmath>
+
+#include "runtime/linear_attn/mixer_common.h"
+#include "runtime/mamba2/mamba2.h"
+#include "runtime/recurrent_block.h"
+#include "runtime/registry.h"
+
+namespace mnemo {
+
+struct Mamba2Args {
+  int64_t chunk_size = 64;
+  std::string form = "chunk";  // "chunk" | "recurrent"
+  double mamba_expand = 2.0;   // d_inner = expand · d_model
+  int64_t mamba_head_dim = 64;
+  int64_t mamba_d_state = 128;
+  int64_t mamba_ngroups = 1;
+  int64_t conv_size = 4;
+  double mamba_a_min = 1.0, mamba_a_max = 16.0;  // A ~ U(a_min, a_max) (spec §2.7)
+  double mamba_dt_min = 1e-3, mamba_dt_max = 1e-1, mamba_dt_floor = 1e-4;
+  bool mamba_d_skip = true;  // y += D ⊙ x with D initialised to 1
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Mamba2Args, chunk_size, form, mamba_expand, mamba_head_dim,
+                                                mamba_d_state, mamba_ngroups, conv_size, mamba_a_min,
+                                                mamba_a_max, mamba_dt_min, mamba_dt_max, mamba_dt_floor,
+                                                mamba_d_skip)
+
+class Mamba2Mixer : public Mixer {
+ public:
+  Mamba2Mixer(const MixerContext& ctx, const Mamba2Args& args) : args_(args) {
+    check_kernel_form("mamba2", args.form, args.chunk_size);
+    auto positive = [](const char* field, int64_t v) {
+      if (v < 1) throw Error(std::string("mamba2: ") + field + " must be >= 1, got " + std::to_string(v));
+    };
+    positive("mamba_head_dim", args.mamba_head_dim);
+    positive("mamba_d_state", args.mamba_d_state);
+    positive("mamba_ngroups", args.mamba_ngroups);
+    positive("conv_size", args.conv_size);
+    if (!(args.mamba_a_min > 0 && args.mamba_a_max >= args.mamba_a_min))
+      throw Error("mamba2: need 0 < mamba_a_min <= mamba_a_max, got " + std::to_string(args.mamba_a_min) +
+                  ", " + std::to_string(args.mamba_a_max));
+    if (!(args.mamba_dt_min > 0 && args.mamba_dt_max >= args.mamba_dt_min))
+      throw Error("mamba2: need 0 < mamba_dt_min <= mamba_dt_max, got " + std::to_string(args.mamba_dt_min) +
+                  ", " + std::to_string(args.mamba_dt_max));
+    d_inner_ = expanded_head_dim("mamba2", "mamba_expand", ctx.d_model, args.mamba_expand, 1);
+    if (d_inner_ % args.mamba_head_dim != 0)
+      throw Error("mamba2: d_inner = " + std::to_string(d_inner_) + " must be a multiple of mamba_head_dim = " +
+                  std::to_string(args.mamba_head_dim));
+    P_ = args.mamba_head_dim;
+    H_ = d_inner_ / P_;
+    G_ = args.mamba_ngroups;
+    N_ = args.mamba_d_state;
+    if (H_ % G_ != 0)
+      throw Error("mamba2: heads (" + std::to_string(H_) + ") must be a multiple of mamba_ngroups (" +
+                  std::to_string(G_) + ")");
+    if (d_inner_ % G_ != 0)
+      throw Error("mamba2: d_inner must be a multiple of mamba_ngroups");
+    const int64_t conv_channels = d_inner_ + 2 * G_ * N_;
+    in_proj_ = register_module("in_proj", make_linear(ctx.d_model, d_inner_ + conv_channels + H_));
+    conv_ = register_module("conv", ShortConv(conv_channels, args.conv_size, /*silu=*/false));
+    const double bound = 1.0 / std::sqrt(static_cast<double>(args.conv_size));  // PyTorch Conv1d default
+    conv_bias_ = register_parameter("conv_bias", torch::empty({conv_channels}).uniform_(-bound, bound));
+    A_log_ = register_parameter("A_log", init_a_log(H_, args.mamba_a_min, args.mamba_a_max));
+    dt_bias_ = register_parameter(
+        "dt_bias", init_dt_bias(H_, args.mamba_dt_min, args.mamba_dt_max, args.mamba_dt_floor));
+    if (args.mamba_d_skip) D_ = register_parameter("D", torch::ones({H_}));
+    norm_weight_ = register_parameter("norm_weight", torch::ones({d_inner_}));
+    out_proj_ = register_module("out_proj", make_linear(d_inner_, ctx.d_model));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
+    const int64_t B = x.size(0), T = x.size(1);
+    auto zxbcdt = in_proj_(x);
+    auto z = zxbcdt.narrow(-1, 0, d_inner_);
+    auto xBC = zxbcdt.narrow(-1, d_inner_, d_inner_ + 2 * G_ * N_);
+    auto dt_raw = zxbcdt.narrow(-1, 2 * d_inner_ + 2 * G_ * N_, H_);
+    xBC = torch::silu(conv_(xBC, state, "conv_xBC") + conv_bias_.to(x.scalar_type()));
+    auto xs = xBC.narrow(-1, 0, d_inner_).view({B, T, H_, P_});
+    auto Bm = xBC.narrow(-1, d_inner_, G_ * N_).view({B, T, G_, N_});
+    auto Cm = xBC.narrow(-1, d_inner_ + G_ * N_, G_ * N_).view({B, T, G_, N_});
+    if (G_ != H_) {
+      Bm = Bm.repeat_interleave(H_ / G_, 2);
+      Cm = Cm.repeat_interleave(H_ / G_, 2);
+    }
+    const auto ct = recurrence_dtype(x);
+    auto dt = torch::softplus(dt_raw.to(ct) + dt_bias_.to(ct));  // [B, T, H]
+    auto A = -torch::exp(A_log_.to(ct));
+    auto s0 = state_or_empty(state, "memory");
+    auto r = use_chunked_kernel(args_.form, state, T)
+                 ? mamba2_ssd_chunk(xs, dt, A, Bm, Cm, s0, args_.chunk_size)
+                 : mamba2_ssd_recurrent(xs, dt, A, Bm, Cm, s0);
+    if (state) state->tensors["memory"] = r.final_state.detach();
+    auto y = r.o;
+    if (D_.defined()) y = y + xs * D_.to(y.scalar_type()).view({1, 1, H_, 1});
+    // Gate then norm (spec §2.5, Mamba2 variant), RMSNorm over groups of d_inner / ngroups.
+    y = (y.reshape({B, T, d_inner_}) * torch::silu(z)).view({B, T, G_, d_inner_ / G_});
+    y = rms_norm(y, norm_weight_.view({G_, d_inner_ / G_}));
+    return out_proj_(y.reshape({B, T, d_inner_}));
+  }
+
+ private:
+  Mamba2Args args_;
+  int64_t d_inner_ = 0, P_ = 0, H_ = 0, G_ = 0, N_ = 0;
+  torch::nn::Linear in_proj_{nullptr}, out_proj_{nullptr};
+  ShortConv conv_{nullptr};
+  torch::Tensor conv_bias_, A_log_, dt_bias_, D_, norm_weight_;
+};
+
+void register_mamba2_family(Registry& r) {
+  r.add_mixer(make_mixer_family<Mamba2Args, Mamba2Mixer>(
+      "mamba2", "Mamba2 SSD: scalar per-head decay exp(A dt), Conv4 over xBC, gated group RMSNorm (spec §4.5)"));
+}
+
+}  // namespace mnemo

@@ -1,0 +1,23 @@
+// Fixture op `mamba2_ssd` (ssd_minimal_discrete; `block_len` in params only sets the chunking).
+#include "runtime/linear_attn/op_helpers.h"
+#include "runtime/mamba2/mamba2.h"
+
+namespace mnemo {
+
+static TensorMap run_mamba2_ssd(const TensorMap& in, const json& params, const std::string& form,
+                                int64_t chunk_size) {
+  namespace a = kernel_op_args;
+  const std::string op = "mamba2_ssd";
+  auto x = a::required(in, op, "x"), dt = a::required(in, op, "dt"), A = a::required(in, op, "A");
+  auto B = a::required(in, op, "B"), C = a::required(in, op, "C");
+  auto s0 = a::optional(in, "initial_state");
+  auto r = a::is_chunk_form(op, form) ? mamba2_ssd_chunk(x, dt, A, B, C, s0, chunk_size)
+                                      : mamba2_ssd_recurrent(x, dt, A, B, C, s0);
+  return {{"y", r.o}, {"final_state", r.final_state}};
+}
+
+void register_mamba2_ops(KernelOpRegistry& r) {
+  r.add(KernelOp{"mamba2_ssd", {"recurrent", "chunk"}, run_mamba2_ssd});
+}
+
+}  // namespace mnemo

@@ -1,0 +1,49 @@
+// Pieces of the standard recurrent-memory mixer template (spec models.md §2.6) shared by the
+// linear-recurrent and deep-memory families:
+//   q = l2norm(SiLU(Conv4(x W_q))), k likewise, v = SiLU(Conv4(x W_v))   (per head)
+//   out = W_o concat_h( RMSNorm(y_h) * w * SiLU((x W_g)_h) )
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+
+#include "runtime/layers.h"
+#include "runtime/mixer.h"
+
+namespace mnemo {
+
+struct HeadProjectionOptions {
+  int64_t d_model = 0, n_heads = 0, head_dim = 0;
+  bool short_conv = true;  // depthwise causal conv (kernel conv_size) + SiLU
+  int64_t conv_size = 4;
+  bool silu = true;         // SiLU after the projection when there is no conv
+  bool l2_normalize = false;
+};
+
+// x [B, T, D] -> [B, T, H, head_dim]; with a state, the conv cache is kept under `name`.
+struct HeadProjectionImpl : torch::nn::Module {
+  HeadProjectionImpl(const HeadProjectionOptions& o, const std::string& name);
+  torch::Tensor forward(const torch::Tensor& x, LayerState* state);
+  HeadProjectionOptions opt;
+  std::string name;
+  torch::nn::Linear proj{nullptr};
+  ShortConv conv{nullptr};
+};
+TORCH_MODULE(HeadProjection);
+
+// y [B, T, H, Dv], x [B, T, D] -> out [B, T, D]: per-head gated RMSNorm with g = x W_g, then W_o.
+struct GatedOutputImpl : torch::nn::Module {
+  GatedOutputImpl(int64_t d_model, int64_t n_heads, int64_t head_dim_v, double eps = 1e-6);
+  torch::Tensor forward(const torch::Tensor& y, const torch::Tensor& x);
+  int64_t n_heads, head_dim_v;
+  torch::nn::Linear gate_proj{nullptr}, out_proj{nullptr};
+  GatedRMSNorm norm{nullptr};
+};
+TORCH_MODULE(GatedOutput);
+
+// Mamba2/GDN decay init (spec §2.7): A ~ U(lo, hi), A_log = log A;
+// dt = exp(U(log 1e-3, log 1e-1)) clamped >= 1e-4, dt_bias = dt + log(-expm1(-dt)).
+torch::Tensor init_a_log(int64_t n_heads, double lo, double hi);
+torch::Tensor init_dt_bias(int64_t n, double dt_min = 1e-3, double dt_max = 1e-1, double floor = 1e-4);
+
+}  // namespace mnemo

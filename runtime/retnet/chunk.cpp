@@ -1,0 +1,44 @@
+// Chunk-wise scalar-decay linear attention (spec §4.2, §12 rules 2–3): all chunks' intra-chunk
+// parts in parallel, then a short sequential pass over chunks for the states.
+#include <limits>
+
+#include "runtime/retnet/retnet.h"
+
+namespace mnemo {
+
+RecurrentResult simple_gla_chunk(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, const torch::Tensor& g, double scale,
+                                 const torch::Tensor& initial_state, int64_t chunk_size) {
+  check_simple_gla_inputs("simple_gla_chunk", q, k, v, g, initial_state);
+  check_chunking("simple_gla_chunk", q.size(1), chunk_size);
+  const auto dt = recurrence_dtype(q);
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
+  const int64_t C = std::min(chunk_size, T);
+  auto Q = to_chunks(q.to(dt) * scale, C), Kc = to_chunks(k.to(dt), C);  // [B, H, N, C, K]
+  auto Vc = to_chunks(v.to(dt), C);                                        // [B, H, N, C, V]
+  auto b = torch::cumsum(to_chunks(g.to(dt), C), -1);                      // [B, H, N, C]
+  const int64_t N = b.size(2);
+  auto b_last = b.narrow(-1, C - 1, 1);                                    // [B, H, N, 1]
+
+  // Γ_ij = exp(b_i − b_j) for i >= j: mask (−inf) before exp; differences clamped to <= 0.
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  auto diff = (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0);
+  auto gamma = diff.masked_fill(causal_mask(C, q.device()).logical_not(), neg_inf).exp();
+  auto intra = torch::matmul(torch::matmul(Q, Kc.transpose(-1, -2)) * gamma, Vc);
+  auto q_decayed = Q * b.exp().unsqueeze(-1);                         // e^{b_i} <= 1
+  auto k_decayed = Kc * (b_last - b).clamp_max(0.0).exp().unsqueeze(-1);  // e^{b_C − b_j} <= 1
+  auto kv = torch::matmul(k_decayed.transpose(-1, -2), Vc);           // [B, H, N, K, V]
+  auto chunk_decay = b_last.exp().unsqueeze(-1);                      // [B, H, N, 1, 1]
+
+  auto S = initial_state.defined() ? initial_state.to(dt) : torch::zeros({B, H, K, V}, Q.options());
+  std::vector<torch::Tensor> starts;
+  starts.reserve(N);
+  for (int64_t n = 0; n < N; ++n) {
+    starts.push_back(S);
+    S = chunk_decay.select(2, n) * S + kv.select(2, n);
+  }
+  auto O = torch::matmul(q_decayed, torch::stack(starts, 2)) + intra;  // [B, H, N, C, V]
+  return {from_chunks(O, T).to(q.scalar_type()), S};
+}
+
+}  // namespace mnemo

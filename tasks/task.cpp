@@ -1,0 +1,90 @@
+#include "tasks/task.h"
+
+#include <mutex>
+
+namespace mnemo {
+
+const char* split_name(Split s) { return s == Split::train ? "train" : "test"; }
+
+std::vector<json> TokenTask::generate_rows(Split split, int64_t n, uint64_t seed) const {
+  std::vector<json> rows;
+  for (auto& ex : examples(split, n, seed)) {
+    json row = {{"input_ids", ex.input_ids}, {"labels", ex.labels}};
+    if (ex.meta.is_object())
+      for (auto it = ex.meta.begin(); it != ex.meta.end(); ++it) row[it.key()] = it.value();
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+TaskRegistry& TaskRegistry::instance() {
+  static TaskRegistry r;
+  static std::once_flag once;
+  std::call_once(once, [] { register_builtin_tasks(r); });
+  return r;
+}
+
+void TaskRegistry::add(TaskFamily f) {
+  if (has(f.name)) throw Error("task registered twice: " + f.name);
+  families_.push_back(std::move(f));
+}
+
+const TaskFamily& TaskRegistry::at(const std::string& name) const {
+  for (const auto& f : families_)
+    if (f.name == name) return f;
+  std::string known;
+  for (const auto& f : families_) known += (known.empty() ? "" : ", ") + f.name;
+  throw Error("unknown task '" + name + "'; known tasks: " + known + " (see `mnemo tasks`)");
+}
+
+bool TaskRegistry::has(const std::string& name) const {
+  for (const auto& f : families_)
+    if (f.name == name) return true;
+  return false;
+}
+
+std::vector<std::string> TaskRegistry::names() const {
+  std::vector<std::string> v;
+  for (const auto& f : families_) v.push_back(f.name);
+  return v;
+}
+
+static bool same_kind(const json& a, const json& b) {
+  if (a.is_number() && b.is_number()) return !(a.is_number_integer() && b.is_number_float());
+  if (a.is_boolean() && b.is_number_integer()) return true;  // allow 0/1 for flags
+  return a.type() == b.type() || a.is_null();
+}
+
+json TaskRegistry::resolve(const std::string& name, const json& user) const {
+  const auto& f = at(name);
+  json params = f.defaults;
+  if (user.is_null()) return params;
+  if (!user.is_object()) throw Error("task parameters for '" + name + "' must be a JSON object");
+  for (auto it = user.begin(); it != user.end(); ++it) {
+    if (!f.defaults.contains(it.key())) {
+      std::string known;
+      for (auto d = f.defaults.begin(); d != f.defaults.end(); ++d)
+        known += (known.empty() ? "" : ", ") + d.key();
+      throw Error("unknown parameter '" + it.key() + "' for task '" + name + "'; known: " + known);
+    }
+    const json& def = f.defaults[it.key()];
+    json value = it.value();
+    if (!same_kind(def, value))
+      throw Error("task '" + name + "' parameter '" + it.key() + "' expects a " + def.type_name() +
+                  " (default " + def.dump() + "), got " + value.dump());
+    if (def.is_boolean() && value.is_number_integer()) value = value.get<int64_t>() != 0;
+    params[it.key()] = value;
+  }
+  return params;
+}
+
+std::shared_ptr<Task> TaskRegistry::make(const std::string& name, const json& user) const {
+  json params = resolve(name, user);
+  try {
+    return at(name).make(params);
+  } catch (const json::exception& e) {
+    throw Error("invalid parameters for task '" + name + "': " + e.what());
+  }
+}
+
+}  // namespace mnemo

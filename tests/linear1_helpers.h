@@ -1,0 +1,130 @@
+// Test helpers for the linear-recurrent kernels and mixers (linear_attn, retnet, gla, mamba2):
+// fixture checks through the kernel-op registry, form-vs-form comparisons of outputs and
+// gradients, and the mixer decode-vs-forward check.
+#pragma once
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/mixer.h"
+#include "runtime/ops/fixture.h"
+#include "runtime/ops/kernel_ops.h"
+#include "runtime/registry.h"
+
+namespace mnemo::linear1_test {
+
+// max |a − b| / max |b| (both cast to fp64).
+inline double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
+  auto a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
+  const double scale = std::max(b64.abs().max().item<double>(), 1e-300);
+  return (a64 - b64).abs().max().item<double>() / scale;
+}
+
+inline torch::Tensor f64(std::vector<int64_t> shape) {
+  return torch::randn(shape, torch::TensorOptions().dtype(torch::kFloat64));
+}
+
+// Every fixture file of `op`, every form (chunk sizes 1, 7, 16, 64) must pass the README rule,
+// in fp64 (tolerance_hint.float64) and in fp32 (tolerance_hint.float32). Returns the number of
+// fixture files checked (the caller requires it to be > 0).
+inline int check_op_fixtures(const std::string& op_name) {
+  const auto& op = KernelOpRegistry::instance().at(op_name);
+  int files = 0;
+  for (const auto& path : list_fixture_files(fixtures_dir())) {
+    auto fx = load_fixture(path);
+    if (fx.op != op_name) continue;
+    ++files;
+    for (const std::string precision : {"float64", "float32"}) {
+      for (const auto& check : check_fixture(fx, op, {1, 7, 16, 64}, precision)) {
+        INFO(path << " " << precision << " " << check.label() << " error: " << check.error);
+        REQUIRE(check.error.empty());
+        for (const auto& o : check.outputs) {
+          INFO("output " << o.name << " max_abs_err " << o.max_abs_err << " max_rel_err "
+                         << o.max_rel_err << " rtol " << o.rtol << " atol " << o.atol << " "
+                         << o.problem);
+          CHECK(o.pass);
+        }
+      }
+    }
+  }
+  return files;
+}
+
+// A kernel under test: takes the leaf inputs, returns its outputs (o, final state, ...).
+using KernelFn = std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)>;
+
+// Runs `reference` and `candidate` on copies of `inputs` (fp64 leaves), compares every output
+// and the gradients of Σ_i <out_i, w_i> (random w) w.r.t. every input: relative error <= tol.
+inline void require_same_outputs_and_grads(const KernelFn& reference, const KernelFn& candidate,
+                                           const std::vector<torch::Tensor>& inputs, double tol,
+                                           const std::vector<std::string>& input_names) {
+  auto leaves = [&] {
+    std::vector<torch::Tensor> l;
+    for (const auto& t : inputs) l.push_back(t.detach().clone().requires_grad_(true));
+    return l;
+  };
+  auto ref_in = leaves(), cand_in = leaves();
+  auto ref_out = reference(ref_in), cand_out = candidate(cand_in);
+  REQUIRE(ref_out.size() == cand_out.size());
+  torch::Tensor ref_loss = torch::zeros({}, torch::kFloat64), cand_loss = ref_loss.clone();
+  for (size_t i = 0; i < ref_out.size(); ++i) {
+    INFO("output " << i);
+    REQUIRE(ref_out[i].sizes() == cand_out[i].sizes());
+    CHECK(rel_err(cand_out[i], ref_out[i]) <= tol);
+    auto w = torch::randn_like(ref_out[i]);
+    ref_loss = ref_loss + (ref_out[i] * w).sum();
+    cand_loss = cand_loss + (cand_out[i] * w).sum();
+  }
+  auto ref_grads = torch::autograd::grad({ref_loss}, ref_in, {}, false, false, /*allow_unused=*/true);
+  auto cand_grads = torch::autograd::grad({cand_loss}, cand_in, {}, false, false, true);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    INFO("gradient w.r.t. " << (i < input_names.size() ? input_names[i] : std::to_string(i)));
+    REQUIRE(ref_grads[i].defined());
+    REQUIRE(cand_grads[i].defined());
+    CHECK(rel_err(cand_grads[i], ref_grads[i]) <= tol);
+  }
+}
+
+// Builds mixer `name` from its registered defaults merged with `overrides`, seeded.
+inline std::shared_ptr<Mixer> make_test_mixer(const std::string& name, const json& overrides,
+                                              int64_t d_model, int64_t n_heads, uint64_t seed) {
+  const auto& family = Registry::instance().mixer(name);
+  MixerContext ctx;
+  ctx.d_model = d_model;
+  ctx.n_heads = n_heads;
+  ctx.layer_index = 0;
+  ctx.n_layers = 1;
+  ctx.args = family.defaults;
+  for (auto it = overrides.begin(); it != overrides.end(); ++it) ctx.args[it.key()] = it.value();
+  torch::manual_seed(seed);
+  return family.make(ctx);
+}
+
+// Full forward == prefill(`prefill` tokens, with state) + token-by-token decode, in `dtype`.
+// LayerState::pos is advanced here as the model does. Returns the relative error.
+inline double mixer_decode_error(const std::string& name, const json& overrides, torch::ScalarType dtype,
+                                 int64_t T = 11, int64_t prefill = 4, int64_t d_model = 32,
+                                 int64_t n_heads = 2) {
+  auto mixer = make_test_mixer(name, overrides, d_model, n_heads, 7);
+  mixer->to(dtype);
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({2, T, d_model}, torch::TensorOptions().dtype(dtype));
+  auto full = mixer->forward(x, nullptr);
+  LayerState state;
+  std::vector<torch::Tensor> parts;
+  parts.push_back(mixer->forward(x.slice(1, 0, prefill), &state));
+  state.pos += prefill;
+  for (int64_t t = prefill; t < T; ++t) {
+    parts.push_back(mixer->forward(x.slice(1, t, t + 1), &state));
+    state.pos += 1;
+  }
+  auto stepped = torch::cat(parts, 1);
+  REQUIRE(stepped.sizes() == full.sizes());
+  REQUIRE(state.has("memory"));
+  return rel_err(stepped, full);
+}
+
+}  // namespace mnemo::linear1_test

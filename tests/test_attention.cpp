@@ -1,0 +1,138 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "runtime/attention/attention.h"
+#include "runtime/layers.h"
+#include "runtime/model.h"
+#include "test_util.h"
+
+using namespace mnemo;
+using mnemo::test::max_rel_err;
+
+namespace {
+// Textbook softmax attention with an explicit loop over queries (fp64).
+torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  int64_t window) {
+  const int64_t T = q.size(2);
+  std::vector<torch::Tensor> rows;
+  for (int64_t i = 0; i < T; ++i) {
+    int64_t lo = window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
+    auto kk = k.slice(2, lo, i + 1), vv = v.slice(2, lo, i + 1);
+    auto s = torch::matmul(q.slice(2, i, i + 1), kk.transpose(-1, -2)) / std::sqrt(double(q.size(3)));
+    rows.push_back(torch::matmul(torch::softmax(s, -1), vv));
+  }
+  return torch::cat(rows, 2);
+}
+}  // namespace
+
+TEST_CASE("blocked attention equals a naive reference (fp64)", "[attention]") {
+  torch::manual_seed(0);
+  auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  auto q = torch::randn({2, 3, 37, 8}, opts), k = torch::randn({2, 3, 37, 8}, opts), v = torch::randn({2, 3, 37, 8}, opts);
+  for (int64_t block : {1, 5, 16, 64}) {
+    auto full = blocked_attention(q, k, v, 0, 0, 0, block);
+    REQUIRE(max_rel_err(full, reference_attention(q, k, v, 0)) < 1e-12);
+    REQUIRE(max_rel_err(full, naive_attention(q, k, v, 0, 0, 0)) < 1e-12);
+  }
+}
+
+TEST_CASE("sliding-window attention equals masked full attention", "[attention]") {
+  torch::manual_seed(1);
+  auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  auto q = torch::randn({1, 2, 50, 8}, opts), k = torch::randn({1, 2, 50, 8}, opts), v = torch::randn({1, 2, 50, 8}, opts);
+  for (int64_t W : {1, 4, 13, 50, 80}) {
+    for (int64_t block : {3, 16, 256}) {
+      auto swa = blocked_attention(q, k, v, 0, 0, W, block);
+      REQUIRE(max_rel_err(swa, reference_attention(q, k, v, W)) < 1e-12);
+    }
+  }
+  // W >= T is full attention; W = 1 attends to self only (output = v).
+  REQUIRE(max_rel_err(blocked_attention(q, k, v, 0, 0, 80, 16), blocked_attention(q, k, v, 0, 0, 0, 16)) < 1e-12);
+  REQUIRE(max_rel_err(blocked_attention(q, k, v, 0, 0, 1, 16), v) < 1e-12);
+}
+
+TEST_CASE("RoPE preserves norms, is relative, and starts at the identity", "[attention][rope]") {
+  torch::manual_seed(2);
+  auto x = torch::randn({1, 2, 10, 16}, torch::kFloat64);
+  auto r = apply_rope(x, 0);
+  REQUIRE(max_rel_err(r.norm(2, -1), x.norm(2, -1)) < 1e-12);  // rotation
+  REQUIRE(max_rel_err(r.select(2, 0), x.select(2, 0)) < 1e-15);  // position 0 = identity
+  // <R_m q, R_n k> depends only on m - n.
+  auto q = torch::randn({1, 1, 1, 16}, torch::kFloat64), k = torch::randn({1, 1, 1, 16}, torch::kFloat64);
+  auto dot = [&](int64_t m, int64_t n) { return (apply_rope(q, m) * apply_rope(k, n)).sum().item<double>(); };
+  REQUIRE(std::abs(dot(5, 2) - dot(13, 10)) < 1e-10);
+  REQUIRE(std::abs(dot(7, 7) - (q * k).sum().item<double>()) < 1e-10);
+  // Offsets: rope on a slice with offset == slice of rope on the whole.
+  REQUIRE(max_rel_err(apply_rope(x.slice(2, 4, 10), 4), r.slice(2, 4, 10)) < 1e-12);
+}
+
+namespace {
+LanguageModel tiny_model(const std::string& model, json extra = json::object()) {
+  json flat = {{"model", model}, {"vocab_size", 50}, {"d_model", 32}, {"n_layers", 2}, {"n_heads", 4}};
+  flat.update(extra);
+  torch::manual_seed(3);
+  LanguageModel m(model_config_from_json(flat));
+  m->to(torch::kFloat64);
+  m->eval();
+  return m;
+}
+
+void check_decode_equals_forward(LanguageModel& m, int64_t T, int64_t prefill) {
+  torch::NoGradGuard g;
+  auto ids = torch::randint(0, 50, {2, T}, torch::kInt64);
+  auto full = m->forward(ids);
+  ModelState st = m->initial_state();
+  std::vector<torch::Tensor> outs = {m->forward(ids.slice(1, 0, prefill), &st)};
+  for (int64_t t = prefill; t < T; ++t) outs.push_back(m->forward(ids.slice(1, t, t + 1), &st));
+  auto inc = torch::cat(outs, 1);
+  REQUIRE(max_rel_err(inc, full) < 1e-10);
+}
+}  // namespace
+
+TEST_CASE("transformer: prefill + token-by-token decode equals the full forward", "[attention][decode]") {
+  auto m = tiny_model("transformer");
+  check_decode_equals_forward(m, 20, 7);
+  check_decode_equals_forward(m, 9, 1);
+  auto gqa = tiny_model("transformer", {{"n_kv_heads", 2}});
+  check_decode_equals_forward(gqa, 12, 3);
+}
+
+TEST_CASE("swa: ring-buffer decode equals the full forward, across the window boundary", "[attention][decode]") {
+  for (int64_t W : {1, 3, 8}) {
+    auto m = tiny_model("swa", {{"window", W}});
+    check_decode_equals_forward(m, 21, 5);
+    check_decode_equals_forward(m, 21, 1);
+    // chunked prefill: several multi-token calls
+    torch::NoGradGuard g;
+    auto ids = torch::randint(0, 50, {1, 20}, torch::kInt64);
+    auto full = m->forward(ids);
+    ModelState st = m->initial_state();
+    auto a = m->forward(ids.slice(1, 0, 6), &st), b = m->forward(ids.slice(1, 6, 13), &st),
+         c = m->forward(ids.slice(1, 13, 20), &st);
+    REQUIRE(max_rel_err(torch::cat({a, b, c}, 1), full) < 1e-10);
+    REQUIRE(st[0].tensors.at("k_ring").size(2) == W);  // memory O(W), not O(T)
+  }
+}
+
+TEST_CASE("SwiGLU hidden size follows fla's rule", "[layers]") {
+  REQUIRE(swiglu_hidden_size(1024, 4) == 2816);
+  REQUIRE(swiglu_hidden_size(1024, 3) == 2048);
+  REQUIRE(swiglu_hidden_size(64, 4) == 256);
+}
+
+TEST_CASE("short conv with a cache equals the full causal conv", "[layers]") {
+  torch::manual_seed(4);
+  ShortConv conv(6, 4);
+  conv->to(torch::kFloat64);
+  auto x = torch::randn({2, 11, 6}, torch::kFloat64);
+  auto full = conv(x);
+  LayerState st;
+  std::vector<torch::Tensor> outs = {conv(x.slice(1, 0, 2), &st)};
+  for (int t = 2; t < 11; ++t) outs.push_back(conv(x.slice(1, t, t + 1), &st));
+  REQUIRE(max_rel_err(torch::cat(outs, 1), full) < 1e-12);
+  // causality: changing x at t=5 leaves outputs < 5 unchanged
+  auto x2 = x.clone();
+  x2.select(1, 5).add_(1.0);
+  REQUIRE(max_rel_err(conv(x2).slice(1, 0, 5), full.slice(1, 0, 5)) < 1e-15);
+}

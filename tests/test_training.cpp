@@ -1,0 +1,138 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "results/db.h"
+#include "runtime/config.h"
+#include "runtime/optim.h"
+#include "runtime/trainer.h"
+#include "test_util.h"
+
+using namespace mnemo;
+
+TEST_CASE("cosine schedule with linear warm-up", "[train][schedule]") {
+  const double lr = 1e-3;
+  REQUIRE(cosine_lr(0, 100, 10, lr, 0.1) == Approx(1e-4));
+  REQUIRE(cosine_lr(4, 100, 10, lr, 0.1) == Approx(5e-4));
+  REQUIRE(cosine_lr(9, 100, 10, lr, 0.1) == Approx(1e-3));
+  REQUIRE(cosine_lr(10, 100, 10, lr, 0.1) == Approx(1e-3));
+  REQUIRE(cosine_lr(99, 100, 10, lr, 0.1) == Approx(1e-4));
+  // halfway through the decay: min + (1 - min)/2
+  const double mid = cosine_lr(10 + 89 / 2.0, 100, 10, lr, 0.1);
+  REQUIRE(mid == Approx(lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 44.0 / 89)))));
+  for (int s = 11; s < 100; ++s) REQUIRE(cosine_lr(s, 100, 10, lr, 0.1) <= cosine_lr(s - 1, 100, 10, lr, 0.1));
+  REQUIRE(cosine_lr(0, 10, 0, lr, 0.0) == Approx(lr));
+}
+
+TEST_CASE("weight decay only on 2-D weight matrices", "[train]") {
+  REQUIRE(decays("block0.mixer.q_proj.weight", torch::zeros({4, 4})));
+  REQUIRE_FALSE(decays("block0.mixer_norm.weight", torch::zeros({4})));
+  REQUIRE_FALSE(decays("embed.weight", torch::zeros({10, 4})));
+  REQUIRE_FALSE(decays("block0.mixer.A_log", torch::zeros({4})));
+  REQUIRE_FALSE(decays("block0.mixer.persistent_tokens", torch::zeros({4, 4})));
+}
+
+TEST_CASE("config resolution: defaults, task keys, unknown keys, wrong types", "[train][config]") {
+  json cfg = resolve_run_config({{"model", "transformer"}, {"task", "mqar"}, {"seq_len", 128}});
+  REQUIRE(cfg["seq_len"] == 128);
+  REQUIRE(cfg["num_kv_pairs"] == 4);  // task default
+  REQUIRE(cfg["d_model"] == 128);     // skeleton default
+  REQUIRE(cfg["lr"].get<double>() == Approx(1e-3));
+  REQUIRE(cfg.contains("rope_theta"));  // mixer args are keys too
+  REQUIRE_THROWS_WITH(resolve_run_config({{"model", "transformer"}, {"task", "mqar"}, {"learning_rate", 1}}),
+                      Catch::Contains("unknown config key 'learning_rate'"));
+  REQUIRE_THROWS_WITH(resolve_run_config({{"model", "transformer"}, {"task", "mqar"}, {"steps", "many"}}),
+                      Catch::Contains("'steps' expects a number"));
+  REQUIRE_THROWS_WITH(resolve_run_config({{"model", "nope"}, {"task", "mqar"}}), Catch::Contains("unknown model 'nope'"));
+  REQUIRE_THROWS_WITH(resolve_run_config({{"task", "mqar"}}), Catch::Contains("missing 'model'"));
+  REQUIRE_THROWS_WITH(resolve_run_config({{"model", "swa"}, {"task", "mqar"}, {"rope_theta", 1}}),
+                      !Catch::Contains("unknown"));
+  // the window key exists for swa, not for the plain transformer
+  REQUIRE_THROWS_WITH(resolve_run_config({{"model", "transformer"}, {"task", "mqar"}, {"window", 8}}),
+                      Catch::Contains("unknown config key 'window'"));
+  // hashes ignore the device and logging cadence but not the lr
+  json a = resolve_run_config({{"model", "transformer"}, {"task", "mqar"}});
+  json b = resolve_run_config({{"model", "transformer"}, {"task", "mqar"}, {"device", "cpu"}, {"log_every", 3}});
+  json c = resolve_run_config({{"model", "transformer"}, {"task", "mqar"}, {"lr", 0.01}});
+  REQUIRE(config_hash(a) == config_hash(b));
+  REQUIRE(config_hash(a) != config_hash(c));
+}
+
+namespace {
+json tiny_mqar_run(const std::string& model) {
+  return {{"model", model}, {"task", "mqar"}, {"vocab_size", 128}, {"seq_len", 64}, {"num_kv_pairs", 4},
+          {"d_model", 64}, {"n_layers", 2}, {"n_heads", 2}, {"batch_size", 64}, {"n_train", 8000},
+          {"n_test", 256}, {"lr", 3e-3}, {"device", "cpu"}};
+}
+}  // namespace
+
+TEST_CASE("end to end: a 2-layer Transformer++ learns MQAR (L=64, 4 pairs) to >= 0.99", "[train][e2e]") {
+  auto dir = test::temp_dir("e2e");
+  json cfg = tiny_mqar_run("transformer");
+  cfg["steps"] = 600;
+  cfg["eval_every"] = 50;
+  TrainOptions opt;
+  opt.db_path = (dir / "r.sqlite").string();
+  opt.out_dir = (dir / "run").string();
+  opt.quiet = true;
+  auto r = train(cfg, opt);
+  INFO("best test accuracy " << r.best_test_accuracy << " after " << r.steps << " steps");
+  REQUIRE(r.best_test_accuracy >= 0.99);
+  ResultsDB db(opt.db_path);
+  auto run = db.run(r.run_id);
+  REQUIRE(run);
+  REQUIRE(run->status == "completed");
+  REQUIRE(!db.metrics(r.run_id).empty());
+}
+
+TEST_CASE("resume continues from the checkpoint without duplicating metric rows", "[train][resume]") {
+  auto dir = test::temp_dir("resume");
+  json cfg = tiny_mqar_run("transformer");
+  cfg["d_model"] = 32;
+  cfg["steps"] = 40;
+  cfg["eval_every"] = 10;
+  cfg["log_every"] = 5;
+  cfg["early_stop_acc"] = 0.0;
+  TrainOptions opt;
+  opt.db_path = (dir / "r.sqlite").string();
+  opt.out_dir = (dir / "uninterrupted").string();
+  opt.quiet = true;
+  auto full = train(cfg, opt);
+
+  TrainOptions part = opt;
+  part.out_dir = (dir / "interrupted").string();
+  part.stop_after = 15;  // stops (checkpointed) at step 15, between two evaluations
+  auto first = train(cfg, part);
+  REQUIRE(first.steps == 15);
+  ResultsDB db(opt.db_path);
+  REQUIRE(db.run(first.run_id)->status == "stopped");
+  part.stop_after = 0;
+  part.resume = true;
+  auto second = train(cfg, part);
+  REQUIRE(second.run_id == first.run_id);
+  REQUIRE(second.steps == 40);
+  REQUIRE(db.run(first.run_id)->status == "completed");
+
+  // Same rows (step, split, name) as the uninterrupted run, except the extra evaluation at the
+  // stop, and the same numbers: data order and optimiser state are restored exactly.
+  auto key_rows = [&](int64_t id) {
+    std::map<std::string, double> m;
+    for (const auto& r : db.metrics(id))
+      if (r.split != "summary" && r.name != "tokens_per_s")
+        m[std::to_string(r.step) + "/" + r.split + "/" + r.name] = r.value;
+    return m;
+  };
+  auto a = key_rows(full.run_id), b = key_rows(first.run_id);
+  b.erase("15/test/loss");
+  b.erase("15/test/accuracy");
+  REQUIRE(a.size() == b.size());
+  for (const auto& [k, v] : a) {
+    INFO(k);
+    REQUIRE(b.count(k) == 1);
+    REQUIRE(b[k] == Approx(v).epsilon(1e-4));
+  }
+  // A changed config cannot resume that checkpoint.
+  json other = cfg;
+  other["lr"] = 1e-2;
+  REQUIRE_THROWS_WITH(train(other, part), Catch::Contains("differs from the checkpoint"));
+}

@@ -1,0 +1,40 @@
+// Helpers shared by the tests: running the mnemo binary, temp dirs, tensor comparison.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace mnemo::test {
+
+struct CommandResult {
+  int exit_code;
+  std::string output;  // stdout + stderr
+};
+
+// Runs `mnemo <args>` (the binary built beside the tests) through the shell.
+inline CommandResult run_mnemo(const std::string& args) {
+  std::string cmd = std::string(MNEMO_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+inline std::filesystem::path temp_dir(const std::string& name) {
+  auto p = std::filesystem::temp_directory_path() / ("mnemo_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p;
+}
+
+inline double max_rel_err(const torch::Tensor& a, const torch::Tensor& b) {
+  auto d = (a - b).abs().max().item<double>();
+  auto s = b.abs().max().item<double>();
+  return d / std::max(s, 1e-30);
+}
+
+}  // namespace mnemo::test
