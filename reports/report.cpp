@@ -143,8 +143,8 @@ std::string ReportContext::relative(const std::string& path) const {
 
 void ReportContext::add_figure(const Figure& fig, const std::string& caption) {
   md << "![" << caption << "](" << relative(fig.png) << ")\n\n";
-  md << "*" << caption << "* (vector: [" << fs::path(fig.svg).filename().string() << "]("
-     << relative(fig.svg) << "))\n\n";
+  md << "Figure: " << caption << " (vector graphics: [" << fs::path(fig.svg).filename().string()
+     << "](" << relative(fig.svg) << "))\n\n";
 }
 
 void register_report_section(const std::string& name, int order, ReportSection fn) {

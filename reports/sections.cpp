@@ -8,6 +8,8 @@ namespace mnemo {
 void register_header_section();     // reports/section_header.cpp
 void register_mqar_section();       // reports/section_mqar.cpp
 void register_mad_section();        // reports/section_mad.cpp
+void register_sniah_section();      // reports/section_sniah.cpp
+void register_babilong_section();   // reports/section_babilong.cpp
 void register_learnability_section();  // reports/section_learnability.cpp
 void register_curves_section();     // reports/section_curves.cpp
 void register_runs_section();       // reports/section_runs.cpp
@@ -17,6 +19,8 @@ void register_builtin_report_sections() {
   register_header_section();
   register_mqar_section();
   register_mad_section();
+  register_sniah_section();
+  register_babilong_section();
   register_learnability_section();
   register_curves_section();
   register_runs_section();

@@ -303,14 +303,13 @@ ResultsDB::ResultsDB(const std::string& path) : path_(path) {
         put.bind(1, std::to_string(kSchemaVersion)).run();
       }
     });
-  } catch (const Error& e) {
+  } catch (const Error&) {
+    int code = sqlite3_errcode(db_) & 0xff;  // primary code (extended codes are on)
+    std::string raw = sqlite_message(db_);
     sqlite3_close(db_);
     db_ = nullptr;
-    std::string what = e.what();
-    if (what.find("not a database") != std::string::npos ||
-        what.find("malformed") != std::string::npos)
-      throw Error("results database " + path + ": not a SQLite database or corrupted (" + what +
-                  ")");
+    if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT)
+      throw Error("results database " + path + ": not a SQLite database or corrupted (" + raw + ")");
     throw;
   }
 }

@@ -57,7 +57,8 @@ torch::Tensor ShortConvImpl::forward(const torch::Tensor& x, LayerState* state,
     prev = torch::zeros({B, channels, kernel - 1}, x.options());
   }
   auto full = torch::cat({prev.to(x.scalar_type()), xt}, 2);  // [B, C, K-1+T]
-  auto y = torch::conv1d(full, weight.to(x.scalar_type()), torch::Tensor(), 1, 0, 1, channels);  // [B, C, T]
+  auto y = torch::conv1d(full, weight.to(x.scalar_type()), torch::Tensor(), torch::IntArrayRef({1}),
+                             torch::IntArrayRef({0}), torch::IntArrayRef({1}), channels);  // [B, C, T]
   if (state) state->tensors[cache_key] = full.slice(2, T, T + kernel - 1).detach().clone();
   y = y.transpose(1, 2);
   return silu ? torch::silu(y) : y;

