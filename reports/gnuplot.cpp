@@ -143,7 +143,7 @@ Figure plot_lines(const LinePlot& plot, const std::string& dir) {
   };
 
   std::ostringstream body;
-  std::vector<std::string> panel_bodies;
+  std::vector<std::pair<std::string, std::string>> panel_bodies;  // settings, plot command
   for (size_t p = 0; p < plot.panels.size(); ++p) {
     const Panel& panel = plot.panels[p];
     fs::path data = d / "data" / (plot.name + "_p" + std::to_string(p) + ".dat");
@@ -186,10 +186,9 @@ Figure plot_lines(const LinePlot& plot, const std::string& dir) {
     if (plot.log_y > 0) pb << "set logscale y " << number(plot.log_y) << "\n";
     pb << "set xrange [*:*]\nset yrange " << range(plot.ymin, plot.ymax) << "\n";
     pb << "set key " << plot.key << " noenhanced\nset grid\nset offsets graph 0.03, graph 0.03, 0, 0\n";
-    pb << "plot ";
-    for (size_t i = 0; i < clauses.size(); ++i) pb << (i ? ", \\\n     " : "") << clauses[i];
-    pb << "\n";
-    panel_bodies.push_back(pb.str());
+    std::string command = "plot ";
+    for (size_t i = 0; i < clauses.size(); ++i) command += (i ? ", \\\n     " : "") + clauses[i];
+    panel_bodies.emplace_back(pb.str(), command + "\n");
   }
   if (panel_bodies.empty()) throw Error("plot " + plot.name + " has no finite data point to draw");
 
@@ -201,7 +200,10 @@ Figure plot_lines(const LinePlot& plot, const std::string& dir) {
     if (!plot.title.empty()) body << " title " << gnuplot_quote(plot.title);
     body << "\n";
   }
-  for (const std::string& pb : panel_bodies) body << pb;
+  for (size_t i = 0; i < panel_bodies.size(); ++i) {
+    bool hide_key = plot.key_on_last_panel_only && i + 1 < panel_bodies.size();
+    body << panel_bodies[i].first << (hide_key ? "unset key\n" : "") << panel_bodies[i].second;
+  }
   if (multi) body << "unset multiplot\n";
   int title_px = multi && !plot.title.empty() ? 30 : 0;
   return render(d, plot.name, body.str(), cols * plot.panel_width,
@@ -234,8 +236,11 @@ Figure plot_heatmap(const Heatmap& map, const std::string& dir) {
 
   auto tics = [](const std::vector<std::string>& labels) {
     std::string s = "(";
-    for (size_t i = 0; i < labels.size(); ++i)
-      s += (i ? ", " : "") + gnuplot_quote(labels[i]) + " " + std::to_string(i);
+    for (size_t i = 0; i < labels.size(); ++i) {
+      std::string label;  // tic labels are format strings: '%' -> '%%'
+      for (char c : labels[i]) label += c == '%' ? std::string("%%") : std::string(1, c);
+      s += (i ? ", " : "") + gnuplot_quote(label) + " " + std::to_string(i);
+    }
     return s + ")";
   };
 

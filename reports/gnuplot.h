@@ -36,6 +36,7 @@ struct LinePlot {
   int columns = 0;          // panels per row; 0 = min(panels, 3)
   int panel_width = 560, panel_height = 400;  // pixels per panel
   std::string key = "outside right top";     // gnuplot `set key` argument
+  bool key_on_last_panel_only = false;        // one legend for all panels (styles are shared)
 };
 
 // Heatmap of a value matrix with row/column labels; one panel per matrix (e.g. per model),

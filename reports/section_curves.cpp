@@ -98,7 +98,8 @@ void curves_section(ReportContext& ctx) {
       plot.title = "Training curves: " + what;
       plot.xlabel = "step";
       plot.points = false;
-      plot.columns = 2;
+      plot.columns = 3;
+      plot.key_on_last_panel_only = true;
       Panel acc{"test accuracy", {}}, test_loss{"test loss", {}}, train_loss{"train loss", {}};
       for (const RunCurves& rc : runs) {
         if (!rc.test_acc.x.empty()) acc.series.push_back(rc.test_acc);

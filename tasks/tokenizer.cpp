@@ -1,8 +1,8 @@
 #include "tasks/tokenizer.h"
 
-#include <sentencepiece_processor.h>
-#include <sentencepiece_trainer.h>
+#include <dlfcn.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <unordered_map>
@@ -101,10 +101,86 @@ std::string ByteTokenizer::decode(const std::vector<int64_t>& ids) const {
   return sanitize_utf8(bytes);
 }
 
-// ---- SentencePiece ----
+// ---- SentencePiece, through the bridge library (plugins/spm_bridge.cpp) ----
+//
+// libsentencepiece carries its own protobuf, which crashes a process that also loads LibTorch's
+// libprotobuf; the bridge is opened with RTLD_LOCAL | RTLD_DEEPBIND so SentencePiece binds to its
+// own copy. Search order: $MNEMO_SPM_BRIDGE, the build's path (MNEMO_SPM_BRIDGE_PATH), then
+// libmnemo_spm.so next to the running executable.
+
+namespace {
+
+constexpr size_t kErrLen = 1024;
+
+struct SpmBridge {
+  int (*abi_version)();
+  void* (*load)(const char*, size_t, char*, size_t);
+  void (*free_handle)(void*);
+  void (*info)(void*, int*, int*, int*, int*, int*);
+  int (*is_control)(void*, int);
+  int (*encode)(void*, const char*, size_t, const int**, size_t*, char*, size_t);
+  int (*decode)(void*, const int*, size_t, const char**, size_t*, char*, size_t);
+  int (*train)(const char* const*, const char* const*, size_t, char*, size_t);
+};
+
+const SpmBridge& spm_bridge() {
+  static std::mutex mutex;
+  static std::unique_ptr<SpmBridge> bridge;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (bridge) return *bridge;
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("MNEMO_SPM_BRIDGE")) candidates.push_back(env);
+#ifdef MNEMO_SPM_BRIDGE_PATH
+  candidates.push_back(MNEMO_SPM_BRIDGE_PATH);
+#endif
+  std::error_code ec;
+  const auto exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) candidates.push_back((exe.parent_path() / "libmnemo_spm.so").string());
+  int flags = RTLD_NOW | RTLD_LOCAL;
+#ifdef RTLD_DEEPBIND
+  flags |= RTLD_DEEPBIND;
+#endif
+  void* lib = nullptr;
+  std::string tried;
+  for (const auto& c : candidates) {
+    lib = dlopen(c.c_str(), flags);
+    if (lib) break;
+    const char* why = dlerror();
+    tried += "\n  " + c + ": " + (why ? why : "not loadable");
+  }
+  if (!lib) throw Error("SentencePiece support library libmnemo_spm.so could not be loaded (set MNEMO_SPM_BRIDGE):" + tried);
+  auto b = std::make_unique<SpmBridge>();
+  auto sym = [&](const char* name) {
+    void* p = dlsym(lib, name);
+    if (!p) throw Error(std::string("libmnemo_spm.so lacks the symbol ") + name);
+    return p;
+  };
+  b->abi_version = reinterpret_cast<int (*)()>(sym("mnemo_spm_abi_version"));
+  b->load = reinterpret_cast<void* (*)(const char*, size_t, char*, size_t)>(sym("mnemo_spm_load"));
+  b->free_handle = reinterpret_cast<void (*)(void*)>(sym("mnemo_spm_free"));
+  b->info = reinterpret_cast<void (*)(void*, int*, int*, int*, int*, int*)>(sym("mnemo_spm_info"));
+  b->is_control = reinterpret_cast<int (*)(void*, int)>(sym("mnemo_spm_is_control"));
+  b->encode = reinterpret_cast<int (*)(void*, const char*, size_t, const int**, size_t*, char*, size_t)>(
+      sym("mnemo_spm_encode"));
+  b->decode = reinterpret_cast<int (*)(void*, const int*, size_t, const char**, size_t*, char*, size_t)>(
+      sym("mnemo_spm_decode"));
+  b->train = reinterpret_cast<int (*)(const char* const*, const char* const*, size_t, char*, size_t)>(
+      sym("mnemo_spm_train"));
+  if (b->abi_version() != 1) throw Error("libmnemo_spm.so has an unexpected interface version");
+  bridge = std::move(b);
+  return *bridge;
+}
+
+}  // namespace
 
 struct SentencePieceTokenizer::Impl {
-  sentencepiece::SentencePieceProcessor sp;
+  void* handle = nullptr;
+  int piece_size = 0, bos = -1, eos = -1, pad = -1, unk = -1;
+  std::vector<bool> control;  // per id
+  std::mutex mutex;           // the bridge's result buffers are per handle
+  ~Impl() {
+    if (handle) spm_bridge().free_handle(handle);
+  }
 };
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path)
@@ -112,41 +188,48 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path)
   if (!fs::is_regular_file(model_path))
     throw Error("tokenizer: SentencePiece model '" + model_path + "' does not exist");
   const std::string bytes = read_text_file(model_path);
-  const auto status = impl_->sp.LoadFromSerializedProto(bytes);
-  if (!status.ok())
-    throw Error("tokenizer: cannot load SentencePiece model '" + model_path + "': " + status.ToString());
-  if (impl_->sp.GetPieceSize() <= 0)
+  const SpmBridge& b = spm_bridge();
+  char err[kErrLen] = {0};
+  impl_->handle = b.load(bytes.data(), bytes.size(), err, kErrLen);
+  if (!impl_->handle) throw Error("tokenizer: cannot load SentencePiece model '" + model_path + "': " + err);
+  b.info(impl_->handle, &impl_->piece_size, &impl_->bos, &impl_->eos, &impl_->pad, &impl_->unk);
+  if (impl_->piece_size <= 0)
     throw Error("tokenizer: SentencePiece model '" + model_path + "' has an empty vocabulary");
+  impl_->control.resize(impl_->piece_size);
+  for (int i = 0; i < impl_->piece_size; ++i) impl_->control[i] = b.is_control(impl_->handle, i) != 0;
   id_ = "sp:" + fs::path(model_path).filename().string() + ":" + sha256_hex(bytes).substr(0, 12);
 }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 std::vector<int64_t> SentencePieceTokenizer::encode(const std::string& text) const {
-  std::vector<int> ids;
-  const auto status = impl_->sp.Encode(text, &ids);
-  if (!status.ok()) throw Error("tokenizer " + id_ + ": encode failed: " + status.ToString());
-  return std::vector<int64_t>(ids.begin(), ids.end());
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const int* ids = nullptr;
+  size_t n = 0;
+  char err[kErrLen] = {0};
+  if (!spm_bridge().encode(impl_->handle, text.data(), text.size(), &ids, &n, err, kErrLen))
+    throw Error("tokenizer " + id_ + ": encode failed: " + err);
+  return std::vector<int64_t>(ids, ids + n);
 }
 
 std::string SentencePieceTokenizer::decode(const std::vector<int64_t>& ids) const {
   std::vector<int> kept;
   kept.reserve(ids.size());
-  const int64_t n = vocab_size();
   for (int64_t id : ids)
-    if (id >= 0 && id < n && !impl_->sp.IsControl(static_cast<int>(id))) kept.push_back(static_cast<int>(id));
-  std::string text;
-  const auto status = impl_->sp.Decode(kept, &text);
-  if (!status.ok()) throw Error("tokenizer " + id_ + ": decode failed: " + status.ToString());
-  return sanitize_utf8(text);
+    if (id >= 0 && id < impl_->piece_size && !impl_->control[id]) kept.push_back(static_cast<int>(id));
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const char* text = nullptr;
+  size_t len = 0;
+  char err[kErrLen] = {0};
+  if (!spm_bridge().decode(impl_->handle, kept.data(), kept.size(), &text, &len, err, kErrLen))
+    throw Error("tokenizer " + id_ + ": decode failed: " + err);
+  return sanitize_utf8(std::string(text, len));
 }
 
-int64_t SentencePieceTokenizer::vocab_size() const { return impl_->sp.GetPieceSize(); }
-int64_t SentencePieceTokenizer::bos_id() const { return impl_->sp.bos_id(); }
-int64_t SentencePieceTokenizer::eos_id() const { return impl_->sp.eos_id(); }
-int64_t SentencePieceTokenizer::pad_id() const {
-  return impl_->sp.pad_id() >= 0 ? impl_->sp.pad_id() : Tokenizer::pad_id();
-}
+int64_t SentencePieceTokenizer::vocab_size() const { return impl_->piece_size; }
+int64_t SentencePieceTokenizer::bos_id() const { return impl_->bos; }
+int64_t SentencePieceTokenizer::eos_id() const { return impl_->eos; }
+int64_t SentencePieceTokenizer::pad_id() const { return impl_->pad >= 0 ? impl_->pad : Tokenizer::pad_id(); }
 
 std::shared_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   if (spec == "byte") return std::make_shared<ByteTokenizer>(true);
@@ -206,8 +289,14 @@ std::string train_sentencepiece(const SentencePieceTrainOptions& o) {
     kw["input_sentence_size"] = std::to_string(o.input_sentence_size);
     kw["shuffle_input_sentence"] = "true";
   }
-  const auto status = sentencepiece::SentencePieceTrainer::Train(kw);
-  if (!status.ok()) throw Error("tokenizer train: SentencePiece trainer failed: " + status.ToString());
+  std::vector<const char*> keys, values;
+  for (const auto& [k, v] : kw) {
+    keys.push_back(k.c_str());
+    values.push_back(v.c_str());
+  }
+  char err[kErrLen] = {0};
+  if (!spm_bridge().train(keys.data(), values.data(), keys.size(), err, kErrLen))
+    throw Error(std::string("tokenizer train: SentencePiece trainer failed: ") + err);
   const std::string model = o.out_prefix + ".model";
   if (!fs::is_regular_file(model)) throw Error("tokenizer train: trainer did not write '" + model + "'");
   return model;

@@ -51,7 +51,7 @@ FormResult run_with_grads(const DeltaInputs& in, int64_t chunk_size, double scal
   auto r = chunk_size == 0 ? delta_rule_recurrent(in.q, in.k, in.v, in.beta, in.g, in.h0, scale)
                            : delta_rule_chunk(in.q, in.k, in.v, in.beta, in.g, in.h0, scale, chunk_size);
   torch::manual_seed(1234);
-  auto wo = torch::randn_like(r.o), ws = torch::randn_like(r.final_state);
+  auto wo = torch::randn(r.o.sizes(), r.o.options()), ws = torch::randn(r.final_state.sizes(), r.o.options());
   auto loss = (r.o * wo).sum() + (r.final_state * ws).sum();
   auto grads = torch::autograd::grad({loss}, leaves(in));
   return {r.o.detach(), r.final_state.detach(), grads};

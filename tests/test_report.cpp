@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <sys/wait.h>
+
 #include "reports/report.h"
 #include "test_util.h"
 

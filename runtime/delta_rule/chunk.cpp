@@ -95,7 +95,7 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
     auto write = torch::matmul(K_out.select(2, n).transpose(-1, -2), Un);
     S = chunk_decay.defined() ? S * chunk_decay.select(2, n) + write : S + write;
   }
-  auto o = torch::stack(outs, 2).reshape({B, H, N * C, V}).narrow(2, 0, T).transpose(1, 2);
+  auto o = torch::stack(outs, 2).reshape({B, H, N * C, V}).narrow(2, 0, T).transpose(1, 2).contiguous();
   return {o.to(v.scalar_type()), S};
 }
 
