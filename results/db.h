@@ -1,5 +1,5 @@
 // Results database (SQLite, WAL, busy timeout, every write in a transaction). The single source
-// for reports. Schema documented in results/SCHEMA.md (linked from README.md).
+// for reports. Schema documented in README.md ("Results database").
 #pragma once
 #include <sqlite3.h>
 

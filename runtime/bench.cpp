@@ -330,7 +330,7 @@ std::string bench_method_text(const BenchOptions& opt, const torch::Device& devi
     << ", n_layers " << opt.n_layers << ", n_heads " << opt.n_heads << ", vocab " << opt.vocab_size
     << (opt.form.empty() ? "" : ", form " + opt.form) << "\n";
   s << "  device " << device.str() << ", dtype float32, intra-op threads " << at::get_num_threads()
-    << ", LibTorch " << torch_version() << ", git " << MNEMO_GIT_COMMIT << "\n";
+    << ", LibTorch " << torch_version() << ", git " << git_commit() << "\n";
   s << "  BLAS " << blas_library() << "\n";
   s << "  timing: monotonic clock" << (device.is_cuda() ? " with CUDA synchronize" : "") << ", "
     << opt.warmup << " warm-up + " << opt.repeats
@@ -369,7 +369,7 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
       r.form = opt.form;
       r.device = device.str();
       r.dtype = "float32";
-      r.git_commit = MNEMO_GIT_COMMIT;
+      r.git_commit = git_commit();
       r.host = host;
       r.torch_version = torch_v;
       r.blas = blas;

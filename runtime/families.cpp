@@ -1,4 +1,5 @@
-// The one place that lists every built-in model family (one line each).
+// The one place that lists every built-in model family (one line each), and the hybrid
+// baselines of spec models.md §10 (per-layer alternation of registered mixers).
 #include "runtime/registry.h"
 
 namespace mnemo {
@@ -10,7 +11,32 @@ void register_linear_attn_family(Registry& r);   // linear_attn (runtime/linear_
 void register_retnet_family(Registry& r);        // retnet (runtime/retnet/)
 void register_gla_family(Registry& r);           // gla (runtime/gla/)
 void register_mamba2_family(Registry& r);        // mamba2 (runtime/mamba2/)
+void register_ttt_families(Registry& r);         // ttt_linear, ttt_mlp (runtime/ttt/)
+void register_miras_families(Registry& r);       // moneta, yaad, memora (runtime/miras/)
+void register_titans_families(Registry& r);      // titans_lmm, titans_mag, titans_mac, titans_mal (runtime/titans/)
 // -- hybrids --
+
+namespace {
+ModelFamily hybrid(const std::string& name, const std::string& description, std::vector<std::string> pattern,
+                   bool cpu_quickstart) {
+  ModelFamily m;
+  m.name = name;
+  m.description = description;
+  m.layer_pattern = std::move(pattern);
+  m.overrides = json::object();
+  m.cpu_quickstart = cpu_quickstart;
+  return m;
+}
+}  // namespace
+
+void register_hybrid_models(Registry& r) {
+  // Samba uses Mamba (v1) in its paper; mnemo's samba uses Mamba2 layers [decision, §10].
+  r.add_model(hybrid("samba", "Samba: alternating mamba2 and swa layers (spec §10)", {"mamba2", "swa"}, true));
+  r.add_model(hybrid("gdn_h1", "Gated DeltaNet-H1: alternating gated_deltanet and swa layers (spec §10)",
+                     {"gated_deltanet", "swa"}, false));
+  r.add_model(hybrid("gdn_h2", "Gated DeltaNet-H2: repeating (mamba2, gated_deltanet, swa) layers (spec §10)",
+                     {"mamba2", "gated_deltanet", "swa"}, false));
+}
 
 void register_builtin_families(Registry& r) {
   register_attention_families(r);
@@ -19,6 +45,10 @@ void register_builtin_families(Registry& r) {
   register_retnet_family(r);
   register_gla_family(r);
   register_mamba2_family(r);
+  register_titans_families(r);
+  register_ttt_families(r);
+  register_miras_families(r);
+  register_hybrid_models(r);  // last: hybrids refer to the mixers above
 }
 
 }  // namespace mnemo

@@ -60,6 +60,8 @@ json system_json() {
               {"host", hostname()}};
 }
 
+std::string git_commit() { return MNEMO_GIT_COMMIT; }
+
 std::string version_text() {
   std::ostringstream s;
   s << "mnemo " << MNEMO_VERSION << " (git " << MNEMO_GIT_COMMIT << ")\n"

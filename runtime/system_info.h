@@ -10,6 +10,7 @@ namespace mnemo {
 void configure_threads();
 std::string blas_library();  // the BLAS shared object LibTorch resolved (e.g. libopenblasp...)
 std::string torch_version();
+std::string git_commit();  // the commit the binary was configured from (12 hex digits) or "unknown"
 bool cuda_available();
 std::string version_text();
 json system_json();  // {mnemo, git_commit, torch, blas, threads, cuda, host}

@@ -127,7 +127,7 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     r.config_hash = hash;
     r.seed = static_cast<int64_t>(seed);
     r.device = device.str();
-    r.git_commit = MNEMO_GIT_COMMIT;
+    r.git_commit = git_commit();
     r.host = hostname();
     r.out_dir = result.out_dir;
     r.sweep = opt.sweep;

@@ -115,3 +115,36 @@ TEST_CASE("train -> eval -> sweep skip, through the CLI", "[cli][e2e]") {
   mnemo::ResultsDB results(db);
   REQUIRE(results.runs().size() == 3);
 }
+
+TEST_CASE("generation tasks through the CLI: S-NIAH train -> eval cells, MAD generate alias", "[cli][sniah][mad]") {
+  auto dir = temp_dir("gen_flow");
+  auto db = (dir / "r.sqlite").string();
+  auto run_dir = (dir / "run").string();
+  // A few steps of a tiny model on S-NIAH-1 training examples (byte tokenizer, 520 tokens).
+  auto r = run_mnemo("train --model transformer --task sniah_1 --set length=520 --set tokens_to_generate=8 "
+                     "--set d_model=16 --set n_heads=2 --set steps=2 --set eval_every=2 --set n_test=2 "
+                     "--set n_train=4 --set batch_size=2 --db " + db + " --out " + run_dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  auto e = run_mnemo("eval --checkpoint " + run_dir + " --task sniah_1 --lengths 460,520 --depths 0,100 --n 1 --db " +
+                     db);
+  INFO(e.output);
+  REQUIRE(e.exit_code == 0);
+  REQUIRE_THAT(e.output, Catch::Contains("\"cells\""));
+  {
+    mnemo::ResultsDB results(db);
+    REQUIRE(results.evals("sniah_1").size() == 4);  // 2 lengths x 2 depths, one row each
+  }
+  auto bad = run_mnemo("eval --checkpoint " + run_dir + " --task sniah_1 --depths 101 --n 1 --db " + db);
+  REQUIRE(bad.exit_code != 0);
+  REQUIRE_THAT(bad.output, Catch::Contains("depth"));
+
+  const std::string out = (dir / "mad.jsonl").string();
+  auto g = run_mnemo("generate mad --task selective_copying --n 3 --seed 1 --out " + out);
+  INFO(g.output);
+  REQUIRE(g.exit_code == 0);
+  REQUIRE_THAT(g.output, Catch::Contains("mad_selective_copying"));
+  auto g_bad = run_mnemo("generate mad --n 3 --out " + out);
+  REQUIRE(g_bad.exit_code != 0);
+  REQUIRE_THAT(g_bad.output, Catch::Contains("--task"));
+}

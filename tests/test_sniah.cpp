@@ -91,7 +91,7 @@ TEST_CASE("S-NIAH prompts fill their length budget exactly", "[sniah]") {
   for (int v = 1; v <= 3; ++v) {
     auto task = make_sniah(v);
     for (const Tokenizer* tok : {static_cast<const Tokenizer*>(&byte), static_cast<const Tokenizer*>(sp.get())}) {
-      for (int64_t length : {512, 1500}) {
+      for (int64_t length : {640, 1500}) {
         for (int64_t depth : {-1, 0, 57, 100}) {
           const int64_t budget = length - 128;
           const auto s = task->make_sample(Split::test, depth + 1, 7, length, depth, *tok);
@@ -160,15 +160,15 @@ TEST_CASE("S-NIAH generation is deterministic and rows carry targets and metadat
 }
 
 TEST_CASE("S-NIAH training examples label only the answer", "[sniah]") {
-  auto task = make_sniah(1, {{"length", 400}});
-  CHECK(task->seq_len() == 400);
+  auto task = make_sniah(1, {{"length", 600}});
+  CHECK(task->seq_len() == 600);
   CHECK(task->vocab_size() == 258);
   ByteTokenizer tok;
   const auto exs = task->examples(Split::train, 2, 3);
   REQUIRE(exs.size() == 2);
   for (const auto& ex : exs) {
-    REQUIRE(ex.input_ids.size() == 400);
-    REQUIRE(ex.labels.size() == 400);
+    REQUIRE(ex.input_ids.size() == 600);
+    REQUIRE(ex.labels.size() == 600);
     std::vector<int64_t> answer;
     for (auto l : ex.labels)
       if (l != kIgnoreLabel) answer.push_back(l);
@@ -207,14 +207,14 @@ TEST_CASE("greedy generation with the decode state equals re-running the full pr
 
 TEST_CASE("S-NIAH evaluate writes one result per (length, depth) cell", "[sniah]") {
   auto model = tiny_model(258);
-  auto task = make_sniah(1, {{"length", 300}, {"tokens_to_generate", 8}});
+  auto task = make_sniah(1, {{"length", 520}, {"tokens_to_generate", 8}});
   const auto dir = test::temp_dir("sniah_eval");
   ResultsDB db((dir / "r.sqlite").string());
   EvalContext ctx(*model);
   ctx.db = &db;
   ctx.model_name = "transformer";
   ctx.checkpoint = "ckpt";
-  ctx.options = {{"lengths", "200,300"}, {"depths", {0, 100}}, {"n", 2}};
+  ctx.options = {{"lengths", "460,520"}, {"depths", {0, 100}}, {"n", 2}};
   const json out = task->evaluate(ctx);
   REQUIRE(out["cells"].size() == 4);
   const auto rows = db.evals("sniah_1");

@@ -7,6 +7,7 @@
 #include "runtime/config.h"
 #include "runtime/token_eval.h"
 #include "runtime/trainer.h"
+#include "tasks/eval_task.h"
 #include "tasks/task.h"
 
 namespace mnemo::cli {
@@ -35,17 +36,19 @@ json eval_token_task(LanguageModel& model, TokenTask& task, const json& ckpt_cfg
 void add_eval_command(CLI::App& app) {
   static EvalArgs a;
   auto* sub = app.add_subcommand("eval",
-                                 "Evaluate a checkpoint on a task; task parameters are flags "
-                                 "(e.g. --seq-len 128 --num-kv-pairs 8)");
+                                 "Evaluate a checkpoint on a task; task parameters and evaluation options are "
+                                 "flags (e.g. --seq-len 128 --num-kv-pairs 8; S-NIAH: --lengths 1024,2048 "
+                                 "--depths 0,50,100)");
   sub->add_option("--checkpoint", a.checkpoint, "Run directory or its checkpoint/ folder")->required();
   sub->add_option("--task", a.task, "Task name (default: the task the model was trained on)");
-  sub->add_option("--n", a.n, "Examples to evaluate")->check(CLI::PositiveNumber);
+  auto* n_opt = sub->add_option("--n", a.n, "Examples to evaluate (generation tasks: samples per cell)")
+                    ->check(CLI::PositiveNumber);
   auto* seed_opt = sub->add_option("--seed", a.seed, "Base seed of the test examples (default: the run's)");
   sub->add_option("--batch-size", a.batch_size, "Evaluation batch size")->check(CLI::PositiveNumber);
   sub->add_option("--db", a.db, "Results database (default results/mnemo.sqlite)");
   sub->add_option("--device", a.device, "cpu | cuda | auto");
   sub->allow_extras();
-  sub->callback([sub, seed_opt] {
+  sub->callback([sub, seed_opt, n_opt] {
     a.seed_given = seed_opt->count() > 0;
     json ckpt_cfg = load_checkpoint_config(a.checkpoint);
     const std::string task_name = a.task.empty() ? ckpt_cfg.at("task").get<std::string>() : a.task;
@@ -56,9 +59,39 @@ void add_eval_command(CLI::App& app) {
       trained.update(params);
       params = trained;
     }
+    // Generation tasks (S-NIAH, BABILong) take evaluation options (lengths, depths, ...) beside
+    // their task parameters: split the flags by the task's own option list.
+    json eval_options = json::object();
+    {
+      auto probe = TaskRegistry::instance().make(task_name, json::object());
+      if (auto* ev = dynamic_cast<EvalTask*>(probe.get())) {
+        const json help = ev->eval_options_help();
+        for (auto it = help.begin(); it != help.end(); ++it)
+          if (params.contains(it.key())) {
+            eval_options[it.key()] = params[it.key()];
+            params.erase(it.key());
+          }
+        if (n_opt->count() > 0) eval_options["n"] = a.n;
+        if (a.seed_given) eval_options["seed"] = a.seed;
+      }
+    }
     auto task = TaskRegistry::instance().make(task_name, params);
     const torch::Device device = resolve_device(a.device);
     auto model = load_model(a.checkpoint, device);
+    if (auto* ev = dynamic_cast<EvalTask*>(task.get())) {
+      ResultsDB db(a.db);
+      EvalContext ctx(*model);
+      ctx.device = device;
+      ctx.options = eval_options;
+      ctx.db = &db;
+      ctx.model_name = ckpt_cfg.value("model", "");
+      ctx.checkpoint = resolve_checkpoint_path(a.checkpoint);
+      ctx.log = [](const std::string& line) { std::cerr << line << "\n"; };
+      json out = ev->evaluate(ctx);
+      out["model"] = ctx.model_name;
+      std::cout << out.dump() << "\n";
+      return;
+    }
     json metrics;
     if (auto* tt = dynamic_cast<TokenTask*>(task.get())) {
       metrics = eval_token_task(model, *tt, ckpt_cfg, a, device);

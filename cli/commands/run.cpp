@@ -44,7 +44,8 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--memory", a.memories, memory_help())->required()->delimiter(',');
   sub->add_option("--d", a.d, "Dimension d of i_j and o_j (paper: 256)")->capture_default_str();
   sub->add_option("--seq-len", a.seq_len, "Sequence length t (positions)")->capture_default_str();
-  sub->add_option("--rank", a.rank, "Rank k of the low-rank map (setting 1)")->capture_default_str();
+  auto* rank_opt = sub->add_option("--rank", a.rank, "Rank k of the low-rank map (setting 1; default min(16, d))")
+                       ->capture_default_str();
   sub->add_option("--window", a.window, "Sliding-window size (setting 5)")->capture_default_str();
   sub->add_option("--seeds", a.seeds, "Repetitions (sequence + init seeds seed, seed+1, ...)")->capture_default_str();
   sub->add_option("--seed", a.seed, "First seed")->capture_default_str();
@@ -57,7 +58,7 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--db", a.db, "Results database")->capture_default_str();
   sub->add_option("--out", a.out, "Directory for the raw per-position CSV curves")->capture_default_str();
   sub->add_flag("--quiet", a.quiet, "No progress lines");
-  sub->callback([] {
+  sub->callback([rank_opt] {
     // Resolve every combination first, so a bad memory name fails before any work.
     std::vector<LearnabilityConfig> configs;
     for (int s : a.settings)
@@ -66,7 +67,7 @@ void add_run_command(CLI::App& app) {
         c.target.setting = s;
         c.target.d = a.d;
         c.target.seq_len = a.seq_len;
-        c.target.rank = a.rank;
+        c.target.rank = rank_opt->count() > 0 ? a.rank : std::min<int64_t>(a.rank, a.d);
         c.target.window = a.window;
         c.memory = m;
         c.optimizer = a.optimizer;

@@ -10,6 +10,7 @@ void register_linear_attn_ops(KernelOpRegistry& r);  // linear_attn, linear_attn
 void register_retnet_ops(KernelOpRegistry& r);       // simple_gla, retention (runtime/retnet/)
 void register_gla_ops(KernelOpRegistry& r);          // gla (runtime/gla/)
 void register_mamba2_ops(KernelOpRegistry& r);       // mamba2_ssd (runtime/mamba2/)
+void register_ttt_ops(KernelOpRegistry& r);  // ttt_linear (runtime/ttt/)
 
 void register_builtin_kernel_ops(KernelOpRegistry& r) {
   register_delta_rule_ops(r);
@@ -17,6 +18,7 @@ void register_builtin_kernel_ops(KernelOpRegistry& r) {
   register_retnet_ops(r);
   register_gla_ops(r);
   register_mamba2_ops(r);
+  register_ttt_ops(r);
 }
 
 KernelOpRegistry& KernelOpRegistry::instance() {

@@ -1,0 +1,223 @@
+// Deep-memory core (spec models.md §2.8, §5.3): forward with intermediates, closed-form inner
+// gradients as rank-1 terms, the dual-form chunk read-out and the momentum/decay coefficients.
+#include "runtime/deep_memory/memory.h"
+
+#include <cmath>
+#include <limits>
+
+#include "runtime/common.h"
+
+namespace mnemo {
+
+namespace {
+
+torch::Tensor t_(const torch::Tensor& w) { return w.transpose(-1, -2); }
+
+// Exact (erf) GELU and its derivative Φ(h) + h φ(h).
+torch::Tensor gelu_exact(const torch::Tensor& h) { return 0.5 * h * (1.0 + torch::erf(h * M_SQRT1_2)); }
+torch::Tensor gelu_grad(const torch::Tensor& h) {
+  const double inv_sqrt_2pi = 0.3989422804014327;
+  return 0.5 * (1.0 + torch::erf(h * M_SQRT1_2)) + h * torch::exp(-0.5 * h * h) * inv_sqrt_2pi;
+}
+
+// x [B, H, N, in] -> A ⊙ (x W^b^T) + D ⊙ (x S^b^T) - (C ⊙ (x R^T)) G  (one weight matrix of the dual form).
+torch::Tensor dual_layer(const torch::Tensor& x, const torch::Tensor& base, const torch::Tensor& mom,
+                         const DualCoefficients& coef, const torch::Tensor& cols, const torch::Tensor& rows) {
+  auto out = coef.A.unsqueeze(-1) * torch::matmul(x, t_(base));
+  if (mom.defined() && coef.D.defined()) out = out + coef.D.unsqueeze(-1) * torch::matmul(x, t_(mom));
+  auto scores = coef.C * torch::matmul(x, t_(rows));  // [B, H, b, b], C is already lower-triangular
+  return out - torch::matmul(scores, cols);
+}
+
+torch::Tensor layer_norm_affine(const torch::Tensor& n, const MemoryNorm& norm) {
+  auto o = n;
+  if (norm.gamma.defined()) o = o * norm.gamma;
+  if (norm.beta.defined()) o = o + norm.beta;
+  return o;
+}
+
+}  // namespace
+
+MemoryKind memory_kind_from_string(const std::string& s, const std::string& field) {
+  if (s == "linear") return MemoryKind::Linear;
+  if (s == "mlp") return MemoryKind::ResidualMLP;
+  if (s == "mlp_ln") return MemoryKind::ResidualMLP_LN;
+  throw Error(field + " must be \"linear\", \"mlp\" or \"mlp_ln\", got \"" + s + "\"");
+}
+
+std::string memory_kind_name(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::Linear: return "linear";
+    case MemoryKind::ResidualMLP: return "mlp";
+    case MemoryKind::ResidualMLP_LN: return "mlp_ln";
+  }
+  return "?";
+}
+
+std::vector<std::vector<int64_t>> DeepMemorySpec::weight_shapes() const {
+  if (kind == MemoryKind::Linear) return {{d_out, d_in}};
+  return {{hidden(), d_in}, {d_out, hidden()}};
+}
+
+void DeepMemorySpec::validate(const std::string& who) const {
+  if (d_in < 1 || d_out < 1)
+    throw Error(who + ": memory dimensions must be >= 1, got d_in " + std::to_string(d_in) + ", d_out " +
+                std::to_string(d_out));
+  if (kind != MemoryKind::Linear) {
+    if (expansion < 1) throw Error(who + ": expansion must be >= 1, got " + std::to_string(expansion));
+    if (d_in != d_out)
+      throw Error(who + ": a residual memory needs d_in == d_out, got " + std::to_string(d_in) + " and " +
+                  std::to_string(d_out));
+  }
+  if (kind == MemoryKind::ResidualMLP_LN && !(ln_eps > 0))
+    throw Error(who + ": ln_eps must be > 0, got " + std::to_string(ln_eps));
+}
+
+MemoryWeights init_memory_weights(const DeepMemorySpec& spec, int64_t n_heads) {
+  MemoryWeights w;
+  for (const auto& s : spec.weight_shapes()) {
+    const double bound = std::sqrt(6.0 / static_cast<double>(s[0] + s[1]));  // Xavier-uniform, fan_in + fan_out
+    w.push_back(torch::empty({n_heads, s[0], s[1]}).uniform_(-bound, bound));
+  }
+  return w;
+}
+
+MemoryActivations memory_forward(const DeepMemorySpec& spec, const MemoryWeights& w, const torch::Tensor& z,
+                                 const MemoryNorm& norm) {
+  MemoryActivations a;
+  if (spec.kind == MemoryKind::Linear) {
+    a.inputs = {z};
+    a.out = torch::matmul(z, t_(w[0]));
+    return a;
+  }
+  a.h = torch::matmul(z, t_(w[0]));
+  auto act = gelu_exact(a.h);
+  a.inputs = {z, act};
+  auto u = torch::matmul(act, t_(w[1]));
+  if (spec.kind == MemoryKind::ResidualMLP) {
+    a.out = z + u;
+    return a;
+  }
+  a.u = u;
+  auto mu = u.mean(-1, true);
+  auto var = (u - mu).pow(2).mean(-1, true);
+  a.s = torch::sqrt(var + spec.ln_eps);
+  a.n = (u - mu) / a.s;
+  a.out = z + layer_norm_affine(a.n, norm);
+  return a;
+}
+
+torch::Tensor memory_apply(const DeepMemorySpec& spec, const MemoryWeights& w, const torch::Tensor& z,
+                           const MemoryNorm& norm) {
+  return memory_forward(spec, w, z, norm).out;
+}
+
+RankOneTerms memory_grad_terms(const DeepMemorySpec& spec, const MemoryWeights& w, const MemoryActivations& acts,
+                               const torch::Tensor& g_y, const MemoryNorm& norm) {
+  RankOneTerms t;
+  if (spec.kind == MemoryKind::Linear) {
+    t.cols = {g_y};
+    t.rows = {acts.inputs[0]};
+    return t;
+  }
+  auto g_u = g_y;
+  if (spec.kind == MemoryKind::ResidualMLP_LN) {
+    auto gh = norm.gamma.defined() ? g_y * norm.gamma : g_y;
+    g_u = (gh - gh.mean(-1, true) - acts.n * (gh * acts.n).mean(-1, true)) / acts.s;
+  }
+  auto delta = torch::matmul(g_u, w[1]) * gelu_grad(acts.h);  // (W_1^T g_u) ⊙ σ'(h)
+  t.cols = {delta, g_u};
+  t.rows = {acts.inputs[0], acts.inputs[1]};
+  return t;
+}
+
+MemoryWeights weighted_outer_sum(const RankOneTerms& terms, const torch::Tensor& c) {
+  MemoryWeights out;
+  for (size_t l = 0; l < terms.cols.size(); ++l)
+    out.push_back(torch::matmul(t_(terms.cols[l] * c.unsqueeze(-1)), terms.rows[l]));
+  return out;
+}
+
+MemoryWeights per_token_grads(const RankOneTerms& terms) {
+  MemoryWeights out;
+  for (size_t l = 0; l < terms.cols.size(); ++l) out.push_back(terms.cols[l].unsqueeze(-1) * terms.rows[l].unsqueeze(-2));
+  return out;
+}
+
+void check_scalar_coefficients(const DualCoefficients& c) {
+  if (!c.A.defined() || !c.C.defined()) throw Error("deep memory: dual-form coefficients A and C are required");
+  if (c.A.dim() != 3) throw Error("deep memory: A must be [B, H, b] (channel-wise coefficients are not supported yet), got " + c10::str(c.A.sizes()));
+  if (c.C.dim() != 4 || c.C.size(-1) != c.A.size(-1) || c.C.size(-2) != c.A.size(-1))
+    throw Error("deep memory: C must be [B, H, b, b] with b = " + std::to_string(c.A.size(-1)) + ", got " +
+                c10::str(c.C.sizes()));
+  if (c.D.defined() && c.D.sizes() != c.A.sizes())
+    throw Error("deep memory: D must have A's shape " + c10::str(c.A.sizes()) + ", got " + c10::str(c.D.sizes()));
+}
+
+torch::Tensor dual_form_readout(const DeepMemorySpec& spec, const MemoryWeights& base, const MemoryWeights& momentum,
+                                const DualCoefficients& coef, const RankOneTerms& terms, const torch::Tensor& z,
+                                const MemoryNorm& norm) {
+  check_scalar_coefficients(coef);
+  auto mom = [&](size_t l) { return momentum.empty() ? torch::Tensor() : momentum[l]; };
+  if (spec.kind == MemoryKind::Linear) return dual_layer(z, base[0], mom(0), coef, terms.cols[0], terms.rows[0]);
+  auto h = dual_layer(z, base[0], mom(0), coef, terms.cols[0], terms.rows[0]);
+  auto u = dual_layer(gelu_exact(h), base[1], mom(1), coef, terms.cols[1], terms.rows[1]);
+  if (spec.kind == MemoryKind::ResidualMLP) return z + u;
+  auto mu = u.mean(-1, true);
+  auto var = (u - mu).pow(2).mean(-1, true);
+  return z + layer_norm_affine((u - mu) / torch::sqrt(var + spec.ln_eps), norm);
+}
+
+MemoryWeights combine_state(const MemoryWeights& base, const MemoryWeights& momentum, const torch::Tensor& a,
+                            const torch::Tensor& d, const RankOneTerms& terms, const torch::Tensor& c) {
+  auto sum = weighted_outer_sum(terms, c);
+  MemoryWeights out;
+  for (size_t l = 0; l < base.size(); ++l) {
+    auto w = a.unsqueeze(-1).unsqueeze(-1) * base[l];
+    if (d.defined() && !momentum.empty()) w = w + d.unsqueeze(-1).unsqueeze(-1) * momentum[l];
+    out.push_back(w - sum[l]);
+  }
+  return out;
+}
+
+MomentumChunkCoefficients momentum_chunk_coefficients(const torch::Tensor& log_keep, const torch::Tensor& log_eta,
+                                                      const torch::Tensor& theta) {
+  const int64_t b = theta.size(-1);
+  auto tril = torch::ones({b, b}, theta.options().dtype(torch::kBool)).tril();
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  // exp(L_i - L_j) for j <= i, 0 above the diagonal (masked before exp: no inf · 0 in backward).
+  auto masked_exp = [&](const torch::Tensor& L) {
+    return (L.unsqueeze(-1) - L.unsqueeze(-2)).masked_fill(tril.logical_not(), neg_inf).exp();
+  };
+  MomentumChunkCoefficients r;
+  torch::Tensor La = log_keep.defined() ? log_keep.cumsum(-1) : torch::zeros_like(theta);
+  auto E1 = masked_exp(La);  // E1[i, m] = R_{m..i}
+  r.dual.A = La.exp();       // R_{s-1..i}
+  if (log_eta.defined()) {
+    auto Le = log_eta.cumsum(-1);
+    auto E2 = masked_exp(Le) * theta.unsqueeze(-2);  // E2[m, j] = θ_j P_{j+1..m}
+    auto p = Le.exp();                               // P_{s..m}
+    r.dual.C = torch::matmul(E1, E2);
+    r.dual.D = torch::matmul(E1, p.unsqueeze(-1)).squeeze(-1);
+    r.mom_keep = p;
+    r.mom_c = E2;
+  } else {
+    r.dual.C = E1 * theta.unsqueeze(-2);  // E2 = diag(θ)
+    r.mom_c = torch::diag_embed(theta);
+  }
+  return r;
+}
+
+void momentum_step(MemoryWeights& w, MemoryWeights& s, const torch::Tensor& keep, const torch::Tensor& eta,
+                   const torch::Tensor& theta, const RankOneTerms& single_token_terms) {
+  auto u = per_token_grads(single_token_terms);  // [B, H, 1, out, in]
+  auto e = [](const torch::Tensor& x) { return x.unsqueeze(-1).unsqueeze(-1); };
+  if (s.size() != w.size()) s.assign(w.size(), torch::Tensor());
+  for (size_t l = 0; l < w.size(); ++l) {
+    auto step = -e(theta) * u[l].squeeze(2);
+    s[l] = (eta.defined() && s[l].defined()) ? e(eta) * s[l] + step : step;
+    w[l] = (keep.defined() ? e(keep) * w[l] : w[l]) + s[l];
+  }
+}
+
+}  // namespace mnemo

@@ -1,0 +1,91 @@
+// Titans neural long-term memory (spec models.md §5): the LMM kernel (chunk-wise dual form and the
+// token-by-token reference/decode step), the LMM core module shared by the titans_lmm, titans_mag and
+// titans_mac mixers, and the attention helper of MAG/MAC.
+//
+// Kernel recurrence (per head, column form, read after write §1.3), gradients at the chunk anchor M^0:
+//   u_t = ∇_M ½||M^0(k_t) - v_t||²,  S_t = η_t S_{t-1} - θ_t u_t,  M_t = (1 - α_t) M_{t-1} + S_t,  y_t = M_t(q_t)
+// chunks of b tokens aligned to absolute positions; the anchor becomes M_t after every b-th token (§5.3).
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+
+#include "runtime/deep_memory/memory.h"
+#include "runtime/layers.h"
+#include "runtime/mixer.h"
+#include "runtime/recurrent_block.h"
+
+namespace mnemo {
+
+struct TitansMemoryState {
+  MemoryWeights w;       // M_t, each [B, H, out, in]
+  MemoryWeights s;       // momentum S_t (empty: zero / no momentum)
+  MemoryWeights anchor;  // gradient anchor M^0 (empty: w, valid when offset == 0)
+  int64_t offset = 0;    // tokens of the current chunk already absorbed (absolute position mod b)
+};
+
+struct TitansLmmResult {
+  torch::Tensor y;  // [B, T, H, d_out]
+  TitansMemoryState state;
+};
+
+// q, k: [B, T, H, d_in]; v: [B, T, H, d_out]; log_keep = log(1 - α) [B, T, H] (undefined: α ≡ 0);
+// log_eta = log η [B, T, H] (undefined: η ≡ 0, no momentum); theta [B, T, H].
+// Compute dtype fp64 if q is fp64, else fp32; y returned in v's dtype.
+TitansLmmResult titans_lmm_chunk(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, const torch::Tensor& log_keep, const torch::Tensor& log_eta,
+                                 const torch::Tensor& theta, const TitansMemoryState& init, int64_t chunk_size);
+// Token-by-token with materialised weights: the reference and the decode step.
+TitansLmmResult titans_lmm_recurrent(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
+                                     const torch::Tensor& v, const torch::Tensor& log_keep,
+                                     const torch::Tensor& log_eta, const torch::Tensor& theta,
+                                     const TitansMemoryState& init, int64_t chunk_size);
+
+// Options of the LMM core (memory + its q/k/v paths + gates + learned initial memory).
+struct LmmCoreOptions {
+  int64_t d_in_model = 0;  // width of the stream the memory reads (d_model)
+  int64_t heads = 0, head_dim = 0;
+  int64_t memory_depth = 2, expansion = 4, chunk_size = 64;
+  bool use_momentum = true, use_decay = true, use_conv = true;
+  int64_t conv_size = 4;
+  double alpha_bias = -6.0, eta_bias = 2.0, theta_bias = 0.0, theta_max = 0.1;
+  bool recurrent = false;  // full forwards token by token (same function)
+  std::string key = "lmm";  // prefix of the state keys
+};
+
+// x [B, T, D] -> y [B, T, H, d_h]: q = l2norm(SiLU(Conv4(x W_Q))), k likewise, v = SiLU(Conv4(x W_V)),
+// gates α = σ(x w_α + b_α), η = σ(x w_η + b_η), θ = θ_max σ(x w_θ + b_θ) (§5.2), then the LMM kernel.
+// With a state, continues from it (memory, momentum, anchor, offset, conv caches) and stores the new one.
+struct LmmCoreImpl : torch::nn::Module {
+  explicit LmmCoreImpl(const LmmCoreOptions& o);
+  // detach = false keeps the stored state differentiable (MAC's stateless full forward runs segment by segment
+  // through a local state and must back-propagate across segments).
+  torch::Tensor forward(const torch::Tensor& x, LayerState* state, bool detach = true);
+  // The memory's query path on another stream (MAC: q(x) with its own conv cache `cache_key`).
+  torch::Tensor query(const torch::Tensor& x, LayerState* state, const std::string& cache_key, bool detach = true);
+  // proj -> Conv4 (cache `key`) -> SiLU -> [B, T, H, d] -> optional l2norm (HeadProjection's maths).
+  torch::Tensor path(HeadProjection& p, const torch::Tensor& x, LayerState* state, const std::string& key, bool l2,
+                     bool detach);
+  // The current memory weights of `state` (the learned initial memory when the state is fresh), [B, H, out, in].
+  MemoryWeights current_weights(LayerState* state, int64_t batch, torch::ScalarType dt);
+
+  LmmCoreOptions opt;
+  DeepMemorySpec spec;
+  HeadProjection q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
+  torch::nn::Linear gate_proj{nullptr};  // 3H logits: α, η, θ
+  std::vector<torch::Tensor> init_weights;  // learned M_0, [H, out, in]
+};
+TORCH_MODULE(LmmCore);
+
+// Softmax attention of queries at positions qpos [Tq] over keys at kpos [Tk] (k, v: [B, H, Tk, D]):
+// key j is visible iff kpos_j <= qpos_i and (window == 0 or kpos_j > qpos_i - window or kpos_j < always_before).
+// q: [B, H, Tq, D]; blocked over queries (q_block); logits and softmax in fp32 (fp64 stays fp64).
+torch::Tensor titans_attention(const torch::Tensor& q, const torch::Tensor& qpos, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& kpos, int64_t window,
+                               int64_t always_before, int64_t q_block);
+
+// State helpers: int64 counters stored as 0-d tensors.
+int64_t titans_state_int(LayerState* state, const std::string& key);
+void titans_set_state_int(LayerState* state, const std::string& key, int64_t value);
+
+}  // namespace mnemo
