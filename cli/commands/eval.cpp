@@ -53,27 +53,28 @@ void add_eval_command(CLI::App& app) {
     json ckpt_cfg = load_checkpoint_config(a.checkpoint);
     const std::string task_name = a.task.empty() ? ckpt_cfg.at("task").get<std::string>() : a.task;
     json params = extras_to_params(sub->remaining());
-    // Unless overridden, a token task keeps the parameters the model was trained with.
-    if (task_name == ckpt_cfg.value("task", "")) {
-      json trained = task_params_of(resolve_run_config(ckpt_cfg));
-      trained.update(params);
-      params = trained;
-    }
     // Generation tasks (S-NIAH, BABILong) take evaluation options (lengths, depths, ...) beside
-    // their task parameters: split the flags by the task's own option list.
+    // their task parameters: a flag that is not a task parameter but one of the task's evaluation
+    // options goes to the options.
     json eval_options = json::object();
     {
       auto probe = TaskRegistry::instance().make(task_name, json::object());
       if (auto* ev = dynamic_cast<EvalTask*>(probe.get())) {
-        const json help = ev->eval_options_help();
+        const json help = ev->eval_options_help(), task_params = probe->params();
         for (auto it = help.begin(); it != help.end(); ++it)
-          if (params.contains(it.key())) {
+          if (params.contains(it.key()) && !task_params.contains(it.key())) {
             eval_options[it.key()] = params[it.key()];
             params.erase(it.key());
           }
         if (n_opt->count() > 0) eval_options["n"] = a.n;
         if (a.seed_given) eval_options["seed"] = a.seed;
       }
+    }
+    // Unless overridden, a task keeps the parameters the model was trained with.
+    if (task_name == ckpt_cfg.value("task", "")) {
+      json trained = task_params_of(resolve_run_config(ckpt_cfg));
+      trained.update(params);
+      params = trained;
     }
     auto task = TaskRegistry::instance().make(task_name, params);
     const torch::Device device = resolve_device(a.device);
