@@ -213,12 +213,17 @@ class MirasMixer : public Mixer {
 };
 
 void register_miras_families(Registry& r) {
+  // Not in the CPU quickstart: one quickstart cell (d_model 64, 120 steps) took 301 s for moneta
+  // on 2 cores, mostly the [B, H, b, b, d] per-channel decay tensors at b = 64.
   r.add_mixer(make_mixer_family<MonetaArgs, MirasMixer>(
-      "moneta", "Moneta: lp attentional bias, lq-normalised accumulator, MLP+LN memory (models.md §6.3)"));
+      "moneta", "Moneta: lp attentional bias, lq-normalised accumulator, MLP+LN memory (models.md §6.3)",
+      /*cpu_quickstart=*/false));
   r.add_mixer(make_mixer_family<YaadArgs, MirasMixer>(
-      "yaad", "Yaad: Huber attentional bias with input-dependent delta, MLP+LN memory (models.md §6.4)"));
+      "yaad", "Yaad: Huber attentional bias with input-dependent delta, MLP+LN memory (models.md §6.4)",
+      /*cpu_quickstart=*/false));
   r.add_mixer(make_mixer_family<MemoraArgs, MirasMixer>(
-      "memora", "Memora: l2 bias, KL retention on a row-wise simplex, lag-token chunks (models.md §6.5)"));
+      "memora", "Memora: l2 bias, KL retention on a row-wise simplex, lag-token chunks (models.md §6.5)",
+      /*cpu_quickstart=*/false));
 }
 
 }  // namespace mnemo
