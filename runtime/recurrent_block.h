@@ -20,6 +20,20 @@ struct HeadProjectionOptions {
   bool l2_normalize = false;
 };
 
+// The §2.6 template's q/k/v projection: SiLU after the (optional) short conv, l2norm for q and k.
+inline HeadProjectionOptions template_projection(int64_t d_model, int64_t n_heads, int64_t head_dim, bool short_conv,
+                                                 int64_t conv_size, bool l2_normalize) {
+  HeadProjectionOptions p;
+  p.d_model = d_model;
+  p.n_heads = n_heads;
+  p.head_dim = head_dim;
+  p.short_conv = short_conv;
+  p.conv_size = conv_size;
+  p.silu = true;
+  p.l2_normalize = l2_normalize;
+  return p;
+}
+
 // x [B, T, D] -> [B, T, H, head_dim]; with a state, the conv cache is kept under `name`.
 struct HeadProjectionImpl : torch::nn::Module {
   HeadProjectionImpl(const HeadProjectionOptions& o, const std::string& name);

@@ -163,15 +163,10 @@ class MirasMixer : public Mixer {
     mo_.expansion = o.expansion;
     mo_.ln_eps = o.ln_eps;
     auto proj = [&](bool l2, const std::string& name) {
-      HeadProjectionOptions p;
-      p.d_model = ctx.d_model;
-      p.n_heads = heads_;
-      p.head_dim = d_;
-      p.short_conv = o.use_short_conv;
-      p.conv_size = o.conv_size;
-      p.silu = true;
-      p.l2_normalize = l2;
-      return register_module(name + "_proj", HeadProjection(p, name));
+      return register_module(name + "_proj",
+                             HeadProjection(template_projection(ctx.d_model, heads_, d_, o.use_short_conv,
+                                                                o.conv_size, l2),
+                                            name));
     };
     q_proj_ = proj(true, "q");
     k_proj_ = proj(true, "k");
