@@ -47,20 +47,21 @@ ShortConvImpl::ShortConvImpl(int64_t channels_, int64_t kernel_, bool silu_)
 
 torch::Tensor ShortConvImpl::forward(const torch::Tensor& x, LayerState* state,
                                      const std::string& cache_key) {
-  // x: [B, T, C] -> [B, C, T]
-  auto xt = x.transpose(1, 2);
+  // Causal depthwise conv, y_t = Σ_{j<K} w_j ⊙ x_{t-K+1+j} (cross-correlation over the K-1 cached
+  // inputs and x), computed as K shifted multiply-adds in the [B, T, C] layout: on CPU this is
+  // several times faster than a grouped conv1d and avoids two transposes. Cache layout [B, C, K-1].
   const int64_t B = x.size(0), T = x.size(1);
-  torch::Tensor prev;
+  torch::Tensor prev;  // [B, K-1, C]
   if (state && state->has(cache_key)) {
-    prev = state->at(cache_key);
+    prev = state->at(cache_key).to(x.scalar_type()).transpose(1, 2);
   } else {
-    prev = torch::zeros({B, channels, kernel - 1}, x.options());
+    prev = torch::zeros({B, kernel - 1, channels}, x.options());
   }
-  auto full = torch::cat({prev.to(x.scalar_type()), xt}, 2);  // [B, C, K-1+T]
-  auto y = torch::conv1d(full, weight.to(x.scalar_type()), torch::Tensor(), torch::IntArrayRef({1}),
-                             torch::IntArrayRef({0}), torch::IntArrayRef({1}), channels);  // [B, C, T]
-  if (state) state->tensors[cache_key] = full.slice(2, T, T + kernel - 1).detach().clone();
-  y = y.transpose(1, 2);
+  auto full = torch::cat({prev, x}, 1);       // [B, K-1+T, C]
+  auto w = weight.to(x.scalar_type()).squeeze(1);  // [C, K]
+  auto y = full.narrow(1, 0, T) * w.select(1, 0);
+  for (int64_t j = 1; j < kernel; ++j) y = y + full.narrow(1, j, T) * w.select(1, j);
+  if (state) state->tensors[cache_key] = full.narrow(1, T, kernel - 1).transpose(1, 2).contiguous().detach();
   return silu ? torch::silu(y) : y;
 }
 
