@@ -12,12 +12,15 @@ namespace mnemo {
 
 namespace {
 
-const std::vector<std::string> kModeOrder = {"fwd", "fwdbwd", "decode"};
+const std::vector<std::string> kModeOrder = {"fwd", "fwdbwd", "decode", "mixer_fwd", "mixer_fwdbwd", "mixer_decode"};
 
 std::string mode_title(const std::string& mode) {
   if (mode == "fwd") return "fwd: forward, no grad";
   if (mode == "fwdbwd") return "fwdbwd: forward + backward + AdamW step";
   if (mode == "decode") return "decode: greedy tokens after a T-token prompt";
+  if (mode == "mixer_fwd") return "mixer_fwd: first-layer mixer alone, forward";
+  if (mode == "mixer_fwdbwd") return "mixer_fwdbwd: first-layer mixer alone, forward + backward";
+  if (mode == "mixer_decode") return "mixer_decode: first-layer mixer alone, per decoded token";
   return mode;
 }
 

@@ -166,6 +166,53 @@ Measured measure(LanguageModel& model, const BenchOptions& opt, const std::strin
   return m;
 }
 
+// The first layer's mixer alone on random activations (scope "mixer").
+Measured measure_mixer(Mixer& mixer, const BenchOptions& opt, const std::string& mode, int64_t T, int64_t d_model,
+                       const torch::Device& device) {
+  Measured m;
+  auto x = torch::randn({opt.batch, T, d_model}, torch::TensorOptions().device(device));
+  PeakMemoryProbe probe(device);
+  mixer.train(mode == "fwdbwd");
+  probe.start();
+  for (int64_t i = 0; i < opt.warmup + opt.repeats; ++i) {
+    bool timed = i >= opt.warmup;
+    synchronize(device);
+    double t0 = now_s();
+    if (mode == "fwd") {
+      torch::NoGradGuard no_grad;
+      mixer.forward(x, nullptr);
+    } else if (mode == "fwdbwd") {
+      mixer.zero_grad();
+      auto xg = x.detach().requires_grad_(true);
+      mixer.forward(xg, nullptr).pow(2).mean().backward();
+    } else {  // decode: prefill T activations, then decode_tokens single steps
+      torch::NoGradGuard no_grad;
+      LayerState state;
+      mixer.forward(x, &state);
+      state.pos += T;
+      synchronize(device);
+      double t1 = now_s();
+      if (m.state_bytes < 0) m.state_bytes = state.bytes();
+      auto step = x.narrow(1, T - 1, 1);
+      for (int64_t k = 0; k < opt.decode_tokens; ++k) {
+        step = mixer.forward(step, &state);
+        state.pos += 1;
+      }
+      synchronize(device);
+      if (timed) {
+        m.prefill_s.push_back(t1 - t0);
+        m.times_s.push_back((now_s() - t1) / static_cast<double>(opt.decode_tokens));
+      }
+      continue;
+    }
+    synchronize(device);
+    if (timed) m.times_s.push_back(now_s() - t0);
+  }
+  m.peak_mb = probe.peak_mb();
+  mixer.zero_grad();
+  return m;
+}
+
 }  // namespace
 
 void validate(const BenchOptions& opt) {
@@ -182,6 +229,8 @@ void validate(const BenchOptions& opt) {
   if (opt.decode_tokens <= 0)
     throw Error("bench: --decode-tokens " + std::to_string(opt.decode_tokens) + " must be > 0");
   if (opt.vocab_size <= 1) throw Error("bench: vocab_size must be > 1");
+  if (opt.scope != "model" && opt.scope != "mixer")
+    throw Error("bench: --scope '" + opt.scope + "' is not one of model, mixer");
   if (!opt.form.empty() && opt.form != "chunk" && opt.form != "recurrent")
     throw Error("bench: --form '" + opt.form + "' is not one of chunk, recurrent");
   if (opt.device != "auto" && opt.device != "cpu" && opt.device.rfind("cuda", 0) != 0)
@@ -328,7 +377,11 @@ std::string bench_method_text(const BenchOptions& opt, const torch::Device& devi
   std::ostringstream s;
   s << "mnemo bench: model " << opt.model << ", batch " << opt.batch << ", d_model " << opt.d_model
     << ", n_layers " << opt.n_layers << ", n_heads " << opt.n_heads << ", vocab " << opt.vocab_size
-    << (opt.form.empty() ? "" : ", form " + opt.form) << "\n";
+    << (opt.form.empty() ? "" : ", form " + opt.form)
+    << (opt.scope == "mixer" ? ", scope mixer (first layer's mixer alone on random [B, T, d_model] input; "
+                               "fwdbwd = backward of mean(y^2), no optimiser step; no GFLOP/s estimate)"
+                             : "")
+    << "\n";
   s << "  device " << device.str() << ", dtype float32, intra-op threads " << at::get_num_threads()
     << ", LibTorch " << torch_version() << ", git " << git_commit() << "\n";
   s << "  BLAS " << blas_library() << "\n";
@@ -353,6 +406,13 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
   ModelConfig mc = model_config_from_json(flat);
   LanguageModel model(mc);
   model->to(device);
+  std::shared_ptr<Mixer> first_mixer;  // scope "mixer": a fresh first-layer mixer
+  if (opt.scope == "mixer") {
+    torch::manual_seed(opt.seed);
+    Block block(mc, 0, mc.layer_mixers().front());
+    first_mixer = block->mixer;
+    first_mixer->to(device);
+  }
   const int64_t n_params = model->num_parameters();
   const std::string host = hostname(), blas = blas_library(), torch_v = torch_version();
   const int64_t threads = at::get_num_threads();
@@ -360,12 +420,13 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
   std::vector<BenchRow> rows;
   for (const std::string& mode : opt.modes) {
     for (int64_t T : opt.seq_lens) {
-      Measured m = measure(model, opt, mode, T, device);
+      Measured m = first_mixer ? measure_mixer(*first_mixer, opt, mode, T, mc.d_model, device)
+                               : measure(model, opt, mode, T, device);
       TimeStats st = time_stats(m.times_s);
       BenchRow r;
       r.created_at = now_iso8601();
       r.model = opt.model;
-      r.mode = mode;
+      r.mode = first_mixer ? "mixer_" + mode : mode;
       r.form = opt.form;
       r.device = device.str();
       r.dtype = "float32";
@@ -385,7 +446,7 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
       double tokens = mode == "decode" ? static_cast<double>(opt.batch) : static_cast<double>(opt.batch * T);
       r.tokens_per_s = tokens / st.median;
       r.peak_mem_mb = m.peak_mb;
-      double flops = bench_flops(mc, n_params, mode, opt.batch, T, opt.decode_tokens);
+      double flops = first_mixer ? NAN : bench_flops(mc, n_params, mode, opt.batch, T, opt.decode_tokens);
       r.gflops = flops / st.median / 1e9;
       json extra = flat;
       extra["n_params"] = n_params;
@@ -393,6 +454,8 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
       extra["flops_per_step"] = flops;
       extra["flop_formula"] = bench_flop_formula();
       extra["peak_mem_method"] = PeakMemoryProbe(device).method();
+      extra["scope"] = opt.scope;
+      if (first_mixer) extra["mixer"] = mc.layer_mixers().front();
       if (mode == "decode") {
         extra["decode_tokens"] = opt.decode_tokens;
         extra["state_bytes"] = m.state_bytes;

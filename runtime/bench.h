@@ -23,6 +23,10 @@ struct BenchOptions {
   int64_t d_model = 128, n_layers = 2, n_heads = 4;
   int64_t vocab_size = 256;
   std::string form;  // chunk | recurrent (recurrent families' "form" argument); empty = default
+  // "model": the whole language model on random tokens; "mixer": only the first layer's token mixer on
+  // random [B, T, d_model] activations (isolates the kernel from embedding, MLPs and norms). Mixer rows are
+  // recorded with mode "mixer_<mode>" (fwdbwd there = forward + backward of mean(y^2), no optimiser step).
+  std::string scope = "model";
   int64_t warmup = 2, repeats = 5;
   int64_t decode_tokens = 32;
   json set = json::object();  // extra config keys (--set key=value)

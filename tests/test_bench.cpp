@@ -124,6 +124,38 @@ TEST_CASE("bench: tiny fwd, fwdbwd and decode measurements", "[bench]") {
   CHECK(d16["prefill_ms"].get<double>() > 0);
 }
 
+TEST_CASE("bench: mixer scope times the first layer's mixer alone; decode state flat for a recurrent mixer",
+          "[bench]") {
+  BenchOptions opt;
+  opt.model = "gated_deltanet";
+  opt.scope = "mixer";
+  opt.seq_lens = {16, 64};
+  opt.modes = {"fwd", "fwdbwd", "decode"};
+  opt.d_model = 32;
+  opt.n_heads = 2;
+  opt.warmup = 0;
+  opt.repeats = 2;
+  opt.decode_tokens = 3;
+  opt.device = "cpu";
+  opt.set = {{"chunk_size", 8}};
+  auto rows = run_benchmarks(opt, nullptr);
+  REQUIRE(rows.size() == 6);
+  CHECK(rows[0].mode == "mixer_fwd");
+  CHECK(rows[2].mode == "mixer_fwdbwd");
+  CHECK(rows[4].mode == "mixer_decode");
+  for (const BenchRow& r : rows) {
+    CHECK(r.median_ms > 0);
+    json c = json::parse(r.config_json);
+    CHECK(c["scope"] == "mixer");
+    CHECK(c["mixer"] == "gated_deltanet");
+  }
+  json d16 = json::parse(rows[4].config_json), d64 = json::parse(rows[5].config_json);
+  CHECK(d16["state_bytes"].get<int64_t>() > 0);
+  CHECK(d64["state_bytes"].get<int64_t>() == d16["state_bytes"].get<int64_t>());  // O(1) recurrent state
+  opt.scope = "layer";
+  CHECK_THROWS_WITH(run_benchmarks(opt, nullptr), Catch::Contains("--scope 'layer'"));
+}
+
 TEST_CASE("bench: the CLI records rows and names bad input", "[bench]") {
   fs::path dir = test::temp_dir("bench_cli");
   std::string db_path = (dir / "b.sqlite").string();

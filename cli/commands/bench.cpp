@@ -1,5 +1,5 @@
 // `mnemo bench --model NAME [--seq-lens 512,1024,2048,4096] [--batch B] [--d-model D]
-//   [--n-layers L] [--n-heads H] [--mode fwd|fwdbwd|decode[,...]] [--form chunk|recurrent]
+//   [--n-layers L] [--n-heads H] [--mode fwd|fwdbwd|decode[,...]] [--form chunk|recurrent] [--scope model|mixer]
 //   [--warmup 2] [--repeats 5] [--set key=value]... [--db FILE] [--device cpu|cuda|auto]`
 #include <cmath>
 #include <cstdio>
@@ -53,7 +53,7 @@ std::vector<int64_t> parse_lengths(const std::string& text) {
 void print_row(const BenchRow& r) {
   json c = json::parse(r.config_json);
   std::string extra;
-  if (r.mode == "decode") {
+  if (r.mode == "decode" || r.mode == "mixer_decode") {
     char buf[96];
     std::snprintf(buf, sizeof buf, "  prefill %.2f ms, state %.3f MB", c.value("prefill_ms", NAN),
                   c.value("state_bytes", int64_t{0}) / (1024.0 * 1024.0));
@@ -79,6 +79,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--n-heads", a->opt.n_heads, "Number of heads")->capture_default_str();
   sub->add_option("--mode", a->modes, "fwd | fwdbwd | decode (comma-separated for several)")->capture_default_str();
   sub->add_option("--form", a->opt.form, "chunk | recurrent (recurrent families' computation form)");
+  sub->add_option("--scope", a->opt.scope,
+                  "model (default: the whole language model) | mixer (the first layer's mixer alone on random "
+                  "activations; rows get mode mixer_<mode>)");
   sub->add_option("--warmup", a->opt.warmup, "Untimed repetitions before timing")->capture_default_str();
   sub->add_option("--repeats", a->opt.repeats, "Timed repetitions")->capture_default_str();
   sub->add_option("--decode-tokens", a->opt.decode_tokens, "Tokens generated per decode repetition")
