@@ -14,6 +14,10 @@ void register_mamba2_family(Registry& r);        // mamba2 (runtime/mamba2/)
 void register_ttt_families(Registry& r);         // ttt_linear, ttt_mlp (runtime/ttt/)
 void register_miras_families(Registry& r);       // moneta, yaad, memora (runtime/miras/)
 void register_titans_families(Registry& r);      // titans_lmm, titans_mag, titans_mac, titans_mal (runtime/titans/)
+void register_atlas_families(Registry& r);       // dla, swla, omeganet, atlas, atlas_pp, atlas hybrids (runtime/atlas/)
+void register_lattice_families(Registry& r);     // lattice_dec, lattice_dot (runtime/lattice/)
+void register_deep_transformer_families(Registry& r);  // deep_transformer, swdt, dot (runtime/deep_transformer/)
+void register_mom_families(Registry& r);         // mom, mom_hybrid (runtime/mom/)
 // -- hybrids --
 
 namespace {
@@ -48,6 +52,10 @@ void register_builtin_families(Registry& r) {
   register_titans_families(r);
   register_ttt_families(r);
   register_miras_families(r);
+  register_atlas_families(r);
+  register_lattice_families(r);
+  register_deep_transformer_families(r);
+  register_mom_families(r);
   register_hybrid_models(r);  // last: hybrids refer to the mixers above
 }
 

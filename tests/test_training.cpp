@@ -66,16 +66,22 @@ json tiny_mqar_run(const std::string& model) {
 }
 }  // namespace
 
-TEST_CASE("end to end: a 2-layer Transformer++ trains on MQAR (L=64, 4 pairs) far above chance", "[train][e2e]") {
-  // Measured on this 2-core machine: d_model 64 / 2 heads reaches the "one of the 4 values in
-  // context" plateau (loss ~ ln 4, accuracy ~0.25; chance is 1/64) within ~150 steps and stays
-  // there for 1500+ steps; d_model 128 / 4 heads with 20000 training sequences leaves it after
-  // ~250 steps and reaches 0.97 at 1500 steps (not 0.99). A >= 0.99 run does not fit the test
-  // budget, so this test asserts the plateau is reached; the issue note records the gap.
+TEST_CASE("end to end: a 2-layer Transformer++ learns MQAR (L=64, 4 pairs) to >= 0.99 test accuracy", "[train][e2e]") {
+  // The recipe was found by measurement on this 2-core machine (runs in the issue note): with lr 3e-3
+  // and 10% warm-up the model stays at the "one of the 4 values in context" plateau (accuracy ~0.25)
+  // for 1500+ steps; lr 1e-3 leaves it after ~250 steps but creeps to 0.94-0.97 by step 1000; lr 2e-3
+  // with ~240 warm-up steps and 128 sequences per step from 40000 training examples exceeds 0.99 at
+  // step ~1050 (early stop, Zoology's criterion). About 5-6 minutes on one core.
   auto dir = test::temp_dir("e2e");
   json cfg = tiny_mqar_run("transformer");
-  cfg["steps"] = 250;
+  cfg["lr"] = 2e-3;
+  cfg["warmup_frac"] = 0.17;
+  cfg["batch_size"] = 128;
+  cfg["n_train"] = 40000;
+  cfg["n_test"] = 500;
+  cfg["steps"] = 1400;
   cfg["eval_every"] = 50;
+  cfg["early_stop_acc"] = 0.99;
   TrainOptions opt;
   opt.db_path = (dir / "r.sqlite").string();
   opt.out_dir = (dir / "run").string();
@@ -83,8 +89,7 @@ TEST_CASE("end to end: a 2-layer Transformer++ trains on MQAR (L=64, 4 pairs) fa
   auto r = train(cfg, opt);
   INFO("best test accuracy " << r.best_test_accuracy << ", final train loss " << r.final_train_loss << " after "
                              << r.steps << " steps");
-  REQUIRE(r.best_test_accuracy >= 0.2);  // chance: 1/64
-  REQUIRE(r.final_train_loss < 2.2);      // from ln 64 = 4.16 at initialisation
+  REQUIRE(r.best_test_accuracy >= 0.99);  // chance: 1/64
   ResultsDB db(opt.db_path);
   auto run = db.run(r.run_id);
   REQUIRE(run);

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <vector>
 #include <string>
 
 namespace mnemo::test {
@@ -35,6 +37,18 @@ inline double max_rel_err(const torch::Tensor& a, const torch::Tensor& b) {
   auto d = (a - b).abs().max().item<double>();
   auto s = b.abs().max().item<double>();
   return d / std::max(s, 1e-30);
+}
+
+// Largest max_rel_err over matching pairs of gradient lists (fp64 form-vs-form comparisons); +inf on a size
+// mismatch or when exactly one side of a pair is undefined.
+inline double max_rel_err_all(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].defined() != b[i].defined()) return std::numeric_limits<double>::infinity();
+    if (a[i].defined()) worst = std::max(worst, max_rel_err(a[i], b[i]));
+  }
+  return worst;
 }
 
 }  // namespace mnemo::test

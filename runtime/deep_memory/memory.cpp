@@ -29,6 +29,9 @@ torch::Tensor dual_layer(const torch::Tensor& x, const torch::Tensor& base, cons
   return out - torch::matmul(scores, cols);
 }
 
+// ∂a/∂h ⊙ u of the gated MLP: u ⊙ σ'(h).
+torch::Tensor a_gate_grad(const MemoryActivations& acts) { return acts.gate * gelu_grad(acts.h); }
+
 torch::Tensor layer_norm_affine(const torch::Tensor& n, const MemoryNorm& norm) {
   auto o = n;
   if (norm.gamma.defined()) o = o * norm.gamma;
@@ -42,7 +45,8 @@ MemoryKind memory_kind_from_string(const std::string& s, const std::string& fiel
   if (s == "linear") return MemoryKind::Linear;
   if (s == "mlp") return MemoryKind::ResidualMLP;
   if (s == "mlp_ln") return MemoryKind::ResidualMLP_LN;
-  throw Error(field + " must be \"linear\", \"mlp\" or \"mlp_ln\", got \"" + s + "\"");
+  if (s == "gated_mlp") return MemoryKind::GatedMLP;
+  throw Error(field + " must be \"linear\", \"mlp\", \"mlp_ln\" or \"gated_mlp\", got \"" + s + "\"");
 }
 
 std::string memory_kind_name(MemoryKind k) {
@@ -50,16 +54,19 @@ std::string memory_kind_name(MemoryKind k) {
     case MemoryKind::Linear: return "linear";
     case MemoryKind::ResidualMLP: return "mlp";
     case MemoryKind::ResidualMLP_LN: return "mlp_ln";
+    case MemoryKind::GatedMLP: return "gated_mlp";
   }
   return "?";
 }
 
 std::vector<std::vector<int64_t>> DeepMemorySpec::weight_shapes() const {
-  if (kind == MemoryKind::Linear) return {{d_out, d_in}};
-  return {{hidden(), d_in}, {d_out, hidden()}};
+  if (kind == MemoryKind::Linear) return {{d_out, feat()}};
+  if (kind == MemoryKind::GatedMLP) return {{hidden(), feat()}, {hidden(), feat()}, {d_out, hidden()}};
+  return {{hidden(), feat()}, {d_out, hidden()}};
 }
 
 void DeepMemorySpec::validate(const std::string& who) const {
+  if (d_feat < 0) throw Error(who + ": d_feat must be >= 0, got " + std::to_string(d_feat));
   if (d_in < 1 || d_out < 1)
     throw Error(who + ": memory dimensions must be >= 1, got d_in " + std::to_string(d_in) + ", d_out " +
                 std::to_string(d_out));
@@ -83,16 +90,24 @@ MemoryWeights init_memory_weights(const DeepMemorySpec& spec, int64_t n_heads) {
 }
 
 MemoryActivations memory_forward(const DeepMemorySpec& spec, const MemoryWeights& w, const torch::Tensor& z,
-                                 const MemoryNorm& norm) {
+                                 const MemoryNorm& norm, const torch::Tensor& z_feat) {
   MemoryActivations a;
+  const auto& zf = z_feat.defined() ? z_feat : z;
   if (spec.kind == MemoryKind::Linear) {
-    a.inputs = {z};
-    a.out = torch::matmul(z, t_(w[0]));
+    a.inputs = {zf};
+    a.out = torch::matmul(zf, t_(w[0]));
     return a;
   }
-  a.h = torch::matmul(z, t_(w[0]));
+  a.h = torch::matmul(zf, t_(w[0]));
+  if (spec.kind == MemoryKind::GatedMLP) {  // z + W_1 (GELU(W_2 z̃) ⊙ W_3 z̃)
+    a.gate = torch::matmul(zf, t_(w[1]));
+    auto act = gelu_exact(a.h) * a.gate;
+    a.inputs = {zf, zf, act};
+    a.out = z + torch::matmul(act, t_(w[2]));
+    return a;
+  }
   auto act = gelu_exact(a.h);
-  a.inputs = {z, act};
+  a.inputs = {zf, act};
   auto u = torch::matmul(act, t_(w[1]));
   if (spec.kind == MemoryKind::ResidualMLP) {
     a.out = z + u;
@@ -108,8 +123,8 @@ MemoryActivations memory_forward(const DeepMemorySpec& spec, const MemoryWeights
 }
 
 torch::Tensor memory_apply(const DeepMemorySpec& spec, const MemoryWeights& w, const torch::Tensor& z,
-                           const MemoryNorm& norm) {
-  return memory_forward(spec, w, z, norm).out;
+                           const MemoryNorm& norm, const torch::Tensor& z_feat) {
+  return memory_forward(spec, w, z, norm, z_feat).out;
 }
 
 RankOneTerms memory_grad_terms(const DeepMemorySpec& spec, const MemoryWeights& w, const MemoryActivations& acts,
@@ -118,6 +133,12 @@ RankOneTerms memory_grad_terms(const DeepMemorySpec& spec, const MemoryWeights& 
   if (spec.kind == MemoryKind::Linear) {
     t.cols = {g_y};
     t.rows = {acts.inputs[0]};
+    return t;
+  }
+  if (spec.kind == MemoryKind::GatedMLP) {  // r = W_1^T g_y (§2.8 gated MLP)
+    auto r = torch::matmul(g_y, w[2]);
+    t.cols = {r * a_gate_grad(acts), r * gelu_exact(acts.h), g_y};
+    t.rows = {acts.inputs[0], acts.inputs[1], acts.inputs[2]};
     return t;
   }
   auto g_u = g_y;
@@ -147,8 +168,8 @@ MemoryWeights per_token_grads(const RankOneTerms& terms) {
 void check_scalar_coefficients(const DualCoefficients& c) {
   if (!c.A.defined() || !c.C.defined()) throw Error("deep memory: dual-form coefficients A and C are required");
   if (c.A.dim() != 3) throw Error("deep memory: A must be [B, H, b] (channel-wise coefficients are not supported yet), got " + c10::str(c.A.sizes()));
-  if (c.C.dim() != 4 || c.C.size(-1) != c.A.size(-1) || c.C.size(-2) != c.A.size(-1))
-    throw Error("deep memory: C must be [B, H, b, b] with b = " + std::to_string(c.A.size(-1)) + ", got " +
+  if (c.C.dim() != 4 || c.C.size(-2) != c.A.size(-1))
+    throw Error("deep memory: C must be [B, H, b, N] with b = " + std::to_string(c.A.size(-1)) + ", got " +
                 c10::str(c.C.sizes()));
   if (c.D.defined() && c.D.sizes() != c.A.sizes())
     throw Error("deep memory: D must have A's shape " + c10::str(c.A.sizes()) + ", got " + c10::str(c.D.sizes()));
@@ -156,11 +177,19 @@ void check_scalar_coefficients(const DualCoefficients& c) {
 
 torch::Tensor dual_form_readout(const DeepMemorySpec& spec, const MemoryWeights& base, const MemoryWeights& momentum,
                                 const DualCoefficients& coef, const RankOneTerms& terms, const torch::Tensor& z,
-                                const MemoryNorm& norm) {
+                                const MemoryNorm& norm, const torch::Tensor& z_feat) {
   check_scalar_coefficients(coef);
+  if (terms.cols.empty() || terms.cols[0].size(-2) != coef.C.size(-1))
+    throw Error("deep memory: C has " + std::to_string(coef.C.size(-1)) + " term columns but the chunk has " +
+                std::to_string(terms.cols.empty() ? 0 : terms.cols[0].size(-2)) + " rank-1 terms");
   auto mom = [&](size_t l) { return momentum.empty() ? torch::Tensor() : momentum[l]; };
-  if (spec.kind == MemoryKind::Linear) return dual_layer(z, base[0], mom(0), coef, terms.cols[0], terms.rows[0]);
-  auto h = dual_layer(z, base[0], mom(0), coef, terms.cols[0], terms.rows[0]);
+  const auto& zf = z_feat.defined() ? z_feat : z;
+  if (spec.kind == MemoryKind::Linear) return dual_layer(zf, base[0], mom(0), coef, terms.cols[0], terms.rows[0]);
+  auto h = dual_layer(zf, base[0], mom(0), coef, terms.cols[0], terms.rows[0]);
+  if (spec.kind == MemoryKind::GatedMLP) {
+    auto g = dual_layer(zf, base[1], mom(1), coef, terms.cols[1], terms.rows[1]);
+    return z + dual_layer(gelu_exact(h) * g, base[2], mom(2), coef, terms.cols[2], terms.rows[2]);
+  }
   auto u = dual_layer(gelu_exact(h), base[1], mom(1), coef, terms.cols[1], terms.rows[1]);
   if (spec.kind == MemoryKind::ResidualMLP) return z + u;
   auto mu = u.mean(-1, true);

@@ -6,7 +6,11 @@
 //   Linear          M(z) = W z                                  weights {W [d_out, d_in]}        (L_M = 1)
 //   ResidualMLP     M(z) = z + W_1 GELU(W_2 z)                  weights {W_2 [hid, d_in], W_1 [d_out, hid]}
 //   ResidualMLP_LN  M(z) = z + LN(W_1 GELU(W_2 z)) ⊙ γ + β       same weights; γ, β outer (not inner-updated)
+//   GatedMLP        M(z) = z + W_1 (GELU(W_2 z) ⊙ (W_3 z))          weights {W_2, W_3 [hid, d_in], W_1 [d_out, hid]}
 // with hid = expansion · d_in (expansion 4), exact erf GELU, LN eps 1e-5. Residual kinds need d_in == d_out.
+// Feature map (Atlas family, §2.8/§7.2): with d_feat > 0 the first matrices read a lifted input z̃ = φ(z) of width
+// d_feat (passed as `z_feat`), the residual keeps the un-lifted z: M(z) = z + W_1 GELU(W_2 φ(z)); Linear:
+// M(z) = W φ(z). Without z_feat, z̃ = z (φ = identity, d_feat = 0 or d_in).
 // Weights are ordered **input to output**: weights[0] is the first matrix applied (W_2 for the MLPs).
 //
 // Inner gradient of one token with output gradient g_y = ∂ℓ/∂M(k) (ℓ2: g_y = M(k) - v; ℓp/Huber: the caller's
@@ -26,9 +30,9 @@
 
 namespace mnemo {
 
-enum class MemoryKind { Linear, ResidualMLP, ResidualMLP_LN };
+enum class MemoryKind { Linear, ResidualMLP, ResidualMLP_LN, GatedMLP };
 
-// "linear" | "mlp" | "mlp_ln"; throws Error naming `field` and the value otherwise.
+// "linear" | "mlp" | "mlp_ln" | "gated_mlp"; throws Error naming `field` and the value otherwise.
 MemoryKind memory_kind_from_string(const std::string& s, const std::string& field = "memory_kind");
 std::string memory_kind_name(MemoryKind k);
 
@@ -37,9 +41,11 @@ struct DeepMemorySpec {
   int64_t d_in = 0, d_out = 0;
   int64_t expansion = 4;  // hidden width = expansion · d_in
   double ln_eps = 1e-5;   // ResidualMLP_LN only
+  int64_t d_feat = 0;     // width of φ(z) read by the first matrices (§7.2 D); 0: d_in
 
   int64_t hidden() const { return expansion * d_in; }
-  size_t num_weights() const { return kind == MemoryKind::Linear ? 1 : 2; }
+  int64_t feat() const { return d_feat > 0 ? d_feat : d_in; }
+  size_t num_weights() const { return kind == MemoryKind::Linear ? 1 : kind == MemoryKind::GatedMLP ? 3 : 2; }
   // [out, in] of weights[l], input-to-output order.
   std::vector<std::vector<int64_t>> weight_shapes() const;
   void validate(const std::string& who) const;  // throws Error naming `who`, the field and value
@@ -57,20 +63,24 @@ struct MemoryNorm {
 MemoryWeights init_memory_weights(const DeepMemorySpec& spec, int64_t n_heads);
 
 // Forward pass with the intermediates the closed-form gradients need. z: [B, H, N, d_in].
+// Weights may carry extra leading batch dims (e.g. per-token weights [B, H, N, out, in] with z [B, H, N, 1, d]).
+// z_feat: φ(z) [.., d_feat] (undefined: z).
 struct MemoryActivations {
   std::vector<torch::Tensor> inputs;  // inputs[l]: the row vectors entering weights[l], [B, H, N, in_l]
   torch::Tensor h;                    // pre-activation W_2 z [B, H, N, hid] (MLP kinds)
+  torch::Tensor gate;                 // GatedMLP: W_3 z̃ [B, H, N, hid]
   torch::Tensor u, n, s;              // LN kind: u = W_1 a, n = (u - mean)/s, s = sqrt(var + eps) ([.., 1])
   torch::Tensor out;                  // M(z) [B, H, N, d_out]
 };
 MemoryActivations memory_forward(const DeepMemorySpec& spec, const MemoryWeights& w, const torch::Tensor& z,
-                                 const MemoryNorm& norm = {});
+                                 const MemoryNorm& norm = {}, const torch::Tensor& z_feat = {});
 torch::Tensor memory_apply(const DeepMemorySpec& spec, const MemoryWeights& w, const torch::Tensor& z,
-                           const MemoryNorm& norm = {});
+                           const MemoryNorm& norm = {}, const torch::Tensor& z_feat = {});
 
 // Closed-form per-token gradient of ℓ w.r.t. every weight as rank-1 terms (spec §2.8):
 // ∇W_l(token n) = cols[l][n] rows[l][n]^T. cols[l]: [B, H, N, out_l], rows[l]: [B, H, N, in_l].
 // For ResidualMLP_LN, cols of W_1 are g_u (the gradient at the LN input), as the dual form needs.
+// GatedMLP: r = W_1^T g_y; cols {r ⊙ u ⊙ σ'(h), r ⊙ σ(h), g_y}, rows {z̃, z̃, a} (§2.8).
 struct RankOneTerms {
   std::vector<torch::Tensor> cols, rows;
 };
@@ -91,15 +101,16 @@ MemoryWeights per_token_grads(const RankOneTerms& terms);
 struct DualCoefficients {
   torch::Tensor A;  // [B, H, b]    coefficient of the base weights W^b
   torch::Tensor D;  // [B, H, b]    coefficient of the carried momentum S^b (undefined: no momentum)
-  torch::Tensor C;  // [B, H, b, b] lower-triangular (incl. diagonal) weights of the rank-1 terms
+  torch::Tensor C;  // [B, H, b, N] weights of the rank-1 terms (N = b: lower-triangular; N != b: e.g. the Omega
+                    // window of §7.6, b × (b + c - 1), over terms that include carried tokens)
 };
 void check_scalar_coefficients(const DualCoefficients& c);
 
 // y_t = M_{W_t}(z_t), W_t = A_t W^b + D_t S^b - Σ_j C[t, j] col_j row_j^T, for z: [B, H, b, d_in].
-// `momentum` may be empty (then D is ignored). terms: the chunk's rank-1 terms (N = b).
+// `momentum` may be empty (then D is ignored). terms: N rank-1 terms (N = C.size(-1)); z_feat: φ(z) or undefined.
 torch::Tensor dual_form_readout(const DeepMemorySpec& spec, const MemoryWeights& base, const MemoryWeights& momentum,
                                 const DualCoefficients& coef, const RankOneTerms& terms, const torch::Tensor& z,
-                                const MemoryNorm& norm = {});
+                                const MemoryNorm& norm = {}, const torch::Tensor& z_feat = {});
 
 // a · W^b + d · S^b - Σ_j c[j] col_j row_j^T for every weight; a, d: [B, H] (d undefined or S empty: no term),
 // c: [B, H, N]. Used for the chunk-end weights and the chunk-end momentum.

@@ -1,0 +1,93 @@
+// Atlas GD/Muon family kernels (spec models.md §7.1–7.7): the Omega rule over a sliding window of c tokens with
+// per-token gates, gradients at the chunk anchor (§1.4), for the deep memories of runtime/deep_memory.
+//
+// Per head, column form, read after write (§1.3); win(t) = [t-c+1, t] ∩ [0, t]; M^0 = anchor (chunk-start state):
+//   g_i = ∇_M ℓ_i(M^0)              ℓ2   ("l2",  OmegaNet/ATLAS): ℓ_i = ½||M(φ(k_i)) - v_i||², g_y = M^0(k_i) - v_i
+//                                   dot  ("dot", DLA/SWLA):      ℓ_i = -⟨M(φ(k_i)), v_i⟩,       g_y = -v_i (§7.3)
+//   u_t = Σ_{i ∈ win(t)} γ_i g_i
+//   GD   (§7.3–7.5):  M_t = α_t M_{t-1} - η_t u_t
+//   Muon (§7.7):      S_t = θ_t S_{t-1} + u_t;  M_t = α_t M_{t-1} - η_t NS_k(S_t)   (NS per matrix and head, §2.9)
+//   y_t = M_t(q_t)  (memory input φ(q_t), residual q_t)
+// Chunks of b tokens aligned to absolute positions; the anchor becomes M_t after every b-th token.
+//
+// Chunked GD (§7.6): window positions [s-c+1, s+b-1] (the c-1 carried tokens re-evaluated at M^0),
+//   C = (L ⊙ η) · (M_s ⊙ γ)  (b × (b+c-1)),  y via the dual form of §2.8 (dual_form_readout with N = b+c-1).
+// Chunked Muon (§7.7 steps 1–5): per-token u_n materialised, S by a b×b decay matmul, batched NS, per-token weights.
+// The token-by-token forms (`*_recurrent`) are the references and the decode step.
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+
+#include "runtime/deep_memory/memory.h"
+
+namespace mnemo {
+
+struct OmegaOptions {
+  std::string loss = "l2";  // "l2" | "dot"
+  int64_t window = 8;       // c >= 1
+  int64_t chunk = 64;       // b >= 1
+  bool muon = false;        // false: GD with decay; true: Muon (momentum + Newton–Schulz)
+  int64_t ns_steps = 5;     // k of NS-k (Muon)
+};
+
+// Per-token inputs. q, k: [B, T, H, d]; qf, kf = φ(q), φ(k): [B, T, H, D] (undefined: identity);
+// v: [B, T, H, d_v]; log_alpha = log α [B, T, H] (undefined: α ≡ 1); eta [B, T, H];
+// gamma [B, T, H] (undefined: γ ≡ 1); log_theta = log θ [B, T, H] (Muon only).
+struct OmegaInputs {
+  torch::Tensor q, qf, k, kf, v, log_alpha, eta, gamma, log_theta;
+};
+
+// State after a call. Window buffer: the last c-1 tokens (zeros with γ = 0 before the sequence start).
+struct OmegaState {
+  MemoryWeights w;       // M_t, each [B, H, out, in]
+  MemoryWeights s;       // Muon momentum S_t (empty: zero)
+  MemoryWeights anchor;  // M^0 (empty: w; valid when offset == 0)
+  int64_t offset = 0;    // tokens of the current chunk already absorbed
+  torch::Tensor buf_k, buf_kf, buf_v, buf_g;  // [B, H, c-1, d | D | d_v], [B, H, c-1]; undefined: empty window
+};
+
+struct OmegaResult {
+  torch::Tensor y;  // [B, T, H, d_v]
+  OmegaState state;
+};
+
+// Compute dtype fp64 if q is fp64, else fp32 (§1.2); y returned in v's dtype.
+OmegaResult omega_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
+                        const OmegaState& init);
+OmegaResult omega_recurrent(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
+                            const OmegaState& init);
+
+// Newton–Schulz-k (§2.9) on the last two dims of G [..., r, c], in G's dtype:
+//   X = G/(||G||_F + 1e-7); transpose if r > c; k × { A = X X^T; B = b A + c A A; X = a X + B X }.
+torch::Tensor newton_schulz(const torch::Tensor& G, int64_t steps = 5);
+
+// Internal pieces shared by kernel.cpp (GD) and atlas.cpp (Muon).
+namespace atlas_detail {
+struct Prepared {
+  torch::ScalarType dt;
+  OmegaInputs in;  // cast, gates filled in (gamma defined)
+  MemoryWeights w, s, anchor;
+  torch::Tensor bk, bkf, bv, bg;  // window buffers [B, H, c-1, .]
+};
+Prepared prepare(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in, const OmegaState& init);
+// [B, T, H, ...] -> [B, H, n, ...], tokens [a, a + n)
+torch::Tensor bh(const torch::Tensor& x, int64_t a, int64_t n);
+// Rank-1 inner-gradient terms at `anchor` of the window tokens (k, kf, v: [B, H, N, .]).
+RankOneTerms window_terms(const DeepMemorySpec& spec, const OmegaOptions& opt, const MemoryWeights& anchor,
+                          const torch::Tensor& k, const torch::Tensor& kf, const torch::Tensor& v);
+// Band mask M_s (§2.11) of n chunk tokens over N = n + c - 1 window positions: 1 iff t <= j <= t + c - 1.
+torch::Tensor band_mask(int64_t n, int64_t c, const torch::TensorOptions& o);
+// Keep the last c-1 of the window arrays (cat(buffer, piece)).
+void roll_buffers(Prepared& p, int64_t c, const torch::Tensor& k, const torch::Tensor& kf, const torch::Tensor& v,
+                  const torch::Tensor& g);
+OmegaResult finish(const Prepared& p, std::vector<torch::Tensor>& ys, const OmegaInputs& raw, int64_t offset);
+}  // namespace atlas_detail
+
+// Muon kernels (atlas.cpp); omega_chunk / omega_recurrent dispatch here when opt.muon.
+OmegaResult atlas_muon_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
+                             const OmegaState& init);
+OmegaResult atlas_muon_recurrent(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
+                                 const OmegaState& init);
+
+}  // namespace mnemo

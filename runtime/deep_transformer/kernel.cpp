@@ -1,0 +1,203 @@
+// Kernels of DT / SWDT (blocked attention with decay-window weights) and DOT (kernel-form Omega rule,
+// token by token and chunk-wise). Spec models.md §7.8, §7.6, §12.10.
+#include <limits>
+#include <vector>
+
+#include "runtime/common.h"
+#include "runtime/deep_transformer/kernel_memory.h"
+
+namespace mnemo {
+
+namespace {
+
+torch::ScalarType cdt(const torch::Tensor& v) {
+  return v.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+}
+torch::Tensor bh(const torch::Tensor& x, torch::ScalarType dt) { return x.to(dt).transpose(1, 2); }  // [B,T,H,*] -> [B,H,T,*]
+torch::Tensor cat_or(const torch::Tensor& a, const torch::Tensor& b) { return a.defined() ? torch::cat({a, b}, 2) : b; }
+
+void check(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& la,
+           const torch::Tensor& s, int64_t window) {
+  if (q.dim() != 4 || k.sizes() != q.sizes() || v.dim() != 4 || v.size(1) != q.size(1) || la.dim() != 3 ||
+      s.dim() != 1 || s.size(0) != q.size(2) || window < 1)
+    throw Error("kernel memory: expected q, k [B,T,H,d], v [B,T,H,dv], gates [B,T,H], s [H], window >= 1; got q " +
+                c10::str(q.sizes()) + ", v " + c10::str(v.sizes()) + ", gates " + c10::str(la.sizes()) + ", s " +
+                c10::str(s.sizes()));
+}
+
+}  // namespace
+
+KernelAttnResult kernel_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const torch::Tensor& log_alpha, const torch::Tensor& eta, const torch::Tensor& gamma,
+                                  const torch::Tensor& s, const KernelAttnCache& cache, int64_t c, bool row_max,
+                                  int64_t query_block) {
+  check(q, k, v, log_alpha, s, c);
+  const auto dt = cdt(v);
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
+  const int64_t Nc = cache.k.defined() ? cache.k.size(2) : 0;
+  auto Q = bh(q, dt), Kn = bh(k, dt), Vn = bh(v, dt);
+  auto b = bh(log_alpha, dt).cumsum(2);  // b_t = Σ_{r<=t} log α_r  [B, H, T]
+  auto et = bh(eta, dt);
+  auto gn = gamma.defined() ? bh(gamma, dt) : torch::ones({B, H, T}, Q.options());
+  auto K = cat_or(Nc ? cache.k.to(dt) : torch::Tensor(), Kn), V = cat_or(Nc ? cache.v.to(dt) : torch::Tensor(), Vn);
+  auto G = cat_or(Nc ? cache.g.to(dt) : torch::Tensor(), gn);
+  const int64_t N = Nc + T;
+  // key positions relative to this call: cached tokens are -Nc..-1, new tokens 0..T-1
+  auto kpos = torch::arange(-Nc, T, torch::TensorOptions().dtype(torch::kLong).device(q.device()));
+  auto base = Nc ? torch::cat({cache.w.to(dt), torch::zeros({B, H, T}, Q.options())}, 2) : torch::Tensor();
+  // Per offset o: n = pos_i + o, coefficient γ_i η_n, cumulative log decay b_n (gathered; masked below).
+  std::vector<torch::Tensor> coef, bn, npos;
+  for (int64_t o = 0; o < c; ++o) {
+    auto n = kpos + o;
+    auto valid = (n >= 0) & (n < T);
+    auto idx = n.clamp(0, std::max<int64_t>(T - 1, 0));
+    auto e = et.index_select(2, idx), bb = b.index_select(2, idx);
+    coef.push_back(torch::where(valid, G * e, torch::zeros({}, Q.options())));
+    bn.push_back(bb);
+    npos.push_back(n);
+  }
+  auto sc = s.to(dt).view({1, H, 1, 1});
+  std::vector<torch::Tensor> ys;
+  torch::Tensor w_last;
+  for (int64_t t0 = 0; t0 < T; t0 += query_block) {
+    const int64_t L = std::min(query_block, T - t0);
+    auto tpos = torch::arange(t0, t0 + L, kpos.options()).view({L, 1});
+    auto bt = b.narrow(2, t0, L).unsqueeze(-1);  // [B, H, L, 1]
+    auto w = base.defined() ? base.unsqueeze(2) * bt.exp() : torch::zeros({B, H, L, N}, Q.options());
+    for (int64_t o = 0; o < c; ++o) {
+      auto on = (npos[o].view({1, N}) <= tpos);  // n <= t (n >= 0 folded into coef)
+      auto d = (bt - bn[o].unsqueeze(2)).clamp_max(0);  // b_t - b_n <= 0 (masked before exp, §12.3)
+      w = w + torch::where(on, coef[o].unsqueeze(2) * d.exp(), torch::zeros({}, Q.options()));
+    }
+    auto causal = kpos.view({1, N}) <= tpos;  // [L, N]
+    auto logits = sc * torch::matmul(Q.narrow(2, t0, L), K.transpose(-1, -2));  // s q̂·k̂
+    logits = logits.masked_fill(causal.logical_not(), -std::numeric_limits<double>::infinity());
+    if (row_max) logits = logits - std::get<0>(logits.max(-1, true));
+    ys.push_back(torch::matmul(w * logits.exp(), V));
+    if (t0 + L == T) w_last = w.select(2, L - 1);
+  }
+  KernelAttnResult r;
+  r.y = T ? torch::cat(ys, 2).transpose(1, 2).to(v.scalar_type())
+          : torch::zeros({B, 0, H, v.size(3)}, v.options());
+  r.cache = T ? KernelAttnCache{K, V, w_last, G} : cache;
+  return r;
+}
+
+namespace {
+
+struct DotPrep {
+  torch::Tensor Q, K, V, la, et, ga, s;
+  torch::ScalarType dt;
+};
+DotPrep dot_prep(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& la,
+                 const torch::Tensor& eta, const torch::Tensor& gamma, const torch::Tensor& s) {
+  const auto dt = cdt(v);
+  auto ga = gamma.defined() ? bh(gamma, dt) : torch::ones_like(bh(eta, dt));
+  return {bh(q, dt), bh(k, dt), bh(v, dt), bh(la, dt), bh(eta, dt), ga, s.to(dt).view({1, -1, 1, 1}), dt};
+}
+
+// Append T new tokens (zero coefficients) to the state.
+DotState dot_append(const DotState& st, const DotPrep& p, int64_t from, int64_t len) {
+  DotState o = st;
+  auto zeros = torch::zeros({p.V.size(0), p.V.size(1), len, p.V.size(3)}, p.V.options());
+  o.k = cat_or(st.k.defined() ? st.k.to(p.dt) : torch::Tensor(), p.K.narrow(2, from, len));
+  o.v = cat_or(st.v.defined() ? st.v.to(p.dt) : torch::Tensor(), p.V.narrow(2, from, len));
+  o.a = cat_or(st.a.defined() ? st.a.to(p.dt) : torch::Tensor(), zeros);
+  o.a0 = cat_or(st.a0.defined() ? st.a0.to(p.dt) : torch::Tensor(), zeros);
+  o.g = cat_or(st.g.defined() ? st.g.to(p.dt) : torch::Tensor(), p.ga.narrow(2, from, len));
+  return o;
+}
+
+torch::Tensor kappa(const DotPrep& p, const torch::Tensor& x, const torch::Tensor& keys) {
+  return (p.s * torch::matmul(x, keys.transpose(-1, -2))).exp();  // κ(k_j, x) = exp(s x·k_j)
+}
+
+}  // namespace
+
+DotResult dot_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& log_alpha, const torch::Tensor& eta, const torch::Tensor& gamma,
+                        const torch::Tensor& s, const DotState& st0, int64_t c, int64_t chunk) {
+  check(q, k, v, log_alpha, s, c);
+  auto p = dot_prep(q, k, v, log_alpha, eta, gamma, s);
+  const int64_t T = q.size(1);
+  DotState st = st0;
+  std::vector<torch::Tensor> ys;
+  for (int64_t t = 0; t < T; ++t) {
+    st = dot_append(st, p, t, 1);
+    const int64_t n = st.k.size(2), w0 = std::max<int64_t>(0, n - c), W = n - w0;
+    auto Kw = st.k.narrow(2, w0, W);
+    // e_i = Σ_j a^0_j κ(k_j, k_i) - v_i at the anchor, for the window i ∈ [t-c+1, t]
+    auto E = torch::matmul(kappa(p, Kw, st.k), st.a0) - st.v.narrow(2, w0, W);
+    auto step = p.et.narrow(2, t, 1).unsqueeze(-1) * st.g.narrow(2, w0, W).unsqueeze(-1) * (-p.s).exp() * E;
+    auto a = p.la.narrow(2, t, 1).exp().unsqueeze(-1) * st.a;
+    st.a = torch::cat({a.narrow(2, 0, w0), a.narrow(2, w0, W) - step}, 2);
+    ys.push_back(torch::matmul(kappa(p, p.Q.narrow(2, t, 1), st.k), st.a));  // y_t = Σ_j a_j κ(k_j, q_t)
+    if (++st.pos == chunk) {
+      st.a0 = st.a;
+      st.pos = 0;
+    }
+  }
+  DotResult r;
+  r.y = T ? torch::cat(ys, 2).transpose(1, 2).to(v.scalar_type())
+          : torch::zeros({q.size(0), 0, q.size(2), v.size(3)}, v.options());
+  r.state = st;
+  return r;
+}
+
+DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                    const torch::Tensor& log_alpha, const torch::Tensor& eta, const torch::Tensor& gamma,
+                    const torch::Tensor& s, const DotState& st0, int64_t c, int64_t chunk) {
+  check(q, k, v, log_alpha, s, c);
+  const int64_t T = q.size(1);
+  // A state inside a chunk: finish that chunk token by token, then whole chunks.
+  const int64_t head = st0.pos > 0 ? std::min(T, chunk - st0.pos) : 0;
+  DotState st = st0;
+  std::vector<torch::Tensor> ys;
+  if (head > 0) {
+    auto n = [&](const torch::Tensor& x) { return x.defined() ? x.narrow(1, 0, head) : x; };
+    auto r = dot_recurrent(n(q), n(k), n(v), n(log_alpha), n(eta), n(gamma), s, st, c, chunk);
+    ys.push_back(r.y.transpose(1, 2).to(cdt(v)));
+    st = r.state;
+  }
+  auto p = dot_prep(q, k, v, log_alpha, eta, gamma, s);
+  const auto opts = p.V.options();
+  for (int64_t t0 = head; t0 < T; t0 += chunk) {
+    const int64_t L = std::min(chunk, T - t0);
+    const int64_t S0 = st.k.defined() ? st.k.size(2) : 0;  // absolute index of the chunk start
+    auto Qc = p.Q.narrow(2, t0, L);
+    st = dot_append(st, p, t0, L);
+    const int64_t i0 = std::max<int64_t>(0, S0 - c + 1), W = S0 + L - i0;  // window rows i ∈ [S0-c+1, S0+L-1]
+    auto Ki = st.k.narrow(2, i0, W);
+    torch::Tensor E = -st.v.narrow(2, i0, W), Yp = torch::zeros({p.V.size(0), p.V.size(1), L, p.V.size(3)}, opts);
+    if (S0 > 0) {  // errors and reads of the chunk-start memory (attention over the earlier coefficients)
+      auto Kp = st.k.narrow(2, 0, S0), Ap = st.a.narrow(2, 0, S0);
+      E = E + torch::matmul(kappa(p, Ki, Kp), Ap);
+      Yp = torch::matmul(kappa(p, Qc, Kp), Ap);
+    }
+    // C = L · G: L[t, n] = Π_{r=n+1}^{t} α_r, G[n, i] = η_n γ_i e^{-s} 1[i <= n <= i+c-1]   (§7.6)
+    auto b = p.la.narrow(2, t0, L).cumsum(2);  // [B, H, L]
+    auto tri = torch::tril(torch::ones({L, L}, torch::TensorOptions().dtype(torch::kBool).device(q.device())));
+    auto Lm = torch::where(tri, (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0).exp(), torch::zeros({}, opts));
+    auto nabs = torch::arange(S0, S0 + L, torch::TensorOptions().dtype(torch::kLong).device(q.device())).view({L, 1});
+    auto iabs = torch::arange(i0, S0 + L, nabs.options()).view({1, W});
+    auto win = (iabs <= nabs) & (nabs <= iabs + c - 1);  // [L, W]
+    auto Gm = torch::where(win, p.et.narrow(2, t0, L).unsqueeze(-1) * st.g.narrow(2, i0, W).unsqueeze(2),
+                           torch::zeros({}, opts)) * (-p.s).exp();
+    auto C = torch::matmul(Lm, Gm);  // [B, H, L, W]
+    auto A = b.exp().unsqueeze(-1);  // A_t = Π_{r=s}^{t} α_r
+    ys.push_back(A * Yp - torch::matmul(C * kappa(p, Qc, Ki), E));
+    // chunk end: a_j ← A_end a_j, a_i ← a_i - C[end, i] e_i on the window rows
+    auto a = A.select(2, L - 1).unsqueeze(-1) * st.a;
+    auto upd = a.narrow(2, i0, W) - C.select(2, L - 1).unsqueeze(-1) * E;
+    st.a = torch::cat({a.narrow(2, 0, i0), upd}, 2);
+    st.pos = (L == chunk) ? 0 : L;
+    if (st.pos == 0) st.a0 = st.a;  // else a0: the chunk-start coefficients (new tokens 0), as appended
+  }
+  DotResult r;
+  r.y = T ? torch::cat(ys, 2).transpose(1, 2).to(v.scalar_type())
+          : torch::zeros({q.size(0), 0, q.size(2), v.size(3)}, v.options());
+  r.state = st;
+  return r;
+}
+
+}  // namespace mnemo

@@ -1,0 +1,517 @@
+// Atlas GD/Muon family (spec models.md §2.8–2.10, §7.1–7.7, §13): deep-memory generalisations (lifted features,
+// gated MLP, dual form over N != b terms), Omega/Muon kernels (chunked == token-by-token reference with
+// gradients, chunk size 1 == textbook recurrence, state carry), exact reductions (delta rule, Titans LMM, linear
+// attention), Newton–Schulz invariants, mixers and models (prefill + decode == full forward), a tiny MQAR run.
+#include <catch2/catch.hpp>
+
+#include "runtime/atlas/omega.h"
+#include "runtime/deep_memory/memory.h"
+#include "runtime/delta_rule/delta_rule.h"
+#include "runtime/model.h"
+#include "runtime/registry.h"
+#include "runtime/titans/titans.h"
+#include "runtime/trainer.h"
+#include "tests/test_util.h"
+
+using namespace mnemo;
+using mnemo::test::max_rel_err;
+using mnemo::test::max_rel_err_all;
+
+namespace {
+
+const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+
+DeepMemorySpec spec_of(MemoryKind kind, int64_t d, int64_t d_feat) {
+  DeepMemorySpec s;
+  s.kind = kind;
+  s.d_in = s.d_out = d;
+  s.d_feat = d_feat;
+  return s;
+}
+
+MemoryWeights random_weights(const DeepMemorySpec& spec, int64_t B, int64_t H, double scale, bool grad) {
+  MemoryWeights w;
+  for (const auto& sh : spec.weight_shapes()) {
+    auto t = torch::randn({B, H, sh[0], sh[1]}, f64) * scale;
+    w.push_back(grad ? t.requires_grad_() : t);
+  }
+  return w;
+}
+
+// φ = taylor_elementwise p = 2 with a = (1, 1/2) (§7.2), differentiable in x.
+torch::Tensor phi2(const torch::Tensor& x) { return torch::cat({x, 0.5 * x * x}, -1); }
+
+}  // namespace
+
+TEST_CASE("atlas deep memory: lifted features and gated MLP gradients equal autograd; dual form with N != b",
+          "[atlas]") {
+  torch::manual_seed(1);
+  const int64_t B = 2, H = 2, N = 6, d = 3, b = 4, m = 2;  // m carried terms: N_terms = b + m
+  for (auto kind : {MemoryKind::Linear, MemoryKind::ResidualMLP, MemoryKind::GatedMLP}) {
+    CAPTURE(memory_kind_name(kind));
+    auto spec = spec_of(kind, d, 2 * d);
+    auto w = random_weights(spec, B, H, 0.5, true);
+    auto z = torch::randn({B, H, N, d}, f64), v = torch::randn({B, H, N, d}, f64);
+    auto c = torch::rand({B, H, N}, f64);
+    auto acts = memory_forward(spec, w, z, {}, phi2(z));
+    auto e = acts.out - v;
+    auto ref = torch::autograd::grad({(c * 0.5 * e.pow(2).sum(-1)).sum()}, {w.begin(), w.end()});
+    auto got = weighted_outer_sum(memory_grad_terms(spec, w, acts, e.detach()), c);
+    CHECK(max_rel_err_all(got, ref) <= 1e-12);
+
+    // Dual form over b + m terms (m carried tokens) vs materialised per-token weights.
+    auto base = random_weights(spec, B, H, 0.4, false), anchor = random_weights(spec, B, H, 0.4, false);
+    auto k = torch::randn({B, H, b + m, d}, f64), vv = torch::randn({B, H, b + m, d}, f64);
+    auto q = torch::randn({B, H, b, d}, f64);
+    auto a2 = memory_forward(spec, anchor, k, {}, phi2(k));
+    auto terms = memory_grad_terms(spec, anchor, a2, a2.out - vv);
+    DualCoefficients coef{torch::rand({B, H, b}, f64), {}, torch::rand({B, H, b, b + m}, f64)};
+    auto y = dual_form_readout(spec, base, {}, coef, terms, q, {}, phi2(q));
+    auto per = per_token_grads(terms);
+    std::vector<torch::Tensor> ys;
+    for (int64_t t = 0; t < b; ++t) {
+      MemoryWeights Wt;
+      for (size_t l = 0; l < base.size(); ++l)
+        Wt.push_back(coef.A.select(2, t).unsqueeze(-1).unsqueeze(-1) * base[l] -
+                     (coef.C.select(2, t).unsqueeze(-1).unsqueeze(-1) * per[l]).sum(2));
+      auto qt = q.narrow(2, t, 1);
+      ys.push_back(memory_apply(spec, Wt, qt, {}, phi2(qt)));
+    }
+    CHECK(max_rel_err(y, torch::cat(ys, 2)) <= 1e-12);
+  }
+  CHECK(memory_kind_from_string("gated_mlp") == MemoryKind::GatedMLP);
+}
+
+namespace {
+
+struct KIn {
+  torch::Tensor q, k, v, la, eta, gamma, lth;
+  MemoryWeights w0;
+};
+
+KIn kernel_inputs(const DeepMemorySpec& spec, int64_t B, int64_t T, int64_t H, bool muon, uint64_t seed) {
+  torch::manual_seed(seed);
+  KIn in;
+  const int64_t d = spec.d_in;
+  in.q = l2norm(torch::randn({B, T, H, d}, f64)).detach().requires_grad_();
+  in.k = l2norm(torch::randn({B, T, H, d}, f64)).detach().requires_grad_();
+  in.v = torch::randn({B, T, H, d}, f64).requires_grad_();
+  in.la = torch::log_sigmoid(torch::randn({B, T, H}, f64) + 2.0).detach().requires_grad_();
+  in.eta = (0.3 * torch::rand({B, T, H}, f64)).requires_grad_();
+  in.gamma = torch::rand({B, T, H}, f64).requires_grad_();
+  if (muon) in.lth = torch::log_sigmoid(torch::randn({B, T, H}, f64) + 1.0).detach().requires_grad_();
+  in.w0 = random_weights(spec, B, H, 0.4, true);
+  return in;
+}
+
+std::vector<torch::Tensor> leaves(const KIn& in) {
+  std::vector<torch::Tensor> out = {in.q, in.k, in.v, in.la, in.eta, in.gamma};
+  if (in.lth.defined()) out.push_back(in.lth);
+  for (const auto& w : in.w0) out.push_back(w);
+  return out;
+}
+
+OmegaInputs omega_inputs(const KIn& in, bool phi, int64_t a = 0, int64_t n = -1) {
+  auto s = [&](const torch::Tensor& x) { return x.defined() ? x.narrow(1, a, n < 0 ? x.size(1) - a : n) : x; };
+  OmegaInputs o;
+  o.q = s(in.q);
+  o.k = s(in.k);
+  o.v = s(in.v);
+  if (phi) {
+    o.qf = phi2(o.q);
+    o.kf = phi2(o.k);
+  }
+  o.log_alpha = s(in.la);
+  o.eta = s(in.eta);
+  o.gamma = s(in.gamma);
+  o.log_theta = s(in.lth);
+  return o;
+}
+
+struct KRun {
+  torch::Tensor y;
+  OmegaState state;
+  std::vector<torch::Tensor> grads;
+};
+
+KRun run_kernel(const DeepMemorySpec& spec, const OmegaOptions& opt, const KIn& in, bool phi, bool chunked) {
+  OmegaState init;
+  init.w = in.w0;
+  auto oi = omega_inputs(in, phi);
+  auto r = chunked ? omega_chunk(spec, opt, oi, init) : omega_recurrent(spec, opt, oi, init);
+  torch::manual_seed(77);
+  auto loss = (r.y * torch::randn(r.y.sizes(), f64)).sum();
+  for (const auto& w : r.state.w) loss = loss + (w * torch::randn(w.sizes(), f64)).sum();
+  for (const auto& s : r.state.s) loss = loss + (s * torch::randn(s.sizes(), f64)).sum();
+  return {r.y.detach(), r.state, torch::autograd::grad({loss}, leaves(in))};
+}
+
+struct KCase {
+  MemoryKind kind;
+  std::string loss;
+  int64_t window;
+  bool muon, phi;
+};
+const KCase kernel_cases[] = {
+    {MemoryKind::ResidualMLP, "l2", 3, false, true},   // OmegaNet
+    {MemoryKind::ResidualMLP, "dot", 1, false, true},  // DLA
+    {MemoryKind::ResidualMLP, "dot", 3, false, true},  // SWLA
+    {MemoryKind::Linear, "l2", 3, false, false},       // linear-memory OmegaNet
+    {MemoryKind::GatedMLP, "l2", 2, false, true},      // Omega on the gated MLP
+    {MemoryKind::ResidualMLP, "l2", 3, true, true},    // ATLAS
+    {MemoryKind::GatedMLP, "l2", 3, true, true},       // ATLAS++
+    {MemoryKind::Linear, "l2", 1, true, false},        // linear ATLAS, c = 1
+};
+
+}  // namespace
+
+TEST_CASE("atlas kernels: chunked form equals the token-by-token reference (fp64, outputs, state, gradients)",
+          "[atlas]") {
+  const int64_t B = 2, H = 2, d = 3, T = 13;
+  double worst_y = 0, worst_state = 0, worst_grad = 0;
+  for (const auto& kc : kernel_cases) {
+    auto spec = spec_of(kc.kind, d, kc.phi ? 2 * d : 0);
+    auto in = kernel_inputs(spec, B, T, H, kc.muon, 11 + kc.window);
+    for (int64_t b : {1, 4, 5}) {
+      CAPTURE(memory_kind_name(kc.kind), kc.loss, kc.window, kc.muon, b);
+      OmegaOptions opt;
+      opt.loss = kc.loss;
+      opt.window = kc.window;
+      opt.chunk = b;
+      opt.muon = kc.muon;
+      auto ref = run_kernel(spec, opt, in, kc.phi, false);
+      auto got = run_kernel(spec, opt, in, kc.phi, true);
+      const double ey = max_rel_err(got.y, ref.y);
+      double es = std::max(max_rel_err_all(got.state.w, ref.state.w),
+                           max_rel_err_all(got.state.anchor, ref.state.anchor));
+      es = std::max(es, max_rel_err_all(got.state.s, ref.state.s));
+      if (kc.window > 1) es = std::max(es, max_rel_err(got.state.buf_v, ref.state.buf_v));
+      const double eg = max_rel_err_all(got.grads, ref.grads);
+      CHECK(ey <= 1e-10);
+      CHECK(es <= 1e-10);
+      CHECK(eg <= 1e-8);
+      CHECK(got.state.offset == T % b);
+      CHECK(ref.state.offset == T % b);
+      worst_y = std::max(worst_y, ey);
+      worst_state = std::max(worst_state, es);
+      worst_grad = std::max(worst_grad, eg);
+    }
+  }
+  WARN("atlas chunk vs reference: max rel err y " << worst_y << ", state " << worst_state << ", grads "
+                                                  << worst_grad);
+}
+
+TEST_CASE("atlas kernels: chunk size 1 equals the textbook recurrence (autograd inner gradients at M_{t-1})",
+          "[atlas]") {
+  const int64_t B = 1, H = 2, d = 3, T = 9, c = 3;
+  for (bool muon : {false, true}) {
+    CAPTURE(muon);
+    auto spec = spec_of(MemoryKind::ResidualMLP, d, 2 * d);
+    auto in = kernel_inputs(spec, B, T, H, muon, 5);
+    torch::NoGradGuard ng;
+    OmegaOptions opt;
+    opt.window = c;
+    opt.chunk = 1;
+    opt.muon = muon;
+    OmegaState init;
+    init.w = in.w0;
+    auto full = omega_chunk(spec, opt, omega_inputs(in, true), init);
+    MemoryWeights W, S;
+    for (const auto& w : in.w0) {
+      W.push_back(w.detach().clone());
+      S.push_back(torch::zeros_like(w));
+    }
+    std::vector<torch::Tensor> ys;
+    for (int64_t t = 0; t < T; ++t) {
+      MemoryWeights Wg;
+      for (const auto& w : W) Wg.push_back(w.clone().requires_grad_());
+      torch::Tensor loss;
+      {
+        torch::AutoGradMode enable(true);
+        loss = torch::zeros({}, f64);
+        for (int64_t i = std::max<int64_t>(0, t - c + 1); i <= t; ++i) {  // Σ_{i ∈ win(t)} γ_i ½||M(φ(k_i)) - v_i||²
+          auto ki = in.k.select(1, i).unsqueeze(2);
+          auto e = memory_apply(spec, Wg, ki, {}, phi2(ki)) - in.v.select(1, i).unsqueeze(2);
+          loss = loss + (in.gamma.select(1, i).unsqueeze(-1).unsqueeze(-1) * 0.5 * e.pow(2)).sum();
+        }
+      }
+      auto g = torch::autograd::grad({loss}, {Wg.begin(), Wg.end()});
+      auto e4 = [&](const torch::Tensor& x) { return x.select(1, t).unsqueeze(-1).unsqueeze(-1); };
+      for (size_t l = 0; l < W.size(); ++l) {
+        if (muon) {
+          S[l] = e4(in.lth.exp()) * S[l] + g[l];
+          W[l] = e4(in.la.exp()) * W[l] - e4(in.eta) * newton_schulz(S[l], 5);
+        } else {
+          W[l] = e4(in.la.exp()) * W[l] - e4(in.eta) * g[l];
+        }
+      }
+      auto qt = in.q.select(1, t).unsqueeze(2);
+      ys.push_back(memory_apply(spec, W, qt, {}, phi2(qt)));
+    }
+    const double e = max_rel_err(full.y, torch::cat(ys, 2).transpose(1, 2));
+    CHECK(e <= 1e-11);
+    CHECK(max_rel_err_all(full.state.w, W) <= 1e-11);
+    WARN("atlas chunk size 1 vs textbook (muon " << muon << "): max rel err y " << e);
+  }
+}
+
+TEST_CASE("atlas kernels: the state carried across split points equals one pass", "[atlas]") {
+  const int64_t B = 2, H = 2, d = 3, T = 14, b = 4;
+  for (bool muon : {false, true}) {
+    auto spec = spec_of(MemoryKind::ResidualMLP, d, 2 * d);
+    auto in = kernel_inputs(spec, B, T, H, muon, 21);
+    torch::NoGradGuard ng;
+    OmegaOptions opt;
+    opt.window = 3;
+    opt.chunk = b;
+    opt.muon = muon;
+    OmegaState init;
+    init.w = in.w0;
+    auto ref = omega_chunk(spec, opt, omega_inputs(in, true), init);
+    for (int64_t split : {1, 2, 4, 6, 9}) {
+      for (bool chunked : {true, false}) {
+        CAPTURE(muon, split, chunked);
+        auto run = [&](int64_t a, int64_t n, const OmegaState& st) {
+          auto oi = omega_inputs(in, true, a, n);
+          return chunked ? omega_chunk(spec, opt, oi, st) : omega_recurrent(spec, opt, oi, st);
+        };
+        auto first = run(0, split, init);
+        auto second = run(split, T - split, first.state);
+        CHECK(max_rel_err(torch::cat({first.y, second.y}, 1), ref.y) <= 1e-11);
+        CHECK(max_rel_err_all(second.state.w, ref.state.w) <= 1e-11);
+        CHECK(max_rel_err_all(second.state.s, ref.state.s) <= 1e-11);
+        CHECK(second.state.offset == ref.state.offset);
+      }
+    }
+  }
+  auto spec = spec_of(MemoryKind::ResidualMLP, d, 0);
+  auto in = kernel_inputs(spec, B, T, H, false, 3);
+  OmegaState init;
+  init.w = in.w0;
+  OmegaOptions bad;
+  bad.chunk = 0;
+  CHECK_THROWS_WITH(omega_chunk(spec, bad, omega_inputs(in, false), init), Catch::Contains("chunk_size"));
+  bad.chunk = 4;
+  bad.muon = true;  // no log_theta
+  CHECK_THROWS_WITH(omega_chunk(spec, bad, omega_inputs(in, false), init), Catch::Contains("log_theta"));
+}
+
+TEST_CASE("atlas reductions: OmegaNet c=1 linear identity == delta rule; == Titans LMM without momentum; "
+          "SWLA c=1, alpha = eta = 1 == linear attention",
+          "[atlas]") {
+  const int64_t B = 2, T = 13, H = 2, d = 4;
+  auto lin = spec_of(MemoryKind::Linear, d, 0);
+  auto in = kernel_inputs(lin, B, T, H, false, 9);
+  torch::NoGradGuard ng;
+  OmegaState init;
+  init.w = in.w0;
+  // W_t = W_{t-1} - η_t (W_{t-1} k_t - v_t) k_t^T  (α ≡ 1, γ ≡ 1, b = 1): the delta rule with β = η.
+  OmegaOptions opt;
+  opt.window = 1;
+  opt.chunk = 1;
+  auto oi = omega_inputs(in, false);
+  oi.log_alpha = torch::Tensor();
+  oi.gamma = torch::Tensor();
+  auto om = omega_chunk(lin, opt, oi, init);
+  auto delta = delta_rule_recurrent(in.q, in.k, in.v, in.eta, {}, in.w0[0].transpose(-1, -2), 1.0);
+  const double e_delta = max_rel_err(om.y, delta.o);
+  CHECK(e_delta <= 1e-12);
+  CHECK(max_rel_err(om.state.w[0].transpose(-1, -2), delta.final_state) <= 1e-12);
+
+  // c = 1, γ ≡ 1, any b and memory: W_t = α_t W_{t-1} - η_t ∇ℓ(M^0) is Titans' LMM with 1 - α_T = α, θ = η, no
+  // momentum (an independent chunk kernel, §5.3).
+  double e_titans = 0;
+  for (auto kind : {MemoryKind::Linear, MemoryKind::ResidualMLP}) {
+    auto spec = spec_of(kind, d, 0);
+    auto in2 = kernel_inputs(spec, B, T, H, false, 10);
+    OmegaState i2;
+    i2.w = in2.w0;
+    OmegaOptions o2;
+    o2.window = 1;
+    o2.chunk = 4;
+    auto x = omega_inputs(in2, false);
+    x.gamma = torch::Tensor();
+    auto a = omega_chunk(spec, o2, x, i2);
+    TitansMemoryState ti;
+    ti.w = in2.w0;
+    auto t = titans_lmm_chunk(spec, in2.q, in2.k, in2.v, in2.la, {}, in2.eta, ti, 4);
+    e_titans = std::max(e_titans, max_rel_err(a.y, t.y));
+  }
+  CHECK(e_titans <= 1e-12);
+
+  // SWLA / DLA Hebbian with linear memory, c = 1, α = η = γ = 1: y_t = W_0 q_t + Σ_{i<=t} v_i (k_i · q_t).
+  OmegaOptions h;
+  h.loss = "dot";
+  h.window = 1;
+  h.chunk = 5;
+  auto hi = omega_inputs(in, false);
+  hi.log_alpha = torch::Tensor();
+  hi.gamma = torch::Tensor();
+  hi.eta = torch::ones_like(in.eta);
+  auto la = omega_chunk(lin, h, hi, init);
+  auto qh = in.q.transpose(1, 2), kh = in.k.transpose(1, 2), vh = in.v.transpose(1, 2);
+  auto att = torch::matmul(qh, kh.transpose(-1, -2)).tril();
+  auto ref = (torch::matmul(qh, in.w0[0].transpose(-1, -2)) + torch::matmul(att, vh)).transpose(1, 2);
+  const double e_la = max_rel_err(la.y, ref);
+  CHECK(e_la <= 1e-12);
+  WARN("atlas reductions: max rel err vs delta rule " << e_delta << ", vs titans LMM " << e_titans
+                                                     << ", vs linear attention " << e_la);
+}
+
+TEST_CASE("atlas Newton-Schulz-5: odd, scale-invariant, singular values in (0.5, 1.5)", "[atlas]") {
+  torch::manual_seed(4);
+  double worst_odd = 0, worst_scale = 0, worst_small = 0, smin = 1e9, smax = 0;
+  for (auto shape : std::vector<std::vector<int64_t>>{{8, 8}, {16, 4}, {4, 16}, {12, 48}, {48, 12}}) {
+    auto G = torch::randn({3, shape[0], shape[1]}, f64);
+    auto X = newton_schulz(G, 5);
+    CHECK(X.sizes() == G.sizes());
+    worst_odd = std::max(worst_odd, max_rel_err(newton_schulz(-G, 5), -X));
+    worst_scale = std::max(worst_scale, max_rel_err(newton_schulz(2.0 * G, 5), X));  // NS(2S) ≈ NS(S) (§13.6)
+    worst_scale = std::max(worst_scale, max_rel_err(newton_schulz(7.5 * G, 5), X));
+    // Small inputs feel the 1e-7 of the normalisation most (relative 1e-7/||0.01 G||, amplified by 5 steps).
+    worst_small = std::max(worst_small, max_rel_err(newton_schulz(0.01 * G, 5), X));
+    auto sv = torch::linalg::svdvals(X, c10::nullopt);
+    smin = std::min(smin, sv.min().item<double>());
+    smax = std::max(smax, sv.max().item<double>());
+  }
+  CHECK(worst_odd <= 1e-14);
+  CHECK(worst_scale <= 1e-6);  // exact up to the 1e-7 epsilon of the normalisation
+  CHECK(worst_small <= 1e-4);
+  CHECK(smin > 0.5);
+  CHECK(smax < 1.5);
+  WARN("NS-5: odd err " << worst_odd << ", scale err (x2, x7.5) " << worst_scale << ", (x0.01) " << worst_small
+                        << ", singular values in [" << smin << ", "
+                        << smax << "]");
+}
+
+namespace {
+
+std::shared_ptr<Mixer> make_mixer(const std::string& family, int64_t d_model, int64_t n_heads, const json& args) {
+  const auto& fam = Registry::instance().mixer(family);
+  MixerContext ctx;
+  ctx.d_model = d_model;
+  ctx.n_heads = n_heads;
+  ctx.n_layers = 1;
+  ctx.args = fam.defaults;
+  ctx.args.update(args);
+  auto m = fam.make(ctx);
+  m->to(torch::kFloat64);
+  return m;
+}
+
+const char* const families[] = {"dla", "swla", "omeganet", "atlas", "atlas_pp", "atlas_mag"};
+
+}  // namespace
+
+TEST_CASE("atlas models: prefill + token-by-token decode equals the full forward (fp64); forms agree", "[atlas]") {
+  double worst = 0;
+  std::vector<std::string> models(std::begin(families), std::end(families));
+  models.push_back("atlas_mal");
+  for (const auto& name : models) {
+    for (const json& extra : {json::object(), json{{"phi", "taylor_full2"}, {"memory", "linear"}}}) {
+      if ((name == "atlas_mal" || name == "atlas_mag") && !extra.empty()) continue;
+      ModelConfig cfg;
+      cfg.model = name;
+      cfg.vocab_size = 32;
+      cfg.d_model = 16;
+      cfg.n_layers = 2;
+      cfg.n_heads = 2;
+      cfg.mixer_args = {{"chunk_size", 4}, {"omega_window", 3}, {"window", 5}};
+      cfg.mixer_args.update(extra);
+      torch::manual_seed(6);
+      LanguageModel model(cfg);
+      model->to(torch::kFloat64);
+      auto ids = torch::randint(0, 32, {2, 19}, torch::kInt64);
+      torch::NoGradGuard no_grad;
+      auto full = model->forward(ids);
+      for (int64_t prefill : {1, 6, 10}) {
+        CAPTURE(name, extra.dump(), prefill);
+        ModelState st = model->initial_state();
+        std::vector<torch::Tensor> pieces = {model->forward(ids.narrow(1, 0, prefill), &st)};
+        for (int64_t t = prefill; t < 19; ++t) pieces.push_back(model->forward(ids.narrow(1, t, 1), &st));
+        const double e = max_rel_err(torch::cat(pieces, 1), full);
+        CHECK(e <= 1e-10);
+        worst = std::max(worst, e);
+      }
+    }
+  }
+  // form = "recurrent" is the same function as the chunked form.
+  for (const char* family : families) {
+    CAPTURE(family);
+    torch::manual_seed(4);
+    auto chunked = make_mixer(family, 16, 2, {{"chunk_size", 4}, {"omega_window", 3}});
+    auto recurrent = make_mixer(family, 16, 2, {{"chunk_size", 4}, {"omega_window", 3}, {"form", "recurrent"}});
+    auto src = chunked->named_parameters(), dst = recurrent->named_parameters();
+    {
+      torch::NoGradGuard no_grad;
+      for (const auto& p : src) dst[p.key()].copy_(p.value());
+    }
+    auto x = torch::randn({2, 13, 16}, f64);
+    CHECK(max_rel_err(recurrent->forward(x, nullptr), chunked->forward(x, nullptr)) <= 1e-10);
+  }
+  WARN("atlas models: prefill + decode vs full forward, max rel err " << worst);
+}
+
+TEST_CASE("atlas mixers: gradients reach every parameter; defaults; bad arguments name the field", "[atlas]") {
+  for (const char* family : families) {
+    CAPTURE(family);
+    torch::manual_seed(10);
+    auto m = make_mixer(family, 16, 2, {{"chunk_size", 4}, {"window", 5}});
+    m->to(torch::kFloat32);
+    auto x = torch::randn({2, 11, 16});
+    m->forward(x, nullptr).pow(2).sum().backward();
+    for (const auto& p : m->named_parameters()) {
+      CAPTURE(p.key());
+      REQUIRE(p.value().grad().defined());
+      CHECK(torch::isfinite(p.value().grad()).all().item<bool>());
+      CHECK(p.value().grad().abs().sum().item<double>() > 0);
+    }
+  }
+  const auto& reg = Registry::instance();
+  CHECK(reg.mixer("dla").defaults.at("omega_window") == 1);
+  CHECK(reg.mixer("omeganet").defaults.at("omega_window") == 8);
+  CHECK(reg.mixer("omeganet").defaults.at("chunk_size") == 64);
+  CHECK(reg.mixer("atlas").defaults.at("chunk_size") == 16);
+  CHECK(reg.mixer("atlas_pp").defaults.at("memory") == "gated_mlp");
+  auto om = make_mixer("omeganet", 16, 2, json::object());
+  auto params = om->named_parameters();
+  CHECK(params["core.memory_init_0"].sizes() == torch::IntArrayRef({2, 32, 16}));  // W_2: 4 d_h × (p d_h)
+  CHECK(params["core.memory_init_1"].sizes() == torch::IntArrayRef({2, 8, 32}));
+  CHECK(max_rel_err(params["core.phi.coef"].to(torch::kFloat64), torch::tensor({1.0, 0.5}, f64)) <= 1e-7);
+  auto bias = params["core.gate_proj.bias"].view({3, 2});
+  CHECK(bias[0][0].item<double>() == 6.0);
+  CHECK(bias[2][0].item<double>() == 3.0);
+  CHECK(make_mixer("atlas_pp", 16, 2, json::object())->named_parameters().size() == params.size() + 1);
+  CHECK_THROWS_WITH(make_mixer("omeganet", 16, 2, {{"omega_window", 0}}), Catch::Contains("omega_window"));
+  CHECK_THROWS_WITH(make_mixer("atlas", 16, 2, {{"chunk_size", 0}}), Catch::Contains("chunk_size"));
+  CHECK_THROWS_WITH(make_mixer("dla", 16, 2, {{"phi", "cubic"}}), Catch::Contains("phi"));
+  CHECK_THROWS_WITH(make_mixer("swla", 16, 2, {{"memory", "deep"}}), Catch::Contains("memory"));
+  CHECK_THROWS_WITH(make_mixer("atlas", 16, 2, {{"form", "x"}}), Catch::Contains("form"));
+}
+
+namespace {
+
+// Tiny MQAR run (V = 64, L = 32, 2 pairs, d = 32, 1 layer, 150 steps); values from V/2 = 32 tokens: chance 1/32.
+double tiny_mqar(const std::string& model) {
+  auto dir = test::temp_dir("atlas_mqar_" + model);
+  json cfg = {{"model", model}, {"task", "mqar"}, {"vocab_size", 64}, {"seq_len", 32}, {"num_kv_pairs", 2},
+              {"d_model", 32}, {"n_layers", 1}, {"n_heads", 2}, {"batch_size", 32}, {"n_train", 4000},
+              {"n_test", 256}, {"lr", 1e-2}, {"steps", 150}, {"eval_every", 50}, {"chunk_size", 16},
+              {"device", "cpu"}};
+  TrainOptions opt;
+  opt.db_path = (dir / "r.sqlite").string();
+  opt.out_dir = (dir / "run").string();
+  opt.quiet = true;
+  auto r = train(cfg, opt);
+  WARN(model << " MQAR best test accuracy " << r.best_test_accuracy << " (final " << r.final_test_accuracy
+             << ") after " << r.steps << " steps, " << r.wall_s << " s");
+  return r.best_test_accuracy;
+}
+
+}  // namespace
+
+// Measured (seed 0, 1 thread, shared 2-core machine): omeganet 0.105 in 8.5 s, swla 0.094 in 9.3 s. Not included
+// (over the 20 s budget or not above chance in 150 steps): dla 0.035 (7.6 s), atlas 0.078 (391 s), atlas_pp 0.047
+// (448 s).
+TEST_CASE("omeganet learns a small MQAR well above chance", "[atlas][train]") { CHECK(tiny_mqar("omeganet") >= 0.07); }
+TEST_CASE("swla learns a small MQAR well above chance", "[atlas][train]") { CHECK(tiny_mqar("swla") >= 0.07); }
