@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/atlas/omega.h"
+#include "runtime/config.h"
 #include "runtime/deep_memory/memory.h"
 #include "runtime/delta_rule/delta_rule.h"
 #include "runtime/model.h"
@@ -399,7 +400,7 @@ std::shared_ptr<Mixer> make_mixer(const std::string& family, int64_t d_model, in
   return m;
 }
 
-const char* const families[] = {"dla", "swla", "omeganet", "atlas", "atlas_pp", "atlas_mag"};
+const char* const families[] = {"dla", "swla", "omeganet", "atlas", "atlas_pp", "atlas_mag", "atlas_mac"};
 
 }  // namespace
 
@@ -409,14 +410,15 @@ TEST_CASE("atlas models: prefill + token-by-token decode equals the full forward
   models.push_back("atlas_mal");
   for (const auto& name : models) {
     for (const json& extra : {json::object(), json{{"phi", "taylor_full2"}, {"memory", "linear"}}}) {
-      if ((name == "atlas_mal" || name == "atlas_mag") && !extra.empty()) continue;
+      if ((name == "atlas_mal" || name == "atlas_mag" || name == "atlas_mac") && !extra.empty()) continue;
       ModelConfig cfg;
       cfg.model = name;
       cfg.vocab_size = 32;
       cfg.d_model = 16;
       cfg.n_layers = 2;
       cfg.n_heads = 2;
-      cfg.mixer_args = {{"chunk_size", 4}, {"omega_window", 3}, {"window", 5}};
+      cfg.mixer_args = {{"chunk_size", 4}, {"omega_window", 3}, {"window", 5}, {"segment_size", 8}};
+      if (name == "atlas_mal") cfg.mixer_args["n_persistent"] = 2;
       cfg.mixer_args.update(extra);
       torch::manual_seed(6);
       LanguageModel model(cfg);
@@ -456,7 +458,7 @@ TEST_CASE("atlas mixers: gradients reach every parameter; defaults; bad argument
   for (const char* family : families) {
     CAPTURE(family);
     torch::manual_seed(10);
-    auto m = make_mixer(family, 16, 2, {{"chunk_size", 4}, {"window", 5}});
+    auto m = make_mixer(family, 16, 2, {{"chunk_size", 4}, {"window", 5}, {"segment_size", 8}, {"n_persistent", 2}});
     m->to(torch::kFloat32);
     auto x = torch::randn({2, 11, 16});
     m->forward(x, nullptr).pow(2).sum().backward();
@@ -487,6 +489,73 @@ TEST_CASE("atlas mixers: gradients reach every parameter; defaults; bad argument
   CHECK_THROWS_WITH(make_mixer("dla", 16, 2, {{"phi", "cubic"}}), Catch::Contains("phi"));
   CHECK_THROWS_WITH(make_mixer("swla", 16, 2, {{"memory", "deep"}}), Catch::Contains("memory"));
   CHECK_THROWS_WITH(make_mixer("atlas", 16, 2, {{"form", "x"}}), Catch::Contains("form"));
+}
+
+TEST_CASE("atlas_mac: prefill + decode == full forward, causal, exact gradients across segments; atlas_mal N_p",
+          "[atlas]") {
+  // §5.6 with the ATLAS memory (§7.9): N_p = 2 and the BABILong variant N_p = 0; segments of 8, memory chunks of 4.
+  const int64_t T = 21;
+  double worst = 0;
+  for (int64_t np : {2, 0}) {
+    torch::manual_seed(3);
+    auto m = make_mixer("atlas_mac", 16, 2, {{"chunk_size", 4}, {"omega_window", 3}, {"segment_size", 8},
+                                             {"n_persistent", np}});
+    CHECK(m->named_parameters().contains("persistent") == (np > 0));
+    auto x = torch::randn({2, T, 16}, f64);
+    torch::NoGradGuard no_grad;
+    auto full = m->forward(x, nullptr);
+    REQUIRE(full.sizes() == x.sizes());
+    for (int64_t prefill : {0, 1, 8, 11}) {
+      CAPTURE(np, prefill);
+      LayerState st;
+      std::vector<torch::Tensor> pieces;
+      if (prefill > 0) pieces.push_back(m->forward(x.narrow(1, 0, prefill), &st));
+      for (int64_t t = prefill; t < T; ++t) pieces.push_back(m->forward(x.narrow(1, t, 1), &st));
+      const double e = max_rel_err(torch::cat(pieces, 1), full);
+      CHECK(e <= 1e-10);
+      worst = std::max(worst, e);
+    }
+    for (int64_t t : {3, 7, 12}) {  // causal inside a segment and across its boundary
+      CAPTURE(np, t);
+      auto x2 = x.clone();
+      x2.narrow(1, t + 1, T - t - 1).normal_();
+      auto b = m->forward(x2, nullptr);
+      CHECK(max_rel_err(b.narrow(1, 0, t + 1), full.narrow(1, 0, t + 1)) <= 1e-12);
+      CHECK(max_rel_err(b.narrow(1, t + 1, T - t - 1), full.narrow(1, t + 1, T - t - 1)) > 1e-6);
+    }
+  }
+  WARN("atlas_mac: prefill + decode vs full forward, max rel err " << worst);
+
+  // The stateless forward back-propagates across segments (memory state and conv caches kept differentiable):
+  // autograd gradient w.r.t. inputs at the segment boundary (positions 6, 7) == central finite differences.
+  torch::manual_seed(5);
+  auto m = make_mixer("atlas_mac", 16, 2, {{"chunk_size", 4}, {"omega_window", 3}, {"segment_size", 8}});
+  auto x = torch::randn({1, 12, 16}, f64).requires_grad_();
+  auto wout = torch::randn({1, 12, 16}, f64);
+  auto loss = [&](const torch::Tensor& in) { return (m->forward(in, nullptr) * wout).sum(); };
+  auto g = torch::autograd::grad({loss(x)}, {x})[0];
+  torch::NoGradGuard no_grad;
+  double fd_err = 0;
+  for (int64_t pos : {6, 7}) {
+    for (int64_t c : {0, 5, 11}) {
+      const double h = 1e-5;
+      auto xp = x.detach().clone(), xm = x.detach().clone();
+      xp[0][pos][c] += h;
+      xm[0][pos][c] -= h;
+      const double fd = (loss(xp) - loss(xm)).item<double>() / (2 * h);
+      const double ag = g[0][pos][c].item<double>();
+      fd_err = std::max(fd_err, std::abs(fd - ag) / std::max(1.0, std::abs(fd)));
+    }
+  }
+  CHECK(fd_err <= 1e-7);
+  WARN("atlas_mac: autograd vs finite differences across the segment boundary, max err " << fd_err);
+
+  // atlas_mal: the model family puts N_p = 4 on its atlas layers (§7.9), the atlas mixer alone has none.
+  auto cfg = resolve_run_config({{"model", "atlas_mal"}, {"task", "mqar"}});
+  CHECK(cfg.at("n_persistent") == 4);
+  CHECK(Registry::instance().mixer("atlas").defaults.at("n_persistent") == 0);
+  CHECK(Registry::instance().mixer("atlas_mac").defaults.at("n_persistent") == 4);
+  CHECK(Registry::instance().mixer("atlas_mac").defaults.at("segment_size") == 512);
 }
 
 namespace {

@@ -96,10 +96,53 @@ AtlasCoreImpl::AtlasCoreImpl(const AtlasCoreOptions& o) : opt(o) {
     init_weights.push_back(register_parameter("memory_init_" + std::to_string(l), w0[l]));
 }
 
+torch::Tensor AtlasCoreImpl::path(HeadProjection& p, const torch::Tensor& x, LayerState* state,
+                                  const std::string& key, bool detach) {
+  const int64_t B = x.size(0), T = x.size(1);
+  auto y = p->proj(x);
+  if (p->opt.short_conv) {
+    torch::Tensor prev;  // the cache before this call, [B, C, K-1]
+    if (state && state->has(key)) prev = state->at(key);
+    auto out = p->conv(y, state, key);  // stores a detached cache
+    if (state && !detach) {             // replace it by the differentiable tail of [prev | y]
+      const int64_t K = p->conv->kernel;
+      auto before = prev.defined() ? prev.to(y.scalar_type()).transpose(1, 2)
+                                   : torch::zeros({B, K - 1, y.size(2)}, y.options());
+      state->tensors[key] = torch::cat({before, y}, 1).narrow(1, T, K - 1).transpose(1, 2).contiguous();
+    }
+    y = out;
+  } else if (p->opt.silu) {
+    y = torch::silu(y);
+  }
+  y = y.view({B, T, p->opt.n_heads, p->opt.head_dim});
+  return p->opt.l2_normalize ? l2norm(y) : y;
+}
+
+MemoryWeights AtlasCoreImpl::current_weights(LayerState* state, int64_t batch, torch::ScalarType dt) {
+  MemoryWeights w;
+  for (size_t l = 0; l < init_weights.size(); ++l) {
+    const std::string key = opt.key + "_w" + std::to_string(l);
+    if (state && state->has(key)) {
+      w.push_back(state->at(key).to(dt));
+    } else {
+      const auto& p = init_weights[l];
+      w.push_back(p.to(dt).unsqueeze(0).expand({batch, p.size(0), p.size(1), p.size(2)}));
+    }
+  }
+  return w;
+}
+
+torch::Tensor AtlasCoreImpl::read(const MemoryWeights& w, const torch::Tensor& x, LayerState* state,
+                                  const std::string& key, bool detach) {
+  auto q = path(q_proj, x, state, key, detach).to(w[0].scalar_type()).transpose(1, 2);  // [B, H, T, d]
+  return memory_apply(spec, w, q, {}, phi(q)).transpose(1, 2);
+}
+
 torch::Tensor AtlasCoreImpl::forward(const torch::Tensor& x, LayerState* state, bool detach) {
   const int64_t B = x.size(0), T = x.size(1), H = opt.heads;
   const auto dt = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  auto q = q_proj(x, state).to(dt), k = k_proj(x, state).to(dt), v = v_proj(x, state).to(dt);
+  auto proj = [&](HeadProjection& p) { return path(p, x, state, "conv_" + p->name, detach).to(dt); };
+  auto q = proj(q_proj), k = proj(k_proj), v = proj(v_proj);
   OmegaInputs in;
   in.q = q;
   in.k = k;
@@ -170,6 +213,7 @@ struct AtlasArgs {
   ATLAS_GD_FIELDS(16, 8, "mlp", "l2", 5.0, 0.02, true)
   double theta_bias = 2.0;  // momentum θ = σ(x w_θ + b_θ) ≈ 0.88
   int64_t ns_steps = 5;     // NS-k (§2.9)
+  int64_t n_persistent = 0;  // N_p persistent tokens (§5.5); 0 for ATLAS alone, 4 in atlas_mal (§7.9)
 };
 struct AtlasPPArgs : AtlasArgs {
   AtlasPPArgs() { memory = "gated_mlp"; }
@@ -177,8 +221,8 @@ struct AtlasPPArgs : AtlasArgs {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DlaArgs, ATLAS_GD_NAMES)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SwlaArgs, ATLAS_GD_NAMES)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OmegaNetArgs, ATLAS_GD_NAMES)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AtlasArgs, ATLAS_GD_NAMES, theta_bias, ns_steps)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AtlasPPArgs, ATLAS_GD_NAMES, theta_bias, ns_steps)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AtlasArgs, ATLAS_GD_NAMES, theta_bias, ns_steps, n_persistent)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AtlasPPArgs, ATLAS_GD_NAMES, theta_bias, ns_steps, n_persistent)
 
 // Resolves the core options of any Atlas args struct (json view) for `family`.
 AtlasCoreOptions atlas_core_options(const std::string& family, const MixerContext& ctx, const json& a, bool muon) {
@@ -228,20 +272,29 @@ class AtlasMixer : public Mixer {
   AtlasMixer(const MixerContext& ctx, const OmegaNetArgs& a)
       : AtlasMixer(ctx, atlas_core_options("omeganet", ctx, json(a), false)) {}
   AtlasMixer(const MixerContext& ctx, const AtlasArgs& a)
-      : AtlasMixer(ctx, atlas_core_options("atlas", ctx, json(a), true)) {}
+      : AtlasMixer(ctx, atlas_core_options("atlas", ctx, json(a), true), a.n_persistent) {}
   AtlasMixer(const MixerContext& ctx, const AtlasPPArgs& a)
-      : AtlasMixer(ctx, atlas_core_options("atlas_pp", ctx, json(a), true)) {}
+      : AtlasMixer(ctx, atlas_core_options("atlas_pp", ctx, json(a), true), a.n_persistent) {}
 
+  // x̃ = [p_1 … p_{N_p}] || x on the first call of a request (§5.5, as titans_lmm); prefix outputs dropped.
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
-    return output_(core_(x, state), x);
+    const int64_t B = x.size(0), T = x.size(1);
+    const bool prefix = n_p_ > 0 && (state == nullptr || !state->has(core_->opt.key + "_offset"));
+    if (!prefix) return output_(core_(x, state), x);
+    auto p = persistent_.to(x.scalar_type()).unsqueeze(0).expand({B, n_p_, x.size(2)});
+    return output_(core_(torch::cat({p, x}, 1), state).narrow(1, n_p_, T), x);
   }
 
  private:
-  AtlasMixer(const MixerContext& ctx, const AtlasCoreOptions& o) {
+  AtlasMixer(const MixerContext& ctx, const AtlasCoreOptions& o, int64_t n_persistent = 0) : n_p_(n_persistent) {
+    if (n_p_ < 0) throw Error(o.family + ": n_persistent must be >= 0, got " + std::to_string(n_p_));
     core_ = register_module("core", AtlasCore(o));
+    if (n_p_ > 0) persistent_ = register_parameter("persistent", torch::randn({n_p_, ctx.d_model}) * 0.02);
     output_ = register_module("output", GatedOutput(ctx.d_model, o.heads, o.head_dim));
   }
+  int64_t n_p_ = 0;
   AtlasCore core_{nullptr};
+  torch::Tensor persistent_;
   GatedOutput output_{nullptr};
 };
 

@@ -7,11 +7,13 @@
 // Segments are aligned to absolute positions; decoding keeps the current segment's attention keys/values
 // ("mac_hk", "mac_hv", "mac_xk", "mac_xv", at most C each), the memory at the segment start ("mac_seg_w*"),
 // the LMM core state ("lmm_*", "conv_q", "conv_k", "conv_v"), the q(x) conv cache "conv_qx" and "mac_pos":
-// exact incremental decoding, prefill + decode == full forward.
+// exact incremental decoding, prefill + decode == full forward. The segment logic is MacMixerBase
+// (hybrid_block.cpp, shared with atlas_mac); this file supplies the LMM memory branch.
 #include <cmath>
 
 #include "runtime/common.h"
 #include "runtime/registry.h"
+#include "runtime/titans/hybrid_block.h"
 #include "runtime/titans/titans.h"
 
 namespace mnemo {
@@ -46,107 +48,40 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TitansMacArgs, num_heads, head_d
                                                 conv_size, alpha_bias, eta_bias, theta_bias, theta_max, form,
                                                 segment_size, rope_theta, q_block)
 
-class TitansMacMixer : public Mixer {
+class TitansMacMixer : public MacMixerBase {
  public:
-  TitansMacMixer(const MixerContext& ctx, const TitansMacArgs& a) : args_(a), n_p_(a.n_persistent) {
+  TitansMacMixer(const MixerContext& ctx, const TitansMacArgs& a) {
     auto o = titans_core_options("titans_mac", ctx, a.num_heads, a.head_dim, json(a));
-    if (a.segment_size < 1 || a.segment_size % a.chunk_size != 0)
-      throw Error("titans_mac: segment_size must be a positive multiple of chunk_size " +
-                  std::to_string(a.chunk_size) + ", got " + std::to_string(a.segment_size));
-    heads_ = ctx.n_heads;
-    if (heads_ < 1 || ctx.d_model % heads_ != 0)
-      throw Error("titans_mac: d_model " + std::to_string(ctx.d_model) + " is not divisible by n_heads " +
-                  std::to_string(heads_));
-    dh_ = ctx.d_model / heads_;
-    if (o.heads * o.head_dim != ctx.d_model)
-      throw Error("titans_mac: memory heads × head_dim must equal d_model " + std::to_string(ctx.d_model) +
-                  ", got " + std::to_string(o.heads * o.head_dim));
+    HybridAttnOptions h;
+    h.family = "titans_mac";
+    h.n_persistent = a.n_persistent;
+    h.memory_width = o.heads * o.head_dim;
+    h.rope_theta = a.rope_theta;
+    h.q_block = a.q_block;
+    h.segment_size = a.segment_size;
+    h.chunk_size = a.chunk_size;
+    check_mac(ctx, h);
     core_ = register_module("core", LmmCore(o));
-    if (n_p_ > 0) persistent_ = register_parameter("persistent", torch::randn({n_p_, ctx.d_model}) * 0.02);
-    q_proj_ = register_module("q_proj", make_linear(ctx.d_model, ctx.d_model));
-    k_proj_ = register_module("k_proj", make_linear(ctx.d_model, ctx.d_model));
-    v_proj_ = register_module("v_proj", make_linear(ctx.d_model, ctx.d_model));
-    norm_a_ = register_module("norm_attn", RMSNorm(ctx.d_model));
-    norm_b_ = register_module("norm_mem", RMSNorm(ctx.d_model));
-    o_proj_ = register_module("o_proj", make_linear(ctx.d_model, ctx.d_model));
+    build(ctx);
   }
 
-  torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
-    LayerState local;
-    LayerState* st = state ? state : &local;
-    const bool detach = state != nullptr;  // the stateless forward back-propagates across segments
-    auto keep = [&](const torch::Tensor& t) { return detach ? t.detach() : t; };
-    const int64_t B = x.size(0), T = x.size(1), D = x.size(2), C = args_.segment_size;
-    const auto dt = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-    int64_t pos = titans_state_int(st, "mac_pos");
-    const size_t n_w = core_->spec.num_weights();
-    auto io = torch::TensorOptions().dtype(torch::kInt64).device(x.device());
-    auto heads = [&](torch::nn::Linear& p, const torch::Tensor& in, int64_t offset, bool rope) {
-      auto h = p(in).view({in.size(0), in.size(1), heads_, dh_}).transpose(1, 2);
-      return rope ? apply_rope(h, offset, args_.rope_theta) : h;
-    };
-    torch::Tensor pk, pv;
-    if (n_p_ > 0) {
-      auto prefix = persistent_.to(x.scalar_type()).unsqueeze(0).expand({B, n_p_, D});
-      pk = heads(k_proj_, prefix, 0, true);
-      pv = heads(v_proj_, prefix, 0, false);
-    }
-    std::vector<torch::Tensor> outs;
-    for (int64_t i = 0; i < T;) {
-      const int64_t so = pos % C, n = std::min(T - i, C - so);
-      auto xs = x.narrow(1, i, n);
-      if (so == 0) {  // new segment: freeze M_{t-1} for retrieval, drop the previous segment's keys
-        auto w = core_->current_weights(st, B, dt);
-        for (size_t l = 0; l < n_w; ++l) st->tensors["mac_seg_w" + std::to_string(l)] = keep(w[l]);
-        for (const char* key : {"mac_hk", "mac_hv", "mac_xk", "mac_xv"}) st->tensors.erase(key);
-      }
-      MemoryWeights seg_w;
-      for (size_t l = 0; l < n_w; ++l) seg_w.push_back(st->at("mac_seg_w" + std::to_string(l)).to(dt));
-      // 1. retrieval with the memory before the segment
-      auto qx = core_->query(xs, st, "conv_qx", detach).transpose(1, 2).to(dt);  // [B, H, n, d]
-      auto h = memory_apply(core_->spec, seg_w, qx).transpose(1, 2).reshape({B, n, D}).to(x.scalar_type());
-      // 2. attention over [P | h | S]
-      auto q = heads(q_proj_, xs, n_p_ + so, true);
-      auto hk = heads(k_proj_, h, n_p_ + so, true), hv = heads(v_proj_, h, n_p_ + so, false);
-      auto xk = heads(k_proj_, xs, n_p_ + so, true), xv = heads(v_proj_, xs, n_p_ + so, false);
-      auto grow = [&](const char* key, const torch::Tensor& t) {
-        auto all = st->has(key) ? torch::cat({st->at(key).to(t.scalar_type()), t}, 2) : t;
-        if (so + n < C) st->tensors[key] = keep(all);
-        else st->tensors.erase(key);
-        return all;
-      };
-      hk = grow("mac_hk", hk);
-      hv = grow("mac_hv", hv);
-      xk = grow("mac_xk", xk);
-      xv = grow("mac_xv", xv);
-      std::vector<torch::Tensor> ks = {hk, xk}, vs = {hv, xv};
-      auto seg_pos = torch::arange(n_p_, n_p_ + so + n, io);
-      std::vector<torch::Tensor> kp = {seg_pos, seg_pos};
-      if (n_p_ > 0) {
-        ks.insert(ks.begin(), pk);
-        vs.insert(vs.begin(), pv);
-        kp.insert(kp.begin(), torch::arange(0, n_p_, io));
-      }
-      auto qpos = torch::arange(n_p_ + so, n_p_ + so + n, io);
-      auto y = titans_attention(q, qpos, torch::cat(ks, 2), torch::cat(vs, 2), torch::cat(kp), 0, 0, args_.q_block);
-      y = y.transpose(1, 2).reshape({B, n, D});
-      // 3.–4. the memory absorbs y (read after write), gated output
-      auto m = core_(y, st, detach).reshape({B, n, D});
-      outs.push_back(o_proj_(norm_a_(y) * torch::sigmoid(norm_b_(m))));
-      pos += n;
-      i += n;
-    }
-    titans_set_state_int(st, "mac_pos", pos);
-    return T > 0 ? torch::cat(outs, 1) : x * 0.0;
+ protected:
+  size_t memory_num_weights() const override { return core_->spec.num_weights(); }
+  MemoryWeights memory_weights(LayerState* st, int64_t batch, torch::ScalarType dt) override {
+    return core_->current_weights(st, batch, dt);
+  }
+  torch::Tensor memory_read(const MemoryWeights& w, const torch::Tensor& x, LayerState* st,
+                            const std::string& cache_key, bool detach) override {
+    const int64_t B = x.size(0), n = x.size(1);
+    auto qx = core_->query(x, st, cache_key, detach).transpose(1, 2).to(w[0].scalar_type());  // [B, H, n, d]
+    return memory_apply(core_->spec, w, qx).transpose(1, 2).reshape({B, n, x.size(2)}).to(x.scalar_type());
+  }
+  torch::Tensor memory_absorb(const torch::Tensor& y, LayerState* st, bool detach) override {
+    return core_(y, st, detach).reshape({y.size(0), y.size(1), y.size(2)});
   }
 
  private:
-  TitansMacArgs args_;
-  int64_t n_p_, heads_ = 0, dh_ = 0;
   LmmCore core_{nullptr};
-  torch::Tensor persistent_;
-  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
-  RMSNorm norm_a_{nullptr}, norm_b_{nullptr};
 };
 
 }  // namespace

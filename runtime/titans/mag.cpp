@@ -4,10 +4,12 @@
 // Attention: RoPE with the prefix at positions 0..N_p-1 and token t at N_p + t; queries only for the
 // real tokens (the prefix outputs are dropped). Decode state: the LMM core state ("lmm_*", "conv_*"),
 // "mag_pk"/"mag_pv" (prefix keys/values), "mag_wk"/"mag_wv" (the last ≤ W keys/values), "mag_pos".
+// The block is MagMixerBase (hybrid_block.cpp, shared with atlas_mag); this file supplies the LMM memory branch.
 #include <cmath>
 
 #include "runtime/common.h"
 #include "runtime/registry.h"
+#include "runtime/titans/hybrid_block.h"
 #include "runtime/titans/titans.h"
 
 namespace mnemo {
@@ -42,88 +44,30 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TitansMagArgs, num_heads, head_d
                                                 conv_size, alpha_bias, eta_bias, theta_bias, theta_max, form, window,
                                                 rope_theta, q_block)
 
-class TitansMagMixer : public Mixer {
+class TitansMagMixer : public MagMixerBase {
  public:
-  TitansMagMixer(const MixerContext& ctx, const TitansMagArgs& a) : args_(a), n_p_(a.n_persistent) {
+  TitansMagMixer(const MixerContext& ctx, const TitansMagArgs& a) {
     auto o = titans_core_options("titans_mag", ctx, a.num_heads, a.head_dim, json(a));
-    if (a.window < 1) throw Error("titans_mag: window must be >= 1, got " + std::to_string(a.window));
-    heads_ = ctx.n_heads;
-    if (heads_ < 1 || ctx.d_model % heads_ != 0)
-      throw Error("titans_mag: d_model " + std::to_string(ctx.d_model) + " is not divisible by n_heads " +
-                  std::to_string(heads_));
-    dh_ = ctx.d_model / heads_;
-    if (o.heads * o.head_dim != ctx.d_model)
-      throw Error("titans_mag: memory heads × head_dim must equal d_model " + std::to_string(ctx.d_model) +
-                  " (the two branches are combined element-wise), got " + std::to_string(o.heads * o.head_dim));
+    HybridAttnOptions h;
+    h.family = "titans_mag";
+    h.n_persistent = a.n_persistent;
+    h.memory_width = o.heads * o.head_dim;
+    h.rope_theta = a.rope_theta;
+    h.q_block = a.q_block;
+    h.window = a.window;
+    check_mag(ctx, h);
     core_ = register_module("core", LmmCore(o));
-    if (n_p_ > 0) persistent_ = register_parameter("persistent", torch::randn({n_p_, ctx.d_model}) * 0.02);
-    q_proj_ = register_module("q_proj", make_linear(ctx.d_model, ctx.d_model));
-    k_proj_ = register_module("k_proj", make_linear(ctx.d_model, ctx.d_model));
-    v_proj_ = register_module("v_proj", make_linear(ctx.d_model, ctx.d_model));
-    norm_a_ = register_module("norm_attn", RMSNorm(ctx.d_model));
-    norm_b_ = register_module("norm_mem", RMSNorm(ctx.d_model));
-    o_proj_ = register_module("o_proj", make_linear(ctx.d_model, ctx.d_model));
+    build(ctx);
   }
 
-  torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
-    const int64_t B = x.size(0), T = x.size(1), D = x.size(2);
-    const bool fresh = state == nullptr || !state->has("lmm_offset");
-    const int64_t pos = fresh ? 0 : titans_state_int(state, "mag_pos");
-    torch::Tensor prefix;
-    if (n_p_ > 0) prefix = persistent_.to(x.scalar_type()).unsqueeze(0).expand({B, n_p_, D});
-
-    // Memory branch over x̃ (the prefix is absorbed on the first call only).
-    auto xt = (fresh && n_p_ > 0) ? torch::cat({prefix, x}, 1) : x;
-    auto m = core_(xt, state);
-    if (fresh && n_p_ > 0) m = m.narrow(1, n_p_, T);
-    m = m.reshape({B, T, D});
-
-    // Attention branch.
-    auto heads = [&](torch::nn::Linear& p, const torch::Tensor& in, int64_t offset) {
-      auto h = p(in).view({in.size(0), in.size(1), heads_, dh_}).transpose(1, 2);
-      return &p == &v_proj_ ? h : apply_rope(h, offset, args_.rope_theta);
-    };
-    auto q = heads(q_proj_, x, n_p_ + pos), k = heads(k_proj_, x, n_p_ + pos), v = heads(v_proj_, x, n_p_ + pos);
-    torch::Tensor pk, pv;
-    if (!fresh && state->has("mag_pk")) {
-      pk = state->at("mag_pk").to(x.scalar_type());
-      pv = state->at("mag_pv").to(x.scalar_type());
-    } else {
-      pk = n_p_ > 0 ? heads(k_proj_, prefix, 0) : k.narrow(2, 0, 0);
-      pv = n_p_ > 0 ? heads(v_proj_, prefix, 0) : v.narrow(2, 0, 0);
-    }
-    torch::Tensor ck = k.narrow(2, 0, 0), cv = v.narrow(2, 0, 0);
-    if (!fresh && state->has("mag_wk")) {
-      ck = state->at("mag_wk").to(x.scalar_type());
-      cv = state->at("mag_wv").to(x.scalar_type());
-    }
-    const int64_t nc = ck.size(2);
-    auto keys = torch::cat({pk, ck, k}, 2), vals = torch::cat({pv, cv, v}, 2);
-    auto io = torch::TensorOptions().dtype(torch::kInt64).device(x.device());
-    auto kpos = torch::cat({torch::arange(0, n_p_, io), torch::arange(n_p_ + pos - nc, n_p_ + pos + T, io)});
-    auto qpos = torch::arange(n_p_ + pos, n_p_ + pos + T, io);
-    auto y = titans_attention(q, qpos, keys, vals, kpos, args_.window, n_p_, args_.q_block);
-    y = y.transpose(1, 2).reshape({B, T, D});
-
-    if (state) {
-      auto wk = torch::cat({ck, k}, 2), wv = torch::cat({cv, v}, 2);
-      const int64_t keep = std::min<int64_t>(wk.size(2), args_.window);
-      state->tensors["mag_wk"] = wk.narrow(2, wk.size(2) - keep, keep).detach().clone();
-      state->tensors["mag_wv"] = wv.narrow(2, wv.size(2) - keep, keep).detach().clone();
-      state->tensors["mag_pk"] = pk.detach();
-      state->tensors["mag_pv"] = pv.detach();
-      titans_set_state_int(state, "mag_pos", pos + T);
-    }
-    return o_proj_(norm_a_(y) * torch::sigmoid(norm_b_(m)));
+ protected:
+  bool memory_fresh(LayerState* st) const override { return !st->has("lmm_offset"); }
+  torch::Tensor memory_branch(const torch::Tensor& x, LayerState* st) override {
+    return core_(x, st).reshape({x.size(0), x.size(1), x.size(2)});
   }
 
  private:
-  TitansMagArgs args_;
-  int64_t n_p_, heads_ = 0, dh_ = 0;
   LmmCore core_{nullptr};
-  torch::Tensor persistent_;
-  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
-  RMSNorm norm_a_{nullptr}, norm_b_{nullptr};
 };
 
 }  // namespace
