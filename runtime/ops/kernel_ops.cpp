@@ -11,6 +11,7 @@ void register_retnet_ops(KernelOpRegistry& r);       // simple_gla, retention (r
 void register_gla_ops(KernelOpRegistry& r);          // gla (runtime/gla/)
 void register_mamba2_ops(KernelOpRegistry& r);       // mamba2_ssd (runtime/mamba2/)
 void register_ttt_ops(KernelOpRegistry& r);  // ttt_linear (runtime/ttt/)
+void register_titans_ops(KernelOpRegistry& r);  // titans (runtime/titans/ops.cpp)
 
 void register_builtin_kernel_ops(KernelOpRegistry& r) {
   register_delta_rule_ops(r);
@@ -19,6 +20,7 @@ void register_builtin_kernel_ops(KernelOpRegistry& r) {
   register_gla_ops(r);
   register_mamba2_ops(r);
   register_ttt_ops(r);
+  register_titans_ops(r);
 }
 
 KernelOpRegistry& KernelOpRegistry::instance() {
