@@ -58,11 +58,18 @@ torch::Tensor ShortConvImpl::forward(const torch::Tensor& x, LayerState* state,
     prev = torch::zeros({B, kernel - 1, channels}, x.options());
   }
   auto full = torch::cat({prev, x}, 1);       // [B, K-1+T, C]
-  auto w = weight.to(x.scalar_type()).squeeze(1);  // [C, K]
-  auto y = full.narrow(1, 0, T) * w.select(1, 0);
-  for (int64_t j = 1; j < kernel; ++j) y = y + full.narrow(1, j, T) * w.select(1, j);
+  // Taps as contiguous rows [K, C]: broadcasting a strided weight column is ~2x slower. Without
+  // autograd the sum is accumulated in place (same operations and rounding as y = y + ...).
+  auto w = weight.to(x.scalar_type()).squeeze(1).t().contiguous();  // [K, C]
+  const bool in_place = !torch::GradMode::is_enabled() || !(x.requires_grad() || weight.requires_grad());
+  auto y = full.narrow(1, 0, T) * w[0];
+  for (int64_t j = 1; j < kernel; ++j) {
+    if (in_place) y.add_(full.narrow(1, j, T) * w[j]);
+    else y = y + full.narrow(1, j, T) * w[j];
+  }
   if (state) state->tensors[cache_key] = full.narrow(1, T, kernel - 1).transpose(1, 2).contiguous().detach();
-  return silu ? torch::silu(y) : y;
+  if (!silu) return y;
+  return in_place ? torch::silu_(y) : torch::silu(y);
 }
 
 GatedRMSNormImpl::GatedRMSNormImpl(int64_t head_dim, double eps_) : eps(eps_) {
@@ -76,14 +83,37 @@ torch::Tensor l2norm(const torch::Tensor& x, double eps) {
   return x * torch::rsqrt(x.pow(2).sum(-1, true) + eps);
 }
 
+namespace {
+// The cos / sin tables of the last apply_rope call on this thread: q and k of one forward share
+// them, so the second call reuses the first's (same values; fp64 angles are costly on CPU). CPU
+// only: a thread_local device tensor would outlive the device runtime at exit.
+struct RopeTables {
+  int64_t offset = -1, T = -1, D = -1;
+  double theta = 0;
+  torch::ScalarType dtype = torch::kFloat32;
+  torch::Device device = torch::kCPU;
+  torch::Tensor cos, sin;
+};
+}  // namespace
+
 torch::Tensor apply_rope(const torch::Tensor& x, int64_t offset, double theta) {
   const int64_t T = x.size(2), D = x.size(3), half = D / 2;
-  auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
-  auto inv_freq = torch::pow(theta, -torch::arange(0, half, opts) * 2.0 / static_cast<double>(D));
-  auto pos = torch::arange(offset, offset + T, opts);
-  auto ang = torch::outer(pos, inv_freq);  // [T, half]
-  auto cos = torch::cat({ang.cos(), ang.cos()}, -1).to(x.scalar_type());
-  auto sin = torch::cat({ang.sin(), ang.sin()}, -1).to(x.scalar_type());
+  thread_local RopeTables tables;
+  RopeTables local;
+  // (Not under InferenceMode either: its tensors cannot be saved for a later backward.)
+  auto& t = x.device().is_cpu() && !c10::InferenceMode::is_enabled() ? tables : local;
+  if (!(t.cos.defined() && t.offset == offset && t.T == T && t.D == D &&
+        t.theta == theta && t.dtype == x.scalar_type() && t.device == x.device())) {
+    torch::NoGradGuard no_grad;  // constants
+    auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
+    auto inv_freq = torch::pow(theta, -torch::arange(0, half, opts) * 2.0 / static_cast<double>(D));
+    auto pos = torch::arange(offset, offset + T, opts);
+    auto ang = torch::outer(pos, inv_freq);  // [T, half]
+    auto c = ang.cos(), s = ang.sin();
+    t = {offset, T, D, theta, x.scalar_type(), x.device(),
+         torch::cat({c, c}, -1).to(x.scalar_type()), torch::cat({s, s}, -1).to(x.scalar_type())};
+  }
+  const auto cos = t.cos, sin = t.sin;
   auto x1 = x.slice(-1, 0, half), x2 = x.slice(-1, half, D);
   auto rotated = torch::cat({-x2, x1}, -1);
   return x * cos + rotated * sin;

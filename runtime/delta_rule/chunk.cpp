@@ -14,6 +14,7 @@
 
 #include "runtime/common.h"
 #include "runtime/delta_rule/delta_rule.h"
+#include "runtime/linear_attn/chunking.h"
 
 namespace mnemo {
 
@@ -53,20 +54,18 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
   auto Vc = to_chunks(v.to(dt), N, C);         // [B, H, N, C, V]
   auto beta_c = to_chunks(beta.to(dt), N, C).unsqueeze(-1);  // [B, H, N, C, 1]
 
-  auto ones = torch::ones({C, C}, torch::TensorOptions().dtype(torch::kBool).device(q.device()));
-  auto causal = torch::tril(ones);          // i >= j
-  auto strictly_lower = torch::tril(ones, -1);  // i > j
-
   auto Kb = Kc * beta_c;                         // diag(β) K
   auto KKb = torch::matmul(Kb, Kc.transpose(-1, -2));  // β_i k_i·k_j
   auto QK = torch::matmul(Q, Kc.transpose(-1, -2));
   torch::Tensor L, rhs_k, P, Q_in, K_out, chunk_decay;
   if (g.defined()) {
     auto b = to_chunks(g.to(dt), N, C).cumsum(-1);  // [B, H, N, C]
-    // Mask before exp; differences are <= 0 in exact arithmetic (g <= 0), clamp rounding (§12.3).
+    // Differences are <= 0 in exact arithmetic (g <= 0); the clamp removes rounding (§12.3) and
+    // keeps every exp finite (<= 1), so zeroing the upper triangle after exp (tril) gives the
+    // values of masking the exponent with −inf, without the slow boolean masked_fill.
     auto diff = (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0);
-    auto gamma = diff.masked_fill(causal.logical_not(), -std::numeric_limits<double>::infinity()).exp();
-    L = (KKb * gamma).masked_fill(strictly_lower.logical_not(), 0.0);
+    auto gamma = tril_fresh(recording_grad() ? diff.exp() : diff.exp_());
+    L = tril_fresh(KKb * gamma, -1);
     auto eb = b.exp().unsqueeze(-1);  // [B, H, N, C, 1]
     rhs_k = Kb * eb;
     P = QK * gamma;
@@ -75,9 +74,9 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
     K_out = Kc * (b_last - b).clamp_max(0.0).exp().unsqueeze(-1);
     chunk_decay = b_last.exp().unsqueeze(-1);  // [B, H, N, 1, 1]
   } else {
-    L = KKb.masked_fill(strictly_lower.logical_not(), 0.0);
+    L = tril_fresh(KKb, -1);
     rhs_k = Kb;
-    P = QK.masked_fill(causal.logical_not(), 0.0);
+    P = tril_fresh(QK);
     Q_in = Q;
     K_out = Kc;
   }
@@ -86,12 +85,15 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
   auto solved = torch::linalg_solve_triangular(L, torch::cat({Vc * beta_c, rhs_k}, -1),
                                                /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
   auto U = solved.narrow(-1, 0, V), W = solved.narrow(-1, V, K);
+  // W S and Q_in S share S: one matmul per chunk on the rows [W; Q_in] (2C x K).
+  auto WQ = torch::cat({W, Q_in}, -2);  // [B, H, N, 2C, K]
 
   std::vector<torch::Tensor> outs;
   outs.reserve(N);
   for (int64_t n = 0; n < N; ++n) {
-    auto Un = U.select(2, n) - torch::matmul(W.select(2, n), S);  // U' = U - W S
-    outs.push_back(torch::matmul(Q_in.select(2, n), S) + torch::matmul(P.select(2, n), Un));
+    auto WQS = torch::matmul(WQ.select(2, n), S);  // [B, H, 2C, V]
+    auto Un = U.select(2, n) - WQS.narrow(-2, 0, C);  // U' = U - W S
+    outs.push_back(torch::matmul(P.select(2, n), Un).add_(WQS.narrow(-2, C, C)));
     auto write = torch::matmul(K_out.select(2, n).transpose(-1, -2), Un);
     S = chunk_decay.defined() ? S * chunk_decay.select(2, n) + write : S + write;
   }

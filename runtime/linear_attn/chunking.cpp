@@ -50,7 +50,7 @@ torch::Tensor to_chunks(const torch::Tensor& x, int64_t chunk) {
   auto y = p.reshape(split);
   std::vector<int64_t> perm = {0, 3, 1, 2};
   for (int64_t d = 4; d < y.dim(); ++d) perm.push_back(d);
-  return y.permute(perm);  // [B, H, N, C, rest...]
+  return y.permute(perm).contiguous();  // [B, H, N, C, rest...]
 }
 
 torch::Tensor from_chunks(const torch::Tensor& y, int64_t T) {

@@ -31,10 +31,22 @@ void check_chunking(const std::string& op, int64_t T, int64_t chunk_size);
 // Right zero-pads dim 1 (time) of x [B, T, ...] to a multiple of `chunk`. Zero keys/values add
 // nothing to a state and zero log-decays keep it, so padding never changes the final state.
 torch::Tensor pad_time(const torch::Tensor& x, int64_t chunk);
-// x [B, T, H, ...] -> [B, H, N, C, ...] with N = ceil(T / C) (zero-padded).
+// x [B, T, H, ...] -> [B, H, N, C, ...] with N = ceil(T / C) (zero-padded), contiguous: the
+// chunks feed several batched matmuls, which would otherwise each copy a permuted view.
 torch::Tensor to_chunks(const torch::Tensor& x, int64_t chunk);
 // y [B, H, N, C, ...] -> [B, T, H, ...] (padding dropped).
 torch::Tensor from_chunks(const torch::Tensor& y, int64_t T);
+
+// True while autograd records a graph: kernels then avoid in-place updates of intermediates (one
+// saved for backward must not change); without it (inference, benchmarks) they update in place,
+// which saves allocations and passes over memory. Both paths compute the same values.
+inline bool recording_grad() { return torch::GradMode::is_enabled(); }
+
+// tril(t, diagonal) of a freshly computed tensor, in place when no graph is recorded. Cheaper than
+// masked_fill with a broadcast boolean mask on CPU; note tril zeroes NaN above the diagonal too.
+inline torch::Tensor tril_fresh(torch::Tensor t, int64_t diagonal = 0) {
+  return recording_grad() ? t.tril(diagonal) : t.tril_(diagonal);
+}
 
 // Lower-triangular (incl. diagonal) boolean mask [n, n]; `strict` excludes the diagonal.
 torch::Tensor causal_mask(int64_t n, const torch::Device& device, bool strict = false);

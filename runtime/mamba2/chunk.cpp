@@ -23,36 +23,74 @@ RecurrentResult mamba2_ssd_chunk(const torch::Tensor& x, const torch::Tensor& dt
                                  int64_t chunk_size) {
   check_mamba2_inputs("mamba2_ssd_chunk", x, dt, A, B, C, initial_state);
   check_chunking("mamba2_ssd_chunk", x.size(1), chunk_size);
+  return mamba2_ssd_chunk_grouped(x, dt, A, B, C, initial_state, chunk_size);
+}
+
+RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Tensor& dt,
+                                         const torch::Tensor& A, const torch::Tensor& B,
+                                         const torch::Tensor& C, const torch::Tensor& initial_state,
+                                         int64_t chunk_size) {
+  const char* op = "mamba2_ssd_chunk";
+  check_shape(op, "x", x, {-1, -1, -1, -1});
+  const int64_t Bn = x.size(0), T = x.size(1), H = x.size(2), P = x.size(3);
+  check_shape(op, "dt", dt, {Bn, T, H});
+  check_shape(op, "A", A, {H});
+  check_shape(op, "B", B, {Bn, T, -1, -1});
+  const int64_t G = B.size(2), N = B.size(3);
+  if (G < 1 || H % G != 0)
+    throw Error(std::string(op) + ": heads (" + std::to_string(H) + ") must be a multiple of the B/C groups (" +
+                std::to_string(G) + ")");
+  check_shape(op, "C", C, {Bn, T, G, N});
+  if (initial_state.defined()) check_shape(op, "initial_state", initial_state, {Bn, H, P, N});
+  check_chunking(op, T, chunk_size);
+  const int64_t hpg = H / G;  // heads per group
   const auto ct = recurrence_dtype(x);
-  const int64_t Bn = x.size(0), T = x.size(1), H = x.size(2), P = x.size(3), N = B.size(3);
   const int64_t L = std::min(chunk_size, T);
   auto dtf = dt.to(ct);
-  auto X = to_chunks(x.to(ct) * dtf.unsqueeze(-1), L);                  // [B, H, n, L, P]
+  auto Xt = x.to(ct) * dtf.unsqueeze(-1);                                 // [B, T, H, P]
+  auto X = to_chunks(Xt, L);                                              // [B, H, n, L, P]
+  auto Xg = to_chunks(Xt.reshape({Bn, T, G, hpg * P}), L);                   // [B, G, n, L, hpg·P]
   auto a = to_chunks(A.to(ct).view({1, 1, H}) * dtf, L);                 // [B, H, n, L]
-  auto Bc = to_chunks(B.to(ct), L), Cc = to_chunks(C.to(ct), L);         // [B, H, n, L, N]
+  auto Bc = to_chunks(B.to(ct), L), Cc = to_chunks(C.to(ct), L);         // [B, G, n, L, N]
   const int64_t n_chunks = a.size(2);
   auto a_cum = torch::cumsum(a, -1);
   auto a_last = a_cum.narrow(-1, L - 1, 1);                               // [B, H, n, 1]
+  // Per-head [B, H, n, L] -> [B, G, n, L, hpg, 1], to scale the rows of a group's head block.
+  auto per_group_rows = [&](const torch::Tensor& t) {
+    return t.view({Bn, G, hpg, n_chunks, L}).permute({0, 1, 3, 4, 2}).unsqueeze(-1);
+  };
 
-  // 1. Diagonal blocks (outputs from inside the chunk).
-  auto decay_matrix = ssd_segsum(a).exp();                                // [B, H, n, L, L]
-  auto Y_diag = torch::matmul(torch::matmul(Cc, Bc.transpose(-1, -2)) * decay_matrix, X);
-  // 2. Each chunk's own contribution to the state at its end: Σ_j e^{a_C − a_j} X_jᵀ B_j.
-  auto decay_to_end = (a_last - a_cum).clamp_max(0.0).exp().unsqueeze(-1);  // [B, H, n, L, 1]
-  auto chunk_states = torch::matmul((X * decay_to_end).transpose(-1, -2), Bc);  // [B, H, n, P, N]
-  // 3. Inter-chunk recurrence on the states.
-  auto chunk_decay = a_last.exp().unsqueeze(-1);                          // [B, H, n, 1, 1]
+  // 1. Diagonal blocks: (C Bᵀ ⊙ L_h) X_h, with C Bᵀ once per group. exp(segsum) is finite below the
+  //    diagonal; the strictly upper part (segsum 0 there after the masked cumsum) is zeroed after exp.
+  auto seg = torch::cumsum(tril_fresh(a.unsqueeze(-1).expand({Bn, H, n_chunks, L, L}).clone(), -1), -2);
+  auto decay_matrix = tril_fresh(recording_grad() ? seg.exp() : seg.exp_());  // [B, H, n, L, L]
+  auto CB = torch::matmul(Cc, Bc.transpose(-1, -2));                     // [B, G, n, L, L]
+  auto M = CB.unsqueeze(2) * decay_matrix.view({Bn, G, hpg, n_chunks, L, L});
+  auto Y_diag = torch::matmul(M.view({Bn, H, n_chunks, L, L}), X);       // [B, H, n, L, P]
+  // 2. Each chunk's own contribution to the state at its end, Σ_j e^{a_C − a_j} X_jᵀ B_j, for all
+  //    heads of a group in one matmul: [hpg·P, L] @ [L, N].
+  auto decay_to_end = per_group_rows((a_last - a_cum).clamp_max(0.0).exp());  // [B, G, n, L, hpg, 1]
+  auto Xd = (Xg.view({Bn, G, n_chunks, L, hpg, P}) * decay_to_end).view({Bn, G, n_chunks, L, hpg * P});
+  auto chunk_states = torch::matmul(Xd.transpose(-1, -2), Bc)            // [B, G, n, hpg·P, N]
+                          .view({Bn, G, n_chunks, hpg, P, N});
+  // 3. Inter-chunk recurrence on the states; starts[:, :, c] = state before chunk c.
+  auto chunk_decay = a_last.exp().view({Bn, G, hpg, n_chunks, 1, 1});
   auto Hs = initial_state.defined() ? initial_state.to(ct) : torch::zeros({Bn, H, P, N}, X.options());
+  auto Hs_g = Hs.view({Bn, G, hpg, P, N});
   std::vector<torch::Tensor> starts;
   starts.reserve(n_chunks);
   for (int64_t c = 0; c < n_chunks; ++c) {
-    starts.push_back(Hs);
-    Hs = chunk_decay.select(2, c) * Hs + chunk_states.select(2, c);
+    starts.push_back(Hs_g);
+    Hs_g = chunk_decay.select(3, c) * Hs_g + chunk_states.select(2, c);
   }
-  // 4. Outputs from the state at each chunk start: y_t = e^{a_cum,t} Hs C_tᵀ.
-  auto C_decayed = Cc * a_cum.exp().unsqueeze(-1);
-  auto Y_off = torch::matmul(C_decayed, torch::stack(starts, 2).transpose(-1, -2));  // [B, H, n, L, P]
-  return {from_chunks(Y_diag + Y_off, T).to(x.scalar_type()), Hs};
+  // 4. Outputs from the state at each chunk start: y_t = e^{a_cum,t} (C_t Hsᵀ), one matmul per group
+  //    over its heads ([L, N] @ [N, hpg·P]); the row scale is applied after the product.
+  auto S = torch::stack(starts, 2).view({Bn, G, n_chunks, hpg * P, N});
+  auto Y_off = torch::matmul(Cc, S.transpose(-1, -2)).view({Bn, G, n_chunks, L, hpg, P});
+  Y_off = Y_off * per_group_rows(a_cum.exp());                             // [B, G, n, L, hpg, P]
+  auto y_off = Y_off.permute({0, 2, 3, 1, 4, 5}).reshape({Bn, n_chunks * L, H, P}).narrow(1, 0, T);
+  auto y = from_chunks(Y_diag, T) + y_off;
+  return {y.to(x.scalar_type()), Hs_g.reshape({Bn, H, P, N})};
 }
 
 }  // namespace mnemo

@@ -25,6 +25,15 @@ RecurrentResult mamba2_ssd_chunk(const torch::Tensor& x, const torch::Tensor& dt
                                  const torch::Tensor& C, const torch::Tensor& initial_state = {},
                                  int64_t chunk_size = 64);
 
+// The chunked SSD with B, C given per group: B, C [B, T, G, N], heads h = g·(H/G) .. (g+1)·(H/G)-1
+// share group g (H a multiple of G). Same result as mamba2_ssd_chunk on B, C repeated to the heads
+// (up to rounding), but C Bᵀ is formed once per group and the state write / read are one matmul per
+// group over all its heads. The mixer's chunk form calls this directly.
+RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Tensor& dt,
+                                         const torch::Tensor& A, const torch::Tensor& B,
+                                         const torch::Tensor& C, const torch::Tensor& initial_state = {},
+                                         int64_t chunk_size = 64);
+
 // segsum(a)[.., i, j] = Σ_{j < r <= i} a_r for i >= j, −inf above the diagonal. a: [.., C].
 torch::Tensor ssd_segsum(const torch::Tensor& a);
 

@@ -83,17 +83,21 @@ class Mamba2Mixer : public Mixer {
     auto xs = xBC.narrow(-1, 0, d_inner_).view({B, T, H_, P_});
     auto Bm = xBC.narrow(-1, d_inner_, G_ * N_).view({B, T, G_, N_});
     auto Cm = xBC.narrow(-1, d_inner_ + G_ * N_, G_ * N_).view({B, T, G_, N_});
-    if (G_ != H_) {
-      Bm = Bm.repeat_interleave(H_ / G_, 2);
-      Cm = Cm.repeat_interleave(H_ / G_, 2);
-    }
     const auto ct = recurrence_dtype(x);
     auto dt = torch::softplus(dt_raw.to(ct) + dt_bias_.to(ct));  // [B, T, H]
     auto A = -torch::exp(A_log_.to(ct));
     auto s0 = state_or_empty(state, "memory");
-    auto r = use_chunked_kernel(args_.form, state, T)
-                 ? mamba2_ssd_chunk(xs, dt, A, Bm, Cm, s0, args_.chunk_size)
-                 : mamba2_ssd_recurrent(xs, dt, A, Bm, Cm, s0);
+    RecurrentResult r;
+    if (use_chunked_kernel(args_.form, state, T)) {
+      // The chunked kernel takes B, C per group (C Bᵀ once per group, heads batched per group).
+      r = mamba2_ssd_chunk_grouped(xs, dt, A, Bm, Cm, s0, args_.chunk_size);
+    } else {
+      if (G_ != H_) {
+        Bm = Bm.repeat_interleave(H_ / G_, 2);
+        Cm = Cm.repeat_interleave(H_ / G_, 2);
+      }
+      r = mamba2_ssd_recurrent(xs, dt, A, Bm, Cm, s0);
+    }
     if (state) state->tensors["memory"] = r.final_state.detach();
     auto y = r.o;
     if (D_.defined()) y = y + xs * D_.to(y.scalar_type()).view({1, 1, H_, 1});
