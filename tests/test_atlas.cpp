@@ -13,6 +13,10 @@
 #include "runtime/titans/titans.h"
 #include "runtime/trainer.h"
 #include "tests/test_util.h"
+#include "tests/mixer_test_util.h"
+
+using mnemo::test::make_mixer;
+using mnemo::test::prefill_decode;
 
 using namespace mnemo;
 using mnemo::test::max_rel_err;
@@ -386,19 +390,6 @@ TEST_CASE("atlas Newton-Schulz-5: odd, scale-invariant, singular values in (0.5,
 }
 
 namespace {
-
-std::shared_ptr<Mixer> make_mixer(const std::string& family, int64_t d_model, int64_t n_heads, const json& args) {
-  const auto& fam = Registry::instance().mixer(family);
-  MixerContext ctx;
-  ctx.d_model = d_model;
-  ctx.n_heads = n_heads;
-  ctx.n_layers = 1;
-  ctx.args = fam.defaults;
-  ctx.args.update(args);
-  auto m = fam.make(ctx);
-  m->to(torch::kFloat64);
-  return m;
-}
 
 const char* const families[] = {"dla", "swla", "omeganet", "atlas", "atlas_pp", "atlas_mag", "atlas_mac"};
 

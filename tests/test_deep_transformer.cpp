@@ -10,6 +10,10 @@
 #include "runtime/registry.h"
 #include "runtime/trainer.h"
 #include "tests/test_util.h"
+#include "tests/mixer_test_util.h"
+
+using mnemo::test::make_mixer;
+using mnemo::test::prefill_decode;
 
 using namespace mnemo;
 using mnemo::test::max_rel_err;
@@ -60,27 +64,6 @@ std::vector<torch::Tensor> grads_of(const torch::Tensor& y, const std::vector<to
   torch::manual_seed(123);
   auto loss = (y * torch::randn(y.sizes(), f64)).sum();
   return torch::autograd::grad({loss}, leaves, {}, false, false, true);
-}
-
-std::shared_ptr<Mixer> make_mixer(const std::string& family, int64_t d_model, int64_t n_heads, const json& args) {
-  const auto& fam = Registry::instance().mixer(family);
-  MixerContext ctx;
-  ctx.d_model = d_model;
-  ctx.n_heads = n_heads;
-  ctx.n_layers = 1;
-  ctx.args = fam.defaults;
-  ctx.args.update(args);
-  auto m = fam.make(ctx);
-  m->to(torch::kFloat64);
-  return m;
-}
-
-torch::Tensor prefill_decode(Mixer& m, const torch::Tensor& x, int64_t prefill) {
-  LayerState st;
-  std::vector<torch::Tensor> pieces;
-  if (prefill > 0) pieces.push_back(m.forward(x.narrow(1, 0, prefill), &st));
-  for (int64_t t = prefill; t < x.size(1); ++t) pieces.push_back(m.forward(x.narrow(1, t, 1), &st));
-  return torch::cat(pieces, 1);
 }
 
 }  // namespace
