@@ -244,6 +244,11 @@ Figure plot_heatmap(const Heatmap& map, const std::string& dir) {
     return s + ")";
   };
 
+  // Column labels wider than a cell (~7 px per character) are drawn slanted, with room below and to the right.
+  size_t widest = 0;
+  for (const auto& l : map.col_labels) widest = std::max(widest, l.size());
+  const bool slant = static_cast<int>(widest) * 7 > map.cell_width;
+  const int slant_px = slant ? static_cast<int>(widest) * 5 : 0;
   std::ostringstream body;
   int rows = 1, cols = 1;
   grid_shape(map.panels.size(), map.columns, &rows, &cols);
@@ -276,6 +281,7 @@ Figure plot_heatmap(const Heatmap& map, const std::string& dir) {
     body << "set xlabel " << gnuplot_quote(map.xlabel) << "\nset ylabel " << gnuplot_quote(map.ylabel) << "\n";
     body << "set xrange [-0.5:" << nc - 0.5 << "]\nset yrange [-0.5:" << nr - 0.5 << "]\n";
     body << "set xtics " << tics(map.col_labels) << "\nset ytics " << tics(map.row_labels) << "\n";
+    if (slant) body << "set xtics rotate by -30 left\n";
     body << "set tics scale 0\nunset key\nunset grid\n";
     body << "set cbrange [" << number(zlo) << ":" << number(zhi) << "]\n";
     body << "set palette " << map.palette << "\n";
@@ -286,8 +292,8 @@ Figure plot_heatmap(const Heatmap& map, const std::string& dir) {
     body << "\n";
   }
   if (multi) body << "unset multiplot\n";
-  int width = static_cast<int>(nc) * map.cell_width + 220;
-  int height = static_cast<int>(nr) * map.cell_height + 130;
+  int width = static_cast<int>(nc) * map.cell_width + 220 + slant_px;
+  int height = static_cast<int>(nr) * map.cell_height + 130 + slant_px / 2;
   int title_px = multi && !map.title.empty() ? 30 : 0;
   return render(d, map.name, body.str(), cols * width, rows * height + title_px);
 }
