@@ -22,8 +22,26 @@ namespace {
 std::string shape_of(const torch::Tensor& t) { return c10::str(t.sizes()); }
 torch::Tensor tr(const torch::Tensor& w) { return w.transpose(-1, -2); }
 
+// Per-token inputs of a run of tokens: q, k, v [B, H, n, d]; la, eta [B, H, n, G]; delta [B, H, n] (or undefined).
+struct Seq {
+  torch::Tensor q, k, v, la, eta, delta;
+  int64_t len() const { return q.size(2); }
+};
+
+// Consecutive pieces of `sizes` tokens. One split (not a narrow per piece): a narrow's backward allocates a
+// zero gradient of the whole sequence, which made the chunk loop's backward quadratic in T.
+std::vector<Seq> split_seq(const Seq& x, const std::vector<int64_t>& sizes) {
+  auto sp = [&](const torch::Tensor& t) {
+    return t.defined() ? t.split_with_sizes(sizes, 2) : std::vector<torch::Tensor>(sizes.size());
+  };
+  auto q = sp(x.q), k = sp(x.k), v = sp(x.v), la = sp(x.la), eta = sp(x.eta), delta = sp(x.delta);
+  std::vector<Seq> out;
+  for (size_t i = 0; i < sizes.size(); ++i) out.push_back({q[i], k[i], v[i], la[i], eta[i], delta[i]});
+  return out;
+}
+
 struct Prepared {
-  torch::Tensor q, k, v, la, eta, delta;  // [B, H, T, d] / [B, H, T, G] / [B, H, T]
+  Seq x;                                  // [B, H, T, ·]
   MemoryNorm norm;                        // γ, β [1, H, 1, d]
   DeepMemorySpec spec;
   MirasState st;
@@ -73,12 +91,12 @@ Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
   auto dt = torch::kFloat32;
   for (const auto& t : {q, k, v, la, eta, st.cur[0]})
     if (t.scalar_type() == torch::kFloat64) dt = torch::kFloat64;
-  p.q = q.to(dt).transpose(1, 2);
-  p.k = k.to(dt).transpose(1, 2);
-  p.v = v.to(dt).transpose(1, 2);
-  p.la = la.to(dt).transpose(1, 2);
-  p.eta = eta.to(dt).transpose(1, 2);
-  if (delta.defined()) p.delta = delta.to(dt).transpose(1, 2);
+  p.x.q = q.to(dt).transpose(1, 2);
+  p.x.k = k.to(dt).transpose(1, 2);
+  p.x.v = v.to(dt).transpose(1, 2);
+  p.x.la = la.to(dt).transpose(1, 2);
+  p.x.eta = eta.to(dt).transpose(1, 2);
+  if (delta.defined()) p.x.delta = delta.to(dt).transpose(1, 2);
   p.norm.gamma = gamma.to(dt).view({1, H, 1, d});
   p.norm.beta = beta.to(dt).view({1, H, 1, d});
   for (const auto& w : st.cur) p.st.cur.push_back(w.to(dt));
@@ -128,15 +146,11 @@ RankOneTerms grad_terms(const Prepared& p, const MemoryWeights& w, const torch::
   return memory_grad_terms(p.spec, w, acts, g, p.norm);
 }
 
-torch::Tensor delta_at(const Prepared& p, int64_t t0, int64_t n) {
-  return p.delta.defined() ? p.delta.narrow(2, t0, n) : torch::Tensor();
-}
-
-// Memora's lag-token update of token t from the current weights (in place on st).
-torch::Tensor lag_step(const Prepared& p, MirasState& st, int64_t t, const MirasOptions& o) {
-  auto terms = grad_terms(p, st.cur, p.k.narrow(2, t, 1), p.v.narrow(2, t, 1), delta_at(p, t, 1), o);
+// Memora's lag-token update of the single token x from the current weights (in place on st).
+torch::Tensor lag_step(const Prepared& p, const Seq& x, MirasState& st, const MirasOptions& o) {
+  auto terms = grad_terms(p, st.cur, x.k, x.v, x.delta, o);
   auto G = per_token_grads(terms);  // [B, H, 1, out, in]
-  auto a = p.la.select(2, t).exp(), e = p.eta.select(2, t);  // [B, H, G]
+  auto a = x.la.squeeze(2).exp(), e = x.eta.squeeze(2);  // [B, H, G]
   MemoryWeights next;
   for (size_t l = 0; l < 2; ++l) {
     auto logits = gate_on(a, l) * torch::log(st.cur[l].clamp_min(o.kl_floor)) - gate_on(e, l) * G[l].squeeze(2);
@@ -144,62 +158,95 @@ torch::Tensor lag_step(const Prepared& p, MirasState& st, int64_t t, const Miras
   }
   st.cur = next;
   st.anchor = next;
-  return memory_apply(p.spec, st.cur, p.q.narrow(2, t, 1), p.norm);
+  return memory_apply(p.spec, st.cur, x.q, p.norm);
 }
 
-// Tokens [from, from + n) token by token.
-std::vector<torch::Tensor> recurrent_impl(const Prepared& p, MirasState& st, int64_t from, int64_t n,
-                                          const MirasOptions& o) {
+// The tokens of x one by one.
+std::vector<torch::Tensor> recurrent_impl(const Prepared& p, const Seq& x, MirasState& st, const MirasOptions& o) {
   std::vector<torch::Tensor> outs;
-  for (int64_t t = from; t < from + n; ++t) {
+  if (x.len() == 0) return outs;
+  for (const auto& t : split_seq(x, std::vector<int64_t>(x.len(), 1))) {
     if (st.pos == 0 && o.retention == "kl") {
-      outs.push_back(lag_step(p, st, t, o));
+      outs.push_back(lag_step(p, t, st, o));
     } else {
       if (st.pos == 0) st.anchor = st.cur;
       auto sc = scales(st.anchor, o);
-      auto terms = grad_terms(p, scaled(st.anchor, sc), p.k.narrow(2, t, 1), p.v.narrow(2, t, 1), delta_at(p, t, 1), o);
+      auto terms = grad_terms(p, scaled(st.anchor, sc), t.k, t.v, t.delta, o);
       auto G = per_token_grads(terms);
-      auto a = p.la.select(2, t).exp(), e = p.eta.select(2, t);
+      auto a = t.la.squeeze(2).exp(), e = t.eta.squeeze(2);
       for (size_t l = 0; l < 2; ++l) st.cur[l] = gate_on(a, l) * st.cur[l] - gate_on(e, l) * G[l].squeeze(2);
-      outs.push_back(memory_apply(p.spec, scaled(st.cur, sc), p.q.narrow(2, t, 1), p.norm));
+      outs.push_back(memory_apply(p.spec, scaled(st.cur, sc), t.q, p.norm));
     }
     st.pos = (st.pos + 1) % o.chunk;
   }
   return outs;
 }
 
-// Linear segment [t0, t0 + n) from st.cur with gradients at st.anchor (dual form); updates st.cur.
-torch::Tensor dual_segment(const Prepared& p, MirasState& st, int64_t t0, int64_t n, const MirasOptions& o) {
-  const int64_t d = p.d;
-  auto Q = p.q.narrow(2, t0, n), K = p.k.narrow(2, t0, n), V = p.v.narrow(2, t0, n);
+torch::Tensor pad_rows(const torch::Tensor& x, int64_t N) {  // zero rows n .. N-1 on the token axis (dim 2)
+  const int64_t n = x.size(2);
+  return n == N ? x : torch::constant_pad_nd(x, {0, 0, 0, N - n});
+}
+
+// Linear segment x from st.cur with gradients at st.anchor (dual form); updates st.cur.
+// Sub-chunks of c tokens (GLA-style secondary chunking, stability rule 4): for a query t in sub-chunk I and a
+// source s in an earlier sub-chunk, Γ_ts = exp(b_t - b_r) · exp(b_r - b_s) with r = I·c - 1 (both exponents ≤ 0),
+// so the pair sums are matmuls of diag-scaled operands; only the diagonal c×c blocks materialise Γ [.., c, c, G].
+torch::Tensor dual_segment(const Prepared& p, const Seq& x, MirasState& st, const MirasOptions& o) {
+  const auto& Q = x.q;
+  const auto& eta = x.eta;
+  const int64_t n = x.len();
   auto sc = scales(st.anchor, o);
-  auto terms = grad_terms(p, scaled(st.anchor, sc), K, V, delta_at(p, t0, n), o);
-  const auto sizes = p.la.sizes();
-  auto la = p.la.narrow(2, t0, n).expand({sizes[0], sizes[1], n, d});
-  auto eta = p.eta.narrow(2, t0, n).expand({sizes[0], sizes[1], n, d});
-  auto b = la.cumsum(2);  // [B, H, n, d]
-  auto mask = torch::ones({n, n}, torch::TensorOptions().dtype(torch::kBool).device(Q.device())).tril();
-  auto diff = (b.unsqueeze(3) - b.unsqueeze(2)).clamp_max(0.0);  // [B, H, t, s, d]
-  auto Gam = diff.masked_fill(mask.logical_not().unsqueeze(-1), -std::numeric_limits<double>::infinity()).exp();
-  auto eb = b.exp();
-  // Layer 0 (W_2): decay on input channels.
-  auto A0 = torch::einsum("bhti,bhsi,bhtsi->bhts", {Q, terms.rows[0] * eta, Gam});
-  auto h = torch::matmul(Q * eb, tr(st.cur[0])) - torch::matmul(A0, terms.cols[0]);
+  auto terms = grad_terms(p, scaled(st.anchor, sc), x.k, x.v, x.delta, o);
+  const int64_t c = std::min(o.sub_chunk, n), m = (n + c - 1) / c, N = m * c;
+  const int64_t Bn = Q.size(0), H = Q.size(1), G = eta.size(3);
+  auto blk = [&](const torch::Tensor& x) { return pad_rows(x, N).view({Bn, H, m, c, x.size(-1)}); };
+  auto b = pad_rows(x.la, N).cumsum(2);  // [B, H, N, G]; padded tokens keep b constant
+  auto bn = b.narrow(2, 0, n);
+  auto eb = bn.exp();
+  auto b5 = b.view({Bn, H, m, c, G});
+  auto ke = terms.rows[0] * eta;  // z̃_s ⊙ η_s
+  auto ge = terms.cols[1] * eta;  // g_s ⊙ η_s
+  auto opts = b.options();
+  // Diagonal blocks: Γ_ts = exp(b_t - b_s), s ≤ t (clamped, then masked: no exp of a positive number).
+  auto tri = torch::ones({c, c}, opts).tril().unsqueeze(-1);
+  auto Gd = (b5.unsqueeze(4) - b5.unsqueeze(3)).clamp_max(0.0).exp() * tri;  // [B, H, m, t, s, G]
+  auto Q5 = blk(Q), ke5 = blk(ke);
+  auto A0d = (Q5.unsqueeze(4) * (ke5.unsqueeze(3) * Gd)).sum(-1);  // [B, H, m, c, c]
+  auto hpair = torch::matmul(A0d, blk(terms.cols[0])).view({Bn, H, N, -1});
+  torch::Tensor Lq, Rk;
+  if (m > 1) {
+    // reference b_r per sub-chunk (r = I·c - 1; b_{-1} = 0)
+    auto bref = torch::cat({torch::zeros({Bn, H, 1, G}, opts), b5.select(3, c - 1).narrow(2, 0, m - 1)}, 2);
+    Lq = (b5 - bref.unsqueeze(3)).clamp_max(0.0).exp();  // exp(b_t - b_r) [B, H, m, c, G]
+    auto before = (torch::arange(N, opts).unsqueeze(0) < (torch::arange(m, opts) * c).unsqueeze(1)).to(opts.dtype());
+    Rk = (bref.unsqueeze(3) - b.unsqueeze(2)).clamp_max(0.0).exp() * before.unsqueeze(-1);  // exp(b_r - b_s) [B, H, m, N, G]
+    auto A0i = torch::matmul(Q5 * Lq, (pad_rows(ke, N).unsqueeze(2) * Rk).transpose(-1, -2));  // [B, H, m, c, N]
+    hpair = hpair + torch::matmul(A0i.view({Bn, H, N, N}), pad_rows(terms.cols[0], N));
+  }
+  auto h = torch::matmul(Q * eb, tr(st.cur[0])) - hpair.narrow(2, 0, n);
   if (sc[0].defined()) h = h * sc[0];
   auto a = torch::gelu(h);
-  // Layer 1 (W_1): decay on output channels.
-  auto S1 = torch::matmul(a, tr(terms.rows[1])).masked_fill(mask.logical_not(), 0.0);
-  auto u = eb * torch::matmul(a, tr(st.cur[1])) - torch::einsum("bhts,bhtsj,bhsj->bhtj", {S1, Gam, terms.cols[1] * eta});
+  // Layer 1 (W_1): decay on output channels; S1_ts = a_t · a_s(anchor).
+  auto a5 = blk(a);
+  auto S1d = torch::matmul(a5, tr(blk(terms.rows[1])));  // [B, H, m, c, c]
+  auto ge5 = blk(ge);
+  auto upair = (S1d.unsqueeze(-1) * Gd * ge5.unsqueeze(3)).sum(4);  // [B, H, m, c, d]
+  if (m > 1) {
+    auto S1i = torch::matmul(pad_rows(a, N), tr(pad_rows(terms.rows[1], N))).view({Bn, H, m, c, N});
+    upair = upair + Lq * torch::matmul(S1i, pad_rows(ge, N).unsqueeze(2) * Rk);
+  }
+  auto u = eb * torch::matmul(a, tr(st.cur[1])) - upair.view({Bn, H, N, -1}).narrow(2, 0, n);
   if (sc[1].defined()) u = u * sc[1];
   auto mu = u.mean(-1, true);
   auto var = (u - mu).pow(2).mean(-1, true);
   auto out = Q + (u - mu) / torch::sqrt(var + p.spec.ln_eps) * p.norm.gamma + p.norm.beta;
-  // Weights at the segment's last token.
-  auto gl = Gam.select(2, n - 1);  // [B, H, s, d]
-  auto bl = eb.select(2, n - 1);   // [B, H, d]
+  // Weights at the segment's last token: Γ_{n-1, s} = exp(b_{n-1} - b_s).
+  auto bl = bn.select(2, n - 1);                                   // [B, H, G]
+  auto gl = (bl.unsqueeze(2) - bn).clamp_max(0.0).exp();          // [B, H, n, G]
+  auto el = bl.exp();
   MemoryWeights end;
-  end.push_back(st.cur[0] * bl.unsqueeze(-2) - torch::matmul(tr(terms.cols[0]), terms.rows[0] * eta * gl));
-  end.push_back(bl.unsqueeze(-1) * st.cur[1] - torch::matmul(tr(terms.cols[1] * eta * gl), terms.rows[1]));
+  end.push_back(st.cur[0] * el.unsqueeze(-2) - torch::matmul(tr(terms.cols[0]), ke * gl));
+  end.push_back(el.unsqueeze(-1) * st.cur[1] - torch::matmul(tr(ge * gl), terms.rows[1]));
   st.cur = end;
   return out;
 }
@@ -226,7 +273,7 @@ MirasResult miras_recurrent(const torch::Tensor& q, const torch::Tensor& k, cons
                             const MirasOptions& opt) {
   auto p = prepare(q, k, v, log_alpha, eta, delta, gamma, beta, state, opt);
   MirasState st = p.st;
-  auto outs = recurrent_impl(p, st, 0, q.size(1), opt);
+  auto outs = recurrent_impl(p, p.x, st, opt);
   return finish(p, outs, st, v);
 }
 
@@ -236,27 +283,38 @@ MirasResult miras_chunk(const torch::Tensor& q, const torch::Tensor& k, const to
                         const MirasOptions& opt) {
   auto p = prepare(q, k, v, log_alpha, eta, delta, gamma, beta, state, opt);
   const int64_t T = q.size(1), b = opt.chunk;
+  const bool kl = opt.retention == "kl";
   MirasState st = p.st;
-  std::vector<torch::Tensor> outs;
-  int64_t t0 = 0;
-  if (st.pos > 0) {  // finish the current chunk token by token
-    const int64_t n = std::min(T, b - st.pos);
-    auto o = recurrent_impl(p, st, 0, n, opt);
-    outs.insert(outs.end(), o.begin(), o.end());
-    t0 = n;
-  }
+  // Pieces: the rest of the current chunk (token by token), then per chunk [lag token,] linear segment.
+  enum Kind { Rest, Lag, Segment };
+  std::vector<int64_t> sizes;
+  std::vector<Kind> kinds;
+  auto add = [&](int64_t n, Kind k) {
+    if (n > 0) sizes.push_back(n), kinds.push_back(k);
+  };
+  int64_t t0 = st.pos > 0 ? std::min(T, b - st.pos) : 0;
+  add(t0, Rest);
   for (; t0 < T; t0 += b) {
     const int64_t c = std::min(b, T - t0);
-    int64_t s0 = t0, n = c;
-    if (opt.retention == "kl") {
-      outs.push_back(lag_step(p, st, t0, opt));
-      s0 += 1;
-      n -= 1;
-    } else {
-      st.anchor = st.cur;
+    if (kl) add(1, Lag);
+    add(c - (kl ? 1 : 0), Segment);
+  }
+  const auto pieces = split_seq(p.x, sizes);
+  std::vector<torch::Tensor> outs;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (kinds[i] == Rest) {
+      auto o = recurrent_impl(p, pieces[i], st, opt);
+      outs.insert(outs.end(), o.begin(), o.end());
+      continue;
     }
-    if (n > 0) outs.push_back(dual_segment(p, st, s0, n, opt));
-    st.pos = c % b;
+    if (kinds[i] == Lag) {
+      outs.push_back(lag_step(p, pieces[i], st, opt));
+      st.pos = 1 % b;
+      continue;
+    }
+    if (!kl) st.anchor = st.cur;
+    outs.push_back(dual_segment(p, pieces[i], st, opt));
+    st.pos = (st.pos + pieces[i].len()) % b;
   }
   return finish(p, outs, st, v);
 }

@@ -37,6 +37,7 @@ struct MirasOptions {
   double huber_eps = 1e-6;       // ε of the smooth sign in the Huber ℓ1 branch
   double kl_floor = 1e-6;        // Memora: log(max(W, floor))
   int64_t chunk = 64;
+  int64_t sub_chunk = 16;        // c: secondary chunking of the dual form (numerics only, not the model)
   int64_t expansion = 4;
   double ln_eps = 1e-5;
 };
