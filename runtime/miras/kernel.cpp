@@ -1,6 +1,6 @@
 // Miras kernels (see miras.h). Reuses the deep-memory core (runtime/deep_memory/memory.h) for the
 // forward pass, the closed-form inner gradients (rank-1 terms) and materialised reads; the channel-wise
-// dual form ([B, H, n, n, G] decays on the d_h axis, which the core's scalar DualCoefficients lack) is here.
+// dual form (decays on the d_h axis, which the core's scalar DualCoefficients lack) is here.
 //
 // Channel-wise dual form of one linear segment of n tokens starting from weights W^b (decayed term) with
 // gradients at the anchor W^0 (rank-1 terms cols_s rows_s^T per matrix), b_t = Σ_{r ≤ t} log α_r (in-segment),
@@ -54,6 +54,7 @@ void check_options(const MirasOptions& o) {
   if (o.retention != "l2" && o.retention != "lq" && o.retention != "kl")
     throw Error("miras: retention must be \"l2\", \"lq\" or \"kl\", got \"" + o.retention + "\"");
   if (o.chunk < 1) throw Error("miras: chunk must be >= 1, got " + std::to_string(o.chunk));
+  if (o.sub_chunk < 1) throw Error("miras: sub_chunk must be >= 1, got " + std::to_string(o.sub_chunk));
   if (o.bias == "lp" && !(o.p >= 1)) throw Error("miras: p must be >= 1, got " + std::to_string(o.p));
   if (o.retention == "lq" && !(o.q >= 1)) throw Error("miras: q must be >= 1, got " + std::to_string(o.q));
 }

@@ -17,9 +17,10 @@
 //                  (softmax over each matrix's input axis: row-wise simplex), then for i = s+1 .. s+b-1
 //                    W_i = α_i ⊙ W_{i-1} - η_i ⊙ ∇ℓ(W_s; k_i, v_i)   (anchor W_s).
 // Read after write: o_t = M_{W_t}(q_t) (§1.3).
-// `miras_chunk` reads with the channel-wise dual form (per chunk, Γ_ts = exp(b_t - b_s) [B, H, n, n, G] with
-// b the in-chunk cumulative log α); `miras_recurrent` materialises W_t token by token with the same anchor
-// rule. Both are differentiable tensor ops (fp32, or fp64 when any input is fp64).
+// `miras_chunk` reads with the channel-wise dual form (per chunk, Γ_ts = exp(b_t - b_s) with b the in-chunk
+// cumulative log α; sub-chunks of `sub_chunk` tokens keep every exponent ≤ 0 and materialise Γ only on the
+// diagonal [c, c, G] blocks, see kernel.cpp); `miras_recurrent` materialises W_t token by token with the same
+// anchor rule. Both are differentiable tensor ops (fp32, or fp64 when any input is fp64).
 #pragma once
 #include <torch/torch.h>
 
