@@ -211,9 +211,13 @@ torch::Tensor dual_segment(const Prepared& p, const Seq& x, MirasState& st, cons
   // Diagonal blocks: Γ_ts = exp(b_t - b_s), s ≤ t (clamped, then masked: no exp of a positive number).
   auto tri = torch::ones({c, c}, opts).tril().unsqueeze(-1);
   auto Gd = (b5.unsqueeze(4) - b5.unsqueeze(3)).clamp_max(0.0).exp() * tri;  // [B, H, m, t, s, G]
-  auto Q5 = blk(Q), ke5 = blk(ke);
-  auto A0d = (Q5.unsqueeze(4) * (ke5.unsqueeze(3) * Gd)).sum(-1);  // [B, H, m, c, c]
-  auto hpair = torch::matmul(A0d, blk(terms.cols[0])).view({Bn, H, N, -1});
+  // Per head one [N, N] (or [N, m·N]) matmul and the I = I' blocks of it, rather than m small matmuls per head
+  // (LibTorch's CPU bmm pays a per-matrix overhead that dominated at b = 64).
+  auto diag_blocks = [&](const torch::Tensor& x /*[B, H, N, m·w]*/) {  // rows of block I, columns I·w .. I·w+w-1
+    return x.view({Bn, H, m, c, m, -1}).diagonal(0, 2, 4).permute({0, 1, 4, 2, 3});  // [B, H, m, c, w]
+  };
+  auto ke5 = blk(ke), ge5 = blk(ge);
+  auto A0 = (blk(Q).unsqueeze(4) * (ke5.unsqueeze(3) * Gd)).sum(-1);  // diagonal blocks [B, H, m, c, c]
   torch::Tensor Lq, Rk;
   if (m > 1) {
     // reference b_r per sub-chunk (r = I·c - 1; b_{-1} = 0)
@@ -221,20 +225,21 @@ torch::Tensor dual_segment(const Prepared& p, const Seq& x, MirasState& st, cons
     Lq = (b5 - bref.unsqueeze(3)).clamp_max(0.0).exp();  // exp(b_t - b_r) [B, H, m, c, G]
     auto before = (torch::arange(N, opts).unsqueeze(0) < (torch::arange(m, opts) * c).unsqueeze(1)).to(opts.dtype());
     Rk = (bref.unsqueeze(3) - b.unsqueeze(2)).clamp_max(0.0).exp() * before.unsqueeze(-1);  // exp(b_r - b_s) [B, H, m, N, G]
-    auto A0i = torch::matmul(Q5 * Lq, (pad_rows(ke, N).unsqueeze(2) * Rk).transpose(-1, -2));  // [B, H, m, c, N]
-    hpair = hpair + torch::matmul(A0i.view({Bn, H, N, N}), pad_rows(terms.cols[0], N));
+    auto KR = (pad_rows(ke, N).unsqueeze(2) * Rk).view({Bn, H, m * N, -1});
+    auto off = diag_blocks(torch::matmul((blk(Q) * Lq).view({Bn, H, N, -1}), tr(KR)));  // [B, H, m, c, N]
+    A0 = off.reshape({Bn, H, N, N}) + (A0.unsqueeze(4) * torch::eye(m, opts).view({m, 1, m, 1})).view({Bn, H, N, N});
   }
-  auto h = torch::matmul(Q * eb, tr(st.cur[0])) - hpair.narrow(2, 0, n);
+  auto h = torch::matmul(Q * eb, tr(st.cur[0])) -
+           torch::matmul(A0.view({Bn, H, N, N}), pad_rows(terms.cols[0], N)).narrow(2, 0, n);
   if (sc[0].defined()) h = h * sc[0];
   auto a = torch::gelu(h);
   // Layer 1 (W_1): decay on output channels; S1_ts = a_t · a_s(anchor).
-  auto a5 = blk(a);
-  auto S1d = torch::matmul(a5, tr(blk(terms.rows[1])));  // [B, H, m, c, c]
-  auto ge5 = blk(ge);
+  auto S1 = torch::matmul(pad_rows(a, N), tr(pad_rows(terms.rows[1], N)));  // [B, H, N, N]
+  auto S1d = m > 1 ? diag_blocks(S1) : S1.unsqueeze(2);
   auto upair = (S1d.unsqueeze(-1) * Gd * ge5.unsqueeze(3)).sum(4);  // [B, H, m, c, d]
   if (m > 1) {
-    auto S1i = torch::matmul(pad_rows(a, N), tr(pad_rows(terms.rows[1], N))).view({Bn, H, m, c, N});
-    upair = upair + Lq * torch::matmul(S1i, pad_rows(ge, N).unsqueeze(2) * Rk);
+    auto GR = (pad_rows(ge, N).unsqueeze(2) * Rk).permute({0, 1, 3, 2, 4}).reshape({Bn, H, N, -1});  // [B, H, N, m·d]
+    upair = upair + Lq * diag_blocks(torch::matmul(S1, GR));
   }
   auto u = eb * torch::matmul(a, tr(st.cur[1])) - upair.view({Bn, H, N, -1}).narrow(2, 0, n);
   if (sc[1].defined()) u = u * sc[1];
