@@ -208,8 +208,9 @@ class MirasMixer : public Mixer {
 };
 
 void register_miras_families(Registry& r) {
-  // Not in the CPU quickstart: one quickstart cell (d_model 64, 120 steps) took 301 s for moneta
-  // on 2 cores, mostly the [B, H, b, b, d] per-channel decay tensors at b = 64.
+  // Not in the CPU quickstart (yet): with the sub-chunked dual form one quickstart cell (d_model 64, 120 steps,
+  // 1 thread) takes about as long as titans_lmm's (moneta 83 s, yaad 102 s, memora 107 s vs titans_lmm 98 s on a
+  // loaded 2-core machine; was 301 s for moneta), but the < 45 s bar for a cell was not shown.
   r.add_mixer(make_mixer_family<MonetaArgs, MirasMixer>(
       "moneta", "Moneta: lp attentional bias, lq-normalised accumulator, MLP+LN memory (models.md §6.3)",
       /*cpu_quickstart=*/false));
