@@ -293,3 +293,37 @@ TEST_CASE("ttt_linear learns a small MQAR task", "[ttt][train]") {
   CHECK(r.best_test_accuracy >= 0.2);  // chance is ~1/32 for the value tokens
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("ttt_gelu backward in fp32 is right for a non-contiguous incoming gradient", "[ttt]") {
+  // LibTorch 1.13's CPU float gelu_backward is wrong when dy is a transposed view and h is contiguous.
+  torch::manual_seed(4);
+  auto h = torch::randn({3, 8, 8}).requires_grad_();
+  auto dy = torch::randn({3, 8, 8}).transpose(-1, -2);
+  auto dh = torch::autograd::grad({ttt_gelu(h)}, {h}, {dy})[0];
+  CHECK(max_rel_err(dh, dy * ttt_gelu_grad(h.detach())) <= 1e-5);
+}
+
+TEST_CASE("ttt_mlp dual form gradients in fp32 match fp64 (mini-batch > 1)", "[ttt]") {
+  auto in64 = make_inputs(2, 11, 2, 6, 12, 21);
+  auto f32 = [](const torch::Tensor& t) { return t.detach().to(torch::kFloat32).requires_grad_(); };
+  TTTInputs in32;
+  in32.q = f32(in64.q), in32.k = f32(in64.k), in32.v = f32(in64.v), in32.row = f32(in64.row);
+  in32.col = f32(in64.col), in32.ln_w = f32(in64.ln_w), in32.ln_b = f32(in64.ln_b);
+  for (const auto& w : in64.st.anchor.W) in32.st.anchor.W.push_back(f32(w));
+  for (const auto& b : in64.st.anchor.b) in32.st.anchor.b.push_back(f32(b));
+  auto probe = torch::randn(in64.q.sizes(), torch::kFloat64);
+  TTTOptions opt;
+  opt.mini_batch = 4;
+  auto grads = [&](const TTTInputs& in, bool dual) {
+    auto r = dual ? ttt_chunk(in.q, in.k, in.v, in.row, in.col, in.ln_w, in.ln_b, in.st, opt)
+                  : ttt_recurrent(in.q, in.k, in.v, in.row, in.col, in.ln_w, in.ln_b, in.st, opt);
+    return torch::autograd::grad({(r.o * probe.to(r.o.scalar_type())).sum()}, in.leaves());
+  };
+  for (bool dual : {true, false}) {
+    auto ref = grads(in64, dual), got = grads(in32, dual);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      CAPTURE(dual, i < 7 ? leaf_names[i] : "inner init", i);
+      CHECK(max_rel_err(got[i].to(torch::kFloat64), ref[i]) <= 1e-4);
+    }
+  }
+}

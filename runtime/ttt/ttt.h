@@ -69,7 +69,7 @@ TTTResult ttt_recurrent(const torch::Tensor& q, const torch::Tensor& k, const to
                         const torch::Tensor& row, const torch::Tensor& col, const torch::Tensor& ln_w,
                         const torch::Tensor& ln_b, const TTTState& state, const TTTOptions& opt);
 
-// Exact GELU and its derivative (Φ(h) + h φ(h)).
+// Exact GELU (backward by elementwise ops, see kernel.cpp) and its derivative (Φ(h) + h φ(h)).
 torch::Tensor ttt_gelu(const torch::Tensor& h);
 torch::Tensor ttt_gelu_grad(const torch::Tensor& h);
 
