@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "runtime/registry.h"
+#include "runtime/gelu.h"
 
 namespace mnemo {
 
@@ -59,7 +60,7 @@ class DeepMlpMemory : public OnlineMemory {
  public:
   DeepMlpMemory(int64_t d, double lr, torch::Dtype dtype, at::Generator& gen)
       : W2_(xavier(4 * d, d, gen, dtype)), W1_(xavier(d, 4 * d, gen, dtype)), lr_(lr) {}
-  torch::Tensor predict(const torch::Tensor& z) override { return z + torch::mv(W1_, torch::gelu(torch::mv(W2_, z))); }
+  torch::Tensor predict(const torch::Tensor& z) override { return z + torch::mv(W1_, gelu_safe(torch::mv(W2_, z))); }
   double observe(const torch::Tensor& z, const torch::Tensor& o) override {
     auto g = deep_mlp_memory_gradients(W1_, W2_, z, o);
     const double loss = (g.error.pow(2).sum() / o.pow(2).sum()).item<double>();
@@ -109,7 +110,7 @@ class OptimizedMlpMemory : public OnlineMemory {
     auto h = x;
     for (size_t l = 0; l < layers_.size(); ++l) {
       h = layers_[l]->forward(h);
-      if (l + 1 < layers_.size()) h = torch::gelu(h);
+      if (l + 1 < layers_.size()) h = gelu_safe(h);
     }
     return h;
   }

@@ -1,4 +1,5 @@
 #include "runtime/mad_autoencoder.h"
+#include "runtime/gelu.h"
 
 #include <cmath>
 
@@ -53,8 +54,8 @@ torch::Tensor MadAutoEncoderImpl::encode(const torch::Tensor& ids) {
 torch::Tensor MadAutoEncoderImpl::decode(const torch::Tensor& code, int64_t length) {
   auto pos = sincos_position_table(length, cfg_.d_model).to(code.device(), code.scalar_type());
   auto x = code.unsqueeze(1) + pos.unsqueeze(0);  // [B, T, D]
-  x = torch::gelu(dec_fc1_(dec_norm1_(x)));
-  x = torch::gelu(dec_fc2_(dec_norm2_(x)));
+  x = gelu_safe(dec_fc1_(dec_norm1_(x)));
+  x = gelu_safe(dec_fc2_(dec_norm2_(x)));
   return unembed_(unembed_norm_(x));
 }
 

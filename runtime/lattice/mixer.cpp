@@ -11,6 +11,7 @@
 #include "runtime/lattice/lattice.h"
 #include "runtime/layers.h"
 #include "runtime/registry.h"
+#include "runtime/gelu.h"
 
 namespace mnemo {
 
@@ -96,7 +97,7 @@ class LatticeMixer : public Mixer {
     }
     auto y = r.y.to(x.scalar_type());  // [B, T, H, d]
     auto g = gate_proj_(x).view({B, T, H_, d_});
-    auto o = rms_norm(y, norm_w_, 1e-6) * torch::gelu(g);  // Lattice output gate (§2.5)
+    auto o = rms_norm(y, norm_w_, 1e-6) * gelu_safe(g);  // Lattice output gate (§2.5)
     return out_proj_(o.reshape({B, T, H_ * d_}));
   }
 

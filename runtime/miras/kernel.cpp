@@ -14,6 +14,7 @@
 
 #include "runtime/common.h"
 #include "runtime/miras/miras.h"
+#include "runtime/gelu.h"
 
 namespace mnemo {
 
@@ -232,7 +233,7 @@ torch::Tensor dual_segment(const Prepared& p, const Seq& x, MirasState& st, cons
   auto h = torch::matmul(Q * eb, tr(st.cur[0])) -
            torch::matmul(A0.view({Bn, H, N, N}), pad_rows(terms.cols[0], N)).narrow(2, 0, n);
   if (sc[0].defined()) h = h * sc[0];
-  auto a = torch::gelu(h);
+  auto a = gelu_safe(h);
   // Layer 1 (W_1): decay on output channels; S1_ts = a_t · a_s(anchor).
   auto S1 = torch::matmul(pad_rows(a, N), tr(pad_rows(terms.rows[1], N)));  // [B, H, N, N]
   auto S1d = m > 1 ? diag_blocks(S1) : S1.unsqueeze(2);

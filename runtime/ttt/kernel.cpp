@@ -12,42 +12,13 @@
 #include <limits>
 
 #include "runtime/common.h"
+#include "runtime/gelu.h"
 #include "runtime/ttt/ttt.h"
 
 namespace mnemo {
 
-torch::Tensor ttt_gelu_grad(const torch::Tensor& h) {
-  const double inv_sqrt2 = 0.70710678118654752440, inv_sqrt_2pi = 0.39894228040143267794;
-  auto cdf = 0.5 * (1.0 + torch::erf(h * inv_sqrt2));
-  auto pdf = torch::exp(-0.5 * h * h) * inv_sqrt_2pi;
-  return cdf + h * pdf;
-}
-
-namespace {
-
-// GELU whose backward is dh = dy ⊙ GELU'(h) from elementwise ops (differentiable again), not
-// aten::gelu_backward: LibTorch 1.13's CPU float kernel returns garbage (uninitialised / zero
-// values) when dy is not contiguous while h is, which is what the dual form's matmul backward
-// hands it (∂/∂X_l of x · X_l^T is a transposed view). That made ttt_mlp's chunk-form gradients
-// ~1e9..inf in fp32 (grad-norm inf from step 1, NaN loss later) while fp64 and the recurrent form
-// (1-token mini-batches, contiguous dy) were right.
-struct GeluFn : torch::autograd::Function<GeluFn> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h) {
-    ctx->save_for_backward({h});
-    return torch::gelu(h);
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list dy) {
-    return {dy[0] * ttt_gelu_grad(ctx->get_saved_variables()[0])};
-  }
-};
-
-}  // namespace
-
-torch::Tensor ttt_gelu(const torch::Tensor& h) {
-  if (!h.requires_grad() || !torch::GradMode::is_enabled()) return torch::gelu(h);
-  return GeluFn::apply(h);
-}
+torch::Tensor ttt_gelu_grad(const torch::Tensor& h) { return gelu_exact_grad(h); }
+torch::Tensor ttt_gelu(const torch::Tensor& h) { return gelu_safe(h); }
 
 namespace {
 
