@@ -8,6 +8,7 @@
 #include "runtime/system_info.h"
 
 int main(int argc, char** argv) {
+  mnemo::configure_allocator();  // before the first tensor
   CLI::App app{"mnemo: train, evaluate and compare long-memory sequence models"};
   app.require_subcommand(0, 1);
   bool show_version = false;

@@ -1,6 +1,7 @@
 // The CLI as a user meets it: bad inputs end in one clear message and a non-zero exit.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "results/db.h"
@@ -15,7 +16,20 @@ TEST_CASE("mnemo --version names LibTorch and the BLAS", "[cli]") {
   REQUIRE_THAT(r.output, Catch::Contains("LibTorch 1.") || Catch::Contains("LibTorch 2."));
   REQUIRE_THAT(r.output, Catch::Contains("BLAS: "));
   REQUIRE_THAT(r.output, Catch::Contains("CUDA: "));
+  REQUIRE_THAT(r.output, Catch::Contains("CPU allocator: "));
 }
+
+#if defined(__GLIBC__)
+TEST_CASE("the glibc allocator tuning is applied, and MNEMO_MALLOC_TUNING=0 leaves the defaults", "[cli]") {
+  auto tuned = run_mnemo("--version");
+  REQUIRE_THAT(tuned.output, Catch::Contains("CPU allocator: glibc malloc, tuned"));
+  ::setenv("MNEMO_MALLOC_TUNING", "0", 1);  // inherited by the child process
+  auto off = run_mnemo("--version");
+  ::unsetenv("MNEMO_MALLOC_TUNING");
+  REQUIRE(off.exit_code == 0);
+  REQUIRE_THAT(off.output, Catch::Contains("CPU allocator: glibc defaults (MNEMO_MALLOC_TUNING=0)"));
+}
+#endif
 
 TEST_CASE("mnemo models and tasks list the registry (text and JSON)", "[cli]") {
   auto m = run_mnemo("models --json");
