@@ -9,7 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <thread>
+
+#include <ATen/Parallel.h>
 
 #include "results/db.h"
 #include "runtime/config.h"
@@ -110,8 +111,9 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
   std::printf("sweep '%s': %d cells, %d already completed, %zu to run with %d worker(s)\n", name.c_str(),
               sum.total, sum.skipped, todo.size(), opt.jobs);
   std::fflush(stdout);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads_per_job = std::max(1, cores / std::max(1, opt.jobs));
+  // The threads this process was given ($MNEMO_THREADS / $OMP_NUM_THREADS, else the cores), shared
+  // between the workers: oversubscribed OpenMP threads spin and collapse throughput.
+  const int threads_per_job = std::max(1, at::get_num_threads() / std::max(1, opt.jobs));
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   const double t0 = wall_seconds();
 
