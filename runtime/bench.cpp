@@ -385,6 +385,7 @@ std::string bench_method_text(const BenchOptions& opt, const torch::Device& devi
   s << "  device " << device.str() << ", dtype float32, intra-op threads " << at::get_num_threads()
     << ", LibTorch " << torch_version() << ", git " << git_commit() << "\n";
   s << "  BLAS " << blas_library() << "\n";
+  s << "  CPU allocator: " << allocator_description() << "\n";
   s << "  timing: monotonic clock" << (device.is_cuda() ? " with CUDA synchronize" : "") << ", "
     << opt.warmup << " warm-up + " << opt.repeats
     << " timed repetitions, median (p20, p80); random tokens\n";
@@ -455,6 +456,7 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
       extra["flop_formula"] = bench_flop_formula();
       extra["peak_mem_method"] = PeakMemoryProbe(device).method();
       extra["scope"] = opt.scope;
+      extra["cpu_allocator"] = allocator_description();
       if (first_mixer) extra["mixer"] = mc.layer_mixers().front();
       if (mode == "decode") {
         extra["decode_tokens"] = opt.decode_tokens;
