@@ -416,6 +416,7 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
   }
   const int64_t n_params = model->num_parameters();
   const std::string host = hostname(), blas = blas_library(), torch_v = torch_version();
+  const std::string cpu_allocator = allocator_description();
   const int64_t threads = at::get_num_threads();
 
   std::vector<BenchRow> rows;
@@ -456,7 +457,7 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
       extra["flop_formula"] = bench_flop_formula();
       extra["peak_mem_method"] = PeakMemoryProbe(device).method();
       extra["scope"] = opt.scope;
-      extra["cpu_allocator"] = allocator_description();
+      extra["cpu_allocator"] = cpu_allocator;
       if (first_mixer) extra["mixer"] = mc.layer_mixers().front();
       if (mode == "decode") {
         extra["decode_tokens"] = opt.decode_tokens;
