@@ -17,6 +17,7 @@
 #endif
 
 #include "runtime/config.h"
+#include "runtime/ops/kernel_ops.h"
 #include "runtime/registry.h"
 #include "runtime/system_info.h"
 
@@ -213,10 +214,127 @@ Measured measure_mixer(Mixer& mixer, const BenchOptions& opt, const std::string&
   return m;
 }
 
+// One kernel op alone (scope "kernel"): random inputs from the op, every timed repeat on the same inputs.
+Measured measure_kernel(const KernelOp& op, const KernelBenchInputs& in, const std::string& form, int64_t chunk,
+                        const std::string& mode, int64_t warmup, int64_t repeats, const torch::Device& device) {
+  Measured m;
+  TensorMap inputs;
+  for (const auto& [name, t] : in.inputs) inputs[name] = t.to(device);
+  PeakMemoryProbe probe(device);
+  probe.start();
+  for (int64_t i = 0; i < warmup + repeats; ++i) {
+    synchronize(device);
+    double t0 = now_s();
+    if (mode == "fwd") {
+      torch::NoGradGuard no_grad;
+      op.run(inputs, in.params, form, chunk);
+    } else {
+      TensorMap leaves;
+      for (const auto& [name, t] : inputs) leaves[name] = t.detach().requires_grad_(t.is_floating_point());
+      torch::Tensor loss;
+      for (const auto& [name, out] : op.run(leaves, in.params, form, chunk)) {
+        if (!out.requires_grad()) continue;
+        auto term = out.pow(2).mean();
+        loss = loss.defined() ? loss + term : term;
+      }
+      if (loss.defined()) loss.backward();
+    }
+    synchronize(device);
+    if (i >= warmup) m.times_s.push_back(now_s() - t0);
+  }
+  m.peak_mb = probe.peak_mb();
+  return m;
+}
+
+int64_t kernel_head_dim(const BenchOptions& opt) {
+  return opt.head_dim > 0 ? opt.head_dim : opt.d_model / std::max<int64_t>(1, opt.n_heads);
+}
+
+int64_t kernel_chunk_size(const BenchOptions& opt) {
+  if (!opt.set.contains("chunk_size")) return 64;
+  const json& c = opt.set["chunk_size"];
+  if (!c.is_number_integer() || c.get<int64_t>() <= 0)
+    throw Error("bench --kernel: --set chunk_size must be a positive integer, got " + c.dump());
+  return c.get<int64_t>();
+}
+
+std::vector<std::string> kernel_forms(const KernelOp& op, const std::string& form) {
+  if (form.empty()) return op.forms;
+  if (std::find(op.forms.begin(), op.forms.end(), form) == op.forms.end())
+    throw Error("bench: --form '" + form + "' is not a form of kernel op '" + op.name + "' (forms: " +
+                join(op.forms) + ")");
+  return {form};
+}
+
+void validate_kernel(const BenchOptions& opt) {
+  const KernelOp& op = KernelOpRegistry::instance().at(opt.kernel);  // unknown op: Error listing the ops
+  if (!op.random_inputs) throw Error("bench: kernel op '" + opt.kernel + "' has no random inputs to benchmark");
+  if (!opt.model.empty()) throw Error("bench: give --model or --kernel, not both");
+  for (const auto& m : opt.modes)
+    if (m != "fwd" && m != "fwdbwd") throw Error("bench --kernel: --mode '" + m + "' is not one of fwd, fwdbwd");
+  if (opt.n_heads <= 0 || kernel_head_dim(opt) <= 0)
+    throw Error("bench --kernel: heads (" + std::to_string(opt.n_heads) + ") and head dim (" +
+                std::to_string(kernel_head_dim(opt)) + ") must be > 0");
+  for (auto it = opt.set.begin(); it != opt.set.end(); ++it)
+    if (it.key() != "chunk_size")
+      throw Error("bench --kernel: unknown --set key '" + it.key() + "' (kernel ops take chunk_size only)");
+  kernel_chunk_size(opt);
+  kernel_forms(op, opt.form);
+}
+
+std::vector<BenchRow> run_kernel_benchmarks(const BenchOptions& opt,
+                                            const std::function<void(const BenchRow&)>& on_row) {
+  const KernelOp& op = KernelOpRegistry::instance().at(opt.kernel);
+  const torch::Device device = resolve_bench_device(opt.device);
+  const int64_t H = opt.n_heads, D = kernel_head_dim(opt), chunk = kernel_chunk_size(opt);
+  std::vector<BenchRow> rows;
+  for (const std::string& mode : opt.modes)
+    for (int64_t T : opt.seq_lens) {
+      torch::manual_seed(opt.seed);
+      KernelBenchInputs in = op.random_inputs(opt.batch, T, H, D);
+      for (const std::string& form : kernel_forms(op, opt.form)) {
+        Measured m = measure_kernel(op, in, form, chunk, mode, opt.warmup, opt.repeats, device);
+        TimeStats st = time_stats(m.times_s);
+        BenchRow r;
+        r.created_at = now_iso8601();
+        r.model = op.name;
+        r.mode = "kernel_" + mode;
+        r.form = form;
+        r.device = device.str();
+        r.dtype = "float32";
+        r.git_commit = git_commit();
+        r.host = hostname();
+        r.torch_version = torch_version();
+        r.blas = blas_library();
+        r.seq_len = T;
+        r.batch = opt.batch;
+        r.d_model = H * D;
+        r.n_layers = 1;
+        r.threads = at::get_num_threads();
+        r.repeats = opt.repeats;
+        r.median_ms = st.median * 1e3;
+        r.p20_ms = st.p20 * 1e3;
+        r.p80_ms = st.p80 * 1e3;
+        r.tokens_per_s = static_cast<double>(opt.batch * T) / st.median;
+        r.peak_mem_mb = m.peak_mb;
+        r.gflops = NAN;
+        json extra = {{"scope", "kernel"}, {"kernel", op.name}, {"heads", H}, {"head_dim", D},
+                      {"chunk_size", chunk}, {"params", in.params}, {"warmup", opt.warmup},
+                      {"peak_mem_method", PeakMemoryProbe(device).method()},
+                      {"cpu_allocator", allocator_description()}};
+        r.config_json = extra.dump();
+        rows.push_back(r);
+        if (on_row) on_row(r);
+      }
+    }
+  return rows;
+}
+
 }  // namespace
 
 void validate(const BenchOptions& opt) {
-  if (opt.model.empty()) throw Error("bench: --model is required (see `mnemo models`)");
+  if (opt.model.empty() && opt.kernel.empty())
+    throw Error("bench: --model (see `mnemo models`) or --kernel (a kernel op of `mnemo check-kernel`) is required");
   if (opt.seq_lens.empty()) throw Error("bench: --seq-lens is empty");
   for (int64_t T : opt.seq_lens)
     if (T <= 0) throw Error("bench: --seq-lens value " + std::to_string(T) + " must be > 0");
@@ -229,6 +347,10 @@ void validate(const BenchOptions& opt) {
   if (opt.decode_tokens <= 0)
     throw Error("bench: --decode-tokens " + std::to_string(opt.decode_tokens) + " must be > 0");
   if (opt.vocab_size <= 1) throw Error("bench: vocab_size must be > 1");
+  if (!opt.kernel.empty()) {
+    validate_kernel(opt);
+    return;
+  }
   if (opt.scope != "model" && opt.scope != "mixer")
     throw Error("bench: --scope '" + opt.scope + "' is not one of model, mixer");
   if (!opt.form.empty() && opt.form != "chunk" && opt.form != "recurrent")
@@ -375,25 +497,38 @@ TimeStats time_stats(std::vector<double> samples) {
 
 std::string bench_method_text(const BenchOptions& opt, const torch::Device& device) {
   std::ostringstream s;
-  s << "mnemo bench: model " << opt.model << ", batch " << opt.batch << ", d_model " << opt.d_model
-    << ", n_layers " << opt.n_layers << ", n_heads " << opt.n_heads << ", vocab " << opt.vocab_size
-    << (opt.form.empty() ? "" : ", form " + opt.form)
-    << (opt.scope == "mixer" ? ", scope mixer (first layer's mixer alone on random [B, T, d_model] input; "
-                               "fwdbwd = backward of mean(y^2), no optimiser step; no GFLOP/s estimate)"
-                             : "")
-    << "\n";
+  if (!opt.kernel.empty()) {
+    s << "mnemo bench: kernel op " << opt.kernel << " alone (scope kernel), batch " << opt.batch << ", heads "
+      << opt.n_heads << ", head dim " << kernel_head_dim(opt) << ", chunk " << kernel_chunk_size(opt)
+      << ", forms " << join(kernel_forms(KernelOpRegistry::instance().at(opt.kernel), opt.form))
+      << "; random inputs in the op's fixture layout and value ranges, the same inputs for every form\n";
+  } else {
+    s << "mnemo bench: model " << opt.model << ", batch " << opt.batch << ", d_model " << opt.d_model
+      << ", n_layers " << opt.n_layers << ", n_heads " << opt.n_heads << ", vocab " << opt.vocab_size
+      << (opt.form.empty() ? "" : ", form " + opt.form)
+      << (opt.scope == "mixer" ? ", scope mixer (first layer's mixer alone on random [B, T, d_model] input; "
+                                 "fwdbwd = backward of mean(y^2), no optimiser step; no GFLOP/s estimate)"
+                               : "")
+      << "\n";
+  }
   s << "  device " << device.str() << ", dtype float32, intra-op threads " << at::get_num_threads()
     << ", LibTorch " << torch_version() << ", git " << git_commit() << "\n";
   s << "  BLAS " << blas_library() << "\n";
   s << "  CPU allocator: " << allocator_description() << "\n";
   s << "  timing: monotonic clock" << (device.is_cuda() ? " with CUDA synchronize" : "") << ", "
     << opt.warmup << " warm-up + " << opt.repeats
-    << " timed repetitions, median (p20, p80); random tokens\n";
-  s << "  fwd = forward under NoGradGuard; fwdbwd = forward + cross-entropy backward + AdamW step; "
-       "decode = prefill T-token prompt, then "
-    << opt.decode_tokens << " greedy tokens one at a time (times per token)\n";
-  s << "  tokens/s = B*T / median (decode: B / median per-token time)\n";
-  s << "  GFLOP/s estimate: " << bench_flop_formula() << "\n";
+    << " timed repetitions, median (p20, p80)" << (opt.kernel.empty() ? "; random tokens" : "") << "\n";
+  if (!opt.kernel.empty()) {
+    s << "  kernel_fwd = the op under NoGradGuard; kernel_fwdbwd = the op + backward of the sum of mean(out^2) "
+         "over its outputs to every floating input\n";
+    s << "  tokens/s = B*T / median; no GFLOP/s estimate\n";
+  } else {
+    s << "  fwd = forward under NoGradGuard; fwdbwd = forward + cross-entropy backward + AdamW step; "
+         "decode = prefill T-token prompt, then "
+      << opt.decode_tokens << " greedy tokens one at a time (times per token)\n";
+    s << "  tokens/s = B*T / median (decode: B / median per-token time)\n";
+    s << "  GFLOP/s estimate: " << bench_flop_formula() << "\n";
+  }
   s << "  peak memory: " << PeakMemoryProbe(device).method() << "\n";
   return s.str();
 }
@@ -401,6 +536,7 @@ std::string bench_method_text(const BenchOptions& opt, const torch::Device& devi
 std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
                                      const std::function<void(const BenchRow&)>& on_row) {
   validate(opt);
+  if (!opt.kernel.empty()) return run_kernel_benchmarks(opt, on_row);
   json flat = bench_model_config(opt);
   torch::Device device = resolve_bench_device(opt.device);
   torch::manual_seed(opt.seed);

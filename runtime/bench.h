@@ -27,6 +27,12 @@ struct BenchOptions {
   // random [B, T, d_model] activations (isolates the kernel from embedding, MLPs and norms). Mixer rows are
   // recorded with mode "mixer_<mode>" (fwdbwd there = forward + backward of mean(y^2), no optimiser step).
   std::string scope = "model";
+  // Non-empty: benchmark this kernel op (`mnemo check-kernel`'s ops, runtime/ops/kernel_ops.h) alone on random
+  // inputs [B, T, H = n_heads, D = head_dim] in each of its forms (or `form`); scope becomes "kernel", rows get
+  // model = the op, mode "kernel_<mode>" (fwd; fwdbwd = backward of mean(o^2) to every input). --set chunk_size=N
+  // sets the chunk of chunked forms (default 64).
+  std::string kernel;
+  int64_t head_dim = 0;  // kernel scope: 0 = d_model / n_heads
   int64_t warmup = 2, repeats = 5;
   int64_t decode_tokens = 32;
   json set = json::object();  // extra config keys (--set key=value)

@@ -37,9 +37,9 @@ void register_hybrid_models(Registry& r) {
   // Samba uses Mamba (v1) in its paper; mnemo's samba uses Mamba2 layers [decision, §10].
   r.add_model(hybrid("samba", "Samba: alternating mamba2 and swa layers (spec §10)", {"mamba2", "swa"}, true));
   r.add_model(hybrid("gdn_h1", "Gated DeltaNet-H1: alternating gated_deltanet and swa layers (spec §10)",
-                     {"gated_deltanet", "swa"}, false));
+                     {"gated_deltanet", "swa"}, true));
   r.add_model(hybrid("gdn_h2", "Gated DeltaNet-H2: repeating (mamba2, gated_deltanet, swa) layers (spec §10)",
-                     {"mamba2", "gated_deltanet", "swa"}, false));
+                     {"mamba2", "gated_deltanet", "swa"}, true));
 }
 
 void register_builtin_families(Registry& r) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "runtime/bench.h"
+#include "runtime/ops/kernel_ops.h"
 #include "test_util.h"
 
 using namespace mnemo;
@@ -180,4 +181,66 @@ TEST_CASE("bench: the CLI records rows and names bad input", "[bench]") {
   auto bad_len = test::run_mnemo("bench --model transformer --seq-lens 16,x --no-db");
   CHECK(bad_len.exit_code != 0);
   CHECK(bad_len.output.find("'x'") != std::string::npos);
+}
+
+TEST_CASE("bench: kernel scope times every form of an op on its random inputs", "[bench]") {
+  BenchOptions opt;
+  opt.kernel = "gated_delta_rule";
+  opt.seq_lens = {40};
+  opt.modes = {"fwd", "fwdbwd"};
+  opt.n_heads = 2;
+  opt.head_dim = 8;
+  opt.warmup = 0;
+  opt.repeats = 1;
+  opt.set = {{"chunk_size", 16}};
+  auto rows = run_benchmarks(opt, nullptr);
+  REQUIRE(rows.size() == 4);  // 2 modes x forms {recurrent, chunk}
+  CHECK(rows[0].mode == "kernel_fwd");
+  CHECK(rows[0].form == "recurrent");
+  CHECK(rows[1].form == "chunk");
+  CHECK(rows[3].mode == "kernel_fwdbwd");
+  for (const auto& r : rows) {
+    CHECK(r.model == "gated_delta_rule");
+    CHECK(r.d_model == 16);
+    CHECK(r.median_ms > 0);
+    json c = json::parse(r.config_json);
+    CHECK(c["scope"] == "kernel");
+    CHECK(c["chunk_size"] == 16);
+  }
+  opt.form = "dual";
+  CHECK_THROWS_WITH(validate(opt), Catch::Contains("forms: recurrent, chunk"));
+  opt.form = "";
+  opt.modes = {"decode"};
+  CHECK_THROWS_WITH(validate(opt), Catch::Contains("decode"));
+  opt.modes = {"fwd"};
+  opt.set = {{"window", 3}};
+  CHECK_THROWS_WITH(validate(opt), Catch::Contains("window"));
+  opt.set = json::object();
+  opt.model = "transformer";
+  CHECK_THROWS_WITH(validate(opt), Catch::Contains("not both"));
+  opt.model = "";
+  opt.kernel = "no_such_op";
+  CHECK_THROWS_WITH(validate(opt), Catch::Contains("known ops"));
+}
+
+// The bench inputs must follow each op's conventions: all forms agree on them (fp64, T not a chunk multiple).
+TEST_CASE("bench: every kernel op's random inputs are valid for all its forms", "[bench]") {
+  auto& reg = KernelOpRegistry::instance();
+  for (const auto& name : reg.names()) {
+    const KernelOp& op = reg.at(name);
+    REQUIRE(op.random_inputs);
+    torch::manual_seed(3);
+    KernelBenchInputs in = op.random_inputs(2, 37, 2, 8);
+    for (auto& [k, t] : in.inputs) t = t.to(torch::kFloat64);
+    auto ref = op.run(in.inputs, in.params, op.forms.front(), 16);
+    for (size_t f = 1; f < op.forms.size(); ++f) {
+      auto out = op.run(in.inputs, in.params, op.forms[f], 16);
+      for (const auto& [k, expected] : ref) {
+        INFO(name << " form " << op.forms[f] << " output " << k);
+        REQUIRE(out.count(k));
+        CHECK(torch::isfinite(expected).all().item<bool>());
+        CHECK(torch::allclose(out.at(k), expected, 1e-8, 1e-8));
+      }
+    }
+  }
 }

@@ -1,6 +1,8 @@
 // `mnemo bench --model NAME [--seq-lens 512,1024,2048,4096] [--batch B] [--d-model D]
 //   [--n-layers L] [--n-heads H] [--mode fwd|fwdbwd|decode[,...]] [--form chunk|recurrent] [--scope model|mixer]
 //   [--warmup 2] [--repeats 5] [--set key=value]... [--db FILE] [--device cpu|cuda|auto]`
+// `mnemo bench --kernel OP [--n-heads H] [--head-dim D] [--form F] [--set chunk_size=N] ...`: one kernel op alone.
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -9,6 +11,7 @@
 
 #include "cli/commands/commands.h"
 #include "runtime/bench.h"
+#include "runtime/ops/kernel_ops.h"
 
 namespace mnemo::cli {
 
@@ -50,6 +53,12 @@ std::vector<int64_t> parse_lengths(const std::string& text) {
   return out;
 }
 
+std::string join_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
 void print_row(const BenchRow& r) {
   json c = json::parse(r.config_json);
   std::string extra;
@@ -59,10 +68,27 @@ void print_row(const BenchRow& r) {
                   c.value("state_bytes", int64_t{0}) / (1024.0 * 1024.0));
     extra = buf;
   }
-  std::printf("%-8s %7lld %5lld %11.3f %11.3f %11.3f %12.0f %10.1f %9.2f%s\n", r.mode.c_str(),
+  const std::string label = r.mode.rfind("kernel_", 0) == 0 ? r.mode + " " + r.form : r.mode;
+  std::printf("%-23s %7lld %5lld %11.3f %11.3f %11.3f %12.0f %10.1f %9.2f%s\n", label.c_str(),
               (long long)r.seq_len, (long long)r.batch, r.median_ms, r.p20_ms, r.p80_ms, r.tokens_per_s,
               r.peak_mem_mb, r.gflops, extra.c_str());
   std::fflush(stdout);
+}
+
+// Kernel scope: each form's median vs the recurrent form's at the same (mode, T).
+void print_form_speedups(const std::vector<BenchRow>& rows) {
+  std::map<std::pair<std::string, int64_t>, double> recurrent;
+  for (const auto& r : rows)
+    if (r.form == "recurrent") recurrent[{r.mode, r.seq_len}] = r.median_ms;
+  bool header = false;
+  for (const auto& r : rows) {
+    auto it = recurrent.find({r.mode, r.seq_len});
+    if (r.form == "recurrent" || it == recurrent.end()) continue;
+    if (!header) std::printf("\nspeed-up over the recurrent form (recurrent median / form median):\n");
+    header = true;
+    std::printf("  %-13s T=%-6lld %-10s %.1fx\n", r.mode.c_str(), (long long)r.seq_len, r.form.c_str(),
+                it->second / r.median_ms);
+  }
 }
 
 }  // namespace
@@ -70,7 +96,11 @@ void print_row(const BenchRow& r) {
 void add_bench_command(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   auto* sub = app.add_subcommand("bench", "Measure throughput, latency and peak memory of a model on random tokens");
-  sub->add_option("--model", a->opt.model, "Model family (see `mnemo models`)")->required();
+  sub->add_option("--model", a->opt.model, "Model family (see `mnemo models`)");
+  sub->add_option("--kernel", a->opt.kernel,
+                  "Instead of --model: one kernel op alone on random [B, T, H, D] inputs, every form unless --form; "
+                  "rows get mode kernel_<mode> (ops: " + join_names(KernelOpRegistry::instance().names()) + ")");
+  sub->add_option("--head-dim", a->opt.head_dim, "Kernel scope: head dim D (default d_model / n_heads)");
   sub->add_option("--seq-lens", a->seq_lens, "Comma-separated sequence lengths (decode: prompt lengths)")
       ->capture_default_str();
   sub->add_option("--batch", a->opt.batch, "Batch size")->capture_default_str();
@@ -78,7 +108,8 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--n-layers", a->opt.n_layers, "Number of blocks")->capture_default_str();
   sub->add_option("--n-heads", a->opt.n_heads, "Number of heads")->capture_default_str();
   sub->add_option("--mode", a->modes, "fwd | fwdbwd | decode (comma-separated for several)")->capture_default_str();
-  sub->add_option("--form", a->opt.form, "chunk | recurrent (recurrent families' computation form)");
+  sub->add_option("--form", a->opt.form,
+                  "chunk | recurrent (recurrent families' computation form); with --kernel one of the op's forms");
   sub->add_option("--scope", a->opt.scope,
                   "model (default: the whole language model) | mixer (the first layer's mixer alone on random "
                   "activations; rows get mode mixer_<mode>)");
@@ -97,18 +128,19 @@ void add_bench_command(CLI::App& app) {
     opt.modes = split_list(a->modes);
     opt.set = set_pairs_to_json(a->sets);
     validate(opt);
-    bench_model_config(opt);  // unknown model / keys fail before anything is printed
+    if (opt.kernel.empty()) bench_model_config(opt);  // unknown model / keys fail before anything is printed
     torch::Device device = resolve_bench_device(opt.device);
     std::unique_ptr<ResultsDB> db;
     if (!a->no_db) db = std::make_unique<ResultsDB>(a->db);
 
     std::cout << bench_method_text(opt, device) << "\n";
-    std::printf("%-8s %7s %5s %11s %11s %11s %12s %10s %9s\n", "mode", "T", "B", "median ms", "p20 ms",
+    std::printf("%-23s %7s %5s %11s %11s %11s %12s %10s %9s\n", "mode", "T", "B", "median ms", "p20 ms",
                 "p80 ms", "tokens/s", "peak MB", "GFLOP/s");
     auto rows = run_benchmarks(opt, [&](const BenchRow& r) {
       print_row(r);
       if (db) db->add_bench(r);
     });
+    if (!opt.kernel.empty()) print_form_speedups(rows);
     if (db) std::cout << "\n" << rows.size() << " rows recorded in " << db->path() << "\n";
   });
 }

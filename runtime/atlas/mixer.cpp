@@ -302,14 +302,17 @@ class AtlasMixer : public Mixer {
 
 void register_atlas_hybrids(Registry& r);  // runtime/atlas/hybrid.cpp
 
+// CPU quickstart: dla, swla, omeganet yes (d_model-64 quickstart cell, 1 thread: 20, 21, 22 s). ATLAS no: its chunk
+// form materialises per-token memory weights and runs Newton-Schulz-5 on each (§7.7); that cell ran over 5 minutes
+// at 5-7 GB resident. The ATLAS models' small MQAR runs: configs/mqar_learning_atlas.json.
 void register_atlas_families(Registry& r) {
   r.add_mixer(make_mixer_family<DlaArgs, AtlasMixer>(
-      "dla", "DLA: deep gated linear attention, residual-MLP memory, Hebbian GD + decay (models.md §7.3)", false));
+      "dla", "DLA: deep gated linear attention, residual-MLP memory, Hebbian GD + decay (models.md §7.3)", true));
   r.add_mixer(make_mixer_family<SwlaArgs, AtlasMixer>(
-      "swla", "SWLA: sliding-window (c = 8) Hebbian deep memory (models.md §7.4)", false));
+      "swla", "SWLA: sliding-window (c = 8) Hebbian deep memory (models.md §7.4)", true));
   r.add_mixer(make_mixer_family<OmegaNetArgs, AtlasMixer>(
       "omeganet", "OmegaNet: Omega rule (window c = 8), polynomial features, residual-MLP memory (models.md §7.5)",
-      false));
+      true));
   r.add_mixer(make_mixer_family<AtlasArgs, AtlasMixer>(
       "atlas", "ATLAS: Omega rule optimised by Muon (momentum + Newton-Schulz-5), chunk 16 (models.md §7.7)", false));
   r.add_mixer(make_mixer_family<AtlasPPArgs, AtlasMixer>(

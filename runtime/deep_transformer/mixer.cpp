@@ -133,12 +133,12 @@ struct DOTMixer : KernelMemoryMixer {
 void register_deep_transformer_families(Registry& r) {
   r.add_mixer(make_mixer_family<KernelMemoryArgs, DTMixer>(
       "deep_transformer", "DeepTransformer: Hebbian exp-kernel memory = decayed unnormalised attention (models.md §7.8)",
-      /*cpu_quickstart=*/true));  // measured: 120-step d64 quickstart MQAR cell 27 s on 2 shared cores
-  // swdt (43 s) and dot (30 s) measured above the 30 s quickstart cut-off: not in the CPU quickstart.
+      /*cpu_quickstart=*/true));
+  // All three in the CPU quickstart (d_model-64 quickstart cell, 1 thread: swdt 16 s, dot 12 s).
   r.add_mixer(make_mixer_family<KernelMemoryArgs, SWDTMixer>(
-      "swdt", "SWDT: windowed Hebbian exp-kernel memory, exact blocked attention form (models.md §7.8)", false));
+      "swdt", "SWDT: windowed Hebbian exp-kernel memory, exact blocked attention form (models.md §7.8)", true));
   r.add_mixer(make_mixer_family<KernelMemoryArgs, DOTMixer>(
-      "dot", "DOT: Omega-rule exp-kernel memory in coefficient form, chunked b = 64 (models.md §7.8)", false));
+      "dot", "DOT: Omega-rule exp-kernel memory in coefficient form, chunked b = 64 (models.md §7.8)", true));
 }
 
 }  // namespace mnemo

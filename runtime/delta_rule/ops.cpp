@@ -70,8 +70,17 @@ TensorMap run_gated_delta_rule(const TensorMap& in, const json& params, const st
 }  // namespace
 
 void register_delta_rule_ops(KernelOpRegistry& r) {
-  r.add({"delta_rule", {"recurrent", "chunk"}, run_delta_rule});
-  r.add({"gated_delta_rule", {"recurrent", "chunk"}, run_gated_delta_rule});
+  namespace kb = kernel_bench;
+  r.add({"delta_rule", {"recurrent", "chunk"}, run_delta_rule, [](int64_t B, int64_t T, int64_t H, int64_t D) {
+           return KernelBenchInputs{{{"q", kb::l2_normalized({B, H, T, D})}, {"k", kb::l2_normalized({B, H, T, D})},
+                                     {"v", kb::normal({B, H, T, D})}, {"beta", kb::unit_gate({B, H, T})}}};
+         }});
+  r.add({"gated_delta_rule", {"recurrent", "chunk"}, run_gated_delta_rule,
+         [](int64_t B, int64_t T, int64_t H, int64_t D) {
+           return KernelBenchInputs{{{"q", kb::l2_normalized({B, T, H, D})}, {"k", kb::l2_normalized({B, T, H, D})},
+                                     {"v", kb::normal({B, T, H, D})}, {"beta", kb::unit_gate({B, T, H})},
+                                     {"g", kb::log_decay({B, T, H})}}};
+         }});
 }
 
 }  // namespace mnemo

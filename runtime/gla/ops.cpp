@@ -17,6 +17,12 @@ static TensorMap run_gla(const TensorMap& in, const json& params, const std::str
   return {{"o", r.o}, {"final_state", r.final_state}};
 }
 
-void register_gla_ops(KernelOpRegistry& r) { r.add(KernelOp{"gla", {"recurrent", "chunk"}, run_gla}); }
+void register_gla_ops(KernelOpRegistry& r) {
+  r.add(KernelOp{"gla", {"recurrent", "chunk"}, run_gla, [](int64_t B, int64_t T, int64_t H, int64_t D) {
+                   namespace kb = kernel_bench;
+                   return KernelBenchInputs{{{"q", kb::normal({B, T, H, D})}, {"k", kb::normal({B, T, H, D})},
+                                             {"v", kb::normal({B, T, H, D})}, {"gk", kb::log_decay({B, T, H, D})}}};
+                 }});
+}
 
 }  // namespace mnemo

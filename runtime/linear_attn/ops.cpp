@@ -29,11 +29,18 @@ static TensorMap run_linear_attn(const std::string& op, bool normalize, const Te
 void register_linear_attn_ops(KernelOpRegistry& r) {
   for (bool normalize : {false, true}) {
     const std::string name = normalize ? "linear_attn_norm" : "linear_attn";
-    r.add(KernelOp{name, {"recurrent", "chunk"},
-                   [name, normalize](const TensorMap& in, const json& params, const std::string& form,
-                                     int64_t chunk_size) {
-                     return run_linear_attn(name, normalize, in, params, form, chunk_size);
-                   }});
+    KernelOp op{name, {"recurrent", "chunk"},
+                [name, normalize](const TensorMap& in, const json& params, const std::string& form,
+                                  int64_t chunk_size) {
+                  return run_linear_attn(name, normalize, in, params, form, chunk_size);
+                }};
+    op.random_inputs = [normalize](int64_t B, int64_t T, int64_t H, int64_t D) {
+      namespace kb = kernel_bench;
+      auto q = kb::normal({B, T, H, D}), k = kb::normal({B, T, H, D});
+      if (normalize) q = torch::elu(q) + 1, k = torch::elu(k) + 1;  // the fixture's feature map
+      return KernelBenchInputs{{{"q", q}, {"k", k}, {"v", kb::normal({B, T, H, D})}}};
+    };
+    r.add(std::move(op));
   }
 }
 

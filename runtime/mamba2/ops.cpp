@@ -17,7 +17,15 @@ static TensorMap run_mamba2_ssd(const TensorMap& in, const json& params, const s
 }
 
 void register_mamba2_ops(KernelOpRegistry& r) {
-  r.add(KernelOp{"mamba2_ssd", {"recurrent", "chunk"}, run_mamba2_ssd});
+  // Bench inputs: B/C per head (the op's layout), d_state = head dim = D, dt = softplus(N(-2, 1)).
+  r.add(KernelOp{"mamba2_ssd", {"recurrent", "chunk"}, run_mamba2_ssd, [](int64_t B, int64_t T, int64_t H, int64_t D) {
+                   namespace kb = kernel_bench;
+                   return KernelBenchInputs{{{"x", kb::normal({B, T, H, D})},
+                                             {"dt", torch::softplus(kb::normal({B, T, H}) - 2.0)},
+                                             {"A", -torch::exp(kb::normal({H}) * 0.5)},
+                                             {"B", kb::normal({B, T, H, D})},
+                                             {"C", kb::normal({B, T, H, D})}}};
+                 }});
 }
 
 }  // namespace mnemo

@@ -16,6 +16,13 @@ namespace mnemo {
 
 using TensorMap = std::map<std::string, torch::Tensor>;
 
+// Inputs for `mnemo bench --kernel OP`: random fp32 tensors in the op's fixture layout and value ranges
+// (normalised keys, log decays <= 0, gates in (0, 1), ...) plus the params the op reads.
+struct KernelBenchInputs {
+  TensorMap inputs;
+  json params = json::object();
+};
+
 struct KernelOp {
   std::string name;                // fixture "op" field, e.g. "gated_delta_rule"
   std::vector<std::string> forms;  // e.g. {"recurrent", "chunk"}
@@ -24,7 +31,20 @@ struct KernelOp {
   std::function<TensorMap(const TensorMap& inputs, const json& params, const std::string& form,
                           int64_t chunk_size)>
       run;
+  // batch B, length T, heads H, head dim D -> random inputs (bench); empty when the op has none.
+  std::function<KernelBenchInputs(int64_t B, int64_t T, int64_t H, int64_t D)> random_inputs;
 };
+
+// Building blocks of the ops' random_inputs (fp32, from torch's global generator).
+namespace kernel_bench {
+inline torch::Tensor normal(at::IntArrayRef shape) { return torch::randn(shape); }
+inline torch::Tensor l2_normalized(at::IntArrayRef shape) {
+  auto x = torch::randn(shape);
+  return x / x.norm(2, -1, true).clamp_min(1e-6);
+}
+inline torch::Tensor log_decay(at::IntArrayRef shape) { return torch::log_sigmoid(torch::randn(shape) + 3.0); }
+inline torch::Tensor unit_gate(at::IntArrayRef shape) { return torch::sigmoid(torch::randn(shape)); }
+}  // namespace kernel_bench
 
 class KernelOpRegistry {
  public:

@@ -34,8 +34,15 @@ static TensorMap run_retention(const TensorMap& in, const json& params, const st
 }
 
 void register_retnet_ops(KernelOpRegistry& r) {
-  r.add(KernelOp{"simple_gla", {"recurrent", "chunk"}, run_simple_gla});
-  r.add(KernelOp{"retention", {"recurrent", "chunk"}, run_retention});
+  namespace kb = kernel_bench;
+  r.add(KernelOp{"simple_gla", {"recurrent", "chunk"}, run_simple_gla, [](int64_t B, int64_t T, int64_t H, int64_t D) {
+                   return KernelBenchInputs{{{"q", kb::normal({B, T, H, D})}, {"k", kb::normal({B, T, H, D})},
+                                             {"v", kb::normal({B, T, H, D})}, {"g", kb::log_decay({B, T, H})}}};
+                 }});
+  r.add(KernelOp{"retention", {"recurrent", "chunk"}, run_retention, [](int64_t B, int64_t T, int64_t H, int64_t D) {
+                   return KernelBenchInputs{{{"q", kb::normal({B, H, T, D})}, {"k", kb::normal({B, H, T, D})},
+                                             {"v", kb::normal({B, H, T, D})}}};
+                 }});
 }
 
 }  // namespace mnemo

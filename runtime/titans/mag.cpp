@@ -75,7 +75,7 @@ class TitansMagMixer : public MagMixerBase {
 void register_titans_mag(Registry& r) {
   r.add_mixer(make_mixer_family<TitansMagArgs, TitansMagMixer>(
       "titans_mag", "Titans MAG: SWA (prefix always visible) gated by the LMM branch (models.md §5.7)",
-      /*cpu_quickstart=*/false));
+      /*cpu_quickstart=*/true));  // d64 quickstart cell: 30 s (1 thread)
 }
 
 }  // namespace mnemo

@@ -137,6 +137,16 @@ TensorMap run_titans(const TensorMap& in, const json& params, const std::string&
 
 }  // namespace
 
-void register_titans_ops(KernelOpRegistry& r) { r.add({"titans", {"recurrent", "dual"}, run_titans}); }
+void register_titans_ops(KernelOpRegistry& r) {
+  // Bench inputs: theta, alpha, eta ~ U(0, 1) (the fixture's range), w = 1, b = 0, chunk 16.
+  r.add({"titans", {"recurrent", "dual"}, run_titans, [](int64_t B, int64_t T, int64_t H, int64_t D) {
+           namespace kb = kernel_bench;
+           return KernelBenchInputs{{{"q", kb::normal({B, T, H, D})}, {"k", kb::normal({B, T, H, D})},
+                                     {"v", kb::normal({B, T, H, D})}, {"w", torch::ones({H, D})},
+                                     {"b", torch::zeros({H, D})}, {"theta", torch::rand({B, T, H, 1})},
+                                     {"alpha", torch::rand({B, T, H, 1})}, {"eta", torch::rand({B, T, H, 1})}},
+                                    {{"chunk_size", 16}}};
+         }});
+}
 
 }  // namespace mnemo

@@ -182,10 +182,8 @@ void register_ttt_families(Registry& r) {
       "ttt_linear", "TTT-Linear: linear inner model + LN, mini-batch GD dual form (models.md §4.10)"));
   r.add_mixer(make_mixer_family<TTTMLPArgs, TTTMixer>(
       "ttt_mlp", "TTT-MLP: 2-layer GELU inner MLP + LN, mini-batch GD dual form (models.md §4.10)",
-      // Not in the CPU quickstart: since the ttt_gelu backward fix it trains at lr 3e-3 (d_model 64, 120 steps:
-      // best test acc 0.175, grad norm <= 2.2), but that cell took 42 s wall (40.7 s CPU, 1 thread, loaded
-      // 2-core machine), at the ~40 s cut-off rather than under it; d_model 128 is slower.
-      /*cpu_quickstart=*/false));
+      // In the CPU quickstart (d_model-64 quickstart cell, 1 thread: 28 s).
+      /*cpu_quickstart=*/true));
 }
 
 }  // namespace mnemo

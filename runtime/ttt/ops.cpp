@@ -60,6 +60,15 @@ TensorMap run_ttt_linear(const TensorMap& in, const json& params, const std::str
 
 }  // namespace
 
-void register_ttt_ops(KernelOpRegistry& r) { r.add({"ttt_linear", {"recurrent", "dual"}, run_ttt_linear}); }
+void register_ttt_ops(KernelOpRegistry& r) {
+  // Bench inputs: inner LN affine w = 1, b = 0, eta ~ U(0, 0.1) (the fixture's range), mini-batch 16.
+  r.add({"ttt_linear", {"recurrent", "dual"}, run_ttt_linear, [](int64_t B, int64_t T, int64_t H, int64_t D) {
+           namespace kb = kernel_bench;
+           return KernelBenchInputs{{{"q", kb::normal({B, T, H, D})}, {"k", kb::normal({B, T, H, D})},
+                                     {"v", kb::normal({B, T, H, D})}, {"w", torch::ones({H, D})},
+                                     {"b", torch::zeros({H, D})}, {"eta", torch::rand({B, T, H, 1}) * 0.1}},
+                                    {{"mini_batch_size", 16}}};
+         }});
+}
 
 }  // namespace mnemo
