@@ -12,7 +12,8 @@ namespace mnemo {
 
 namespace {
 
-const std::vector<std::string> kModeOrder = {"fwd", "fwdbwd", "decode", "mixer_fwd", "mixer_fwdbwd", "mixer_decode"};
+const std::vector<std::string> kModeOrder = {"fwd",          "fwdbwd",       "decode",     "mixer_fwd",
+                                             "mixer_fwdbwd", "mixer_decode", "kernel_fwd", "kernel_fwdbwd"};
 
 std::string mode_title(const std::string& mode) {
   if (mode == "fwd") return "fwd: forward, no grad";
@@ -21,6 +22,8 @@ std::string mode_title(const std::string& mode) {
   if (mode == "mixer_fwd") return "mixer_fwd: first-layer mixer alone, forward";
   if (mode == "mixer_fwdbwd") return "mixer_fwdbwd: first-layer mixer alone, forward + backward";
   if (mode == "mixer_decode") return "mixer_decode: first-layer mixer alone, per decoded token";
+  if (mode == "kernel_fwd") return "kernel_fwd: one kernel op alone (bench --kernel), forward";
+  if (mode == "kernel_fwdbwd") return "kernel_fwdbwd: one kernel op alone, forward + backward";
   return mode;
 }
 
@@ -112,7 +115,8 @@ void bench_section(ReportContext& ctx) {
             "fwd and fwdbwd; for decode, T is the prompt length and tokens/s = batch / median "
             "per-token decode time. Peak memory: CPU = growth of the process's peak resident set "
             "(VmHWM) during the measurement, CUDA = max_memory_allocated. The latest row of each "
-            "configuration is shown.\n\n";
+            "configuration is shown. Rows of `bench --kernel` (modes kernel_*) time one kernel op on random "
+            "inputs [B, T, heads, head dim] in each of its forms; their d_model is heads x head dim.\n\n";
 
   // Where the numbers come from.
   std::set<std::tuple<std::string, std::string, int64_t, std::string, std::string, std::string, std::string>> machines;
