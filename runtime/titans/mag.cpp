@@ -19,30 +19,12 @@ LmmCoreOptions titans_core_options(const std::string& family, const MixerContext
 
 namespace {
 
-struct TitansMagArgs {
-  int64_t num_heads = 0;
-  int64_t head_dim = 0;
-  int64_t memory_depth = 2;
-  int64_t expansion = 4;
-  int64_t chunk_size = 64;
-  int64_t n_persistent = 4;
-  bool use_momentum = true;
-  bool use_decay = true;
-  bool use_conv = true;
-  int64_t conv_size = 4;
-  double alpha_bias = -6.0;
-  double eta_bias = 2.0;
-  double theta_bias = 0.0;
-  double theta_max = 0.1;
-  std::string form = "chunk";
+struct TitansMagArgs : TitansLmmArgs {
   int64_t window = 2048;  // SWA window W (keys (t-W, t], plus the prefix)
   double rope_theta = 10000.0;
   int64_t q_block = 256;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TitansMagArgs, num_heads, head_dim, memory_depth, expansion,
-                                                chunk_size, n_persistent, use_momentum, use_decay, use_conv,
-                                                conv_size, alpha_bias, eta_bias, theta_bias, theta_max, form, window,
-                                                rope_theta, q_block)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TitansMagArgs, TITANS_LMM_ARG_NAMES, window, rope_theta, q_block)
 
 class TitansMagMixer : public MagMixerBase {
  public:

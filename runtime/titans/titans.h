@@ -10,6 +10,8 @@
 
 #include <string>
 
+#include "runtime/common.h"
+
 #include "runtime/deep_memory/memory.h"
 #include "runtime/layers.h"
 #include "runtime/mixer.h"
@@ -87,5 +89,27 @@ torch::Tensor titans_attention(const torch::Tensor& q, const torch::Tensor& qpos
 // State helpers: int64 counters stored as 0-d tensors.
 int64_t titans_state_int(LayerState* state, const std::string& key);
 void titans_set_state_int(LayerState* state, const std::string& key, int64_t value);
+
+// The titans_lmm mixer's arguments (§5.2, §5.5 defaults); titans_mag / titans_mac extend them.
+struct TitansLmmArgs {
+  int64_t num_heads = 0;     // 0: the model's n_heads
+  int64_t head_dim = 0;      // d_k = d_v; 0: d_model / heads
+  int64_t memory_depth = 2;  // L_M: 1 linear memory, 2 residual MLP (§5.1)
+  int64_t expansion = 4;     // MLP hidden = expansion · d_h (§2.8)
+  int64_t chunk_size = 64;   // b: a model hyper-parameter for deep memories (§1.4)
+  int64_t n_persistent = 4;  // N_p persistent tokens per layer (§5.5)
+  bool use_momentum = true;  // false: η ≡ 0 (Titans--)
+  bool use_decay = true;     // false: α ≡ 0
+  bool use_conv = true;      // Conv4 + SiLU on q, k, v
+  int64_t conv_size = 4;
+  double alpha_bias = -6.0;  // α = σ(x w_α + b_α) (§5.2)
+  double eta_bias = 2.0;     // η = σ(x w_η + b_η)
+  double theta_bias = 0.0;   // θ = θ_max σ(x w_θ + b_θ)
+  double theta_max = 0.1;
+  std::string form = "chunk";  // "chunk" | "recurrent" (same function; decode steps are recurrent)
+};
+#define TITANS_LMM_ARG_NAMES                                                                                \
+  num_heads, head_dim, memory_depth, expansion, chunk_size, n_persistent, use_momentum, use_decay, use_conv, \
+      conv_size, alpha_bias, eta_bias, theta_bias, theta_max, form
 
 }  // namespace mnemo
