@@ -13,9 +13,10 @@ namespace mnemo::cli {
 
 // The built-in sweep: MQAR L = 64, 4 key-value pairs, V = 128 (Zoology semantics), fresh examples
 // every step, d_model in {64, 128} (4 heads), 2 layers, 120 steps of 32 sequences at one lr.
-// Sized to finish in about 10 minutes on 2 cores for every CPU-feasible family; a model that has
-// not learned the task in 120 steps shows near-chance accuracy: this is a smoke sweep that
-// exercises every family end to end, not a converged comparison (configs/mqar_zoology_small.json is).
+// About 15 minutes on 2 cores for every CPU-feasible family (58 cells: 912 s measured). A model that
+// has not learned the task in 120 steps shows near-chance accuracy: this is a smoke sweep that exercises
+// every family end to end, not a converged comparison (configs/mqar_zoology_small.json is; whether each
+// family learns MQAR at all: configs/mqar_learning.json).
 json quickstart_sweep(const std::vector<std::string>& models) {
   return {{"name", "quickstart"},
           {"base",
