@@ -102,6 +102,29 @@ TEST_CASE("simple_gla chunk form stays finite under strong decay", "[linear1][re
   }
 }
 
+TEST_CASE("simple_gla: factorised and masked-difference decays both equal the recurrence, with gradients",
+          "[linear1][retnet]") {
+  // Per-step log decay -4 over a 64-token chunk: span 256, within fp64's factorisation limit (factors up
+  // to e^256); -6: span 384, beyond it, so the masked-difference form runs.
+  torch::manual_seed(5);
+  for (double per_step : {-4.0, -6.0}) {
+    INFO("log decay per step " << per_step);
+    auto c = make_case(100);
+    auto g = torch::full_like(c.g, per_step) + 0.1 * torch::rand_like(c.g);
+    auto b = torch::cumsum(to_chunks(g, 64), -1);
+    CHECK(decay_factorisable(b) == (per_step > -5.0));
+    auto run = [&](bool chunked) -> KernelFn {
+      return [=](const std::vector<torch::Tensor>& in) {
+        auto r = chunked ? simple_gla_chunk(in[0], in[1], in[2], in[3], 0.4, in[4], 64)
+                         : simple_gla_recurrent(in[0], in[1], in[2], in[3], 0.4, in[4]);
+        return std::vector<torch::Tensor>{r.o, r.final_state};
+      };
+    };
+    require_same_outputs_and_grads(run(false), run(true), {c.q, c.k, c.v, g, c.s0},
+                                   {"q", "k", "v", "g", "initial_state"});
+  }
+}
+
 TEST_CASE("retnet mixer: decode token by token == full forward", "[linear1][retnet][mixer]") {
   CHECK(mixer_decode_error("retnet", json::object(), torch::kFloat64) < 1e-10);
   CHECK(mixer_decode_error("retnet", {{"form", "recurrent"}}, torch::kFloat64) < 1e-10);

@@ -18,24 +18,6 @@
 
 namespace mnemo {
 
-namespace {
-
-// [B, T, H, ...] -> [B, H, N, C, ...] with T zero-padded to N*C.
-torch::Tensor to_chunks(const torch::Tensor& x, int64_t n_chunks, int64_t chunk) {
-  auto t = x.transpose(1, 2);  // [B, H, T, ...]
-  const int64_t pad = n_chunks * chunk - t.size(2);
-  if (pad > 0) {
-    std::vector<int64_t> padding(2 * (t.dim() - 2), 0);  // last dim first, (left, right) pairs
-    padding[padding.size() - 1] = pad;                  // right-pad the time dimension
-    t = torch::constant_pad_nd(t, padding, 0);
-  }
-  std::vector<int64_t> shape = {t.size(0), t.size(1), n_chunks, chunk};
-  for (int64_t d = 3; d < t.dim(); ++d) shape.push_back(t.size(d));
-  return t.reshape(shape);
-}
-
-}  // namespace
-
 DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  const torch::Tensor& beta, const torch::Tensor& g,
                                  const torch::Tensor& initial_state, double scale, int64_t chunk_size) {
@@ -49,17 +31,17 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
 
   const int64_t C = std::min(chunk_size, T);
   const int64_t N = (T + C - 1) / C;
-  auto Q = to_chunks(q.to(dt) * scale, N, C);  // [B, H, N, C, K]
-  auto Kc = to_chunks(k.to(dt), N, C);         // [B, H, N, C, K]
-  auto Vc = to_chunks(v.to(dt), N, C);         // [B, H, N, C, V]
-  auto beta_c = to_chunks(beta.to(dt), N, C).unsqueeze(-1);  // [B, H, N, C, 1]
+  auto Q = to_chunks(q.to(dt) * scale, C);  // [B, H, N, C, K]
+  auto Kc = to_chunks(k.to(dt), C);         // [B, H, N, C, K]
+  auto Vc = to_chunks(v.to(dt), C);         // [B, H, N, C, V]
+  auto beta_c = to_chunks(beta.to(dt), C).unsqueeze(-1);  // [B, H, N, C, 1]
 
   auto Kb = Kc * beta_c;                         // diag(β) K
   auto KKb = torch::matmul(Kb, Kc.transpose(-1, -2));  // β_i k_i·k_j
   auto QK = torch::matmul(Q, Kc.transpose(-1, -2));
   torch::Tensor L, rhs_k, P, Q_in, K_out, chunk_decay;
   if (g.defined()) {
-    auto b = to_chunks(g.to(dt), N, C).cumsum(-1);  // [B, H, N, C]
+    auto b = to_chunks(g.to(dt), C).cumsum(-1);  // [B, H, N, C]
     // Differences are <= 0 in exact arithmetic (g <= 0); the clamp removes rounding (§12.3) and
     // keeps every exp finite (<= 1), so zeroing the upper triangle after exp (tril) gives the
     // values of masking the exponent with −inf, without the slow boolean masked_fill.

@@ -63,6 +63,13 @@ torch::Tensor from_chunks(const torch::Tensor& y, int64_t T) {
   return p.reshape(merged).slice(1, 0, T);
 }
 
+bool decay_factorisable(const torch::Tensor& b_cum) {
+  if (b_cum.numel() == 0) return true;
+  const double limit = b_cum.scalar_type() == torch::kFloat64 ? 300.0 : 40.0;
+  const double span = b_cum.detach().abs().max().item<double>();
+  return span <= limit;  // false for NaN
+}
+
 torch::Tensor causal_mask(int64_t n, const torch::Device& device, bool strict) {
   auto opts = torch::TensorOptions().dtype(torch::kBool).device(device);
   return torch::ones({n, n}, opts).tril(strict ? -1 : 0);

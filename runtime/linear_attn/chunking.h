@@ -48,6 +48,13 @@ inline torch::Tensor tril_fresh(torch::Tensor t, int64_t diagonal = 0) {
   return recording_grad() ? t.tril(diagonal) : t.tril_(diagonal);
 }
 
+// Reference-row factorisation of in-chunk decays (spec §12 rules 3–4). With b the in-chunk inclusive
+// cumulative log decay (b <= 0), e^{b_i − b_j} = e^{b_i} · e^{−b_j}, so a decayed score matrix is one
+// matmul (Q ⊙ e^{b}) (K ⊙ e^{−b})ᵀ masked after the product, with no [C, C] exponent. Every factor lies
+// in [e^{−span}, e^{span}], span = max |b|; true when the span is at most 40 (fp32/lower) or 300 (fp64),
+// far from overflow and underflow. Kernels use the masked-difference form otherwise.
+bool decay_factorisable(const torch::Tensor& b_cum);
+
 // Lower-triangular (incl. diagonal) boolean mask [n, n]; `strict` excludes the diagonal.
 torch::Tensor causal_mask(int64_t n, const torch::Device& device, bool strict = false);
 

@@ -60,10 +60,11 @@ RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Te
     return t.view({Bn, G, hpg, n_chunks, L}).permute({0, 1, 3, 4, 2}).unsqueeze(-1);
   };
 
-  // 1. Diagonal blocks: (C Bᵀ ⊙ L_h) X_h, with C Bᵀ once per group. exp(segsum) is finite below the
-  //    diagonal; the strictly upper part (segsum 0 there after the masked cumsum) is zeroed after exp.
-  auto seg = torch::cumsum(tril_fresh(a.unsqueeze(-1).expand({Bn, H, n_chunks, L, L}).clone(), -1), -2);
-  auto decay_matrix = tril_fresh(recording_grad() ? seg.exp() : seg.exp_());  // [B, H, n, L, L]
+  // 1. Diagonal blocks: (C Bᵀ ⊙ L_h) X_h, with C Bᵀ once per group and L_ij = exp(a_cum_i − a_cum_j)
+  //    for i >= j. The differences are clamped to <= 0 (§12 rule 3), so every exp is finite and the
+  //    upper triangle is zeroed after exp: the values of segsum's masked exp, without its [L, L] cumsum.
+  auto diff = (a_cum.unsqueeze(-1) - a_cum.unsqueeze(-2)).clamp_max(0.0);
+  auto decay_matrix = tril_fresh(recording_grad() ? diff.exp() : diff.exp_());  // [B, H, n, L, L]
   auto CB = torch::matmul(Cc, Bc.transpose(-1, -2));                     // [B, G, n, L, L]
   auto M = CB.unsqueeze(2) * decay_matrix.view({Bn, G, hpg, n_chunks, L, L});
   auto Y_diag = torch::matmul(M.view({Bn, H, n_chunks, L, L}), X);       // [B, H, n, L, P]

@@ -20,15 +20,24 @@ RecurrentResult simple_gla_chunk(const torch::Tensor& q, const torch::Tensor& k,
   const int64_t N = b.size(2);
   auto b_last = b.narrow(-1, C - 1, 1);                                    // [B, H, N, 1]
 
-  // Γ_ij = exp(b_i − b_j) for i >= j, 0 above the diagonal. The differences are clamped to <= 0
-  // before exp, so every entry is finite (<= 1) and zeroing the upper triangle after exp (tril_)
-  // gives exactly the values of masking with −inf before exp, without the slow masked_fill.
-  auto diff = (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0);
-  auto gamma = tril_fresh(recording_grad() ? diff.exp() : diff.exp_());
-  auto scores = torch::matmul(Q, Kc.transpose(-1, -2));
-  auto intra = torch::matmul(recording_grad() ? scores * gamma : scores.mul_(gamma), Vc);
-  auto q_decayed = Q * b.exp().unsqueeze(-1);                         // e^{b_i} <= 1
-  auto k_decayed = Kc * (b_last - b).clamp_max(0.0).exp().unsqueeze(-1);  // e^{b_C − b_j} <= 1
+  // Intra-chunk A = (Q Kᵀ) ⊙ Γ, Γ_ij = e^{b_i − b_j} for i >= j. Factorised (chunking.h) when the
+  // decay span allows: Γ's rows and columns scale Q and K, and the one matmul is masked afterwards.
+  // Otherwise Γ from differences clamped to <= 0 before exp, so every entry is finite (<= 1) and
+  // zeroing the upper triangle after exp (tril_) gives exactly the values of masking with −inf.
+  auto q_decayed = Q * b.exp().unsqueeze(-1);  // e^{b_i} <= 1
+  torch::Tensor scores, k_decayed;
+  if (decay_factorisable(b)) {
+    auto k_grown = Kc * (-b).exp().unsqueeze(-1);  // e^{−b_j} <= e^{span}
+    scores = tril_fresh(torch::matmul(q_decayed, k_grown.transpose(-1, -2)));
+    k_decayed = k_grown * b_last.exp().unsqueeze(-1);  // e^{b_C − b_j} <= 1
+  } else {
+    auto diff = (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0);
+    auto gamma = tril_fresh(recording_grad() ? diff.exp() : diff.exp_());
+    scores = torch::matmul(Q, Kc.transpose(-1, -2));
+    scores = recording_grad() ? scores * gamma : scores.mul_(gamma);
+    k_decayed = Kc * (b_last - b).clamp_max(0.0).exp().unsqueeze(-1);
+  }
+  auto intra = torch::matmul(scores, Vc);
   auto kv = torch::matmul(k_decayed.transpose(-1, -2), Vc);           // [B, H, N, K, V]
   auto chunk_decay = b_last.exp().unsqueeze(-1);                      // [B, H, N, 1, 1]
 
