@@ -110,6 +110,33 @@ TEST_CASE("mamba2_ssd chunk form stays finite under strong decay", "[linear1][ma
   }
 }
 
+TEST_CASE("mamba2_ssd grouped chunk form, factorised and masked-difference decays, == recurrent with gradients",
+          "[linear1][mamba2]") {
+  // 4 heads sharing 2 B/C groups; dt scale 1 keeps the in-chunk decay span small (factorised form),
+  // dt scale 60 pushes it past fp64's limit of 300 (masked differences).
+  torch::manual_seed(5);
+  const int64_t G = 2, H = 4;
+  auto c = make_case(100, 2, H);
+  auto Bg = f64({2, 100, G, 8}), Cg = f64({2, 100, G, 8});
+  for (double dt_scale : {1.0, 60.0}) {
+    INFO("dt scale " << dt_scale);
+    auto dt = c.dt * dt_scale;
+    auto a_cum = torch::cumsum(to_chunks(c.A.view({1, 1, -1}) * dt, 64), -1);
+    CHECK(decay_factorisable(a_cum) == (dt_scale == 1.0));
+    auto reference = [&](const std::vector<torch::Tensor>& in) {
+      auto r = mamba2_ssd_recurrent(in[0], in[1], in[2], in[3].repeat_interleave(H / G, 2),
+                                    in[4].repeat_interleave(H / G, 2), in[5]);
+      return std::vector<torch::Tensor>{r.o, r.final_state};
+    };
+    auto chunked = [&](const std::vector<torch::Tensor>& in) {
+      auto r = mamba2_ssd_chunk_grouped(in[0], in[1], in[2], in[3], in[4], in[5], 64);
+      return std::vector<torch::Tensor>{r.o, r.final_state};
+    };
+    require_same_outputs_and_grads(reference, chunked, {c.x, dt, c.A, Bg, Cg, c.s0},
+                                   {"x", "dt", "A", "B", "C", "initial_state"});
+  }
+}
+
 TEST_CASE("mamba2_ssd kernels reject bad shapes with a clear error", "[linear1][mamba2]") {
   auto c = make_case(5);
   CHECK_THROWS_WITH(mamba2_ssd_chunk(c.x, c.dt, c.A.slice(0, 0, 1), c.B, c.C), Catch::Contains("'A'"));

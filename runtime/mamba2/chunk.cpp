@@ -48,7 +48,6 @@ RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Te
   const int64_t L = std::min(chunk_size, T);
   auto dtf = dt.to(ct);
   auto Xt = x.to(ct) * dtf.unsqueeze(-1);                                 // [B, T, H, P]
-  auto X = to_chunks(Xt, L);                                              // [B, H, n, L, P]
   auto Xg = to_chunks(Xt.reshape({Bn, T, G, hpg * P}), L);                   // [B, G, n, L, hpg·P]
   auto a = to_chunks(A.to(ct).view({1, 1, H}) * dtf, L);                 // [B, H, n, L]
   auto Bc = to_chunks(B.to(ct), L), Cc = to_chunks(C.to(ct), L);         // [B, G, n, L, N]
@@ -60,23 +59,38 @@ RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Te
     return t.view({Bn, G, hpg, n_chunks, L}).permute({0, 1, 3, 4, 2}).unsqueeze(-1);
   };
 
-  // 1. Diagonal blocks: (C Bᵀ ⊙ L_h) X_h, with C Bᵀ once per group and L_ij = exp(a_cum_i − a_cum_j)
-  //    for i >= j. The differences are clamped to <= 0 (§12 rule 3), so every exp is finite and the
-  //    upper triangle is zeroed after exp: the values of segsum's masked exp, without its [L, L] cumsum.
-  auto diff = (a_cum.unsqueeze(-1) - a_cum.unsqueeze(-2)).clamp_max(0.0);
-  auto decay_matrix = tril_fresh(recording_grad() ? diff.exp() : diff.exp_());  // [B, H, n, L, L]
-  auto CB = torch::matmul(Cc, Bc.transpose(-1, -2));                     // [B, G, n, L, L]
-  auto M = CB.unsqueeze(2) * decay_matrix.view({Bn, G, hpg, n_chunks, L, L});
-  auto Y_diag = torch::matmul(M.view({Bn, H, n_chunks, L, L}), X);       // [B, H, n, L, P]
-  // 2. Each chunk's own contribution to the state at its end, Σ_j e^{a_C − a_j} X_jᵀ B_j, for all
-  //    heads of a group in one matmul: [hpg·P, L] @ [L, N].
-  auto decay_to_end = per_group_rows((a_last - a_cum).clamp_max(0.0).exp());  // [B, G, n, L, hpg, 1]
-  auto Xd = (Xg.view({Bn, G, n_chunks, L, hpg, P}) * decay_to_end).view({Bn, G, n_chunks, L, hpg * P});
-  auto chunk_states = torch::matmul(Xd.transpose(-1, -2), Bc)            // [B, G, n, hpg·P, N]
-                          .view({Bn, G, n_chunks, hpg, P, N});
-  // 3. Inter-chunk recurrence on the states; starts[:, :, c] = state before chunk c.
+  // Y = Y_diag + Y_off in the group layout [B, G, n, L, hpg, P]: Y_diag from (C Bᵀ ⊙ L_h) X_h inside
+  // each chunk, L_ij = e^{a_cum_i − a_cum_j} (i >= j); Y_off_i = e^{a_cum_i} C_i Hsᵀ from the state at
+  // the chunk start. chunk_states: each chunk's own contribution to the state at its end,
+  // Σ_j e^{a_C − a_j} X_jᵀ B_j, for all heads of a group in one matmul: [hpg·P, L] @ [L, N].
+  auto CB = torch::matmul(Cc, Bc.transpose(-1, -2));  // [B, G, n, L, L], once per group
+  auto row_scale = per_group_rows(a_cum.exp());       // e^{a_cum_i} <= 1, [B, G, n, L, hpg, 1]
+  torch::Tensor Y_diag, chunk_states;  // Y_diag still without e^{a_cum_i} when factorised
+  const bool factorised = decay_factorisable(a_cum);
+  if (factorised) {
+    // L_ij = e^{a_cum_i} e^{−a_cum_j} (chunking.h): rows of X scaled by e^{−a_cum_j}, one matmul per
+    // group with tril(C Bᵀ) for all its heads; e^{a_cum_i} is applied with Y_off's row scale below.
+    auto Xs = (Xg.view({Bn, G, n_chunks, L, hpg, P}) * per_group_rows((-a_cum).exp()))
+                  .view({Bn, G, n_chunks, L, hpg * P});
+    Y_diag = torch::matmul(tril_fresh(CB), Xs).view({Bn, G, n_chunks, L, hpg, P});
+    chunk_states = torch::matmul(Xs.transpose(-1, -2), Bc).view({Bn, G, n_chunks, hpg, P, N}) *
+                   a_last.exp().view({Bn, G, hpg, n_chunks, 1, 1}).transpose(2, 3);
+  } else {
+    // L from differences clamped to <= 0 (§12 rule 3): every exp is finite and the upper triangle is
+    // zeroed after exp, the values of segsum's masked exp.
+    auto diff = (a_cum.unsqueeze(-1) - a_cum.unsqueeze(-2)).clamp_max(0.0);
+    auto decay_matrix = tril_fresh(recording_grad() ? diff.exp() : diff.exp_());  // [B, H, n, L, L]
+    auto M = CB.unsqueeze(2) * decay_matrix.view({Bn, G, hpg, n_chunks, L, L});
+    Y_diag = torch::matmul(M.view({Bn, H, n_chunks, L, L}), to_chunks(Xt, L))  // [B, H, n, L, P]
+                 .view({Bn, G, hpg, n_chunks, L, P})
+                 .permute({0, 1, 3, 4, 2, 5});
+    auto decay_to_end = per_group_rows((a_last - a_cum).clamp_max(0.0).exp());  // [B, G, n, L, hpg, 1]
+    auto Xd = (Xg.view({Bn, G, n_chunks, L, hpg, P}) * decay_to_end).view({Bn, G, n_chunks, L, hpg * P});
+    chunk_states = torch::matmul(Xd.transpose(-1, -2), Bc).view({Bn, G, n_chunks, hpg, P, N});
+  }
+  // Inter-chunk recurrence on the states; starts[:, :, c] = state before chunk c.
   auto chunk_decay = a_last.exp().view({Bn, G, hpg, n_chunks, 1, 1});
-  auto Hs = initial_state.defined() ? initial_state.to(ct) : torch::zeros({Bn, H, P, N}, X.options());
+  auto Hs = initial_state.defined() ? initial_state.to(ct) : torch::zeros({Bn, H, P, N}, Xg.options());
   auto Hs_g = Hs.view({Bn, G, hpg, P, N});
   std::vector<torch::Tensor> starts;
   starts.reserve(n_chunks);
@@ -84,13 +98,13 @@ RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Te
     starts.push_back(Hs_g);
     Hs_g = chunk_decay.select(3, c) * Hs_g + chunk_states.select(2, c);
   }
-  // 4. Outputs from the state at each chunk start: y_t = e^{a_cum,t} (C_t Hsᵀ), one matmul per group
-  //    over its heads ([L, N] @ [N, hpg·P]); the row scale is applied after the product.
+  // Y_off before its row scale: C_t Hsᵀ, one matmul per group over its heads ([L, N] @ [N, hpg·P]).
   auto S = torch::stack(starts, 2).view({Bn, G, n_chunks, hpg * P, N});
-  auto Y_off = torch::matmul(Cc, S.transpose(-1, -2)).view({Bn, G, n_chunks, L, hpg, P});
-  Y_off = Y_off * per_group_rows(a_cum.exp());                             // [B, G, n, L, hpg, P]
-  auto y_off = Y_off.permute({0, 2, 3, 1, 4, 5}).reshape({Bn, n_chunks * L, H, P}).narrow(1, 0, T);
-  auto y = from_chunks(Y_diag, T) + y_off;
+  auto Y = torch::matmul(Cc, S.transpose(-1, -2)).view({Bn, G, n_chunks, L, hpg, P});
+  if (factorised) Y.add_(Y_diag);
+  Y = recording_grad() ? Y * row_scale : Y.mul_(row_scale);
+  if (!factorised) Y = Y + Y_diag;
+  auto y = Y.permute({0, 2, 3, 1, 4, 5}).reshape({Bn, n_chunks * L, H, P}).narrow(1, 0, T);
   return {y.to(x.scalar_type()), Hs_g.reshape({Bn, H, P, N})};
 }
 
