@@ -121,3 +121,30 @@ TEST_CASE("linear_attn mixer: chunk form == recurrent form, bad args rejected", 
   CHECK_THROWS_WITH(make_test_mixer("linear_attn", {{"form", "parallel"}}, 32, 2, 1), Catch::Contains("form"));
   CHECK_THROWS_WITH(make_test_mixer("linear_attn", {{"expand_k", 0.3}}, 32, 2, 1), Catch::Contains("expand_k"));
 }
+
+TEST_CASE("chunk_matmul equals torch::matmul for every operand layout, and keeps autograd", "[linear1]") {
+  torch::manual_seed(7);
+  for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
+    INFO("dtype " << dtype);
+    auto opts = torch::TensorOptions().dtype(dtype);
+    auto a = torch::randn({2, 3, 5, 7}, opts), b = torch::randn({2, 3, 7, 4}, opts);
+    auto at = torch::randn({2, 3, 7, 5}, opts).transpose(-1, -2);  // transposed contiguous stack
+    auto bt = torch::randn({2, 3, 4, 7}, opts).transpose(-1, -2);
+    auto a_sel = torch::randn({2, 3, 6, 5, 7}, opts).select(2, 4);  // strided batch dims
+    const double tol = dtype == torch::kFloat64 ? 1e-13 : 1e-5;
+    torch::NoGradGuard no_grad;
+    for (auto [x, y] : std::vector<std::pair<torch::Tensor, torch::Tensor>>{
+             {a, b}, {at, b}, {a, bt}, {at, bt}, {a_sel, b}, {a.flatten(0, 1), b.flatten(0, 1)}}) {
+      auto got = chunk_matmul(x, y), want = torch::matmul(x, y);
+      REQUIRE(got.sizes() == want.sizes());
+      CHECK((got - want).abs().max().item<double>() < tol);
+    }
+  }
+  // Under autograd it is torch::matmul: gradients flow.
+  auto a = torch::randn({2, 5, 3}, torch::kFloat64).requires_grad_(true);
+  auto b = torch::randn({2, 3, 4}, torch::kFloat64);
+  auto out = chunk_matmul(a, b);
+  REQUIRE(out.requires_grad());
+  out.sum().backward();
+  CHECK(rel_err(a.grad(), b.sum(-1).unsqueeze(1).expand({2, 5, 3})) < 1e-14);
+}

@@ -37,8 +37,8 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
   auto beta_c = to_chunks(beta.to(dt), C).unsqueeze(-1);  // [B, H, N, C, 1]
 
   auto Kb = Kc * beta_c;                         // diag(β) K
-  auto KKb = torch::matmul(Kb, Kc.transpose(-1, -2));  // β_i k_i·k_j
-  auto QK = torch::matmul(Q, Kc.transpose(-1, -2));
+  auto KKb = chunk_matmul(Kb, Kc.transpose(-1, -2));  // β_i k_i·k_j
+  auto QK = chunk_matmul(Q, Kc.transpose(-1, -2));
   torch::Tensor L, rhs_k, P, Q_in, K_out, chunk_decay;
   if (g.defined()) {
     auto b = to_chunks(g.to(dt), C).cumsum(-1);  // [B, H, N, C]
@@ -73,10 +73,10 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
   std::vector<torch::Tensor> outs;
   outs.reserve(N);
   for (int64_t n = 0; n < N; ++n) {
-    auto WQS = torch::matmul(WQ.select(2, n), S);  // [B, H, 2C, V]
+    auto WQS = chunk_matmul(WQ.select(2, n), S);  // [B, H, 2C, V]
     auto Un = U.select(2, n) - WQS.narrow(-2, 0, C);  // U' = U - W S
-    outs.push_back(torch::matmul(P.select(2, n), Un).add_(WQS.narrow(-2, C, C)));
-    auto write = torch::matmul(K_out.select(2, n).transpose(-1, -2), Un);
+    outs.push_back(chunk_matmul(P.select(2, n), Un).add_(WQS.narrow(-2, C, C)));
+    auto write = chunk_matmul(K_out.select(2, n).transpose(-1, -2), Un);
     S = chunk_decay.defined() ? S * chunk_decay.select(2, n) + write : S + write;
   }
   auto o = torch::stack(outs, 2).reshape({B, H, N * C, V}).narrow(2, 0, T).transpose(1, 2).contiguous();

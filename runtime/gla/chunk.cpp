@@ -51,7 +51,7 @@ torch::Tensor intra_chunk_scores(const torch::Tensor& Q, const torch::Tensor& K,
     auto q_n = Qs.select(-3, I) * (Bs.select(-3, I) - r).clamp_max(0.0).exp();  // [.., c, K]
     auto B_prev = B.narrow(-2, 0, I * c), K_prev = K.narrow(-2, 0, I * c);       // [.., I·c, K]
     auto k_n = K_prev * (r - B_prev).clamp_max(0.0).exp();
-    A.narrow(-2, I * c, c).narrow(-1, 0, I * c).copy_(torch::matmul(q_n, k_n.transpose(-1, -2)));
+    A.narrow(-2, I * c, c).narrow(-1, 0, I * c).copy_(chunk_matmul(q_n, k_n.transpose(-1, -2)));
   }
   return A;
 }
@@ -69,15 +69,25 @@ RecurrentResult gla_chunk(const torch::Tensor& q, const torch::Tensor& k, const 
   const int64_t C = std::min(chunk_size, T);
   auto Q = to_chunks(q.to(dt) * scale, C), Kc = to_chunks(k.to(dt), C);  // [B, H, N, C, K]
   auto Vc = to_chunks(v.to(dt), C);                                        // [B, H, N, C, V]
-  auto Bcum = torch::cumsum(to_chunks(gk.to(dt), C), -2);                  // [B, H, N, C, K]
+  auto Bcum = cumsum_rows(to_chunks(gk.to(dt), C));                      // [B, H, N, C, K]
   const int64_t N = Bcum.size(2);
   auto B_last = Bcum.narrow(-2, C - 1, 1);                                 // [B, H, N, 1, K]
 
-  auto A = intra_chunk_scores(Q, Kc, Bcum, largest_divisor_at_most(C, sub_chunk));
-  auto intra = torch::matmul(A, Vc);
-  auto q_decayed = Q * Bcum.exp();
-  auto k_decayed = Kc * (B_last - Bcum).clamp_max(0.0).exp();
-  auto kv = torch::matmul(k_decayed.transpose(-1, -2), Vc);  // [B, H, N, K, V]
+  auto decay = Bcum.exp();  // e^{B} <= 1
+  auto q_decayed = Q * decay;
+  torch::Tensor A, k_decayed;
+  if (decay_factorisable(Bcum)) {
+    // Whole chunk against the reference row before it (chunking.h): A = tril((Q ⊙ e^B)(K ⊙ e^{−B})ᵀ),
+    // every factor within e^{±span} (so 1 / e^B is e^{−B} to rounding).
+    auto k_grown = Kc * decay.reciprocal();
+    A = tril_fresh(chunk_matmul(q_decayed, k_grown.transpose(-1, -2)));
+    k_decayed = k_grown * B_last.exp();  // e^{B_C − B} <= 1
+  } else {
+    A = intra_chunk_scores(Q, Kc, Bcum, largest_divisor_at_most(C, sub_chunk));
+    k_decayed = Kc * (B_last - Bcum).clamp_max(0.0).exp();
+  }
+  auto intra = chunk_matmul(A, Vc);
+  auto kv = chunk_matmul(k_decayed.transpose(-1, -2), Vc);  // [B, H, N, K, V]
   auto chunk_decay = B_last.exp().transpose(-1, -2);         // [B, H, N, K, 1]
 
   auto S = initial_state.defined() ? initial_state.to(dt) : torch::zeros({B, H, K, V}, Q.options());
@@ -87,7 +97,7 @@ RecurrentResult gla_chunk(const torch::Tensor& q, const torch::Tensor& k, const 
     starts.push_back(S);
     S = chunk_decay.select(2, n) * S + kv.select(2, n);
   }
-  auto O = torch::matmul(q_decayed, torch::stack(starts, 2)) + intra;
+  auto O = chunk_matmul(q_decayed, torch::stack(starts, 2)).add_(intra);  // add backward saves nothing
   return {from_chunks(O, T).to(q.scalar_type()), S};
 }
 

@@ -16,7 +16,8 @@ RecurrentResult gla_recurrent(const torch::Tensor& q, const torch::Tensor& k, co
 // Chunk-wise form with secondary chunking (as fla): B = in-chunk cumsum of gk,
 //   O = (Q ⊙ e^B) S + A V,  A_ij = Σ_c Q_ic K_jc e^{B_ic − B_jc} (i >= j),
 //   S <- Diag(e^{B_C}) S + (K ⊙ e^{B_C − B})ᵀ V.
-// A is built from sub-chunks of `sub_chunk` rows (the largest divisor of the chunk size not above
+// When the in-chunk decay span allows (decay_factorisable), A = tril((Q ⊙ e^B)(K ⊙ e^{−B})ᵀ), one
+// matmul per chunk. Otherwise A is built from sub-chunks of `sub_chunk` rows (the largest divisor of the chunk size not above
 // it): diagonal blocks from masked [c, c, K] exponents, off-diagonal blocks against the first row
 // r of the later block, (Q_I ⊙ e^{B_I − r}) (K_J ⊙ e^{r − B_J})ᵀ, where both exponents are <= 0.
 // No exp(−B) is ever formed alone (spec §12 rule 4).

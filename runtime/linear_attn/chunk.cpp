@@ -23,11 +23,11 @@ LinearAttnResult linear_attn_chunk(const torch::Tensor& q, const torch::Tensor& 
     auto z0 = initial_z.defined() ? initial_z.to(dt) : torch::zeros({B, H, K}, Q.options());
     S0 = torch::cat({S0, z0.unsqueeze(-1)}, -1);
   }
-  auto scores = tril_fresh(torch::matmul(Q, Kc.transpose(-1, -2)));  // [B, H, N, C, C], causal
-  auto kv = torch::matmul(Kc.transpose(-1, -2), Vc);  // [B, H, N, K, V(+1)]
+  auto scores = tril_fresh(chunk_matmul(Q, Kc.transpose(-1, -2)));  // [B, H, N, C, C], causal
+  auto kv = chunk_matmul(Kc.transpose(-1, -2), Vc);  // [B, H, N, K, V(+1)]
   auto inclusive = S0.unsqueeze(2) + torch::cumsum(kv, 2);  // state after each chunk
   auto S_start = torch::cat({S0.unsqueeze(2), inclusive.narrow(2, 0, inclusive.size(2) - 1)}, 2);
-  auto O = torch::matmul(Q, S_start).add_(torch::matmul(scores, Vc));  // add backward saves nothing
+  auto O = chunk_matmul(Q, S_start).add_(chunk_matmul(scores, Vc));  // add backward saves nothing
   auto S_final = inclusive.select(2, inclusive.size(2) - 1);
   auto o = from_chunks(O, T);  // [B, T, H, V(+1)]
   LinearAttnResult r;

@@ -1,5 +1,8 @@
 #include "runtime/linear_attn/chunking.h"
 
+#include <dlfcn.h>
+
+#include <climits>
 #include <sstream>
 
 namespace mnemo {
@@ -63,11 +66,80 @@ torch::Tensor from_chunks(const torch::Tensor& y, int64_t T) {
   return p.reshape(merged).slice(1, 0, T);
 }
 
+torch::Tensor cumsum_rows(const torch::Tensor& x) {
+  if (recording_grad() || !x.device().is_cpu() || x.dim() < 2) return torch::cumsum(x, -2);
+  auto y = x.clone();
+  for (int64_t r = 1; r < y.size(-2); ++r) y.select(-2, r).add_(y.select(-2, r - 1));
+  return y;
+}
+
 bool decay_factorisable(const torch::Tensor& b_cum) {
   if (b_cum.numel() == 0) return true;
   const double limit = b_cum.scalar_type() == torch::kFloat64 ? 300.0 : 40.0;
-  const double span = b_cum.detach().abs().max().item<double>();
+  auto [lo, hi] = at::aminmax(b_cum.detach());
+  const double span = std::max(-lo.item<double>(), hi.item<double>());
   return span <= limit;  // false for NaN
+}
+
+namespace {
+
+// Fortran BLAS gemm (column-major): C = alpha op(A) op(B) + beta C.
+template <typename T>
+using FortranGemm = void (*)(const char*, const char*, const int*, const int*, const int*, const T*, const T*,
+                             const int*, const T*, const int*, const T*, T*, const int*);
+
+template <typename T>
+FortranGemm<T> blas_gemm() {
+  static const FortranGemm<T> fn = reinterpret_cast<FortranGemm<T>>(
+      dlsym(RTLD_DEFAULT, std::is_same<T, float>::value ? "sgemm_" : "dgemm_"));
+  return fn;
+}
+
+// A matrix stack [..., R, C] as BLAS sees it: row-major contiguous, or the transpose of a contiguous stack.
+struct GemmOperand {
+  torch::Tensor t;
+  bool transposed = false;  // t is the transpose view of a contiguous [..., C, R] stack
+};
+
+GemmOperand gemm_operand(const torch::Tensor& x) {
+  if (x.is_contiguous()) return {x, false};
+  if (x.transpose(-1, -2).is_contiguous()) return {x, true};
+  return {x.contiguous(), false};
+}
+
+template <typename T>
+torch::Tensor blas_batched_matmul(const torch::Tensor& a, const torch::Tensor& b, FortranGemm<T> gemm) {
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  auto out_shape = a.sizes().vec();
+  out_shape.back() = N;
+  auto out = torch::empty(out_shape, a.options());
+  const int64_t batch = out.numel() / std::max<int64_t>(1, M * N);
+  auto A = gemm_operand(a), B = gemm_operand(b);
+  // Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: a row-major stack is its own transpose in column-major.
+  const char tb = B.transposed ? 'T' : 'N', ta = A.transposed ? 'T' : 'N';
+  const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
+  const int ldb = static_cast<int>(B.transposed ? K : N), lda = static_cast<int>(A.transposed ? M : K), ldc = m;
+  const T one = 1, zero = 0;
+  const T *pa = A.t.data_ptr<T>(), *pb = B.t.data_ptr<T>();
+  T* pc = out.data_ptr<T>();
+  for (int64_t i = 0; i < batch; ++i)
+    gemm(&tb, &ta, &m, &n, &k, &one, pb + i * K * N, &ldb, pa + i * M * K, &lda, &zero, pc + i * M * N, &ldc);
+  return out;
+}
+
+}  // namespace
+
+torch::Tensor chunk_matmul(const torch::Tensor& a, const torch::Tensor& b) {
+  const bool eligible = !torch::GradMode::is_enabled() && a.device().is_cpu() && b.device().is_cpu() &&
+                        a.scalar_type() == b.scalar_type() && a.dim() >= 3 && a.dim() == b.dim() &&
+                        a.sizes().slice(0, a.dim() - 2) == b.sizes().slice(0, b.dim() - 2) &&
+                        a.size(-1) == b.size(-2) && a.numel() > 0 && b.numel() > 0 &&
+                        std::max({a.size(-2), a.size(-1), b.size(-1)}) < INT_MAX;
+  if (eligible && a.scalar_type() == torch::kFloat32 && blas_gemm<float>())
+    return blas_batched_matmul<float>(a, b, blas_gemm<float>());
+  if (eligible && a.scalar_type() == torch::kFloat64 && blas_gemm<double>())
+    return blas_batched_matmul<double>(a, b, blas_gemm<double>());
+  return torch::matmul(a, b);
 }
 
 torch::Tensor causal_mask(int64_t n, const torch::Device& device, bool strict) {

@@ -48,12 +48,23 @@ inline torch::Tensor tril_fresh(torch::Tensor t, int64_t diagonal = 0) {
   return recording_grad() ? t.tril(diagonal) : t.tril_(diagonal);
 }
 
+// Inclusive cumulative sum over dim −2 (the rows of each chunk). Without autograd on CPU, as in-place
+// row adds (sequential, like at::cumsum), 1.6× faster than at::cumsum on a middle dimension there.
+torch::Tensor cumsum_rows(const torch::Tensor& x);
+
 // Reference-row factorisation of in-chunk decays (spec §12 rules 3–4). With b the in-chunk inclusive
 // cumulative log decay (b <= 0), e^{b_i − b_j} = e^{b_i} · e^{−b_j}, so a decayed score matrix is one
 // matmul (Q ⊙ e^{b}) (K ⊙ e^{−b})ᵀ masked after the product, with no [C, C] exponent. Every factor lies
 // in [e^{−span}, e^{span}], span = max |b|; true when the span is at most 40 (fp32/lower) or 300 (fp64),
 // far from overflow and underflow. Kernels use the masked-difference form otherwise.
 bool decay_factorisable(const torch::Tensor& b_cum);
+
+// a @ b for a [..., M, K], b [..., K, N] with the same batch dims. Without autograd, on CPU fp32/fp64,
+// one BLAS gemm per matrix through the Fortran interface of the BLAS LibTorch loaded (sgemm_/dgemm_,
+// found at run time), which skips bmm's per-matrix dispatch (about 1 µs each: 128 chunk-matrices of
+// 64 × 32 spend a quarter of their time there). Same BLAS, same values; everything else (autograd,
+// CUDA, other dtypes, broadcasting, no such symbol) goes through torch::matmul.
+torch::Tensor chunk_matmul(const torch::Tensor& a, const torch::Tensor& b);
 
 // Lower-triangular (incl. diagonal) boolean mask [n, n]; `strict` excludes the diagonal.
 torch::Tensor causal_mask(int64_t n, const torch::Device& device, bool strict = false);

@@ -63,7 +63,7 @@ RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Te
   // each chunk, L_ij = e^{a_cum_i − a_cum_j} (i >= j); Y_off_i = e^{a_cum_i} C_i Hsᵀ from the state at
   // the chunk start. chunk_states: each chunk's own contribution to the state at its end,
   // Σ_j e^{a_C − a_j} X_jᵀ B_j, for all heads of a group in one matmul: [hpg·P, L] @ [L, N].
-  auto CB = torch::matmul(Cc, Bc.transpose(-1, -2));  // [B, G, n, L, L], once per group
+  auto CB = chunk_matmul(Cc, Bc.transpose(-1, -2));  // [B, G, n, L, L], once per group
   auto row_scale = per_group_rows(a_cum.exp());       // e^{a_cum_i} <= 1, [B, G, n, L, hpg, 1]
   torch::Tensor Y_diag, chunk_states;  // Y_diag still without e^{a_cum_i} when factorised
   const bool factorised = decay_factorisable(a_cum);
@@ -72,8 +72,8 @@ RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Te
     // group with tril(C Bᵀ) for all its heads; e^{a_cum_i} is applied with Y_off's row scale below.
     auto Xs = (Xg.view({Bn, G, n_chunks, L, hpg, P}) * per_group_rows((-a_cum).exp()))
                   .view({Bn, G, n_chunks, L, hpg * P});
-    Y_diag = torch::matmul(tril_fresh(CB), Xs).view({Bn, G, n_chunks, L, hpg, P});
-    chunk_states = torch::matmul(Xs.transpose(-1, -2), Bc).view({Bn, G, n_chunks, hpg, P, N}) *
+    Y_diag = chunk_matmul(tril_fresh(CB), Xs).view({Bn, G, n_chunks, L, hpg, P});
+    chunk_states = chunk_matmul(Xs.transpose(-1, -2), Bc).view({Bn, G, n_chunks, hpg, P, N}) *
                    a_last.exp().view({Bn, G, hpg, n_chunks, 1, 1}).transpose(2, 3);
   } else {
     // L from differences clamped to <= 0 (§12 rule 3): every exp is finite and the upper triangle is
@@ -81,12 +81,12 @@ RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Te
     auto diff = (a_cum.unsqueeze(-1) - a_cum.unsqueeze(-2)).clamp_max(0.0);
     auto decay_matrix = tril_fresh(recording_grad() ? diff.exp() : diff.exp_());  // [B, H, n, L, L]
     auto M = CB.unsqueeze(2) * decay_matrix.view({Bn, G, hpg, n_chunks, L, L});
-    Y_diag = torch::matmul(M.view({Bn, H, n_chunks, L, L}), to_chunks(Xt, L))  // [B, H, n, L, P]
+    Y_diag = chunk_matmul(M.view({Bn, H, n_chunks, L, L}), to_chunks(Xt, L))  // [B, H, n, L, P]
                  .view({Bn, G, hpg, n_chunks, L, P})
                  .permute({0, 1, 3, 4, 2, 5});
     auto decay_to_end = per_group_rows((a_last - a_cum).clamp_max(0.0).exp());  // [B, G, n, L, hpg, 1]
     auto Xd = (Xg.view({Bn, G, n_chunks, L, hpg, P}) * decay_to_end).view({Bn, G, n_chunks, L, hpg * P});
-    chunk_states = torch::matmul(Xd.transpose(-1, -2), Bc).view({Bn, G, n_chunks, hpg, P, N});
+    chunk_states = chunk_matmul(Xd.transpose(-1, -2), Bc).view({Bn, G, n_chunks, hpg, P, N});
   }
   // Inter-chunk recurrence on the states; starts[:, :, c] = state before chunk c.
   auto chunk_decay = a_last.exp().view({Bn, G, hpg, n_chunks, 1, 1});
@@ -100,7 +100,7 @@ RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Te
   }
   // Y_off before its row scale: C_t Hsᵀ, one matmul per group over its heads ([L, N] @ [N, hpg·P]).
   auto S = torch::stack(starts, 2).view({Bn, G, n_chunks, hpg * P, N});
-  auto Y = torch::matmul(Cc, S.transpose(-1, -2)).view({Bn, G, n_chunks, L, hpg, P});
+  auto Y = chunk_matmul(Cc, S.transpose(-1, -2)).view({Bn, G, n_chunks, L, hpg, P});
   if (factorised) Y.add_(Y_diag);
   Y = recording_grad() ? Y * row_scale : Y.mul_(row_scale);
   if (!factorised) Y = Y + Y_diag;

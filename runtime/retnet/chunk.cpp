@@ -24,21 +24,22 @@ RecurrentResult simple_gla_chunk(const torch::Tensor& q, const torch::Tensor& k,
   // decay span allows: Γ's rows and columns scale Q and K, and the one matmul is masked afterwards.
   // Otherwise Γ from differences clamped to <= 0 before exp, so every entry is finite (<= 1) and
   // zeroing the upper triangle after exp (tril_) gives exactly the values of masking with −inf.
-  auto q_decayed = Q * b.exp().unsqueeze(-1);  // e^{b_i} <= 1
+  auto decay = b.exp().unsqueeze(-1);  // e^{b_i} <= 1
+  auto q_decayed = Q * decay;
   torch::Tensor scores, k_decayed;
   if (decay_factorisable(b)) {
-    auto k_grown = Kc * (-b).exp().unsqueeze(-1);  // e^{−b_j} <= e^{span}
-    scores = tril_fresh(torch::matmul(q_decayed, k_grown.transpose(-1, -2)));
+    auto k_grown = Kc * decay.reciprocal();  // e^{−b_j} <= e^{span}
+    scores = tril_fresh(chunk_matmul(q_decayed, k_grown.transpose(-1, -2)));
     k_decayed = k_grown * b_last.exp().unsqueeze(-1);  // e^{b_C − b_j} <= 1
   } else {
     auto diff = (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0);
     auto gamma = tril_fresh(recording_grad() ? diff.exp() : diff.exp_());
-    scores = torch::matmul(Q, Kc.transpose(-1, -2));
+    scores = chunk_matmul(Q, Kc.transpose(-1, -2));
     scores = recording_grad() ? scores * gamma : scores.mul_(gamma);
     k_decayed = Kc * (b_last - b).clamp_max(0.0).exp().unsqueeze(-1);
   }
-  auto intra = torch::matmul(scores, Vc);
-  auto kv = torch::matmul(k_decayed.transpose(-1, -2), Vc);           // [B, H, N, K, V]
+  auto intra = chunk_matmul(scores, Vc);
+  auto kv = chunk_matmul(k_decayed.transpose(-1, -2), Vc);           // [B, H, N, K, V]
   auto chunk_decay = b_last.exp().unsqueeze(-1);                      // [B, H, N, 1, 1]
 
   auto S = initial_state.defined() ? initial_state.to(dt) : torch::zeros({B, H, K, V}, Q.options());
@@ -48,7 +49,7 @@ RecurrentResult simple_gla_chunk(const torch::Tensor& q, const torch::Tensor& k,
     starts.push_back(S);
     S = chunk_decay.select(2, n) * S + kv.select(2, n);
   }
-  auto O = torch::matmul(q_decayed, torch::stack(starts, 2)).add_(intra);  // [B, H, N, C, V]
+  auto O = chunk_matmul(q_decayed, torch::stack(starts, 2)).add_(intra);  // [B, H, N, C, V]
   return {from_chunks(O, T).to(q.scalar_type()), S};
 }
 
