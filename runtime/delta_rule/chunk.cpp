@@ -36,50 +36,70 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
   auto Vc = to_chunks(v.to(dt), C);         // [B, H, N, C, V]
   auto beta_c = to_chunks(beta.to(dt), C).unsqueeze(-1);  // [B, H, N, C, 1]
 
-  auto Kb = Kc * beta_c;                         // diag(β) K
-  auto KKb = chunk_matmul(Kb, Kc.transpose(-1, -2));  // β_i k_i·k_j
-  auto QK = chunk_matmul(Q, Kc.transpose(-1, -2));
+  auto Kb = Kc * beta_c;  // diag(β) K
   torch::Tensor L, rhs_k, P, Q_in, K_out, chunk_decay;
-  if (g.defined()) {
-    auto b = to_chunks(g.to(dt), C).cumsum(-1);  // [B, H, N, C]
+  torch::Tensor b = g.defined() ? to_chunks(g.to(dt), C).cumsum(-1) : torch::Tensor();  // [B, H, N, C]
+  if (g.defined() && decay_factorisable(b)) {
+    // Γ_ij = e^{b_i} e^{−b_j} (chunking.h): L and P are products of the decayed rows with K ⊙ e^{−b},
+    // no [C, C] exponent.
+    auto eb = b.exp().unsqueeze(-1);  // [B, H, N, C, 1], <= 1
+    auto k_grown_t = (Kc * eb.reciprocal()).transpose(-1, -2);
+    rhs_k = Kb * eb;
+    Q_in = Q * eb;
+    L = tril_fresh(chunk_matmul(rhs_k, k_grown_t), -1);
+    P = tril_fresh(chunk_matmul(Q_in, k_grown_t));
+    auto b_last = b.narrow(-1, C - 1, 1);  // [B, H, N, 1]
+    K_out = k_grown_t.transpose(-1, -2) * b_last.exp().unsqueeze(-1);  // e^{b_C − b_j} <= 1
+    chunk_decay = b_last.exp().unsqueeze(-1);                         // [B, H, N, 1, 1]
+  } else if (g.defined()) {
     // Differences are <= 0 in exact arithmetic (g <= 0); the clamp removes rounding (§12.3) and
     // keeps every exp finite (<= 1), so zeroing the upper triangle after exp (tril) gives the
     // values of masking the exponent with −inf, without the slow boolean masked_fill.
     auto diff = (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0);
     auto gamma = tril_fresh(recording_grad() ? diff.exp() : diff.exp_());
-    L = tril_fresh(KKb * gamma, -1);
+    L = tril_fresh(chunk_matmul(Kb, Kc.transpose(-1, -2)) * gamma, -1);  // β_i k_i·k_j Γ_ij
     auto eb = b.exp().unsqueeze(-1);  // [B, H, N, C, 1]
     rhs_k = Kb * eb;
-    P = QK * gamma;
+    P = chunk_matmul(Q, Kc.transpose(-1, -2)) * gamma;
     Q_in = Q * eb;
     auto b_last = b.narrow(-1, C - 1, 1);  // [B, H, N, 1]
     K_out = Kc * (b_last - b).clamp_max(0.0).exp().unsqueeze(-1);
     chunk_decay = b_last.exp().unsqueeze(-1);  // [B, H, N, 1, 1]
   } else {
-    L = tril_fresh(KKb, -1);
+    L = tril_fresh(chunk_matmul(Kb, Kc.transpose(-1, -2)), -1);
     rhs_k = Kb;
-    P = tril_fresh(QK);
+    P = tril_fresh(chunk_matmul(Q, Kc.transpose(-1, -2)));
     Q_in = Q;
     K_out = Kc;
   }
   // U = L^{-1} diag(β) V and W = L^{-1} diag(β e^b) K in one unit-triangular solve (the zero
-  // diagonal of L is not read: unitriangular = true).
-  auto solved = torch::linalg_solve_triangular(L, torch::cat({Vc * beta_c, rhs_k}, -1),
-                                               /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
+  // diagonal of L is not read: unitriangular = true), posed as the right-side solve Xᵀ Lᵀ = Rᵀ: the
+  // transposed row-major stacks are already in LAPACK's column-major layout, so nothing is copied
+  // (3.3× faster on CPU than the left-side solve for 128 chunks of 64 × 64).
+  auto rhs = torch::cat({Vc * beta_c, rhs_k}, -1);  // [B, H, N, C, V + K]
+  auto solved = torch::linalg_solve_triangular(L.transpose(-1, -2), rhs.transpose(-1, -2), /*upper=*/true,
+                                               /*left=*/false, /*unitriangular=*/true)
+                    .transpose(-1, -2);
   auto U = solved.narrow(-1, 0, V), W = solved.narrow(-1, V, K);
   // W S and Q_in S share S: one matmul per chunk on the rows [W; Q_in] (2C x K).
   auto WQ = torch::cat({W, Q_in}, -2);  // [B, H, N, 2C, K]
 
+  // The chunk loop reads [N, B, H, ...] views (chunk_matmul takes strided batches without copies).
+  auto WQ_n = WQ.movedim(2, 0), U_n = U.movedim(2, 0), P_n = P.movedim(2, 0), K_out_n = K_out.movedim(2, 0);
+  auto decay_n = chunk_decay.defined() ? chunk_decay.movedim(2, 0) : torch::Tensor();
   std::vector<torch::Tensor> outs;
   outs.reserve(N);
   for (int64_t n = 0; n < N; ++n) {
-    auto WQS = chunk_matmul(WQ.select(2, n), S);  // [B, H, 2C, V]
-    auto Un = U.select(2, n) - WQS.narrow(-2, 0, C);  // U' = U - W S
-    outs.push_back(chunk_matmul(P.select(2, n), Un).add_(WQS.narrow(-2, C, C)));
-    auto write = chunk_matmul(K_out.select(2, n).transpose(-1, -2), Un);
-    S = chunk_decay.defined() ? S * chunk_decay.select(2, n) + write : S + write;
+    auto WQS = chunk_matmul(WQ_n[n], S);          // [B, H, 2C, V]
+    auto Un = U_n[n] - WQS.narrow(-2, 0, C);       // U' = U - W S
+    outs.push_back(chunk_matmul(P_n[n], Un).add_(WQS.narrow(-2, C, C)));
+    auto write = chunk_matmul(K_out_n[n].transpose(-1, -2), Un);
+    S = decay_n.defined() ? S * decay_n[n] + write : S + write;
   }
-  auto o = torch::stack(outs, 2).reshape({B, H, N * C, V}).narrow(2, 0, T).transpose(1, 2).contiguous();
+  auto o = torch::stack(outs, 0)                // [N, B, H, C, V]
+               .permute({1, 0, 3, 2, 4})         // [B, N, C, H, V]
+               .reshape({B, N * C, H, V})
+               .narrow(1, 0, T);
   return {o.to(v.scalar_type()), S};
 }
 

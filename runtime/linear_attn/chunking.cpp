@@ -95,16 +95,32 @@ FortranGemm<T> blas_gemm() {
   return fn;
 }
 
-// A matrix stack [..., R, C] as BLAS sees it: row-major contiguous, or the transpose of a contiguous stack.
+// A stack of matrices [..., R, C] as BLAS reads it: each matrix row-major with leading dimension ld
+// (unit column stride), or the transpose of one (unit row stride); batch dims at any strides.
 struct GemmOperand {
   torch::Tensor t;
-  bool transposed = false;  // t is the transpose view of a contiguous [..., C, R] stack
+  bool transposed = false;
+  int64_t ld = 0;
 };
 
 GemmOperand gemm_operand(const torch::Tensor& x) {
-  if (x.is_contiguous()) return {x, false};
-  if (x.transpose(-1, -2).is_contiguous()) return {x, true};
-  return {x.contiguous(), false};
+  const int64_t R = x.size(-2), C = x.size(-1), sr = x.stride(-2), sc = x.stride(-1);
+  if (R > 1 && C > 1) {
+    if (sc == 1 && sr >= C) return {x, false, sr};
+    if (sr == 1 && sc >= R) return {x, true, sc};
+  }
+  auto c = x.contiguous();
+  return {c, false, std::max<int64_t>(1, C)};
+}
+
+// Element offset of matrix `i` (row-major order over the batch dims of `shape`) in a tensor of `strides`.
+int64_t batch_offset(int64_t i, at::IntArrayRef shape, at::IntArrayRef strides) {
+  int64_t off = 0;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 3; d >= 0; --d) {
+    off += (i % shape[d]) * strides[d];
+    i /= shape[d];
+  }
+  return off;
 }
 
 template <typename T>
@@ -115,15 +131,16 @@ torch::Tensor blas_batched_matmul(const torch::Tensor& a, const torch::Tensor& b
   auto out = torch::empty(out_shape, a.options());
   const int64_t batch = out.numel() / std::max<int64_t>(1, M * N);
   auto A = gemm_operand(a), B = gemm_operand(b);
-  // Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: a row-major stack is its own transpose in column-major.
+  // Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: a row-major matrix is its own transpose in column-major.
   const char tb = B.transposed ? 'T' : 'N', ta = A.transposed ? 'T' : 'N';
   const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
-  const int ldb = static_cast<int>(B.transposed ? K : N), lda = static_cast<int>(A.transposed ? M : K), ldc = m;
+  const int ldb = static_cast<int>(B.ld), lda = static_cast<int>(A.ld), ldc = m;
   const T one = 1, zero = 0;
   const T *pa = A.t.data_ptr<T>(), *pb = B.t.data_ptr<T>();
   T* pc = out.data_ptr<T>();
   for (int64_t i = 0; i < batch; ++i)
-    gemm(&tb, &ta, &m, &n, &k, &one, pb + i * K * N, &ldb, pa + i * M * K, &lda, &zero, pc + i * M * N, &ldc);
+    gemm(&tb, &ta, &m, &n, &k, &one, pb + batch_offset(i, B.t.sizes(), B.t.strides()), &ldb,
+         pa + batch_offset(i, A.t.sizes(), A.t.strides()), &lda, &zero, pc + i * M * N, &ldc);
   return out;
 }
 
@@ -134,7 +151,8 @@ torch::Tensor chunk_matmul(const torch::Tensor& a, const torch::Tensor& b) {
                         a.scalar_type() == b.scalar_type() && a.dim() >= 3 && a.dim() == b.dim() &&
                         a.sizes().slice(0, a.dim() - 2) == b.sizes().slice(0, b.dim() - 2) &&
                         a.size(-1) == b.size(-2) && a.numel() > 0 && b.numel() > 0 &&
-                        std::max({a.size(-2), a.size(-1), b.size(-1)}) < INT_MAX;
+                        std::max({a.size(-2), a.size(-1), b.size(-1), a.stride(-2), a.stride(-1), b.stride(-2),
+                                  b.stride(-1)}) < INT_MAX;
   if (eligible && a.scalar_type() == torch::kFloat32 && blas_gemm<float>())
     return blas_batched_matmul<float>(a, b, blas_gemm<float>());
   if (eligible && a.scalar_type() == torch::kFloat64 && blas_gemm<double>())
