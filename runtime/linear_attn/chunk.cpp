@@ -25,10 +25,22 @@ LinearAttnResult linear_attn_chunk(const torch::Tensor& q, const torch::Tensor& 
   }
   auto scores = tril_fresh(chunk_matmul(Q, Kc.transpose(-1, -2)));  // [B, H, N, C, C], causal
   auto kv = chunk_matmul(Kc.transpose(-1, -2), Vc);  // [B, H, N, K, V(+1)]
-  auto inclusive = S0.unsqueeze(2) + torch::cumsum(kv, 2);  // state after each chunk
-  auto S_start = torch::cat({S0.unsqueeze(2), inclusive.narrow(2, 0, inclusive.size(2) - 1)}, 2);
+  const int64_t N = kv.size(2);
+  torch::Tensor S_start, S_final;  // state before each chunk, after the last
+  if (recording_grad()) {
+    auto inclusive = S0.unsqueeze(2) + torch::cumsum(kv, 2);  // state after each chunk
+    S_start = torch::cat({S0.unsqueeze(2), inclusive.narrow(2, 0, N - 1)}, 2);
+    S_final = inclusive.select(2, N - 1);
+  } else {  // the same sums written in place (at::cumsum over a middle dim is slow on CPU)
+    S_start = torch::empty_like(kv);
+    S_start.select(2, 0).copy_(S0);
+    for (int64_t n = 1; n < N; ++n) {
+      auto dst = S_start.select(2, n);
+      torch::add_out(dst, S_start.select(2, n - 1), kv.select(2, n - 1));
+    }
+    S_final = S_start.select(2, N - 1) + kv.select(2, N - 1);
+  }
   auto O = chunk_matmul(Q, S_start).add_(chunk_matmul(scores, Vc));  // add backward saves nothing
-  auto S_final = inclusive.select(2, inclusive.size(2) - 1);
   auto o = from_chunks(O, T);  // [B, T, H, V(+1)]
   LinearAttnResult r;
   if (normalize) {
