@@ -1,5 +1,12 @@
 #include "runtime/system_info.h"
 
+#ifdef MNEMO_GIT_COMMIT_HEADER
+#include MNEMO_GIT_COMMIT_HEADER  // generated at build time: #define MNEMO_GIT_COMMIT "<hash>[+dirty]"
+#endif
+#ifndef MNEMO_GIT_COMMIT
+#define MNEMO_GIT_COMMIT "unknown"
+#endif
+
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 #include <torch/version.h>
