@@ -38,33 +38,30 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
 
   auto Kb = Kc * beta_c;  // diag(β) K
   torch::Tensor L, rhs_k, P, Q_in, K_out, chunk_decay;
-  torch::Tensor b = g.defined() ? to_chunks(g.to(dt), C).cumsum(-1) : torch::Tensor();  // [B, H, N, C]
-  if (g.defined() && decay_factorisable(b)) {
-    // Γ_ij = e^{b_i} e^{−b_j} (chunking.h): L and P are products of the decayed rows with K ⊙ e^{−b},
-    // no [C, C] exponent.
-    auto eb = b.exp().unsqueeze(-1);  // [B, H, N, C, 1], <= 1
-    auto k_grown_t = (Kc * eb.reciprocal()).transpose(-1, -2);
+  if (g.defined()) {
+    auto b = to_chunks(g.to(dt), C).cumsum(-1);  // [B, H, N, C]
+    auto eb = b.exp().unsqueeze(-1);              // [B, H, N, C, 1], <= 1
+    auto b_last = b.narrow(-1, C - 1, 1);         // [B, H, N, 1]
+    chunk_decay = b_last.exp().unsqueeze(-1);     // e^{b_C}, [B, H, N, 1, 1]
     rhs_k = Kb * eb;
     Q_in = Q * eb;
-    L = tril_fresh(chunk_matmul(rhs_k, k_grown_t), -1);
-    P = tril_fresh(chunk_matmul(Q_in, k_grown_t));
-    auto b_last = b.narrow(-1, C - 1, 1);  // [B, H, N, 1]
-    K_out = k_grown_t.transpose(-1, -2) * b_last.exp().unsqueeze(-1);  // e^{b_C − b_j} <= 1
-    chunk_decay = b_last.exp().unsqueeze(-1);                         // [B, H, N, 1, 1]
-  } else if (g.defined()) {
-    // Differences are <= 0 in exact arithmetic (g <= 0); the clamp removes rounding (§12.3) and
-    // keeps every exp finite (<= 1), so zeroing the upper triangle after exp (tril) gives the
-    // values of masking the exponent with −inf, without the slow boolean masked_fill.
-    auto diff = (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0);
-    auto gamma = tril_fresh(recording_grad() ? diff.exp() : diff.exp_());
-    L = tril_fresh(chunk_matmul(Kb, Kc.transpose(-1, -2)) * gamma, -1);  // β_i k_i·k_j Γ_ij
-    auto eb = b.exp().unsqueeze(-1);  // [B, H, N, C, 1]
-    rhs_k = Kb * eb;
-    P = chunk_matmul(Q, Kc.transpose(-1, -2)) * gamma;
-    Q_in = Q * eb;
-    auto b_last = b.narrow(-1, C - 1, 1);  // [B, H, N, 1]
-    K_out = Kc * (b_last - b).clamp_max(0.0).exp().unsqueeze(-1);
-    chunk_decay = b_last.exp().unsqueeze(-1);  // [B, H, N, 1, 1]
+    if (decay_factorisable(b)) {
+      // Γ_ij = e^{b_i} e^{−b_j} (chunking.h): L and P are products of the decayed rows with K ⊙ e^{−b},
+      // no [C, C] exponent.
+      auto k_grown_t = (Kc * eb.reciprocal()).transpose(-1, -2);
+      L = tril_fresh(chunk_matmul(rhs_k, k_grown_t), -1);
+      P = tril_fresh(chunk_matmul(Q_in, k_grown_t));
+      K_out = k_grown_t.transpose(-1, -2) * chunk_decay;  // e^{b_C − b_j} <= 1
+    } else {
+      // Differences are <= 0 in exact arithmetic (g <= 0); the clamp removes rounding (§12.3) and
+      // keeps every exp finite (<= 1), so zeroing the upper triangle after exp (tril) gives the
+      // values of masking the exponent with −inf, without the slow boolean masked_fill.
+      auto diff = (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0);
+      auto gamma = tril_fresh(recording_grad() ? diff.exp() : diff.exp_());
+      L = tril_fresh(chunk_matmul(Kb, Kc.transpose(-1, -2)) * gamma, -1);  // β_i k_i·k_j Γ_ij
+      P = chunk_matmul(Q, Kc.transpose(-1, -2)) * gamma;
+      K_out = Kc * (b_last - b).clamp_max(0.0).exp().unsqueeze(-1);
+    }
   } else {
     L = tril_fresh(chunk_matmul(Kb, Kc.transpose(-1, -2)), -1);
     rhs_k = Kb;

@@ -73,7 +73,8 @@ RecurrentResult gla_chunk(const torch::Tensor& q, const torch::Tensor& k, const 
   const int64_t N = Bcum.size(2);
   auto B_last = Bcum.narrow(-2, C - 1, 1);                                 // [B, H, N, 1, K]
 
-  auto decay = Bcum.exp();  // e^{B} <= 1
+  auto decay = Bcum.exp();                  // e^{B} <= 1
+  auto last_decay = B_last.exp();           // e^{B_C}, [B, H, N, 1, K]
   auto q_decayed = Q * decay;
   torch::Tensor A, k_decayed;
   if (decay_factorisable(Bcum)) {
@@ -81,14 +82,14 @@ RecurrentResult gla_chunk(const torch::Tensor& q, const torch::Tensor& k, const 
     // every factor within e^{±span} (so 1 / e^B is e^{−B} to rounding).
     auto k_grown = Kc * decay.reciprocal();
     A = tril_fresh(chunk_matmul(q_decayed, k_grown.transpose(-1, -2)));
-    k_decayed = k_grown * B_last.exp();  // e^{B_C − B} <= 1
+    k_decayed = k_grown * last_decay;  // e^{B_C − B} <= 1
   } else {
     A = intra_chunk_scores(Q, Kc, Bcum, largest_divisor_at_most(C, sub_chunk));
     k_decayed = Kc * (B_last - Bcum).clamp_max(0.0).exp();
   }
   auto intra = chunk_matmul(A, Vc);
   auto kv = chunk_matmul(k_decayed.transpose(-1, -2), Vc);  // [B, H, N, K, V]
-  auto chunk_decay = B_last.exp().transpose(-1, -2);         // [B, H, N, K, 1]
+  auto chunk_decay = last_decay.transpose(-1, -2);           // [B, H, N, K, 1]
 
   auto S = initial_state.defined() ? initial_state.to(dt) : torch::zeros({B, H, K, V}, Q.options());
   std::vector<torch::Tensor> starts;

@@ -19,6 +19,7 @@ RecurrentResult simple_gla_chunk(const torch::Tensor& q, const torch::Tensor& k,
   auto b = torch::cumsum(to_chunks(g.to(dt), C), -1);                      // [B, H, N, C]
   const int64_t N = b.size(2);
   auto b_last = b.narrow(-1, C - 1, 1);                                    // [B, H, N, 1]
+  auto chunk_decay = b_last.exp().unsqueeze(-1);                           // [B, H, N, 1, 1]
 
   // Intra-chunk A = (Q Kᵀ) ⊙ Γ, Γ_ij = e^{b_i − b_j} for i >= j. Factorised (chunking.h) when the
   // decay span allows: Γ's rows and columns scale Q and K, and the one matmul is masked afterwards.
@@ -30,7 +31,7 @@ RecurrentResult simple_gla_chunk(const torch::Tensor& q, const torch::Tensor& k,
   if (decay_factorisable(b)) {
     auto k_grown = Kc * decay.reciprocal();  // e^{−b_j} <= e^{span}
     scores = tril_fresh(chunk_matmul(q_decayed, k_grown.transpose(-1, -2)));
-    k_decayed = k_grown * b_last.exp().unsqueeze(-1);  // e^{b_C − b_j} <= 1
+    k_decayed = k_grown * chunk_decay;  // e^{b_C − b_j} <= 1
   } else {
     auto diff = (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0);
     auto gamma = tril_fresh(recording_grad() ? diff.exp() : diff.exp_());
@@ -40,7 +41,6 @@ RecurrentResult simple_gla_chunk(const torch::Tensor& q, const torch::Tensor& k,
   }
   auto intra = chunk_matmul(scores, Vc);
   auto kv = chunk_matmul(k_decayed.transpose(-1, -2), Vc);           // [B, H, N, K, V]
-  auto chunk_decay = b_last.exp().unsqueeze(-1);                      // [B, H, N, 1, 1]
 
   auto S = initial_state.defined() ? initial_state.to(dt) : torch::zeros({B, H, K, V}, Q.options());
   std::vector<torch::Tensor> starts;
