@@ -99,6 +99,31 @@ struct Measured {
   double peak_mb = NAN;
 };
 
+// The measurement conditions shared by every row of one benchmark run (taken once per run).
+struct Conditions {
+  std::string host = hostname(), blas = blas_library(), torch_v = torch_version();
+  std::string cpu_allocator = allocator_description();
+  int64_t threads = at::get_num_threads();
+};
+
+// A row with the conditions, the code's commit and the timings filled in; the caller adds what it measured.
+BenchRow timed_row(const Conditions& c, const torch::Device& device, const TimeStats& st, int64_t repeats) {
+  BenchRow r;
+  r.created_at = now_iso8601();
+  r.device = device.str();
+  r.dtype = "float32";
+  r.git_commit = git_commit();
+  r.host = c.host;
+  r.torch_version = c.torch_v;
+  r.blas = c.blas;
+  r.threads = c.threads;
+  r.repeats = repeats;
+  r.median_ms = st.median * 1e3;
+  r.p20_ms = st.p20 * 1e3;
+  r.p80_ms = st.p80 * 1e3;
+  return r;
+}
+
 Measured measure(LanguageModel& model, const BenchOptions& opt, const std::string& mode, int64_t T,
                  const torch::Device& device) {
   Measured m;
@@ -118,23 +143,21 @@ Measured measure(LanguageModel& model, const BenchOptions& opt, const std::strin
   probe.start();
   for (int64_t i = 0; i < opt.warmup + opt.repeats; ++i) {
     bool timed = i >= opt.warmup;
-    if (mode == "fwd") {
-      torch::NoGradGuard no_grad;
+    if (mode == "fwd" || mode == "fwdbwd") {
       synchronize(device);
       double t0 = now_s();
-      torch::Tensor logits = model->forward(tokens);
-      synchronize(device);
-      if (timed) m.times_s.push_back(now_s() - t0);
-    } else if (mode == "fwdbwd") {
-      synchronize(device);
-      double t0 = now_s();
-      adamw->zero_grad();
-      torch::Tensor logits = model->forward(tokens);
-      torch::Tensor loss = torch::nn::functional::cross_entropy(
-          logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}));
-      torch::Tensor aux = model->aux_loss();
-      (aux.defined() ? loss + aux : loss).backward();
-      adamw->step();
+      if (mode == "fwd") {
+        torch::NoGradGuard no_grad;
+        model->forward(tokens);
+      } else {
+        adamw->zero_grad();
+        torch::Tensor logits = model->forward(tokens);
+        torch::Tensor loss = torch::nn::functional::cross_entropy(
+            logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}));
+        torch::Tensor aux = model->aux_loss();
+        (aux.defined() ? loss + aux : loss).backward();
+        adamw->step();
+      }
       synchronize(device);
       if (timed) m.times_s.push_back(now_s() - t0);
     } else {  // decode
@@ -287,6 +310,7 @@ std::vector<BenchRow> run_kernel_benchmarks(const BenchOptions& opt,
   const KernelOp& op = KernelOpRegistry::instance().at(opt.kernel);
   const torch::Device device = resolve_bench_device(opt.device);
   const int64_t H = opt.n_heads, D = kernel_head_dim(opt), chunk = kernel_chunk_size(opt);
+  const Conditions conditions;
   std::vector<BenchRow> rows;
   for (const std::string& mode : opt.modes)
     for (int64_t T : opt.seq_lens) {
@@ -295,33 +319,21 @@ std::vector<BenchRow> run_kernel_benchmarks(const BenchOptions& opt,
       for (const std::string& form : kernel_forms(op, opt.form)) {
         Measured m = measure_kernel(op, in, form, chunk, mode, opt.warmup, opt.repeats, device);
         TimeStats st = time_stats(m.times_s);
-        BenchRow r;
-        r.created_at = now_iso8601();
+        BenchRow r = timed_row(conditions, device, st, opt.repeats);
         r.model = op.name;
         r.mode = "kernel_" + mode;
         r.form = form;
-        r.device = device.str();
-        r.dtype = "float32";
-        r.git_commit = git_commit();
-        r.host = hostname();
-        r.torch_version = torch_version();
-        r.blas = blas_library();
         r.seq_len = T;
         r.batch = opt.batch;
         r.d_model = H * D;
         r.n_layers = 1;
-        r.threads = at::get_num_threads();
-        r.repeats = opt.repeats;
-        r.median_ms = st.median * 1e3;
-        r.p20_ms = st.p20 * 1e3;
-        r.p80_ms = st.p80 * 1e3;
         r.tokens_per_s = static_cast<double>(opt.batch * T) / st.median;
         r.peak_mem_mb = m.peak_mb;
         r.gflops = NAN;
         json extra = {{"scope", "kernel"}, {"kernel", op.name}, {"heads", H}, {"head_dim", D},
                       {"chunk_size", chunk}, {"params", in.params}, {"warmup", opt.warmup},
                       {"peak_mem_method", PeakMemoryProbe(device).method()},
-                      {"cpu_allocator", allocator_description()}};
+                      {"cpu_allocator", conditions.cpu_allocator}};
         r.config_json = extra.dump();
         rows.push_back(r);
         if (on_row) on_row(r);
@@ -551,9 +563,7 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
     first_mixer->to(device);
   }
   const int64_t n_params = model->num_parameters();
-  const std::string host = hostname(), blas = blas_library(), torch_v = torch_version();
-  const std::string cpu_allocator = allocator_description();
-  const int64_t threads = at::get_num_threads();
+  const Conditions conditions;
 
   std::vector<BenchRow> rows;
   for (const std::string& mode : opt.modes) {
@@ -561,26 +571,14 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
       Measured m = first_mixer ? measure_mixer(*first_mixer, opt, mode, T, mc.d_model, device)
                                : measure(model, opt, mode, T, device);
       TimeStats st = time_stats(m.times_s);
-      BenchRow r;
-      r.created_at = now_iso8601();
+      BenchRow r = timed_row(conditions, device, st, opt.repeats);
       r.model = opt.model;
       r.mode = first_mixer ? "mixer_" + mode : mode;
       r.form = opt.form;
-      r.device = device.str();
-      r.dtype = "float32";
-      r.git_commit = git_commit();
-      r.host = host;
-      r.torch_version = torch_v;
-      r.blas = blas;
       r.seq_len = T;
       r.batch = opt.batch;
       r.d_model = mc.d_model;
       r.n_layers = mc.n_layers;
-      r.threads = threads;
-      r.repeats = opt.repeats;
-      r.median_ms = st.median * 1e3;
-      r.p20_ms = st.p20 * 1e3;
-      r.p80_ms = st.p80 * 1e3;
       double tokens = mode == "decode" ? static_cast<double>(opt.batch) : static_cast<double>(opt.batch * T);
       r.tokens_per_s = tokens / st.median;
       r.peak_mem_mb = m.peak_mb;
@@ -593,7 +591,7 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
       extra["flop_formula"] = bench_flop_formula();
       extra["peak_mem_method"] = PeakMemoryProbe(device).method();
       extra["scope"] = opt.scope;
-      extra["cpu_allocator"] = cpu_allocator;
+      extra["cpu_allocator"] = conditions.cpu_allocator;
       if (first_mixer) extra["mixer"] = mc.layer_mixers().front();
       if (mode == "decode") {
         extra["decode_tokens"] = opt.decode_tokens;
