@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "cli/commands/commands.h"
-#include "runtime/common.h"
-#include "runtime/system_info.h"
+#include "core/common.h"
+#include "core/system_info.h"
 
 int main(int argc, char** argv) {
   mnemo::configure_allocator();  // before the first tensor

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <set>
 
-#include "synthetic/mad.h"
 
 namespace mnemo {
 
@@ -15,18 +14,11 @@ const std::vector<std::string>& atlas_columns() {
   return c;
 }
 
-// The task's baseline as setting parameters: task keys + n_train + n_test.
-json baseline_setting(MadTask t) {
-  json b = mad_params_to_json(t, mad_baseline(t));
-  b["n_train"] = mad_baseline_n_train(t);
-  b["n_test"] = kMadTestExamples;
-  return b;
-}
-
 }  // namespace
 
-std::string mad_setting_label(const std::string& task, const json& params) {
-  const json base = baseline_setting(mad_task_from_name(task));
+std::string mad_short_name(const std::string& task) { return task.rfind("mad_", 0) == 0 ? task.substr(4) : task; }
+
+std::string mad_setting_label(const json& base, const json& params) {
   std::string label;
   for (auto it = base.begin(); it != base.end(); ++it) {
     if (!params.contains(it.key()) || params[it.key()] == it.value()) continue;
@@ -73,7 +65,7 @@ std::map<std::string, MadModelScores> compute_mad_scores(const std::vector<MadRu
   return out;
 }
 
-MadRunsFromDb mad_runs_from_db(ResultsDB& db, MadSelection selection) {
+MadRunsFromDb mad_runs_from_db(ResultsDB& db, const json& catalog, MadSelection selection) {
   MadRunsFromDb out;
   struct Pending {
     RunInfo run;
@@ -84,6 +76,7 @@ MadRunsFromDb mad_runs_from_db(ResultsDB& db, MadSelection selection) {
   bool all_macro = true;
   for (const RunInfo& run : db.runs()) {
     if (run.task.rfind("mad_", 0) != 0 || run.status != "completed") continue;
+    if (!catalog.contains("mad") || !catalog["mad"].contains(mad_short_name(run.task))) continue;
     json cfg;
     try {
       cfg = json::parse(run.config_json);
@@ -108,7 +101,6 @@ MadRunsFromDb mad_runs_from_db(ResultsDB& db, MadSelection selection) {
   out.accuracy_metric = (all_macro && !pending.empty()) ? "accuracy_macro" : "accuracy";
 
   for (const auto& p : pending) {
-    MadTask t = mad_task_from_name(p.run.task);
     std::map<int64_t, double> acc, loss;
     for (const auto& m : p.metrics) {
       if (m.split != "test" || !std::isfinite(m.value)) continue;
@@ -131,12 +123,12 @@ MadRunsFromDb mad_runs_from_db(ResultsDB& db, MadSelection selection) {
     }
     MadRunResult r;
     r.run_id = p.run.id;
-    r.task = mad_task_name(t);
-    const json base = baseline_setting(t);
+    r.task = mad_short_name(p.run.task);
+    const json& base = catalog["mad"][r.task]["baseline"];
     r.setting_params = json::object();
     for (auto it = base.begin(); it != base.end(); ++it)
       r.setting_params[it.key()] = p.cfg.contains(it.key()) ? p.cfg[it.key()] : it.value();
-    r.setting = mad_setting_label(r.task, r.setting_params);
+    r.setting = mad_setting_label(base, r.setting_params);
     std::string model = p.cfg.value("model", p.run.model);
     const int64_t d = p.cfg.value("d_model", int64_t{128}), layers = p.cfg.value("n_layers", int64_t{2});
     if (d != 128 || layers != 2) model += " (d=" + std::to_string(d) + ", " + std::to_string(layers) + " layers)";

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "results/db.h"
-#include "runtime/common.h"
+#include "core/common.h"
 
 namespace mnemo {
 
@@ -48,7 +48,8 @@ std::map<std::string, MadModelScores> compute_mad_scores(const std::vector<MadRu
 
 // "baseline" or "key=value, ..." for the keys that differ from the task's mad-lab baseline
 // (task parameters and n_train); also used as the x-axis variable of the difficulty plots.
-std::string mad_setting_label(const std::string& task, const json& setting_params);
+// `baseline`: the task's entry "baseline" of the report catalog (reports/report.h).
+std::string mad_setting_label(const json& baseline, const json& setting_params);
 
 // Which accuracy a run contributes (spec §6.1): mad-lab reports the test accuracy of the
 // checkpoint with the lowest test perplexity, i.e. the evaluation with the lowest test loss.
@@ -58,6 +59,10 @@ struct MadRunsFromDb {
   std::string accuracy_metric;       // "accuracy_macro" when logged (MAD-faithful), else "accuracy"
   std::vector<int64_t> skipped_runs;  // MAD runs without test metrics
 };
-MadRunsFromDb mad_runs_from_db(ResultsDB& db, MadSelection selection = MadSelection::lowest_test_loss);
+// `catalog`: the report catalog (reports/report.h); a task missing from catalog["mad"] is skipped.
+MadRunsFromDb mad_runs_from_db(ResultsDB& db, const json& catalog,
+                               MadSelection selection = MadSelection::lowest_test_loss);
+// "compression" from "mad_compression" (the run's task name without the prefix).
+std::string mad_short_name(const std::string& task);
 
 }  // namespace mnemo

@@ -130,8 +130,8 @@ bool is_separator_row(const std::string& line) {
 
 }  // namespace
 
-ReportContext::ReportContext(ResultsDB& database, std::string out)
-    : db(database), out_dir(std::move(out)) {
+ReportContext::ReportContext(ResultsDB& database, std::string out, json task_catalog)
+    : db(database), catalog(std::move(task_catalog)), out_dir(std::move(out)) {
   figure_dir = (fs::path(out_dir) / "figures").string();
 }
 
@@ -165,12 +165,12 @@ std::vector<std::string> report_section_names() {
   return names;
 }
 
-std::string write_report(ResultsDB& db, const std::string& out_dir) {
+std::string write_report(ResultsDB& db, const std::string& out_dir, const json& catalog) {
   if (out_dir.empty()) throw Error("report: empty output directory");
   std::error_code ec;
   fs::create_directories(fs::path(out_dir) / "figures", ec);
   if (ec) throw Error("report: cannot create " + out_dir + "/figures (" + ec.message() + ")");
-  ReportContext ctx(db, out_dir);
+  ReportContext ctx(db, out_dir, catalog);
   for (const SectionEntry& s : sorted_sections()) {
     try {
       s.fn(ctx);

@@ -14,13 +14,19 @@
 
 namespace mnemo {
 
+// What the report knows of the tasks beyond the database, handed in by the caller (reports depend on
+// results/ and core/ only; engine/report_catalog.h builds it from the generators):
+//   {"mad": {"<task>": {"baseline": {task params, n_train, n_test}, "n_settings": N}},
+//    "learnability": {"settings": {"1": "low-rank mapping", ...}}}
+// A section whose part is missing still reports what the database holds, without those names.
 struct ReportContext {
   ResultsDB& db;
+  json catalog;
   std::string out_dir;     // report.md, report.html
   std::string figure_dir;  // out_dir/figures (PNG + SVG; data/ holds the gnuplot inputs)
   std::ostringstream md;   // the Markdown being written
 
-  ReportContext(ResultsDB& database, std::string out);
+  ReportContext(ResultsDB& database, std::string out, json task_catalog = json::object());
   // Embed a figure rendered under figure_dir: a Markdown image link (PNG, relative path);
   // report.html shows the SVG next to it.
   void add_figure(const Figure& fig, const std::string& caption);
@@ -36,7 +42,7 @@ std::vector<std::string> report_section_names();  // in run order
 
 // Run every section (built-ins registered on first use) and write out_dir/report.md and
 // out_dir/report.html. Returns the path of report.md.
-std::string write_report(ResultsDB& db, const std::string& out_dir);
+std::string write_report(ResultsDB& db, const std::string& out_dir, const json& catalog = json::object());
 
 // Minimal Markdown -> HTML used for report.html (headings, paragraphs, lists, pipe tables,
 // fenced code, images; .png images are shown as their .svg sibling when it exists).

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "reports/report.h"
-#include "runtime/system_info.h"
+#include "core/system_info.h"
 
 namespace mnemo {
 

@@ -6,7 +6,6 @@
 #include <set>
 
 #include "reports/report.h"
-#include "synthetic/learnability.h"
 
 namespace mnemo {
 
@@ -93,7 +92,9 @@ void learnability_section(ReportContext& ctx) {
     plot.points = false;
     for (auto& [setting, series] : by_setting) {
       Panel p;
-      p.title = "setting " + std::to_string(setting) + ": " + learnability_setting_name(setting);
+      p.title = "setting " + std::to_string(setting);
+      const json names = ctx.catalog.value("learnability", json::object()).value("settings", json::object());
+      if (names.contains(std::to_string(setting))) p.title += ": " + names[std::to_string(setting)].get<std::string>();
       p.series = std::move(series);
       plot.panels.push_back(std::move(p));
     }

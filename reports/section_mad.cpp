@@ -7,7 +7,6 @@
 
 #include "reports/mad_score.h"
 #include "reports/report.h"
-#include "synthetic/mad.h"
 
 namespace mnemo {
 
@@ -75,7 +74,7 @@ void paper_table(ReportContext& ctx) {
 }
 
 void mad_section(ReportContext& ctx) {
-  MadRunsFromDb data = mad_runs_from_db(ctx.db);
+  MadRunsFromDb data = mad_runs_from_db(ctx.db, ctx.catalog);
   if (data.runs.empty() && data.skipped_runs.empty()) return;
   auto scores = compute_mad_scores(data.runs);
 
@@ -97,7 +96,9 @@ void mad_section(ReportContext& ctx) {
   header.push_back("Atlas average (5 columns)");
   std::vector<std::vector<std::string>> rows;
   std::map<std::string, size_t> expected;
-  for (MadTask t : mad_tasks()) expected[mad_task_name(t)] = mad_difficulty_settings(t).size();
+  if (ctx.catalog.contains("mad"))
+    for (auto it = ctx.catalog["mad"].begin(); it != ctx.catalog["mad"].end(); ++it)
+      expected[it.key()] = it.value().value("n_settings", size_t{0});
   for (const auto& [model, m] : scores) {
     std::vector<std::string> row{model};
     for (const auto& c : columns()) {
@@ -153,9 +154,7 @@ void mad_section(ReportContext& ctx) {
         if (auto ch = single_change(label)) variables.insert(ch->first);
     }
     if (variables.empty()) continue;
-    const MadTask t = mad_task_from_name(c.task);
-    json base = mad_params_to_json(t, mad_baseline(t));
-    base["n_train"] = mad_baseline_n_train(t);
+    const json base = ctx.catalog["mad"][c.task]["baseline"];
     for (const auto& [model, m] : scores) {
       auto it = m.tasks.find(c.task);
       if (it == m.tasks.end()) continue;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "runtime/kernels/precision.h"
+
 namespace mnemo {
 
 torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
@@ -14,7 +16,7 @@ torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   // fp32 statistics for half/bf16 inputs; fp64 stays fp64 (equivalence tests).
-  auto xf = x.scalar_type() == torch::kFloat64 ? x : x.to(torch::kFloat32);
+  auto xf = x.to(recurrence_dtype(x));
   auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
   return (y * weight).to(x.scalar_type());
 }

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "runtime/common.h"
+#include "core/common.h"
 
 namespace mnemo {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tasks/task.h"
+#include "synthetic/example.h"
 
 namespace mnemo {
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tasks/task.h"
+#include "synthetic/example.h"
 
 namespace mnemo {
 

@@ -277,7 +277,7 @@ json BabilongTask::evaluate(EvalContext& ctx) const {
   const std::string metric = mode == "strict" ? "accuracy" : "substring_accuracy";
 
   json cells = json::array();
-  std::vector<EvalRow> rows;
+  std::vector<EvalCell> rows;
   for (int64_t length : lengths) {
     std::vector<double> scores;
     json samples = json::array();
@@ -303,13 +303,13 @@ json BabilongTask::evaluate(EvalContext& ctx) const {
                     {"corpus", length > 0 ? corpus()->fingerprint() : ""},
                     {"babi_dir", babi_dir_},        {"generator", "reference-style"},
                     {"wall_s", wall_seconds() - t0}, {"samples", samples}};
-    EvalRow row;
+    EvalCell row;
     row.task = name();
     row.metric = metric;
-    row.setting_json = setting.dump();
+    row.setting = setting;
     row.value = value;
     row.n = n;
-    row.details_json = details.dump();
+    row.details = details;
     rows.push_back(row);
     json cell = setting;
     cell["value"] = value;
@@ -317,8 +317,20 @@ json BabilongTask::evaluate(EvalContext& ctx) const {
     cells.push_back(cell);
     if (ctx.log) ctx.log(name() + " length " + std::to_string(length) + ": " + metric + " " + std::to_string(value));
   }
-  write_eval_rows(ctx, rows);
+  record_cells(ctx, rows);
   return {{"task", name()}, {"metric", metric}, {"tokenizer", tok->id()}, {"cells", cells}};
+}
+
+// `mnemo score`: BABILong's label-set scorer (strict) or substring match on "target" and "question".
+double BabilongTask::score_prediction(const json& row, const std::string& mode, const std::string& where) const {
+  if (mode != "strict" && mode != "substring")
+    throw Error("score: --mode must be strict or substring, got '" + mode + "'");
+  return babilong_score(task_, mode, row_string(row, "prediction", where), row_string(row, "target", where),
+                        row_string(row, "question", where));
+}
+
+std::string BabilongTask::score_metric(const std::string& mode) const {
+  return mode == "strict" ? "accuracy" : "substring_accuracy";
 }
 
 void register_babilong_tasks(TaskRegistry& r) {

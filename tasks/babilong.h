@@ -68,6 +68,8 @@ class BabilongTask : public TokenTask, public EvalTask {
   std::vector<TokenExample> examples(Split split, int64_t n, uint64_t seed) const override;
   json evaluate(EvalContext& ctx) const override;
   json eval_options_help() const override;
+  double score_prediction(const json& row, const std::string& mode, const std::string& where) const override;
+  std::string score_metric(const std::string& mode) const override;
 
   struct Item {
     BabilongSample sample;

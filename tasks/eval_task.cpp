@@ -1,6 +1,5 @@
 #include "tasks/eval_task.h"
 
-#include "runtime/generation.h"
 #include "tasks/scoring.h"
 
 namespace mnemo {
@@ -95,7 +94,7 @@ int64_t prompt_token_count(const Tokenizer& tok, const std::string& prompt) {
 
 std::string generate_text(EvalContext& ctx, const Tokenizer& tok, const std::string& prompt, int64_t max_new_tokens,
                           const std::vector<std::string>& stop_strings) {
-  GenerationOptions o;
+  GenerationRequest o;
   o.max_new_tokens = max_new_tokens;
   if (tok.eos_id() >= 0) o.stop_ids.push_back(tok.eos_id());
   if (!stop_strings.empty()) {
@@ -106,7 +105,7 @@ std::string generate_text(EvalContext& ctx, const Tokenizer& tok, const std::str
       return false;
     };
   }
-  const auto ids = greedy_generate(ctx.model, tok.encode_with_bos(prompt), o, ctx.device);
+  const auto ids = ctx.model.generate_greedy(tok.encode_with_bos(prompt), o);
   std::string text = tok.decode(ids);
   for (const auto& s : stop_strings) {
     const auto p = text.find(s);
@@ -117,7 +116,7 @@ std::string generate_text(EvalContext& ctx, const Tokenizer& tok, const std::str
 
 std::shared_ptr<Tokenizer> eval_tokenizer(const EvalContext& ctx, const std::string& spec) {
   auto tok = ctx.tokenizer ? ctx.tokenizer : load_tokenizer(spec);
-  const int64_t model_vocab = ctx.model.config().vocab_size;
+  const int64_t model_vocab = ctx.model.vocab_size();
   if (tok->vocab_size() > model_vocab)
     throw Error("tokenizer " + tok->id() + " has " + std::to_string(tok->vocab_size()) +
                 " tokens but the model's vocab_size is " + std::to_string(model_vocab) +
@@ -125,16 +124,14 @@ std::shared_ptr<Tokenizer> eval_tokenizer(const EvalContext& ctx, const std::str
   return tok;
 }
 
-void write_eval_rows(EvalContext& ctx, std::vector<EvalRow> rows) {
-  if (!ctx.db || rows.empty()) return;
-  const std::string now = now_iso8601();
-  for (auto& r : rows) {
-    r.run_id = ctx.run_id;
-    r.model = ctx.model_name;
-    r.checkpoint = ctx.checkpoint;
-    if (r.created_at.empty()) r.created_at = now;
-  }
-  ctx.db->add_evals(rows);
+std::string row_string(const json& row, const std::string& key, const std::string& where) {
+  if (!row.contains(key)) throw Error(where + ": missing field \"" + key + "\"");
+  if (!row[key].is_string()) throw Error(where + ": field \"" + key + "\" must be a string, got " + row[key].dump());
+  return row[key].get<std::string>();
+}
+
+void record_cells(EvalContext& ctx, const std::vector<EvalCell>& cells) {
+  if (ctx.record && !cells.empty()) ctx.record(cells);
 }
 
 }  // namespace mnemo

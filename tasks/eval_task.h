@@ -1,7 +1,7 @@
-// Tasks that evaluate a trained model by generation (S-NIAH, BABILong): `mnemo eval` builds an
-// EvalContext around the checkpoint's model and calls EvalTask::evaluate, which generates the
-// samples, decodes greedily (runtime/generation.h), scores with tasks/scoring.h and writes one
-// EvalRow per (task, metric, setting) to the results DB.
+// Tasks that evaluate a trained model by generation (S-NIAH, BABILong): the engine builds an
+// EvalContext around the checkpoint's model (tasks/model_api.h) and calls EvalTask::evaluate,
+// which generates the samples, decodes greedily, scores with tasks/scoring.h and hands one
+// EvalCell per (task, metric, setting) to ctx.record (the engine stores them as `evals` rows).
 //
 // EvalTask is an interface mixed into a Task subclass; find it with
 //   auto* ev = dynamic_cast<EvalTask*>(task.get());
@@ -14,17 +14,25 @@
 #include <string>
 #include <vector>
 
-#include "results/db.h"
-#include "runtime/common.h"
-#include "runtime/model.h"
+#include "core/common.h"
+#include "tasks/model_api.h"
 #include "tasks/task.h"
 #include "tasks/tokenizer.h"
 
 namespace mnemo {
 
+// One measured cell of an evaluation: a metric of a task at one setting (e.g. length x depth).
+struct EvalCell {
+  std::string task, metric;
+  json setting = json::object();
+  double value = 0;
+  int64_t n = 0;
+  json details = json::object();  // tokenizer, seeds, samples, wall time, ...
+};
+
 struct EvalContext {
-  explicit EvalContext(LanguageModelImpl& m) : model(m) {}
-  LanguageModelImpl& model;
+  explicit EvalContext(EvalModel& m) : model(m), device(m.device()) {}
+  EvalModel& model;
   // The model's tokenizer; null = the task's configured `tokenizer` parameter.
   std::shared_ptr<Tokenizer> tokenizer;
   torch::Device device = torch::kCPU;
@@ -32,10 +40,9 @@ struct EvalContext {
   // {"lengths": [1024, 2048], "depths": [0, 50, 100], "n": 20, "seed": 42}. Lists may also be
   // given as comma-separated strings ("1024,2048").
   json options = json::object();
-  ResultsDB* db = nullptr;  // null: results are only returned
-  int64_t run_id = 0;       // training run of the checkpoint (0 if none)
-  std::string model_name;   // EvalRow.model
-  std::string checkpoint;   // EvalRow.checkpoint
+  // Receives the cells of an evaluation once it has finished (the engine writes them to the
+  // results DB in one transaction); may be empty (results are only returned).
+  std::function<void(const std::vector<EvalCell>&)> record;
   std::function<void(const std::string&)> log;  // progress lines; may be empty
 };
 
@@ -43,11 +50,20 @@ class EvalTask {
  public:
   virtual ~EvalTask() = default;
   // Runs the evaluation; returns {"task", "metric", "cells": [{setting..., "value", "n"}], ...}
-  // and, when ctx.db is set, writes the same cells as EvalRows (one transaction).
+  // and hands the same cells to ctx.record.
   virtual json evaluate(EvalContext& ctx) const = 0;
   // Option name -> one-line help, for `mnemo eval --help`-style listings.
   virtual json eval_options_help() const = 0;
+  // The task's scorer on one prediction made elsewhere (`mnemo score`): `row` holds "prediction" and
+  // the target fields `mnemo generate` writes; `mode` selects a scorer variant ("strict" |
+  // "substring" for BABILong); `where` ("file:line") prefixes every Error. A score in [0, 1].
+  virtual double score_prediction(const json& row, const std::string& mode, const std::string& where) const = 0;
+  // The metric name score_prediction's mean (in %) is reported as, for `mode`.
+  virtual std::string score_metric(const std::string& mode) const = 0;
 };
+
+// A string field of a prediction row; Error naming `where` and the field otherwise.
+std::string row_string(const json& row, const std::string& key, const std::string& where);
 
 // ---- helpers shared by the text tasks ----
 
@@ -75,7 +91,7 @@ std::string generate_text(EvalContext& ctx, const Tokenizer& tok, const std::str
 // its vocabulary does not fit the model's.
 std::shared_ptr<Tokenizer> eval_tokenizer(const EvalContext& ctx, const std::string& spec);
 
-// Writes rows to ctx.db (if set), filling run/model/checkpoint/created_at.
-void write_eval_rows(EvalContext& ctx, std::vector<EvalRow> rows);
+// Hands cells to ctx.record (if set).
+void record_cells(EvalContext& ctx, const std::vector<EvalCell>& cells);
 
 }  // namespace mnemo

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "runtime/token_eval.h"
+#include "tasks/token_batch.h"
 #include "synthetic/mqar.h"  // example_seed: train/test disjoint per-example seeds
 
 namespace mnemo {
@@ -25,6 +25,11 @@ class MadTokenTask : public TokenTask {
     out.reserve(n);
     for (int64_t i = 0; i < n; ++i) out.push_back(mad_example(task_, p_, split, example_seed(split, seed, i)));
     return out;
+  }
+  // mad-lab's reported accuracy: macro average over classes per batch of 128, averaged over batches.
+  json test_metrics(const std::function<torch::Tensor(const torch::Tensor&)>& logits_fn,
+                    const std::vector<TokenExample>& test, const torch::Device& device) const override {
+    return {{"accuracy_macro", evaluate_mad_accuracy(logits_fn, test, p_.vocab_size, device).macro_batched}};
   }
 
  private:

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "runtime/common.h"
+#include "core/common.h"
 
 namespace mnemo {
 
@@ -121,6 +121,18 @@ bool substring_match(const std::string& target, const std::string& pred) {
   return ascii_lower(pred).find(ascii_lower(target)) != std::string::npos;
 }
 
+torch::Tensor per_example_accuracy(const torch::Tensor& logits_or_predictions, const torch::Tensor& labels,
+                                   int64_t ignore) {
+  const auto preds = logits_or_predictions.dim() == labels.dim() + 1 ? logits_or_predictions.argmax(-1)
+                                                                      : logits_or_predictions;
+  if (preds.sizes() != labels.sizes())
+    throw Error("per_example_accuracy: predictions " + c10::str(preds.sizes()) + " but labels " +
+                c10::str(labels.sizes()));
+  const auto mask = labels != ignore;
+  const auto correct = (preds == labels) & mask;
+  return correct.sum(-1).to(torch::kFloat64) / mask.sum(-1).to(torch::kFloat64);  // NaN where no label
+}
+
 double per_example_accuracy(const std::vector<std::vector<int64_t>>& preds,
                             const std::vector<std::vector<int64_t>>& labels, int64_t ignore) {
   if (preds.size() != labels.size())
@@ -132,14 +144,12 @@ double per_example_accuracy(const std::vector<std::vector<int64_t>>& preds,
     if (preds[e].size() != labels[e].size())
       throw Error("per_example_accuracy: example " + std::to_string(e) + " has " + std::to_string(preds[e].size()) +
                   " predictions and " + std::to_string(labels[e].size()) + " labels");
-    int64_t n = 0, correct = 0;
-    for (size_t i = 0; i < labels[e].size(); ++i) {
-      if (labels[e][i] == ignore) continue;
-      ++n;
-      correct += preds[e][i] == labels[e][i];
-    }
-    if (n == 0) continue;
-    sum += static_cast<double>(correct) / static_cast<double>(n);
+    const auto n = static_cast<int64_t>(labels[e].size());
+    const double a = per_example_accuracy(torch::tensor(preds[e], torch::kInt64).view({1, n}),
+                                          torch::tensor(labels[e], torch::kInt64).view({1, n}), ignore)
+                         .item<double>();
+    if (std::isnan(a)) continue;
+    sum += a;
     ++counted;
   }
   return counted ? sum / static_cast<double>(counted) : 0.0;

@@ -2,6 +2,7 @@
 // exact match, `contains`, RULER `string_match_all`, BABILong label sets (`compare_answers`) and
 // substring, and the token-level accuracy of MQAR/MAD.
 #pragma once
+#include <torch/torch.h>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,6 +43,10 @@ bool substring_match(const std::string& target, const std::string& pred);
 // that have at least one labelled position. Returns 0 when none has. Sizes must match (Error).
 double per_example_accuracy(const std::vector<std::vector<int64_t>>& preds,
                             const std::vector<std::vector<int64_t>>& labels, int64_t ignore = -100);
+// The same rule on a batch: logits [B, T, V] (argmax) or predictions [B, T] against labels
+// [B, T]; one value per row, NaN for rows without labels.
+torch::Tensor per_example_accuracy(const torch::Tensor& logits_or_predictions, const torch::Tensor& labels,
+                                   int64_t ignore = -100);
 
 // mean(values) * 100 rounded to 2 decimals (RULER/BABILong task score); 0 for no values.
 double mean_percent(const std::vector<double>& values);

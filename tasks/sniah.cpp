@@ -280,7 +280,7 @@ json SniahTask::evaluate(EvalContext& ctx) const {
     throw Error(name() + ": set tokens_to_generate as a task parameter (it is part of the length budget)");
 
   json cells = json::array();
-  std::vector<EvalRow> rows;
+  std::vector<EvalCell> rows;
   for (int64_t length : lengths) {
     for (int64_t depth : depths) {
       std::vector<double> scores;
@@ -301,13 +301,13 @@ json SniahTask::evaluate(EvalContext& ctx) const {
                             {"tokens_to_generate", tokens_to_generate_},
                             {"seed", seed},                     {"generator", "reference-style"},
                             {"wall_s", wall_seconds() - t0},     {"samples", samples}};
-      EvalRow row;
+      EvalCell row;
       row.task = name();
       row.metric = "string_match_all";
-      row.setting_json = setting.dump();
+      row.setting = setting;
       row.value = value;
       row.n = n;
-      row.details_json = details.dump();
+      row.details = details;
       rows.push_back(row);
       cells.push_back({{"length", length}, {"depth", depth}, {"value", value}, {"n", n}});
       if (ctx.log)
@@ -315,9 +315,29 @@ json SniahTask::evaluate(EvalContext& ctx) const {
                 ": string_match_all " + std::to_string(value));
     }
   }
-  write_eval_rows(ctx, rows);
+  record_cells(ctx, rows);
   return {{"task", name()}, {"metric", "string_match_all"}, {"tokenizer", tok->id()}, {"cells", cells}};
 }
+
+// `mnemo score`: RULER's string_match_all against "outputs" (a list of references) or "target".
+double SniahTask::score_prediction(const json& row, const std::string& mode, const std::string& where) const {
+  const char* key = row.contains("outputs") ? "outputs" : "target";
+  if (!row.contains(key)) throw Error(where + ": missing field \"outputs\" (or \"target\")");
+  const json& v = row[key];
+  std::vector<std::string> refs;
+  if (v.is_string()) {
+    refs.push_back(v.get<std::string>());
+  } else if (v.is_array()) {
+    for (const auto& r : v) {
+      if (!r.is_string()) throw Error(where + ": field \"" + key + "\" must hold strings, got " + r.dump());
+      refs.push_back(r.get<std::string>());
+    }
+  }
+  if (refs.empty()) throw Error(where + ": field \"" + key + "\" must be a string or a non-empty list of strings");
+  return string_match_all(ruler_postprocess(row_string(row, "prediction", where)), refs);
+}
+
+std::string SniahTask::score_metric(const std::string&) const { return "string_match_all"; }
 
 void register_sniah_tasks(TaskRegistry& r) {
   for (int v = 1; v <= 3; ++v) {

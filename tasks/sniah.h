@@ -43,6 +43,8 @@ class SniahTask : public TokenTask, public EvalTask {
   std::vector<TokenExample> examples(Split split, int64_t n, uint64_t seed) const override;
   json evaluate(EvalContext& ctx) const override;
   json eval_options_help() const override;
+  double score_prediction(const json& row, const std::string& mode, const std::string& where) const override;
+  std::string score_metric(const std::string& mode) const override;
 
   // Sample `index`: key/value/position drawn from sample_seed(seed, index); the haystack is the
   // largest one whose prompt fits max_seq_length − tokens_to_generate tokens of `tok`.

@@ -4,8 +4,6 @@
 
 namespace mnemo {
 
-const char* split_name(Split s) { return s == Split::train ? "train" : "test"; }
-
 std::vector<json> TokenTask::generate_rows(Split split, int64_t n, uint64_t seed) const {
   std::vector<json> rows;
   for (auto& ex : examples(split, n, seed)) {

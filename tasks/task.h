@@ -2,28 +2,18 @@
 // Token-level tasks (MQAR, MAD, ...) produce (input_ids, labels) examples that the trainer and
 // `mnemo eval` consume; every task can write its examples as JSONL (`mnemo generate`).
 #pragma once
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "runtime/common.h"
+#include "core/common.h"
+#include "synthetic/example.h"
 
 namespace mnemo {
-
-enum class Split { train, test };
-const char* split_name(Split s);
-
-// One token-level example: labels[i] is the target for the prediction made at input position i,
-// -100 where not scored (Zoology/HF convention).
-struct TokenExample {
-  std::vector<int64_t> input_ids;
-  std::vector<int64_t> labels;
-  json meta;  // optional per-example metadata (e.g. task variant)
-};
-
-constexpr int64_t kIgnoreLabel = -100;
 
 // Base: every task can generate rows for `mnemo generate`.
 class Task {
@@ -44,6 +34,12 @@ class TokenTask : public Task {
   virtual std::vector<TokenExample> examples(Split split, int64_t n, uint64_t seed) const = 0;
   // Default: {"input_ids": [...], "labels": [...]} (+ meta keys).
   std::vector<json> generate_rows(Split split, int64_t n, uint64_t seed) const override;
+  // Test metrics the task defines beyond loss and per-example accuracy (lm-eval's
+  // process_results), from the model's logits: name -> value. Default: none. MAD: accuracy_macro.
+  virtual json test_metrics(const std::function<torch::Tensor(const torch::Tensor&)>& logits_fn,
+                            const std::vector<TokenExample>& test, const torch::Device& device) const {
+    return json::object();
+  }
 };
 
 struct TaskFamily {

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/common.h"
+#include "core/common.h"
 
 namespace mnemo {
 

@@ -1,7 +1,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
-#include "runtime/system_info.h"
+#include "core/system_info.h"
 
 int main(int argc, char* argv[]) {
   mnemo::configure_allocator();  // the same CPU allocator settings as the mnemo binary

@@ -1,18 +1,27 @@
-// Helpers for mixer-level tests: build a registered mixer in fp64, and run it prefill + token by token.
+// Helpers for mixer- and kernel-level tests: build a registered mixer, run it prefill + token by token,
+// check a kernel op's fixtures, compare two kernels' outputs and gradients.
 #pragma once
+#include <catch2/catch.hpp>
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "runtime/mixer.h"
+#include "runtime/ops/fixture.h"
+#include "runtime/ops/kernel_ops.h"
 #include "runtime/registry.h"
+#include "tests/test_util.h"
 
 namespace mnemo::test {
 
-// The registered mixer `family` with its defaults updated by `args`, in float64.
-inline std::shared_ptr<Mixer> make_mixer(const std::string& family, int64_t d_model, int64_t n_heads,
-                                         const json& args) {
+// The registered mixer `family` with its defaults updated by `args`, as constructed (fp32). With a `seed`,
+// torch::manual_seed(seed) first: two mixers built with one seed (and matching parameter shapes) get the same weights.
+inline std::shared_ptr<Mixer> build_mixer(const std::string& family, int64_t d_model, int64_t n_heads,
+                                          const json& args, std::optional<uint64_t> seed = std::nullopt) {
   const auto& fam = Registry::instance().mixer(family);
   MixerContext ctx;
   ctx.d_model = d_model;
@@ -20,19 +29,119 @@ inline std::shared_ptr<Mixer> make_mixer(const std::string& family, int64_t d_mo
   ctx.n_layers = 1;
   ctx.args = fam.defaults;
   ctx.args.update(args);
-  auto m = fam.make(ctx);
+  if (seed) torch::manual_seed(*seed);
+  return fam.make(ctx);
+}
+
+// build_mixer(...) in float64.
+inline std::shared_ptr<Mixer> make_mixer(const std::string& family, int64_t d_model, int64_t n_heads,
+                                         const json& args, std::optional<uint64_t> seed = std::nullopt) {
+  auto m = build_mixer(family, d_model, n_heads, args, seed);
   m->to(torch::kFloat64);
   return m;
 }
 
-// The first `prefill` tokens in one call with a fresh state, then one token per call: to compare with the
-// stateless full forward (decode == forward).
-inline torch::Tensor prefill_decode(Mixer& m, const torch::Tensor& x, int64_t prefill) {
-  LayerState state;
+// The first `prefill` tokens in one call with a fresh state, then one token per call, advancing LayerState::pos
+// after each call as the model does: to compare with the stateless full forward (decode == forward). The state
+// is left in *state_out when given (to inspect what the mixer keeps).
+inline torch::Tensor prefill_decode(Mixer& m, const torch::Tensor& x, int64_t prefill,
+                                    LayerState* state_out = nullptr) {
+  LayerState local;
+  LayerState& state = state_out ? *state_out : local;
   std::vector<torch::Tensor> pieces;
-  if (prefill > 0) pieces.push_back(m.forward(x.narrow(1, 0, prefill), &state));
-  for (int64_t t = prefill; t < x.size(1); ++t) pieces.push_back(m.forward(x.narrow(1, t, 1), &state));
+  if (prefill > 0) {
+    pieces.push_back(m.forward(x.narrow(1, 0, prefill), &state));
+    state.pos += prefill;
+  }
+  for (int64_t t = prefill; t < x.size(1); ++t) {
+    pieces.push_back(m.forward(x.narrow(1, t, 1), &state));
+    state.pos += 1;
+  }
   return torch::cat(pieces, 1);
+}
+
+// Full forward == prefill(`prefill` tokens, with state) + token-by-token decode of mixer `name` (defaults updated
+// by `overrides`, seed 7) in `dtype`; the state must hold "memory" (the linear-recurrent families' state).
+// Returns the relative error.
+inline double mixer_decode_error(const std::string& name, const json& overrides, torch::ScalarType dtype,
+                                 int64_t T = 11, int64_t prefill = 4, int64_t d_model = 32,
+                                 int64_t n_heads = 2) {
+  auto mixer = build_mixer(name, d_model, n_heads, overrides, 7);
+  mixer->to(dtype);
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({2, T, d_model}, torch::TensorOptions().dtype(dtype));
+  auto full = mixer->forward(x, nullptr);
+  LayerState state;
+  auto stepped = prefill_decode(*mixer, x, prefill, &state);
+  REQUIRE(stepped.sizes() == full.sizes());
+  REQUIRE(state.has("memory"));
+  return max_rel_err(stepped, full);
+}
+
+// Every fixture file of `op`, every form (chunk sizes 1, 7, 16, 64) must pass the README rule,
+// in fp64 (tolerance_hint.float64) and in fp32 (tolerance_hint.float32). Returns the number of
+// fixture files checked (the caller requires it to be > 0).
+inline int check_op_fixtures(const std::string& op_name) {
+  const auto& op = KernelOpRegistry::instance().at(op_name);
+  int files = 0;
+  for (const auto& path : list_fixture_files(fixtures_dir())) {
+    auto fx = load_fixture(path);
+    if (fx.op != op_name) continue;
+    ++files;
+    for (const std::string precision : {"float64", "float32"}) {
+      for (const auto& check : check_fixture(fx, op, {1, 7, 16, 64}, precision)) {
+        INFO(path << " " << precision << " " << check.label() << " error: " << check.error);
+        REQUIRE(check.error.empty());
+        for (const auto& o : check.outputs) {
+          INFO("output " << o.name << " max_abs_err " << o.max_abs_err << " max_rel_err "
+                         << o.max_rel_err << " rtol " << o.rtol << " atol " << o.atol << " "
+                         << o.problem);
+          CHECK(o.pass);
+        }
+      }
+    }
+  }
+  return files;
+}
+
+// A kernel under test: takes the leaf inputs, returns its outputs (o, final state, ...).
+using KernelFn = std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)>;
+
+// Runs `reference` and `candidate` on copies of `inputs` (fp64 leaves of size O(1)), compares
+// every output (relative error <= out_tol) and the gradients of Σ_i <out_i, w_i> (random w)
+// w.r.t. every input (relative error <= grad_tol, spec §13.2). Relative errors are taken against
+// max(max |reference|, 1e-6): with O(1) inputs, a reference below 1e-6 is a quantity that
+// vanishes mathematically (e.g. dL/dg at T = 1 without a state) and only rounding is left.
+inline void require_same_outputs_and_grads(const KernelFn& reference, const KernelFn& candidate,
+                                           const std::vector<torch::Tensor>& inputs,
+                                           const std::vector<std::string>& input_names,
+                                           double out_tol = 1e-10, double grad_tol = 1e-8) {
+  constexpr double floor = 1e-6;
+  auto leaves = [&] {
+    std::vector<torch::Tensor> l;
+    for (const auto& t : inputs) l.push_back(t.detach().clone().requires_grad_(true));
+    return l;
+  };
+  auto ref_in = leaves(), cand_in = leaves();
+  auto ref_out = reference(ref_in), cand_out = candidate(cand_in);
+  REQUIRE(ref_out.size() == cand_out.size());
+  torch::Tensor ref_loss = torch::zeros({}, torch::kFloat64), cand_loss = ref_loss.clone();
+  for (size_t i = 0; i < ref_out.size(); ++i) {
+    INFO("output " << i);
+    REQUIRE(ref_out[i].sizes() == cand_out[i].sizes());
+    CHECK(max_rel_err(cand_out[i], ref_out[i], floor) <= out_tol);
+    auto w = torch::randn_like(ref_out[i]);
+    ref_loss = ref_loss + (ref_out[i] * w).sum();
+    cand_loss = cand_loss + (cand_out[i] * w).sum();
+  }
+  auto ref_grads = torch::autograd::grad({ref_loss}, ref_in, {}, false, false, /*allow_unused=*/true);
+  auto cand_grads = torch::autograd::grad({cand_loss}, cand_in, {}, false, false, true);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    INFO("gradient w.r.t. " << (i < input_names.size() ? input_names[i] : std::to_string(i)));
+    REQUIRE(ref_grads[i].defined());
+    REQUIRE(cand_grads[i].defined());
+    CHECK(max_rel_err(cand_grads[i], ref_grads[i], floor) <= grad_tol);
+  }
 }
 
 }  // namespace mnemo::test

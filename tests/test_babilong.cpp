@@ -3,7 +3,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/report_catalog.h"
 #include "reports/report.h"
+#include "engine/evaluate.h"
+#include "engine/model_adapter.h"
 #include "results/db.h"
 #include "runtime/model.h"
 #include "tasks/babi.h"
@@ -198,9 +201,9 @@ TEST_CASE("BABILong evaluate and mnemo score / generate", "[babilong]") {
   auto task = make_babilong(1, {{"length", 0}, {"max_new_tokens", 4}});
   const auto dir = test::temp_dir("babilong_eval");
   ResultsDB db((dir / "r.sqlite").string());
-  EvalContext ctx(*model);
-  ctx.db = &db;
-  ctx.model_name = "transformer";
+  LanguageModelAdapter adapter(*model, torch::kCPU);
+  EvalContext ctx(adapter);
+  ctx.record = eval_rows_sink(db, "transformer", "");
   ctx.options = {{"lengths", {0, 400}}, {"n", 2}};
   const json out = task->evaluate(ctx);
   REQUIRE(out["cells"].size() == 2);
@@ -210,7 +213,7 @@ TEST_CASE("BABILong evaluate and mnemo score / generate", "[babilong]") {
   CHECK(json::parse(rows[1].setting_json)["haystack"] == "gutenberg");
   CHECK(json::parse(rows[0].setting_json)["haystack"] == "none");
 
-  const std::string md = read_text_file(write_report(db, (dir / "report").string()));
+  const std::string md = read_text_file(write_report(db, (dir / "report").string(), report_catalog()));
   CHECK(md.find("## BABILong") != std::string::npos);
   CHECK(md.find("haystack gutenberg") != std::string::npos);
 

@@ -3,7 +3,8 @@
 
 #include <filesystem>
 
-#include "runtime/bench.h"
+#include "engine/bench.h"
+#include "runtime/device.h"
 #include "runtime/ops/kernel_ops.h"
 #include "test_util.h"
 
@@ -77,7 +78,7 @@ TEST_CASE("bench: model config resolution rejects unknown models, keys and forms
   bad.repeats = 1;
   bad.seq_lens = {16, -2};
   CHECK_THROWS_WITH(validate(bad), Catch::Contains("-2"));
-  CHECK_THROWS_AS(resolve_bench_device("tpu"), Error);
+  CHECK_THROWS_AS(resolve_device("tpu"), Error);
 }
 
 TEST_CASE("bench: tiny fwd, fwdbwd and decode measurements", "[bench]") {

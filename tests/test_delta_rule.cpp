@@ -5,12 +5,14 @@
 
 #include "runtime/delta_rule/delta_rule.h"
 #include "runtime/layers.h"
-#include "runtime/linear_attn/chunking.h"
+#include "runtime/kernels/chunking.h"
 #include "runtime/ops/fixture.h"
 #include "runtime/registry.h"
+#include "tests/mixer_test_util.h"
 #include "tests/test_util.h"
 
 using namespace mnemo;
+using mnemo::test::build_mixer;
 using mnemo::test::max_rel_err;
 
 namespace {
@@ -60,11 +62,9 @@ FormResult run_with_grads(const DeltaInputs& in, int64_t chunk_size, double scal
 
 const char* grad_names[] = {"q", "k", "v", "beta", "g-or-h0", "h0"};
 
-// Gradient error relative to the reference's scale, floored at 1e-6: a gradient that is exactly zero in
-// one form (g at T = 1 without a state) may be a rounding residual (~1e-16) in the other.
-double grad_err(const torch::Tensor& got, const torch::Tensor& ref) {
-  return (got - ref).abs().max().item<double>() / std::max(ref.abs().max().item<double>(), 1e-6);
-}
+// Gradient errors are relative to the reference's scale floored at 1e-6: a gradient that is exactly zero in one
+// form (g at T = 1 without a state) may be a rounding residual (~1e-16) in the other.
+constexpr double kGradFloor = 1e-6;
 
 }  // namespace
 
@@ -85,7 +85,7 @@ TEST_CASE("delta rule: chunk form equals recurrent form in fp64 (outputs, final 
           REQUIRE(got.grads.size() == ref.grads.size());
           for (size_t i = 0; i < ref.grads.size(); ++i) {
             CAPTURE(grad_names[i]);
-            CHECK(grad_err(got.grads[i], ref.grads[i]) <= 1e-8);
+            CHECK(max_rel_err(got.grads[i], ref.grads[i], kGradFloor) <= 1e-8);
           }
         }
       }
@@ -104,7 +104,7 @@ TEST_CASE("gated delta rule: the masked-difference form (decay span past the fac
   CHECK(max_rel_err(got.state, ref.state) <= 1e-10);
   for (size_t i = 0; i < ref.grads.size(); ++i) {
     CAPTURE(grad_names[i]);
-    CHECK(grad_err(got.grads[i], ref.grads[i]) <= 1e-8);
+    CHECK(max_rel_err(got.grads[i], ref.grads[i], kGradFloor) <= 1e-8);
   }
 }
 
@@ -187,28 +187,12 @@ TEST_CASE("delta rule ops pass their fixtures in float32 with the float32 tolera
   CHECK(checked == 6 * 3);  // 3 cases × 2 ops × (recurrent + 2 chunk sizes)
 }
 
-namespace {
-
-std::shared_ptr<Mixer> make_test_mixer(const std::string& family, int64_t d_model, int64_t n_heads,
-                                       const json& args) {
-  const auto& fam = Registry::instance().mixer(family);
-  MixerContext ctx;
-  ctx.d_model = d_model;
-  ctx.n_heads = n_heads;
-  ctx.n_layers = 1;
-  ctx.args = fam.defaults;
-  ctx.args.update(args);
-  return fam.make(ctx);
-}
-
-}  // namespace
-
 TEST_CASE("deltanet and gated_deltanet mixers: prefill + decode equals the full forward (fp64)", "[linear2]") {
   for (const std::string family : {"deltanet", "gated_deltanet"}) {
     for (bool output_gate : {true, false}) {
       CAPTURE(family, output_gate);
       torch::manual_seed(5);
-      auto mixer = make_test_mixer(family, 32, 2, {{"chunk_size", 8}, {"output_gate", output_gate}});
+      auto mixer = build_mixer(family, 32, 2, {{"chunk_size", 8}, {"output_gate", output_gate}});
       mixer->to(torch::kFloat64);
       auto x = torch::randn({2, 21, 32}, torch::kFloat64);
       torch::NoGradGuard no_grad;
@@ -222,7 +206,7 @@ TEST_CASE("deltanet and gated_deltanet mixers: prefill + decode equals the full 
       CHECK(max_rel_err(torch::cat(pieces, 1), full) <= 1e-10);
 
       // The recurrent form is the same function.
-      auto recurrent = make_test_mixer(family, 32, 2, {{"form", "recurrent"}, {"output_gate", output_gate}});
+      auto recurrent = build_mixer(family, 32, 2, {{"form", "recurrent"}, {"output_gate", output_gate}});
       recurrent->to(torch::kFloat64);
       auto src = mixer->named_parameters(), dst = recurrent->named_parameters();
       for (const auto& p : src) dst[p.key()].copy_(p.value());
@@ -234,7 +218,7 @@ TEST_CASE("deltanet and gated_deltanet mixers: prefill + decode equals the full 
 TEST_CASE("gated_deltanet mixer: gradients reach every parameter; head layout and args are checked",
           "[linear2]") {
   torch::manual_seed(9);
-  auto mixer = make_test_mixer("gated_deltanet", 32, 4, {{"chunk_size", 4}});
+  auto mixer = build_mixer("gated_deltanet", 32, 4, {{"chunk_size", 4}});
   auto x = torch::randn({2, 10, 32});
   mixer->forward(x, nullptr).pow(2).sum().backward();
   for (const auto& p : mixer->named_parameters()) {
@@ -249,11 +233,11 @@ TEST_CASE("gated_deltanet mixer: gradients reach every parameter; head layout an
   CHECK((params["A_log"].exp() <= 16.0).all().item<bool>());
 
   // d_model >= 1024: heads of d_k = 256, H = floor(0.75 d / 256) (spec §4.7).
-  auto big = make_test_mixer("gated_deltanet", 1024, 16, json::object());
+  auto big = build_mixer("gated_deltanet", 1024, 16, json::object());
   CHECK(big->named_parameters()["q_proj.proj.weight"].sizes() == torch::IntArrayRef({768, 1024}));
   CHECK(big->named_parameters()["v_proj.proj.weight"].sizes() == torch::IntArrayRef({1536, 1024}));
 
-  CHECK_THROWS_WITH(make_test_mixer("deltanet", 32, 2, {{"form", "parallel"}}), Catch::Contains("form"));
-  CHECK_THROWS_WITH(make_test_mixer("deltanet", 32, 2, {{"chunk_size", 0}}), Catch::Contains("chunk_size"));
-  CHECK_THROWS_WITH(make_test_mixer("deltanet", 30, 4, json::object()), Catch::Contains("not divisible"));
+  CHECK_THROWS_WITH(build_mixer("deltanet", 32, 2, {{"form", "parallel"}}), Catch::Contains("form"));
+  CHECK_THROWS_WITH(build_mixer("deltanet", 32, 2, {{"chunk_size", 0}}), Catch::Contains("chunk_size"));
+  CHECK_THROWS_WITH(build_mixer("deltanet", 30, 4, json::object()), Catch::Contains("not divisible"));
 }

@@ -4,8 +4,9 @@
 
 #include <filesystem>
 
+#include "engine/report_catalog.h"
 #include "reports/report.h"
-#include "runtime/learnability.h"
+#include "engine/learnability.h"
 #include "test_util.h"
 
 using namespace mnemo;
@@ -201,7 +202,7 @@ TEST_CASE("mnemo run learnability writes result rows, curves and a report sectio
 
   if (gnuplot_available()) {
     ResultsDB rdb(db);
-    auto md_path = write_report(rdb, (dir / "report").string());
+    auto md_path = write_report(rdb, (dir / "report").string(), report_catalog());
     std::string md = read_text_file(md_path);
     REQUIRE(md.find("## Learnability (Atlas)") != std::string::npos);
     REQUIRE(md.find("mlp2 (adamw, lr 0.0005, d=8)") != std::string::npos);

@@ -1,10 +1,10 @@
 // Linear attention kernels and mixer (spec models.md §4.1, §13): fixtures, chunk == recurrent
 // with gradients, state passing, mixer decode == forward.
 #include "runtime/linear_attn/linear_attn.h"
-#include "tests/linear1_helpers.h"
+#include "tests/mixer_test_util.h"
 
 using namespace mnemo;
-using namespace mnemo::linear1_test;
+using namespace mnemo::test;
 
 namespace {
 
@@ -14,7 +14,7 @@ struct LaCase {
 
 // Positive q, k (elu + 1) when normalising, as the fixture's feature map.
 LaCase make_case(int64_t T, bool normalize, int64_t B = 2, int64_t H = 2, int64_t K = 8, int64_t V = 12) {
-  LaCase c{f64({B, T, H, K}), f64({B, T, H, K}), f64({B, T, H, V}), f64({B, H, K, V}), {}};
+  LaCase c{randn_f64({B, T, H, K}), randn_f64({B, T, H, K}), randn_f64({B, T, H, V}), randn_f64({B, H, K, V}), {}};
   if (normalize) {
     c.q = torch::elu(c.q) + 1.0;
     c.k = torch::elu(c.k) + 1.0;
@@ -77,9 +77,9 @@ TEST_CASE("linear_attn state passing: one pass == two halves", "[linear1][linear
                                    0.3, c.s0, 16, normalize, c.z0);
     auto second = linear_attn_recurrent(c.q.slice(1, split), c.k.slice(1, split), c.v.slice(1, split), 0.3,
                                         first.final_state, normalize, first.final_z);
-    CHECK(rel_err(torch::cat({first.o, second.o}, 1), full.o) < 1e-12);
-    CHECK(rel_err(second.final_state, full.final_state) < 1e-12);
-    if (normalize) CHECK(rel_err(second.final_z, full.final_z) < 1e-12);
+    CHECK(max_rel_err(torch::cat({first.o, second.o}, 1), full.o) < 1e-12);
+    CHECK(max_rel_err(second.final_state, full.final_state) < 1e-12);
+    if (normalize) CHECK(max_rel_err(second.final_z, full.final_z) < 1e-12);
   }
 }
 
@@ -91,8 +91,8 @@ TEST_CASE("linear_attn kernels run fp32 recurrences for fp32 inputs", "[linear1]
                              c.s0.to(torch::kFloat32), 16);
   CHECK(r.o.scalar_type() == torch::kFloat32);
   CHECK(r.final_state.scalar_type() == torch::kFloat32);
-  CHECK(rel_err(r.o, ref.o) < 1e-5);
-  CHECK(rel_err(r.final_state, ref.final_state) < 1e-5);
+  CHECK(max_rel_err(r.o, ref.o) < 1e-5);
+  CHECK(max_rel_err(r.final_state, ref.final_state) < 1e-5);
 }
 
 TEST_CASE("linear_attn kernels reject bad shapes with a clear error", "[linear1][linear_attn]") {
@@ -112,14 +112,12 @@ TEST_CASE("linear_attn mixer: decode token by token == full forward", "[linear1]
 }
 
 TEST_CASE("linear_attn mixer: chunk form == recurrent form, bad args rejected", "[linear1][linear_attn][mixer]") {
-  auto chunked = make_test_mixer("linear_attn", {{"chunk_size", 4}}, 32, 2, 11);
-  auto recurrent = make_test_mixer("linear_attn", {{"form", "recurrent"}}, 32, 2, 11);
-  chunked->to(torch::kFloat64);
-  recurrent->to(torch::kFloat64);
-  auto x = f64({2, 9, 32});
-  CHECK(rel_err(chunked->forward(x, nullptr), recurrent->forward(x, nullptr)) < 1e-10);
-  CHECK_THROWS_WITH(make_test_mixer("linear_attn", {{"form", "parallel"}}, 32, 2, 1), Catch::Contains("form"));
-  CHECK_THROWS_WITH(make_test_mixer("linear_attn", {{"expand_k", 0.3}}, 32, 2, 1), Catch::Contains("expand_k"));
+  auto chunked = make_mixer("linear_attn", 32, 2, {{"chunk_size", 4}}, 11);
+  auto recurrent = make_mixer("linear_attn", 32, 2, {{"form", "recurrent"}}, 11);
+  auto x = randn_f64({2, 9, 32});
+  CHECK(max_rel_err(chunked->forward(x, nullptr), recurrent->forward(x, nullptr)) < 1e-10);
+  CHECK_THROWS_WITH(build_mixer("linear_attn", 32, 2, {{"form", "parallel"}}, 1), Catch::Contains("form"));
+  CHECK_THROWS_WITH(build_mixer("linear_attn", 32, 2, {{"expand_k", 0.3}}, 1), Catch::Contains("expand_k"));
 }
 
 TEST_CASE("chunk_matmul equals torch::matmul for every operand layout, and keeps autograd", "[linear1]") {
@@ -146,5 +144,5 @@ TEST_CASE("chunk_matmul equals torch::matmul for every operand layout, and keeps
   auto out = chunk_matmul(a, b);
   REQUIRE(out.requires_grad());
   out.sum().backward();
-  CHECK(rel_err(a.grad(), b.sum(-1).unsqueeze(1).expand({2, 5, 3})) < 1e-14);
+  CHECK(max_rel_err(a.grad(), b.sum(-1).unsqueeze(1).expand({2, 5, 3})) < 1e-14);
 }

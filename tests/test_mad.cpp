@@ -8,14 +8,15 @@
 #include <set>
 #include <tuple>
 
+#include "engine/report_catalog.h"
 #include "reports/mad_score.h"
 #include "reports/report.h"
-#include "runtime/config.h"
-#include "runtime/mad_autoencoder.h"
+#include "engine/run_config.h"
+#include "engine/mad_autoencoder.h"
 #include "runtime/registry.h"
 #include "synthetic/mad.h"
 #include "synthetic/mqar.h"
-#include "runtime/sweep.h"
+#include "engine/sweep.h"
 #include "tasks/mad_tasks.h"
 #include "test_util.h"
 
@@ -431,7 +432,7 @@ TEST_CASE("MAD score: best over lr x wd per setting, mean over settings and task
     add_run("gated_deltanet", "mad_memorization", {{"n_train", 256}}, 1e-3, {{10, 1.0, 0.7}});
   }
   ResultsDB db(db_path);
-  auto data = mad_runs_from_db(db);
+  auto data = mad_runs_from_db(db, report_catalog());
   REQUIRE(data.accuracy_metric == "accuracy");
   REQUIRE(data.runs.size() == 6);
   auto scores = compute_mad_scores(data.runs);
@@ -444,12 +445,12 @@ TEST_CASE("MAD score: best over lr x wd per setting, mean over settings and task
   REQUIRE(tf.mad_score == Approx((0.45 + 0.6) / 2));
   REQUIRE(std::isnan(tf.atlas_average));  // not all five Atlas columns
   REQUIRE(scores.at("gated_deltanet").mad_score == Approx(0.7));
-  auto final_sel = compute_mad_scores(mad_runs_from_db(db, MadSelection::final).runs);
+  auto final_sel = compute_mad_scores(mad_runs_from_db(db, report_catalog(), MadSelection::final).runs);
   REQUIRE(final_sel.at("transformer").tasks.at("compression").settings.at("baseline").best == Approx(0.9));
-  REQUIRE(mad_setting_label("noisy_in_context_recall", {{"frac_noise", 0.4}, {"vocab_size", 32}}) == "frac_noise=0.4");
+  REQUIRE(mad_setting_label(report_catalog()["mad"]["noisy_in_context_recall"]["baseline"], {{"frac_noise", 0.4}, {"vocab_size", 32}}) == "frac_noise=0.4");
 
   if (gnuplot_available()) {
-    auto md = read_text_file(write_report(db, (dir / "report").string()));
+    auto md = read_text_file(write_report(db, (dir / "report").string(), report_catalog()));
     REQUIRE(md.find("## MAD synthetic tasks") != std::string::npos);
     REQUIRE(md.find("| transformer | 45.0 (2/11 settings)") != std::string::npos);
     REQUIRE(md.find("75.46") != std::string::npos);  // the Atlas reference table
@@ -468,7 +469,7 @@ TEST_CASE("configs/mad.json is mad-lab's benchmark grid and mad_quick.json a sma
     json params = json::object();
     for (auto it = c.begin(); it != c.end(); ++it)
       if (it.key() != "task" && it.key() != "steps" && it.key() != "eval_every") params[it.key()] = it.value();
-    settings[task.substr(4)].insert(mad_setting_label(task, params));
+    settings[task.substr(4)].insert(mad_setting_label(report_catalog()["mad"][task.substr(4)]["baseline"], params));
     REQUIRE(c["steps"] == c["n_train"].get<int64_t>() * 200 / 128);  // 200 epochs of batch 128
     json cell = sweep["base"];
     cell.update(c);
@@ -480,7 +481,7 @@ TEST_CASE("configs/mad.json is mad-lab's benchmark grid and mad_quick.json a sma
     for (const auto& s : mad_difficulty_settings(t)) {
       json p = s;
       if (!p.contains("n_train")) p["n_train"] = mad_baseline_n_train(t);
-      expected.insert(mad_setting_label(mad_task_name(t), p));
+      expected.insert(mad_setting_label(report_catalog()["mad"][mad_task_name(t)]["baseline"], p));
     }
     REQUIRE(settings[mad_task_name(t)] == expected);
   }

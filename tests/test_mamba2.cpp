@@ -4,10 +4,10 @@
 
 #include "runtime/mamba2/mamba2.h"
 #include "runtime/retnet/retnet.h"
-#include "tests/linear1_helpers.h"
+#include "tests/mixer_test_util.h"
 
 using namespace mnemo;
-using namespace mnemo::linear1_test;
+using namespace mnemo::test;
 
 namespace {
 
@@ -17,12 +17,12 @@ struct SsdCase {
 
 // Fixture-like inputs: dt = softplus(N(0,1) − 2), A = −exp(U(0, ln 4)).
 SsdCase make_case(int64_t T, int64_t Bn = 2, int64_t H = 2, int64_t P = 12, int64_t N = 8) {
-  return {f64({Bn, T, H, P}),
-          torch::softplus(f64({Bn, T, H}) - 2.0),
+  return {randn_f64({Bn, T, H, P}),
+          torch::softplus(randn_f64({Bn, T, H}) - 2.0),
           -torch::exp(torch::rand({H}, torch::kFloat64) * std::log(4.0)),
-          f64({Bn, T, H, N}),
-          f64({Bn, T, H, N}),
-          f64({Bn, H, P, N})};
+          randn_f64({Bn, T, H, N}),
+          randn_f64({Bn, T, H, N}),
+          randn_f64({Bn, H, P, N})};
 }
 
 KernelFn ssd_fn(bool chunked, int64_t L) {
@@ -62,8 +62,8 @@ TEST_CASE("mamba2_ssd equals simple GLA with q = C, k = B, v = dt x, g = A dt", 
   auto ssd = mamba2_ssd_chunk(c.x, c.dt, c.A, c.B, c.C, c.s0, 16);
   auto sg = simple_gla_recurrent(c.C, c.B, c.x * c.dt.unsqueeze(-1), c.A.view({1, 1, -1}) * c.dt, 1.0,
                                  c.s0.transpose(-1, -2));
-  CHECK(rel_err(ssd.o, sg.o) < 1e-12);
-  CHECK(rel_err(ssd.final_state, sg.final_state.transpose(-1, -2)) < 1e-12);
+  CHECK(max_rel_err(ssd.o, sg.o) < 1e-12);
+  CHECK(max_rel_err(ssd.final_state, sg.final_state.transpose(-1, -2)) < 1e-12);
 }
 
 TEST_CASE("ssd_segsum is the masked segment sum", "[linear1][mamba2]") {
@@ -92,8 +92,8 @@ TEST_CASE("mamba2_ssd state passing: one pass == two halves", "[linear1][mamba2]
     auto tail = [&](const torch::Tensor& t) { return t.slice(1, split); };
     auto first = mamba2_ssd_chunk(head(c.x), head(c.dt), c.A, head(c.B), head(c.C), c.s0, 16);
     auto second = mamba2_ssd_chunk(tail(c.x), tail(c.dt), c.A, tail(c.B), tail(c.C), first.final_state, 16);
-    CHECK(rel_err(torch::cat({first.o, second.o}, 1), full.o) < 1e-12);
-    CHECK(rel_err(second.final_state, full.final_state) < 1e-12);
+    CHECK(max_rel_err(torch::cat({first.o, second.o}, 1), full.o) < 1e-12);
+    CHECK(max_rel_err(second.final_state, full.final_state) < 1e-12);
   }
 }
 
@@ -106,7 +106,7 @@ TEST_CASE("mamba2_ssd chunk form stays finite under strong decay", "[linear1][ma
     auto r = mamba2_ssd_chunk(c.x.to(dtype), dt.to(dtype), c.A.to(dtype), c.B.to(dtype), c.C.to(dtype),
                               c.s0.to(dtype), 64);
     CHECK(torch::isfinite(r.o).all().item<bool>());
-    CHECK(rel_err(r.o, ref.o) < (dtype == torch::kFloat64 ? 1e-12 : 1e-3));
+    CHECK(max_rel_err(r.o, ref.o) < (dtype == torch::kFloat64 ? 1e-12 : 1e-3));
   }
 }
 
@@ -117,7 +117,7 @@ TEST_CASE("mamba2_ssd grouped chunk form, factorised and masked-difference decay
   torch::manual_seed(5);
   const int64_t G = 2, H = 4;
   auto c = make_case(100, 2, H);
-  auto Bg = f64({2, 100, G, 8}), Cg = f64({2, 100, G, 8});
+  auto Bg = randn_f64({2, 100, G, 8}), Cg = randn_f64({2, 100, G, 8});
   for (double dt_scale : {1.0, 60.0}) {
     INFO("dt scale " << dt_scale);
     auto dt = c.dt * dt_scale;
@@ -161,14 +161,12 @@ TEST_CASE("mamba2 mixer: chunk form == recurrent form, bad args rejected", "[lin
   const json small = {{"mamba_head_dim", 16}, {"mamba_d_state", 8}, {"chunk_size", 4}};
   json rec = small;
   rec["form"] = "recurrent";
-  auto chunked = make_test_mixer("mamba2", small, 32, 2, 11);
-  auto recurrent = make_test_mixer("mamba2", rec, 32, 2, 11);
-  chunked->to(torch::kFloat64);
-  recurrent->to(torch::kFloat64);
-  auto x = f64({2, 9, 32});
-  CHECK(rel_err(chunked->forward(x, nullptr), recurrent->forward(x, nullptr)) < 1e-10);
-  CHECK_THROWS_WITH(make_test_mixer("mamba2", {{"mamba_head_dim", 48}}, 32, 2, 1),
+  auto chunked = make_mixer("mamba2", 32, 2, small, 11);
+  auto recurrent = make_mixer("mamba2", 32, 2, rec, 11);
+  auto x = randn_f64({2, 9, 32});
+  CHECK(max_rel_err(chunked->forward(x, nullptr), recurrent->forward(x, nullptr)) < 1e-10);
+  CHECK_THROWS_WITH(build_mixer("mamba2", 32, 2, {{"mamba_head_dim", 48}}, 1),
                     Catch::Contains("mamba_head_dim"));
-  CHECK_THROWS_WITH(make_test_mixer("mamba2", {{"mamba_head_dim", 16}, {"mamba_ngroups", 3}}, 32, 2, 1),
+  CHECK_THROWS_WITH(build_mixer("mamba2", 32, 2, {{"mamba_head_dim", 16}, {"mamba_ngroups", 3}}, 1),
                     Catch::Contains("mamba_ngroups"));
 }

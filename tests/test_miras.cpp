@@ -8,10 +8,12 @@
 #include "runtime/layers.h"
 #include "runtime/miras/miras.h"
 #include "runtime/registry.h"
-#include "runtime/trainer.h"
+#include "engine/trainer.h"
+#include "tests/mixer_test_util.h"
 #include "tests/test_util.h"
 
 using namespace mnemo;
+using mnemo::test::build_mixer;
 using mnemo::test::max_rel_err;
 
 namespace {
@@ -92,17 +94,6 @@ MirasOptions family_options(const std::string& family, int64_t chunk) {
     o.retention = "kl";
   }
   return o;
-}
-
-std::shared_ptr<Mixer> make_test_mixer(const std::string& family, int64_t d_model, int64_t n_heads, const json& args) {
-  const auto& fam = Registry::instance().mixer(family);
-  MixerContext ctx;
-  ctx.d_model = d_model;
-  ctx.n_heads = n_heads;
-  ctx.n_layers = 1;
-  ctx.args = fam.defaults;
-  ctx.args.update(args);
-  return fam.make(ctx);
 }
 
 }  // namespace
@@ -231,7 +222,7 @@ TEST_CASE("moneta, yaad, memora mixers: prefill + decode equals the full forward
       CAPTURE(family, gran);
       torch::manual_seed(3);
       json args = {{"chunk_size", 4}, {"gate_granularity", gran}, {"gate_rank", 8}};
-      auto mixer = make_test_mixer(family, 16, 2, args);
+      auto mixer = build_mixer(family, 16, 2, args);
       mixer->to(torch::kFloat64);
       auto x = torch::randn({2, 15, 16}, torch::kFloat64);
       torch::NoGradGuard no_grad;
@@ -247,15 +238,15 @@ TEST_CASE("moneta, yaad, memora mixers: prefill + decode equals the full forward
       }
       CHECK(max_rel_err(torch::cat(pieces, 1), full) <= 1e-10);
       args["form"] = "recurrent";
-      auto rec = make_test_mixer(family, 16, 2, args);
+      auto rec = build_mixer(family, 16, 2, args);
       rec->to(torch::kFloat64);
       auto src = mixer->named_parameters(), dst = rec->named_parameters();
       for (const auto& p : src) dst[p.key()].copy_(p.value());
       CHECK(max_rel_err(rec->forward(x, nullptr), full) <= 1e-10);
     }
   }
-  CHECK_THROWS_WITH(make_test_mixer("yaad", 16, 2, {{"gate_granularity", "x"}}), Catch::Contains("gate_granularity"));
-  CHECK_THROWS_WITH(make_test_mixer("moneta", 16, 2, {{"p", 0.5}}), Catch::Contains("p must be"));
+  CHECK_THROWS_WITH(build_mixer("yaad", 16, 2, {{"gate_granularity", "x"}}), Catch::Contains("gate_granularity"));
+  CHECK_THROWS_WITH(build_mixer("moneta", 16, 2, {{"p", 0.5}}), Catch::Contains("p must be"));
 }
 
 TEST_CASE("yaad learns a small MQAR task", "[miras][train]") {

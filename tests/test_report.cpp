@@ -7,6 +7,7 @@
 
 #include <sys/wait.h>
 
+#include "engine/report_catalog.h"
 #include "reports/report.h"
 #include "test_util.h"
 
@@ -89,7 +90,7 @@ TEST_CASE("report: MQAR figure and tables from a hand-built database", "[report]
   fill_mqar_runs(db);
   fill_benches(db);
   std::string out = (dir / "report").string();
-  std::string md_path = write_report(db, out);
+  std::string md_path = write_report(db, out, report_catalog());
   CHECK(md_path == (fs::path(out) / "report.md").string());
   std::string md = slurp(md_path);
 
@@ -150,7 +151,7 @@ TEST_CASE("report: MQAR figure and tables from a hand-built database", "[report]
 TEST_CASE("report: sections without data write nothing", "[report]") {
   fs::path dir = test::temp_dir("report_empty");
   ResultsDB db((dir / "empty.sqlite").string());
-  std::string md = slurp(write_report(db, (dir / "out").string()));
+  std::string md = slurp(write_report(db, (dir / "out").string(), report_catalog()));
   CHECK(md.find("# mnemo report") != std::string::npos);
   CHECK(md.find("Training runs: 0") != std::string::npos);
   CHECK(md.find("## MQAR") == std::string::npos);
@@ -166,7 +167,7 @@ TEST_CASE("report: sections without data write nothing", "[report]") {
   r.config_json = R"({"model":"transformer","d_model":32})";
   r.config_hash = "x";
   db.create_run(r);
-  md = slurp(write_report(db, (dir / "out").string()));
+  md = slurp(write_report(db, (dir / "out").string(), report_catalog()));
   CHECK(md.find("## All runs") != std::string::npos);
   CHECK(md.find("## MQAR") == std::string::npos);
   CHECK(md.find("## Training curves") == std::string::npos);  // no metrics yet
@@ -188,7 +189,7 @@ TEST_CASE("report: section registry order and bad run configs", "[report]") {
   r.config_json = "{not json";
   r.config_hash = "x";
   int64_t id = db.create_run(r);
-  CHECK_THROWS_WITH(write_report(db, (dir / "out").string()),
+  CHECK_THROWS_WITH(write_report(db, (dir / "out").string(), report_catalog()),
                     Catch::Contains("run " + std::to_string(id)) && Catch::Contains("config_json"));
 }
 

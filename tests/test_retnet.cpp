@@ -3,10 +3,10 @@
 #include <cmath>
 
 #include "runtime/retnet/retnet.h"
-#include "tests/linear1_helpers.h"
+#include "tests/mixer_test_util.h"
 
 using namespace mnemo;
-using namespace mnemo::linear1_test;
+using namespace mnemo::test;
 
 namespace {
 
@@ -15,8 +15,8 @@ struct SgCase {
 };
 
 SgCase make_case(int64_t T, int64_t B = 2, int64_t H = 2, int64_t K = 8, int64_t V = 12) {
-  return {f64({B, T, H, K}), f64({B, T, H, K}), f64({B, T, H, V}),
-          torch::log_sigmoid(f64({B, T, H}) + 2.0), f64({B, H, K, V})};
+  return {randn_f64({B, T, H, K}), randn_f64({B, T, H, K}), randn_f64({B, T, H, V}),
+          torch::log_sigmoid(randn_f64({B, T, H}) + 2.0), randn_f64({B, H, K, V})};
 }
 
 }  // namespace
@@ -84,8 +84,8 @@ TEST_CASE("simple_gla state passing: one pass == two halves", "[linear1][retnet]
                                   c.g.slice(1, 0, split), 0.4, c.s0, 16);
     auto second = simple_gla_chunk(c.q.slice(1, split), c.k.slice(1, split), c.v.slice(1, split),
                                    c.g.slice(1, split), 0.4, first.final_state, 16);
-    CHECK(rel_err(torch::cat({first.o, second.o}, 1), full.o) < 1e-12);
-    CHECK(rel_err(second.final_state, full.final_state) < 1e-12);
+    CHECK(max_rel_err(torch::cat({first.o, second.o}, 1), full.o) < 1e-12);
+    CHECK(max_rel_err(second.final_state, full.final_state) < 1e-12);
   }
 }
 
@@ -98,7 +98,7 @@ TEST_CASE("simple_gla chunk form stays finite under strong decay", "[linear1][re
     auto r = simple_gla_chunk(c.q.to(dtype), c.k.to(dtype), c.v.to(dtype), g.to(dtype), 0.4, c.s0.to(dtype), 64);
     auto ref = simple_gla_recurrent(c.q, c.k, c.v, g, 0.4, c.s0);
     CHECK(torch::isfinite(r.o).all().item<bool>());
-    CHECK(rel_err(r.o, ref.o) < (dtype == torch::kFloat64 ? 1e-12 : 1e-3));
+    CHECK(max_rel_err(r.o, ref.o) < (dtype == torch::kFloat64 ? 1e-12 : 1e-3));
   }
 }
 
@@ -134,12 +134,10 @@ TEST_CASE("retnet mixer: decode token by token == full forward", "[linear1][retn
 }
 
 TEST_CASE("retnet mixer: chunk form == recurrent form, bad args rejected", "[linear1][retnet][mixer]") {
-  auto chunked = make_test_mixer("retnet", {{"chunk_size", 4}}, 32, 2, 11);
-  auto recurrent = make_test_mixer("retnet", {{"form", "recurrent"}}, 32, 2, 11);
-  chunked->to(torch::kFloat64);
-  recurrent->to(torch::kFloat64);
-  auto x = f64({2, 9, 32});
-  CHECK(rel_err(chunked->forward(x, nullptr), recurrent->forward(x, nullptr)) < 1e-10);
-  CHECK_THROWS_WITH(make_test_mixer("retnet", {{"chunk_size", 0}}, 32, 2, 1), Catch::Contains("chunk_size"));
-  CHECK_THROWS_WITH(make_test_mixer("retnet", {{"expand_k", 0.03125}}, 32, 2, 1), Catch::Contains("expand_k"));
+  auto chunked = make_mixer("retnet", 32, 2, {{"chunk_size", 4}}, 11);
+  auto recurrent = make_mixer("retnet", 32, 2, {{"form", "recurrent"}}, 11);
+  auto x = randn_f64({2, 9, 32});
+  CHECK(max_rel_err(chunked->forward(x, nullptr), recurrent->forward(x, nullptr)) < 1e-10);
+  CHECK_THROWS_WITH(build_mixer("retnet", 32, 2, {{"chunk_size", 0}}, 1), Catch::Contains("chunk_size"));
+  CHECK_THROWS_WITH(build_mixer("retnet", 32, 2, {{"expand_k", 0.03125}}, 1), Catch::Contains("expand_k"));
 }

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "runtime/common.h"
+#include "core/common.h"
 #include "tasks/scoring.h"
 
 using namespace mnemo;
@@ -85,7 +85,7 @@ TEST_CASE("per-example token accuracy averages examples, skipping unlabelled one
   std::vector<std::vector<int64_t>> labels = {{I, 6, 8}, {I, 2}, {I}};
   CHECK(per_example_accuracy(preds, labels) == Approx(0.75));  // token-weighted would be 2/3
   CHECK(per_example_accuracy({{1}}, {{I}}) == 0.0);
-  CHECK(per_example_accuracy({}, {}) == 0.0);
+  CHECK(per_example_accuracy(std::vector<std::vector<int64_t>>{}, {}) == 0.0);
   CHECK_THROWS_AS(per_example_accuracy({{1, 2}}, {{1}}), Error);
   CHECK_THROWS_AS(per_example_accuracy({{1}}, {{1}, {2}}), Error);
 }

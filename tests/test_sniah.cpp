@@ -5,7 +5,10 @@
 #include <regex>
 #include <set>
 
+#include "engine/report_catalog.h"
 #include "reports/report.h"
+#include "engine/evaluate.h"
+#include "engine/model_adapter.h"
 #include "results/db.h"
 #include "runtime/generation.h"
 #include "runtime/model.h"
@@ -210,10 +213,9 @@ TEST_CASE("S-NIAH evaluate writes one result per (length, depth) cell", "[sniah]
   auto task = make_sniah(1, {{"length", 520}, {"tokens_to_generate", 8}});
   const auto dir = test::temp_dir("sniah_eval");
   ResultsDB db((dir / "r.sqlite").string());
-  EvalContext ctx(*model);
-  ctx.db = &db;
-  ctx.model_name = "transformer";
-  ctx.checkpoint = "ckpt";
+  LanguageModelAdapter adapter(*model, torch::kCPU);
+  EvalContext ctx(adapter);
+  ctx.record = eval_rows_sink(db, "transformer", "ckpt");
   ctx.options = {{"lengths", "460,520"}, {"depths", {0, 100}}, {"n", 2}};
   const json out = task->evaluate(ctx);
   REQUIRE(out["cells"].size() == 4);
@@ -231,14 +233,15 @@ TEST_CASE("S-NIAH evaluate writes one result per (length, depth) cell", "[sniah]
     CHECK(json::parse(r.details_json)["samples"].size() == 2);
   }
   // The report section: heatmap + accuracy-vs-length figures and a table.
-  const std::string md = read_text_file(write_report(db, (dir / "report").string()));
+  const std::string md = read_text_file(write_report(db, (dir / "report").string(), report_catalog()));
   CHECK(md.find("## S-NIAH") != std::string::npos);
   CHECK(md.find("sniah_1_heatmap.png") != std::string::npos);
   CHECK(md.find("sniah_1_vs_length.png") != std::string::npos);
   CHECK(std::filesystem::exists(dir / "report" / "figures" / "sniah_1_heatmap.svg"));
   // A tokenizer larger than the model's vocabulary is refused.
   auto small = tiny_model(100);
-  EvalContext bad(*small);
+  LanguageModelAdapter small_adapter(*small, torch::kCPU);
+  EvalContext bad(small_adapter);
   bad.options = {{"n", 1}};
   CHECK_THROWS_WITH(task->evaluate(bad), Catch::Contains("vocab_size"));
   std::filesystem::remove_all(dir);

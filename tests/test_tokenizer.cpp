@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/common.h"
+#include "core/common.h"
 #include "tasks/tokenizer.h"
 #include "test_util.h"
 

@@ -3,9 +3,9 @@
 #include <cmath>
 
 #include "results/db.h"
-#include "runtime/config.h"
-#include "runtime/optim.h"
-#include "runtime/trainer.h"
+#include "engine/run_config.h"
+#include "engine/optim.h"
+#include "engine/trainer.h"
 #include "test_util.h"
 
 using namespace mnemo;

@@ -8,11 +8,13 @@
 #include "runtime/layers.h"
 #include "runtime/ops/fixture.h"
 #include "runtime/registry.h"
-#include "runtime/trainer.h"
+#include "engine/trainer.h"
 #include "runtime/ttt/ttt.h"
+#include "tests/mixer_test_util.h"
 #include "tests/test_util.h"
 
 using namespace mnemo;
+using mnemo::test::build_mixer;
 using mnemo::test::max_rel_err;
 
 namespace {
@@ -169,17 +171,6 @@ torch::Tensor online_autograd(const TTTInputs& in, const TTTOptions& opt) {
   return torch::cat(outs, 2).transpose(1, 2);
 }
 
-std::shared_ptr<Mixer> make_test_mixer(const std::string& family, int64_t d_model, int64_t n_heads, const json& args) {
-  const auto& fam = Registry::instance().mixer(family);
-  MixerContext ctx;
-  ctx.d_model = d_model;
-  ctx.n_heads = n_heads;
-  ctx.n_layers = 1;
-  ctx.args = fam.defaults;
-  ctx.args.update(args);
-  return fam.make(ctx);
-}
-
 }  // namespace
 
 TEST_CASE("ttt mini-batch 1 equals the fully online update with autograd inner gradients", "[ttt]") {
@@ -250,7 +241,7 @@ TEST_CASE("ttt_linear and ttt_mlp mixers: prefill + decode equals the full forwa
     for (const std::string conv : {"ttt_lm", "fla"}) {
       CAPTURE(family, conv);
       torch::manual_seed(5);
-      auto mixer = make_test_mixer(family, 16, 2, {{"mini_batch", 4}, {"eta_convention", conv}});
+      auto mixer = build_mixer(family, 16, 2, {{"mini_batch", 4}, {"eta_convention", conv}});
       mixer->to(torch::kFloat64);
       auto x = torch::randn({2, 19, 16}, torch::kFloat64);
       torch::NoGradGuard no_grad;
@@ -265,17 +256,17 @@ TEST_CASE("ttt_linear and ttt_mlp mixers: prefill + decode equals the full forwa
         CHECK(state.bytes() == bytes);  // constant-size decode state
       }
       CHECK(max_rel_err(torch::cat(pieces, 1), full) <= 1e-10);
-      auto rec = make_test_mixer(family, 16, 2, {{"mini_batch", 4}, {"eta_convention", conv}, {"form", "recurrent"}});
+      auto rec = build_mixer(family, 16, 2, {{"mini_batch", 4}, {"eta_convention", conv}, {"form", "recurrent"}});
       rec->to(torch::kFloat64);
       auto src = mixer->named_parameters(), dst = rec->named_parameters();
       for (const auto& p : src) dst[p.key()].copy_(p.value());
       CHECK(max_rel_err(rec->forward(x, nullptr), full) <= 1e-10);
     }
   }
-  auto m = make_test_mixer("ttt_mlp", 16, 2, json::object());
+  auto m = build_mixer("ttt_mlp", 16, 2, json::object());
   CHECK(m->named_parameters()["memory_init_W1"].sizes() == torch::IntArrayRef({2, 8, 32}));
-  CHECK_THROWS_WITH(make_test_mixer("ttt_linear", 16, 2, {{"mini_batch", 0}}), Catch::Contains("mini_batch"));
-  CHECK_THROWS_WITH(make_test_mixer("ttt_linear", 16, 2, {{"eta_convention", "x"}}), Catch::Contains("eta_convention"));
+  CHECK_THROWS_WITH(build_mixer("ttt_linear", 16, 2, {{"mini_batch", 0}}), Catch::Contains("mini_batch"));
+  CHECK_THROWS_WITH(build_mixer("ttt_linear", 16, 2, {{"eta_convention", "x"}}), Catch::Contains("eta_convention"));
 }
 
 TEST_CASE("ttt_linear learns a small MQAR task", "[ttt][train]") {

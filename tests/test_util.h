@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
-#include <vector>
 #include <string>
+#include <vector>
 
 namespace mnemo::test {
 
@@ -33,10 +33,19 @@ inline std::filesystem::path temp_dir(const std::string& name) {
   return p;
 }
 
-inline double max_rel_err(const torch::Tensor& a, const torch::Tensor& b) {
-  auto d = (a - b).abs().max().item<double>();
-  auto s = b.abs().max().item<double>();
-  return d / std::max(s, 1e-30);
+// max |a − b| / max(max |b|, floor), both cast to fp64. The floor keeps a reference that is zero up to
+// rounding (e.g. a gradient that vanishes mathematically) from turning 1e-17 of rounding into a huge relative
+// error; form-vs-form gradient comparisons with O(1) inputs pass 1e-6.
+inline double max_rel_err(const torch::Tensor& a, const torch::Tensor& b, double floor = 1e-30) {
+  auto a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
+  auto d = (a64 - b64).abs().max().item<double>();
+  auto s = b64.abs().max().item<double>();
+  return d / std::max(s, floor);
+}
+
+// Standard normal fp64 tensor of `shape` (from the global torch generator).
+inline torch::Tensor randn_f64(std::vector<int64_t> shape) {
+  return torch::randn(shape, torch::TensorOptions().dtype(torch::kFloat64));
 }
 
 // Largest max_rel_err over matching pairs of gradient lists (fp64 form-vs-form comparisons); +inf on a size

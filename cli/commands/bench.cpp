@@ -6,11 +6,14 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <tuple>
 #include <memory>
 #include <sstream>
 
 #include "cli/commands/commands.h"
-#include "runtime/bench.h"
+#include "core/defaults.h"
+#include "engine/bench.h"
+#include "runtime/device.h"
 #include "runtime/ops/kernel_ops.h"
 
 namespace mnemo::cli {
@@ -22,7 +25,7 @@ struct BenchArgs {
   std::string seq_lens = "512,1024,2048,4096";
   std::string modes = "fwd";
   std::vector<std::string> sets;
-  std::string db = "results/mnemo.sqlite";
+  std::string db = kDefaultDbPath;
   bool no_db = false;
 };
 
@@ -104,9 +107,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--seq-lens", a->seq_lens, "Comma-separated sequence lengths (decode: prompt lengths)")
       ->capture_default_str();
   sub->add_option("--batch", a->opt.batch, "Batch size")->capture_default_str();
-  sub->add_option("--d-model", a->opt.d_model, "Model width")->capture_default_str();
-  sub->add_option("--n-layers", a->opt.n_layers, "Number of blocks")->capture_default_str();
-  sub->add_option("--n-heads", a->opt.n_heads, "Number of heads")->capture_default_str();
+  auto* d_model_opt = sub->add_option("--d-model", a->opt.d_model, "Model width")->capture_default_str();
+  auto* n_layers_opt = sub->add_option("--n-layers", a->opt.n_layers, "Number of blocks")->capture_default_str();
+  auto* n_heads_opt = sub->add_option("--n-heads", a->opt.n_heads, "Number of heads")->capture_default_str();
   sub->add_option("--mode", a->modes, "fwd | fwdbwd | decode (comma-separated for several)")->capture_default_str();
   sub->add_option("--form", a->opt.form,
                   "chunk | recurrent (recurrent families' computation form); with --kernel one of the op's forms");
@@ -122,14 +125,26 @@ void add_bench_command(CLI::App& app) {
   sub->add_flag("--no-db", a->no_db, "Do not record the rows");
   sub->add_option("--device", a->opt.device, "cpu | cuda | auto")->capture_default_str();
   sub->add_option("--seed", a->opt.seed, "Seed of the model initialisation and random tokens")->capture_default_str();
-  sub->callback([a] {
+  sub->callback([a, d_model_opt, n_layers_opt, n_heads_opt] {
     BenchOptions opt = a->opt;
     opt.seq_lens = parse_lengths(a->seq_lens);
     opt.modes = split_list(a->modes);
     opt.set = set_pairs_to_json(a->sets);
+    // A key that a dedicated flag also sets: --set wins over the flag's default; both given is an error.
+    for (auto [key, flag, value] : {std::tuple{"d_model", d_model_opt, &opt.d_model},
+                                    std::tuple{"n_layers", n_layers_opt, &opt.n_layers},
+                                    std::tuple{"n_heads", n_heads_opt, &opt.n_heads}}) {
+      if (!opt.set.contains(key)) continue;
+      if (flag->count() > 0)
+        throw Error(std::string("bench: ") + key + " is given twice (" + flag->get_name() + " and --set " + key + ")");
+      if (!opt.set[key].is_number_integer() || opt.set[key].get<int64_t>() < 1)
+        throw Error(std::string("bench: --set ") + key + " expects a positive integer, got " + opt.set[key].dump());
+      *value = opt.set[key].get<int64_t>();
+      opt.set.erase(key);
+    }
     validate(opt);
     if (opt.kernel.empty()) bench_model_config(opt);  // unknown model / keys fail before anything is printed
-    torch::Device device = resolve_bench_device(opt.device);
+    torch::Device device = resolve_device(opt.device);
     std::unique_ptr<ResultsDB> db;
     if (!a->no_db) db = std::make_unique<ResultsDB>(a->db);
 

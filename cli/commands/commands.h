@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/common.h"
+#include "core/common.h"
 
 namespace mnemo::cli {
 

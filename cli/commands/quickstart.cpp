@@ -4,10 +4,12 @@
 #include <iostream>
 
 #include "cli/commands/commands.h"
+#include "core/defaults.h"
+#include "engine/report_catalog.h"
 #include "reports/report.h"
 #include "results/db.h"
 #include "runtime/registry.h"
-#include "runtime/sweep.h"
+#include "engine/sweep.h"
 
 namespace mnemo::cli {
 
@@ -28,14 +30,14 @@ json quickstart_sweep(const std::vector<std::string>& models) {
 }
 
 void add_quickstart_command(CLI::App& app) {
-  static std::string db = "results/mnemo.sqlite", out = "results/report", runs = "runs/quickstart";
+  static std::string db = kDefaultDbPath, out = kDefaultReportDir, runs = std::string(kDefaultRunsDir) + "/quickstart";
   static int jobs = 2;
   static std::vector<std::string> only;
   auto* sub = app.add_subcommand("quickstart",
                                  "Main job: a small MQAR sweep over every CPU-feasible architecture, then the report");
-  sub->add_option("--db", db, "Results database (default results/mnemo.sqlite)");
-  sub->add_option("--out", out, "Report folder (default results/report)");
-  sub->add_option("--runs", runs, "Folder for the runs' checkpoints (default runs/quickstart)");
+  sub->add_option("--db", db, std::string("Results database (default ") + kDefaultDbPath + ")");
+  sub->add_option("--out", out, std::string("Report folder (default ") + kDefaultReportDir + ")");
+  sub->add_option("--runs", runs, "Folder for the runs' checkpoints (default out/runs/quickstart)");
   sub->add_option("--jobs", jobs, "Worker processes (default 2)")->check(CLI::PositiveNumber);
   sub->add_option("--models", only, "Restrict to these model families (default: all CPU-feasible)")->delimiter(',');
   sub->callback([] {
@@ -57,7 +59,7 @@ void add_quickstart_command(CLI::App& app) {
     opt.out_root = runs;
     auto sum = run_sweep(quickstart_sweep(models), opt);
     ResultsDB results(db);
-    write_report(results, out);
+    write_report(results, out, report_catalog());
     std::cout << "report: " << (std::filesystem::path(out) / "report.md").string() << "\n"
               << "quickstart wall time: " << wall_seconds() - t0 << " s\n";
     if (sum.failed > 0) {

@@ -5,8 +5,9 @@
 #include <iostream>
 
 #include "cli/commands/commands.h"
+#include "core/defaults.h"
 #include "results/db.h"
-#include "runtime/learnability.h"
+#include "engine/learnability.h"
 
 namespace mnemo::cli {
 
@@ -17,7 +18,7 @@ struct LearnabilityArgs {
   int64_t d = 256, seq_len = 4096, rank = 16, window = 512, seeds = 3, bucket = 64;
   uint64_t seed = 0;
   double lr = NAN, weight_decay = 0.0;
-  std::string optimizer = "adamw", db = "results/mnemo.sqlite", out = "runs/learnability";
+  std::string optimizer = "adamw", db = kDefaultDbPath, out = std::string(kDefaultRunsDir) + "/learnability";
   bool quiet = false;
 };
 

@@ -2,20 +2,21 @@
 #include <iostream>
 
 #include "cli/commands/commands.h"
-#include "runtime/sweep.h"
+#include "core/defaults.h"
+#include "engine/sweep.h"
 
 namespace mnemo::cli {
 
 void add_sweep_command(CLI::App& app) {
-  static std::string config, db = "results/mnemo.sqlite", out, device;
+  static std::string config, db = kDefaultDbPath, out, device;
   static int jobs = 1;
   auto* sub = app.add_subcommand("sweep",
                                  "Run a grid of training runs (cases × grid over config keys) with N worker "
                                  "processes; completed cells are skipped on re-run");
   sub->add_option("--config", config, "Sweep file: {name, base, cases, grid}")->required();
-  sub->add_option("--db", db, "Results database (default results/mnemo.sqlite)");
+  sub->add_option("--db", db, std::string("Results database (default ") + kDefaultDbPath + ")");
   sub->add_option("--jobs", jobs, "Worker processes")->check(CLI::PositiveNumber);
-  sub->add_option("--out", out, "Root folder of the runs (default runs/sweep-<name>)");
+  sub->add_option("--out", out, "Root folder of the runs (default out/runs/sweep-<name>)");
   sub->add_option("--device", device, "cpu | cuda | auto");
   sub->callback([] {
     SweepOptions opt;

@@ -2,14 +2,15 @@
 #include <iostream>
 
 #include "cli/commands/commands.h"
-#include "runtime/config.h"
-#include "runtime/trainer.h"
+#include "core/defaults.h"
+#include "engine/run_config.h"
+#include "engine/trainer.h"
 
 namespace mnemo::cli {
 
 namespace {
 struct TrainArgs {
-  std::string config, db = "results/mnemo.sqlite", out, device, model, task, sweep;
+  std::string config, db = kDefaultDbPath, out, device, model, task, sweep;
   std::vector<std::string> sets;
   bool resume = false, quiet = false;
   int64_t stop_after = 0;
@@ -32,8 +33,8 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--model", a.model, "Model family (instead of or overriding the config's)");
   sub->add_option("--task", a.task, "Task (instead of or overriding the config's)");
   sub->add_option("--set", a.sets, "Override a config key: key=value (repeatable)");
-  sub->add_option("--db", a.db, "Results database (default results/mnemo.sqlite)");
-  sub->add_option("--out", a.out, "Run directory for checkpoints (default runs/<model>-<task>-<hash>)");
+  sub->add_option("--db", a.db, std::string("Results database (default ") + kDefaultDbPath + ")");
+  sub->add_option("--out", a.out, "Run directory for checkpoints (default out/runs/<model>-<task>-<hash>)");
   sub->add_option("--device", a.device, "cpu | cuda | auto (overrides the config)");
   sub->add_option("--sweep", a.sweep, "Sweep name recorded with the run")->group("");
   sub->add_flag("--resume", a.resume, "Continue from the last checkpoint in --out");

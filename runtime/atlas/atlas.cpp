@@ -2,7 +2,7 @@
 //   u_t = Σ_{i ∈ win(t)} γ_i ∇ℓ_i(M^0),  S_t = θ_t S_{t-1} + u_t,  M_t = α_t M_{t-1} - η_t NS_k(S_t),
 // and Newton–Schulz-k (§2.9). The chunk form materialises per-token weights (NS breaks the rank-1 structure).
 #include "runtime/atlas/omega.h"
-#include "runtime/common.h"
+#include "core/common.h"
 
 namespace mnemo {
 

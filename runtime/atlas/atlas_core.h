@@ -12,8 +12,9 @@
 #include <string>
 
 #include "runtime/atlas/omega.h"
-#include "runtime/common.h"
+#include "core/common.h"
 #include "runtime/mixer.h"
+#include "runtime/no_weight_decay.h"
 #include "runtime/recurrent_block.h"
 
 namespace mnemo {
@@ -32,8 +33,11 @@ struct AtlasCoreOptions {
 
 // φ (§7.2): taylor_elementwise φ(x) = concat_i a_i x^{⊙i} (i = 1..p, learnable a_i init 1/i!, D = p d);
 // taylor_full2 (Based): [1, x/d^{1/4}, x_i²/(√2 √d), x_i x_j/√d (i<j)], D = 1 + d + d(d+1)/2; identity: D = d.
-struct FeatureMapImpl : torch::nn::Module {
+struct FeatureMapImpl : torch::nn::Module, DeclaresNoWeightDecay {
   FeatureMapImpl(const std::string& kind, int64_t d, int64_t degree);
+  std::vector<std::string> no_weight_decay() const override {
+    return coef.defined() ? std::vector<std::string>{"coef"} : std::vector<std::string>{};
+  }
   torch::Tensor forward(const torch::Tensor& x);
   int64_t dim() const { return D; }
   std::string kind;
@@ -43,8 +47,9 @@ struct FeatureMapImpl : torch::nn::Module {
 };
 TORCH_MODULE(FeatureMap);
 
-struct AtlasCoreImpl : torch::nn::Module {
+struct AtlasCoreImpl : torch::nn::Module, DeclaresNoWeightDecay {
   explicit AtlasCoreImpl(const AtlasCoreOptions& o);
+  std::vector<std::string> no_weight_decay() const override;  // the learned initial memory
   // x [B, T, D] -> y [B, T, H, d_h]; with a state continues from it and stores the new one (detached unless
   // detach = false).
   torch::Tensor forward(const torch::Tensor& x, LayerState* state, bool detach = true);

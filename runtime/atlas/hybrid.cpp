@@ -10,7 +10,7 @@
 // core state ("atlas_*", "conv_q", "conv_k", "conv_v") plus the block's ("mag_*" | "mac_*", "conv_qx").
 #include "runtime/atlas/atlas_core.h"
 #include "runtime/registry.h"
-#include "runtime/titans/hybrid_block.h"
+#include "runtime/blocks/hybrid_block.h"
 
 namespace mnemo {
 

@@ -1,7 +1,8 @@
 // Atlas GD family kernels (spec models.md §7.3–7.6): chunk-wise Omega via the dual form of §2.8 with the
 // b × (b+c-1) window coefficients, and the token-by-token reference / decode step. Shared preparation helpers.
 #include "runtime/atlas/omega.h"
-#include "runtime/common.h"
+#include "runtime/kernels/precision.h"
+#include "core/common.h"
 
 namespace mnemo {
 
@@ -62,7 +63,7 @@ torch::Tensor bh(const torch::Tensor& x, int64_t a, int64_t n) { return x.narrow
 Prepared prepare(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in, const OmegaState& init) {
   check(spec, opt, in, init);
   Prepared p;
-  p.dt = in.q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  p.dt = recurrence_dtype(in.q);
   auto c = [&](const torch::Tensor& t) { return t.defined() ? t.to(p.dt) : t; };
   p.in.q = c(in.q);
   p.in.k = c(in.k);

@@ -3,7 +3,10 @@
 #include <cmath>
 
 #include "runtime/atlas/atlas_core.h"
-#include "runtime/common.h"
+#include "runtime/blocks/mixer_common.h"
+#include "runtime/kernels/precision.h"
+#include "runtime/no_weight_decay.h"
+#include "core/common.h"
 #include "runtime/registry.h"
 
 namespace mnemo {
@@ -96,6 +99,12 @@ AtlasCoreImpl::AtlasCoreImpl(const AtlasCoreOptions& o) : opt(o) {
     init_weights.push_back(register_parameter("memory_init_" + std::to_string(l), w0[l]));
 }
 
+std::vector<std::string> AtlasCoreImpl::no_weight_decay() const {
+  std::vector<std::string> names;
+  for (size_t l = 0; l < init_weights.size(); ++l) names.push_back("memory_init_" + std::to_string(l));
+  return names;
+}
+
 torch::Tensor AtlasCoreImpl::path(HeadProjection& p, const torch::Tensor& x, LayerState* state,
                                   const std::string& key, bool detach) {
   const int64_t B = x.size(0), T = x.size(1);
@@ -140,7 +149,7 @@ torch::Tensor AtlasCoreImpl::read(const MemoryWeights& w, const torch::Tensor& x
 
 torch::Tensor AtlasCoreImpl::forward(const torch::Tensor& x, LayerState* state, bool detach) {
   const int64_t B = x.size(0), T = x.size(1), H = opt.heads;
-  const auto dt = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const auto dt = recurrence_dtype(x);
   auto proj = [&](HeadProjection& p) { return path(p, x, state, "conv_" + p->name, detach).to(dt); };
   auto q = proj(q_proj), k = proj(k_proj), v = proj(v_proj);
   OmegaInputs in;
@@ -241,8 +250,7 @@ AtlasCoreOptions atlas_core_options(const std::string& family, const MixerContex
   o.conv_size = a.at("conv_size").get<int64_t>();
   o.use_short_conv = a.at("use_short_conv").get<bool>();
   const auto form = a.at("form").get<std::string>();
-  if (form != "chunk" && form != "recurrent")
-    throw Error(family + ": form must be \"chunk\" or \"recurrent\", got \"" + form + "\"");
+  check_form(family, form);
   o.recurrent = form == "recurrent";
   o.memory = a.at("memory").get<std::string>();
   o.expansion = a.at("expansion").get<int64_t>();
@@ -264,7 +272,7 @@ AtlasCoreOptions atlas_core_options(const std::string& family, const MixerContex
 
 namespace {
 
-class AtlasMixer : public Mixer {
+class AtlasMixer : public Mixer, public DeclaresNoWeightDecay {
  public:
   AtlasMixer(const MixerContext& ctx, const DlaArgs& a) : AtlasMixer(ctx, atlas_core_options("dla", ctx, json(a), false)) {}
   AtlasMixer(const MixerContext& ctx, const SwlaArgs& a)
@@ -277,6 +285,10 @@ class AtlasMixer : public Mixer {
       : AtlasMixer(ctx, atlas_core_options("atlas_pp", ctx, json(a), true), a.n_persistent) {}
 
   // x̃ = [p_1 … p_{N_p}] || x on the first call of a request (§5.5, as titans_lmm); prefix outputs dropped.
+  std::vector<std::string> no_weight_decay() const override {
+    return n_p_ > 0 ? std::vector<std::string>{"persistent"} : std::vector<std::string>{};
+  }
+
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);
     const bool prefix = n_p_ > 0 && (state == nullptr || !state->has(core_->opt.key + "_offset"));

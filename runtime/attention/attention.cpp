@@ -4,15 +4,14 @@
 
 #include <cmath>
 
+#include "runtime/kernels/precision.h"
 #include "runtime/registry.h"
 
 namespace mnemo {
 
 namespace {
 
-torch::Tensor compute_dtype(const torch::Tensor& t) {
-  return t.scalar_type() == torch::kFloat64 ? t : t.to(torch::kFloat32);
-}
+torch::Tensor compute_dtype(const torch::Tensor& t) { return t.to(recurrence_dtype(t)); }
 
 // Visibility mask [Tq, Tk] for absolute positions (true = visible).
 torch::Tensor visibility(int64_t q_start, int64_t nq, int64_t k_start, int64_t nk, int64_t window,

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/common.h"
+#include "core/common.h"
 
 namespace mnemo {
 

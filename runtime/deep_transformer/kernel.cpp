@@ -3,16 +3,14 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/common.h"
+#include "core/common.h"
 #include "runtime/deep_transformer/kernel_memory.h"
+#include "runtime/kernels/precision.h"
 
 namespace mnemo {
 
 namespace {
 
-torch::ScalarType cdt(const torch::Tensor& v) {
-  return v.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-}
 torch::Tensor bh(const torch::Tensor& x, torch::ScalarType dt) { return x.to(dt).transpose(1, 2); }  // [B,T,H,*] -> [B,H,T,*]
 torch::Tensor cat_or(const torch::Tensor& a, const torch::Tensor& b) { return a.defined() ? torch::cat({a, b}, 2) : b; }
 
@@ -32,7 +30,7 @@ KernelAttnResult kernel_attention(const torch::Tensor& q, const torch::Tensor& k
                                   const torch::Tensor& s, const KernelAttnCache& cache, int64_t c, bool row_max,
                                   int64_t query_block) {
   check(q, k, v, log_alpha, s, c);
-  const auto dt = cdt(v);
+  const auto dt = recurrence_dtype(v);
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
   const int64_t Nc = cache.k.defined() ? cache.k.size(2) : 0;
   auto Q = bh(q, dt), Kn = bh(k, dt), Vn = bh(v, dt);
@@ -91,7 +89,7 @@ struct DotPrep {
 };
 DotPrep dot_prep(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& la,
                  const torch::Tensor& eta, const torch::Tensor& gamma, const torch::Tensor& s) {
-  const auto dt = cdt(v);
+  const auto dt = recurrence_dtype(v);
   auto ga = gamma.defined() ? bh(gamma, dt) : torch::ones_like(bh(eta, dt));
   return {bh(q, dt), bh(k, dt), bh(v, dt), bh(la, dt), bh(eta, dt), ga, s.to(dt).view({1, -1, 1, 1}), dt};
 }
@@ -156,7 +154,7 @@ DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
   if (head > 0) {
     auto n = [&](const torch::Tensor& x) { return x.defined() ? x.narrow(1, 0, head) : x; };
     auto r = dot_recurrent(n(q), n(k), n(v), n(log_alpha), n(eta), n(gamma), s, st, c, chunk);
-    ys.push_back(r.y.transpose(1, 2).to(cdt(v)));
+    ys.push_back(r.y.transpose(1, 2).to(recurrence_dtype(v)));
     st = r.state;
   }
   auto p = dot_prep(q, k, v, log_alpha, eta, gamma, s);

@@ -9,7 +9,9 @@
 //   DT/SWDT: "k", "v", "w" (token weights), "g" (γ);  DOT: "k", "v", "a", "a0", "g", "pos".
 #include <cmath>
 
+#include "runtime/blocks/mixer_common.h"
 #include "runtime/deep_transformer/kernel_memory.h"
+#include "runtime/kernels/precision.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
 
@@ -49,8 +51,7 @@ class KernelMemoryMixer : public Mixer {
     if (c_ < 1) throw Error(fam + ": window must be >= 1, got " + std::to_string(a.window));
     if (a.chunk_size < 1) throw Error(fam + ": chunk_size must be >= 1, got " + std::to_string(a.chunk_size));
     if (a.query_block < 1) throw Error(fam + ": query_block must be >= 1");
-    if (a.form != "chunk" && a.form != "recurrent")
-      throw Error(fam + ": form must be \"chunk\" or \"recurrent\", got \"" + a.form + "\"");
+    check_form(fam, a.form);
     auto proj = [&](bool l2, const std::string& name) {
       return register_module(name + "_proj",
                              HeadProjection(template_projection(ctx.d_model, H_, d_, a.use_short_conv, a.conv_size, l2),
@@ -72,7 +73,7 @@ class KernelMemoryMixer : public Mixer {
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t T = x.size(1);
     auto q = q_proj_(x, state), k = k_proj_(x, state), v = v_proj_(x, state);
-    const auto dt = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+    const auto dt = recurrence_dtype(x);
     auto z = gates_(x).to(dt);
     auto log_alpha = torch::log_sigmoid(z.narrow(-1, 0, H_));
     auto eta = torch::sigmoid(z.narrow(-1, H_, H_));

@@ -33,7 +33,5 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
 void check_delta_rule_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& beta, const torch::Tensor& g,
                              const torch::Tensor& initial_state);
-// fp64 if any defined input is fp64, else fp32 (spec §1.2: fp32 inside every recurrence).
-torch::ScalarType delta_rule_compute_dtype(std::initializer_list<torch::Tensor> tensors);
 
 }  // namespace mnemo

@@ -8,7 +8,10 @@
 // Decode state: "memory" [B, H, d_k, d_v] and the conv caches "conv_q", "conv_k", "conv_v".
 #include <cmath>
 
+#include "runtime/blocks/mixer_common.h"
 #include "runtime/delta_rule/delta_rule.h"
+#include "runtime/kernels/precision.h"
+#include "runtime/no_weight_decay.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
 
@@ -87,13 +90,12 @@ DeltaRuleLayout resolve_layout(const std::string& family, const MixerContext& ct
 void check_common(const std::string& family, int64_t conv_size, int64_t chunk_size, const std::string& form) {
   if (conv_size < 1) throw Error(family + ": conv_size must be >= 1, got " + std::to_string(conv_size));
   if (chunk_size < 1) throw Error(family + ": chunk_size must be >= 1, got " + std::to_string(chunk_size));
-  if (form != "chunk" && form != "recurrent")
-    throw Error(family + ": form must be \"chunk\" or \"recurrent\", got \"" + form + "\"");
+  check_form(family, form);
 }
 
 }  // namespace
 
-class DeltaRuleMixer : public Mixer {
+class DeltaRuleMixer : public Mixer, public DeclaresNoWeightDecay {
  public:
   DeltaRuleMixer(const MixerContext& ctx, const DeltaNetArgs& a) : DeltaRuleMixer(ctx, common(a), false) {}
   DeltaRuleMixer(const MixerContext& ctx, const GatedDeltaNetArgs& a) : DeltaRuleMixer(ctx, common(a), true) {
@@ -107,10 +109,14 @@ class DeltaRuleMixer : public Mixer {
     dt_bias_ = register_parameter("dt_bias", init_dt_bias(layout_.heads));
   }
 
+  std::vector<std::string> no_weight_decay() const override {
+    return gated_ ? std::vector<std::string>{"A_log", "dt_bias"} : std::vector<std::string>{};
+  }
+
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);
     auto q = q_proj_(x, state), k = k_proj_(x, state), v = v_proj_(x, state);  // [B, T, H, d]
-    const auto dt = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+    const auto dt = recurrence_dtype(x);
     auto beta = torch::sigmoid(b_proj_(x).to(dt));  // [B, T, H]
     if (opt_.allow_neg_eigval) beta = beta * 2.0;
     torch::Tensor g;

@@ -2,8 +2,9 @@
 // checks shared with the chunk form.
 #include <vector>
 
-#include "runtime/common.h"
+#include "core/common.h"
 #include "runtime/delta_rule/delta_rule.h"
+#include "runtime/kernels/precision.h"
 
 namespace mnemo {
 
@@ -37,17 +38,11 @@ void check_delta_rule_inputs(const torch::Tensor& q, const torch::Tensor& k, con
                 ", got " + shape_of(initial_state));
 }
 
-torch::ScalarType delta_rule_compute_dtype(std::initializer_list<torch::Tensor> tensors) {
-  for (const auto& t : tensors)
-    if (t.defined() && t.scalar_type() == torch::kFloat64) return torch::kFloat64;
-  return torch::kFloat32;
-}
-
 DeltaRuleResult delta_rule_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                      const torch::Tensor& beta, const torch::Tensor& g,
                                      const torch::Tensor& initial_state, double scale) {
   check_delta_rule_inputs(q, k, v, beta, g, initial_state);
-  const auto dt = delta_rule_compute_dtype({q, k, v, beta, g, initial_state});
+  const auto dt = recurrence_dtype({q, k, v, beta, g, initial_state});
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
   auto qc = q.to(dt) * scale, kc = k.to(dt), vc = v.to(dt), bc = beta.to(dt);
   auto decay = g.defined() ? g.to(dt).exp() : torch::Tensor();

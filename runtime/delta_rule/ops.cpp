@@ -3,67 +3,45 @@
 //   delta_rule:       q, k [B,H,T,K], v [B,H,T,V], beta [B,H,T] (head-first layout), scale K^-0.5
 //   gated_delta_rule: q, k [B,T,H,K], v [B,T,H,V], beta, g [B,T,H], scale from params
 // Both: optional initial_state [B,H,K,V]; outputs o (input layout) and final_state [B,H,K,V].
-#include <cmath>
-
 #include "runtime/delta_rule/delta_rule.h"
-#include "runtime/ops/kernel_ops.h"
+#include "runtime/kernels/op_helpers.h"
 
 namespace mnemo {
 
 namespace {
 
-const torch::Tensor& required_input(const TensorMap& in, const std::string& op, const std::string& name) {
-  auto it = in.find(name);
-  if (it == in.end()) throw Error("kernel op " + op + ": input '" + name + "' is missing");
-  return it->second;
-}
-
-torch::Tensor optional_input(const TensorMap& in, const std::string& name) {
-  auto it = in.find(name);
-  return it == in.end() ? torch::Tensor() : it->second;
-}
-
-// params.scale if given, else K^-0.5 (the references' default).
-double query_scale(const json& params, const std::string& op, int64_t K) {
-  if (params.is_object() && params.contains("scale")) {
-    if (!params.at("scale").is_number())
-      throw Error("kernel op " + op + ": params.scale must be a number, got " + params.at("scale").dump());
-    return params.at("scale").get<double>();
-  }
-  return 1.0 / std::sqrt(static_cast<double>(K));
-}
+namespace a = kernel_op_args;
 
 DeltaRuleResult run_form(const std::string& op, const std::string& form, int64_t chunk_size,
                          const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                          const torch::Tensor& beta, const torch::Tensor& g, const torch::Tensor& h0,
                          double scale) {
-  if (form == "recurrent") return delta_rule_recurrent(q, k, v, beta, g, h0, scale);
-  if (form == "chunk") return delta_rule_chunk(q, k, v, beta, g, h0, scale, chunk_size);
-  throw Error("kernel op " + op + ": unknown form '" + form + "' (forms: recurrent, chunk)");
+  if (a::is_chunk_form(op, form)) return delta_rule_chunk(q, k, v, beta, g, h0, scale, chunk_size);
+  return delta_rule_recurrent(q, k, v, beta, g, h0, scale);
 }
 
 TensorMap run_delta_rule(const TensorMap& in, const json& params, const std::string& form, int64_t chunk) {
   const std::string op = "delta_rule";
   // Head-first fixture layout -> the kernels' [B, T, H, D].
-  auto q = required_input(in, op, "q"), k = required_input(in, op, "k"), v = required_input(in, op, "v");
-  auto beta = required_input(in, op, "beta");
+  auto q = a::required(in, op, "q"), k = a::required(in, op, "k"), v = a::required(in, op, "v");
+  auto beta = a::required(in, op, "beta");
   if (q.dim() != 4 || beta.dim() != 3)
     throw Error("kernel op delta_rule: q must be [B,H,T,K] and beta [B,H,T], got " + c10::str(q.sizes()) +
                 " and " + c10::str(beta.sizes()));
   auto r = run_form(op, form, chunk, q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                    beta.transpose(1, 2), torch::Tensor(), optional_input(in, "initial_state"),
-                    query_scale(params, op, q.size(3)));
+                    beta.transpose(1, 2), torch::Tensor(), a::optional(in, "initial_state"),
+                    a::scale(params, op, q.size(3)));
   return {{"o", r.o.transpose(1, 2).contiguous()}, {"final_state", r.final_state}};
 }
 
 TensorMap run_gated_delta_rule(const TensorMap& in, const json& params, const std::string& form,
                                int64_t chunk) {
   const std::string op = "gated_delta_rule";
-  auto q = required_input(in, op, "q");
+  auto q = a::required(in, op, "q");
   if (q.dim() != 4) throw Error("kernel op gated_delta_rule: q must be [B,T,H,K], got " + c10::str(q.sizes()));
-  auto r = run_form(op, form, chunk, q, required_input(in, op, "k"), required_input(in, op, "v"),
-                    required_input(in, op, "beta"), required_input(in, op, "g"),
-                    optional_input(in, "initial_state"), query_scale(params, op, q.size(3)));
+  auto r = run_form(op, form, chunk, q, a::required(in, op, "k"), a::required(in, op, "v"),
+                    a::required(in, op, "beta"), a::required(in, op, "g"),
+                    a::optional(in, "initial_state"), a::scale(params, op, q.size(3)));
   return {{"o", r.o}, {"final_state", r.final_state}};
 }
 

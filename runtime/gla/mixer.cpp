@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "runtime/gla/gla.h"
-#include "runtime/linear_attn/mixer_common.h"
+#include "runtime/blocks/mixer_common.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
 

@@ -1,6 +1,6 @@
 // Fixture op `gla` (naive_recurrent_gla: scale fixed to K^-1/2 unless params.scale says otherwise).
 #include "runtime/gla/gla.h"
-#include "runtime/linear_attn/op_helpers.h"
+#include "runtime/kernels/op_helpers.h"
 
 namespace mnemo {
 

@@ -2,16 +2,13 @@
 // by token with the chunk-start anchor, and (17) in parallel inside each chunk.
 #include <vector>
 
-#include "runtime/common.h"
+#include "core/common.h"
+#include "runtime/kernels/precision.h"
 #include "runtime/lattice/lattice.h"
 
 namespace mnemo {
 
 namespace {
-
-torch::ScalarType compute_dtype(const torch::Tensor& x) {
-  return x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-}
 
 void check_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& gamma,
                   const torch::Tensor& mu, const torch::Tensor& S) {
@@ -53,7 +50,7 @@ struct Prepared {
 };
 Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& gamma,
                  const torch::Tensor& mu) {
-  const auto dt = compute_dtype(v);
+  const auto dt = recurrence_dtype(v);
   return {q.to(dt).transpose(1, 2), k.to(dt).transpose(1, 2), v.to(dt).transpose(1, 2),
           gamma.to(dt).transpose(1, 2), mu.to(dt).transpose(1, 2), dt};
 }

@@ -8,10 +8,11 @@
 // Decode state: "S" (running), "S0" (chunk-start anchor), "pos" (position in the chunk), conv caches.
 #include <cmath>
 
+#include "runtime/blocks/mixer_common.h"
 #include "runtime/lattice/lattice.h"
 #include "runtime/layers.h"
 #include "runtime/registry.h"
-#include "runtime/gelu.h"
+#include "runtime/kernels/gelu.h"
 
 namespace mnemo {
 
@@ -44,8 +45,7 @@ class LatticeMixer : public Mixer {
     m_ = a.slots > 0 ? a.slots : d_;
     if (a.chunk_size < 1) throw Error(fam + ": chunk_size must be >= 1, got " + std::to_string(a.chunk_size));
     if (a.conv_size < 1) throw Error(fam + ": conv_size must be >= 1, got " + std::to_string(a.conv_size));
-    if (a.form != "chunk" && a.form != "recurrent")
-      throw Error(fam + ": form must be \"chunk\" or \"recurrent\", got \"" + a.form + "\"");
+    check_form(fam, a.form);
     qk_proj_ = register_module("qk_proj", make_linear(ctx.d_model, 2 * H_ * m_));
     conv_q_ = register_module("conv_q", ShortConv(H_ * m_, a.conv_size, true));
     conv_k_ = register_module("conv_k", ShortConv(H_ * m_, a.conv_size, true));

@@ -1,6 +1,6 @@
 // Fixture ops `linear_attn` and `linear_attn_norm` (shared/fixtures/kernels/README.md).
 #include "runtime/linear_attn/linear_attn.h"
-#include "runtime/linear_attn/op_helpers.h"
+#include "runtime/kernels/op_helpers.h"
 
 namespace mnemo {
 

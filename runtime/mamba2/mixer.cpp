@@ -6,8 +6,9 @@
 // Decode state: "memory" Hs [B, H, P, N] (fp32; fp64 for fp64 modules) + "conv_xBC" cache.
 #include <cmath>
 
-#include "runtime/linear_attn/mixer_common.h"
+#include "runtime/blocks/mixer_common.h"
 #include "runtime/mamba2/mamba2.h"
+#include "runtime/no_weight_decay.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
 
@@ -30,7 +31,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Mamba2Args, chunk_size, form, ma
                                                 mamba_a_max, mamba_dt_min, mamba_dt_max, mamba_dt_floor,
                                                 mamba_d_skip)
 
-class Mamba2Mixer : public Mixer {
+class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
  public:
   Mamba2Mixer(const MixerContext& ctx, const Mamba2Args& args) : args_(args) {
     check_kernel_form("mamba2", args.form, args.chunk_size);
@@ -72,6 +73,8 @@ class Mamba2Mixer : public Mixer {
     norm_weight_ = register_parameter("norm_weight", torch::ones({d_inner_}));
     out_proj_ = register_module("out_proj", make_linear(d_inner_, ctx.d_model));
   }
+
+  std::vector<std::string> no_weight_decay() const override { return {"A_log", "dt_bias"}; }
 
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);

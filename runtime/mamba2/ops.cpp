@@ -1,5 +1,5 @@
 // Fixture op `mamba2_ssd` (ssd_minimal_discrete; `block_len` in params only sets the chunking).
-#include "runtime/linear_attn/op_helpers.h"
+#include "runtime/kernels/op_helpers.h"
 #include "runtime/mamba2/mamba2.h"
 
 namespace mnemo {

@@ -12,9 +12,9 @@
 // (Moneta multiplies h and u by its frozen per-matrix scale 1/||A^0||_q^{q-2}.)
 #include <limits>
 
-#include "runtime/common.h"
+#include "core/common.h"
 #include "runtime/miras/miras.h"
-#include "runtime/gelu.h"
+#include "runtime/kernels/gelu.h"
 
 namespace mnemo {
 

@@ -11,7 +11,10 @@
 // caches: constant size in T.
 #include <cmath>
 
+#include "runtime/blocks/mixer_common.h"
+#include "runtime/kernels/precision.h"
 #include "runtime/miras/miras.h"
+#include "runtime/no_weight_decay.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
 
@@ -60,7 +63,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MemoraArgs, num_heads, chunk_siz
                                                 ln_eps, kl_floor)
 #undef MIRAS_COMMON_FIELDS
 
-class MirasMixer : public Mixer {
+class MirasMixer : public Mixer, public DeclaresNoWeightDecay {
  public:
   MirasMixer(const MixerContext& ctx, const MonetaArgs& a) : MirasMixer(ctx, common(a, "moneta")) {
     if (!(a.p >= 1)) throw Error("moneta: p must be >= 1, got " + std::to_string(a.p));
@@ -86,10 +89,16 @@ class MirasMixer : public Mixer {
     mo_.kl_floor = a.kl_floor;
   }
 
+  std::vector<std::string> no_weight_decay() const override {  // the learned initial memory (§1.6)
+    std::vector<std::string> names;
+    for (size_t l = 0; l < init_.size(); ++l) names.push_back("memory_init_" + std::to_string(l));
+    return names;
+  }
+
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);
     auto q = q_proj_(x, state), k = k_proj_(x, state), v = v_proj_(x, state);  // [B, T, H, d]
-    const auto dt = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+    const auto dt = recurrence_dtype(x);
     const int64_t G = opt_.gate_granularity == "channel" ? d_ : 1;
     auto log_alpha = torch::log_sigmoid(alpha_up_(alpha_down_(x)).to(dt)).view({B, T, heads_, G});
     auto eta = (torch::sigmoid(eta_up_(eta_down_(x)).to(dt)) * opt_.eta_max).view({B, T, heads_, G});
@@ -148,8 +157,7 @@ class MirasMixer : public Mixer {
     if (o.conv_size < 1) throw Error(f + ": conv_size must be >= 1, got " + std::to_string(o.conv_size));
     if (o.gate_rank < 1) throw Error(f + ": gate_rank must be >= 1, got " + std::to_string(o.gate_rank));
     if (o.expansion < 1) throw Error(f + ": expansion must be >= 1, got " + std::to_string(o.expansion));
-    if (o.form != "chunk" && o.form != "recurrent")
-      throw Error(f + ": form must be \"chunk\" or \"recurrent\", got \"" + o.form + "\"");
+    check_form(f, o.form);
     if (o.gate_granularity != "channel" && o.gate_granularity != "head")
       throw Error(f + ": gate_granularity must be \"channel\" or \"head\", got \"" + o.gate_granularity + "\"");
     if (!(o.eta_max > 0)) throw Error(f + ": eta_max must be > 0, got " + std::to_string(o.eta_max));

@@ -13,15 +13,18 @@
 // Decode state: "mem<m>", "conv_{q,k,v}<m>" per memory and "mem_s", "conv_{q,k,v}_s".
 #include <cmath>
 
+#include "runtime/blocks/mixer_common.h"
 #include "runtime/delta_rule/delta_rule.h"
+#include "runtime/kernels/precision.h"
 #include "runtime/mom/mom.h"
+#include "runtime/no_weight_decay.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
 
 namespace mnemo {
 
 MomRouting mom_route(const torch::Tensor& logits, int64_t k) {
-  const auto dt = logits.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const auto dt = recurrence_dtype(logits);
   auto p = torch::softmax(logits.to(dt), -1);
   auto sorted = torch::sort(p, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
   auto idx = std::get<1>(sorted).narrow(-1, 0, k);
@@ -65,7 +68,7 @@ struct MomArgs {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MomArgs, num_memories, topk, shared_mem, num_heads, head_dim, expand_v,
                                                 conv_size, chunk_size, form, a_init_min, a_init_max, aux_coef)
 
-class MomMixer : public Mixer {
+class MomMixer : public Mixer, public DeclaresNoWeightDecay {
  public:
   MomMixer(const MixerContext& ctx, const MomArgs& a) : a_(a), n_layers_(std::max<int64_t>(1, ctx.n_layers)) {
     E_ = a.num_memories;
@@ -82,8 +85,7 @@ class MomMixer : public Mixer {
     dv_ = static_cast<int64_t>(std::llround(a.expand_v * dk_));
     if (dv_ < 1 || std::abs(a.expand_v * dk_ - dv_) > 1e-9) throw Error("mom: expand_v * head_dim must be an integer");
     if (a.conv_size < 1 || a.chunk_size < 1) throw Error("mom: conv_size and chunk_size must be >= 1");
-    if (a.form != "chunk" && a.form != "recurrent")
-      throw Error("mom: form must be \"chunk\" or \"recurrent\", got \"" + a.form + "\"");
+    check_form("mom", a.form);
     const int64_t D = ctx.d_model, M = E_ + (a.shared_mem ? 1 : 0);  // memory slots; the last is the shared one
     router_ = register_module("router", make_linear(D, E_));
     q_proj_ = register_module("q_proj", make_linear(D, H_ * dk_));
@@ -101,9 +103,11 @@ class MomMixer : public Mixer {
 
   torch::Tensor aux_loss() const override { return aux_; }
 
+  std::vector<std::string> no_weight_decay() const override { return {"A_log", "dt_bias"}; }
+
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1), M = E_ + (a_.shared_mem ? 1 : 0);
-    const auto dt = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+    const auto dt = recurrence_dtype(x);
     auto route = mom_route(router_(x), a_.topk);
     aux_ = a_.aux_coef > 0 && T > 0 ? (a_.aux_coef / n_layers_) * mom_balance_loss(route.p, route.idx) : torch::Tensor();
     auto q_all = q_proj_(x);                                  // [B, T, H dk] (before the conv)

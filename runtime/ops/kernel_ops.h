@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/common.h"
+#include "core/common.h"
 
 namespace mnemo {
 

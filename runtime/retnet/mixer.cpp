@@ -5,7 +5,7 @@
 // RoPE positions continue from LayerState::pos.
 #include <cmath>
 
-#include "runtime/linear_attn/mixer_common.h"
+#include "runtime/blocks/mixer_common.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
 #include "runtime/retnet/retnet.h"

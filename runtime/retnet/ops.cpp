@@ -1,5 +1,5 @@
 // Fixture ops `simple_gla` ([B,T,H,D]) and `retention` (head-first [B,H,T,D], no state).
-#include "runtime/linear_attn/op_helpers.h"
+#include "runtime/kernels/op_helpers.h"
 #include "runtime/retnet/retnet.h"
 
 namespace mnemo {

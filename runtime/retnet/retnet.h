@@ -6,7 +6,7 @@
 #pragma once
 #include <torch/torch.h>
 
-#include "runtime/linear_attn/chunking.h"
+#include "runtime/kernels/chunking.h"
 
 namespace mnemo {
 

@@ -1,5 +1,6 @@
 // Titans LMM kernel (spec models.md §5.1–5.3): chunk-wise dual form and token-by-token reference.
-#include "runtime/common.h"
+#include "core/common.h"
+#include "runtime/kernels/precision.h"
 #include "runtime/titans/titans.h"
 
 namespace mnemo {
@@ -49,7 +50,7 @@ Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
                  const torch::Tensor& log_keep, const torch::Tensor& log_eta, const torch::Tensor& theta,
                  const TitansMemoryState& init) {
   Prepared p;
-  p.dt = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  p.dt = recurrence_dtype(q);
   p.q = q.to(p.dt);
   p.k = k.to(p.dt);
   p.v = v.to(p.dt);

@@ -11,9 +11,9 @@
 // (hybrid_block.cpp, shared with atlas_mac); this file supplies the LMM memory branch.
 #include <cmath>
 
-#include "runtime/common.h"
+#include "core/common.h"
 #include "runtime/registry.h"
-#include "runtime/titans/hybrid_block.h"
+#include "runtime/blocks/hybrid_block.h"
 #include "runtime/titans/titans.h"
 
 namespace mnemo {

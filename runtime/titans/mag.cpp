@@ -7,9 +7,9 @@
 // The block is MagMixerBase (hybrid_block.cpp, shared with atlas_mag); this file supplies the LMM memory branch.
 #include <cmath>
 
-#include "runtime/common.h"
+#include "core/common.h"
 #include "runtime/registry.h"
-#include "runtime/titans/hybrid_block.h"
+#include "runtime/blocks/hybrid_block.h"
 #include "runtime/titans/titans.h"
 
 namespace mnemo {

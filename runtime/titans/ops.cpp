@@ -13,16 +13,15 @@
 #include <cmath>
 
 #include "runtime/deep_memory/memory.h"
-#include "runtime/ops/kernel_ops.h"
+#include "runtime/kernels/op_helpers.h"
+#include "runtime/kernels/precision.h"
 
 namespace mnemo {
 
 namespace {
 
-const torch::Tensor& input(const TensorMap& in, const std::string& name) {
-  auto it = in.find(name);
-  if (it == in.end()) throw Error("kernel op titans: input '" + name + "' is missing");
-  return it->second;
+torch::Tensor input(const TensorMap& in, const std::string& name) {
+  return kernel_op_args::required(in, "titans", name);
 }
 
 torch::Tensor layer_norm_noaffine(const torch::Tensor& x, double eps) {
@@ -52,7 +51,7 @@ struct Prepared {
 Prepared prepare(const TensorMap& in, const json& params) {
   auto q = input(in, "q");
   if (q.dim() != 4) throw Error("kernel op titans: q must be [B,T,H,D], got " + c10::str(q.sizes()));
-  const auto dt = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const auto dt = recurrence_dtype(q);
   const int64_t B = q.size(0), H = q.size(2), D = q.size(3);
   auto bth = [&](const std::string& n) {
     auto t = input(in, n);

@@ -1,6 +1,6 @@
 // Titans neural long-term memory (spec models.md §5): the LMM kernel (chunk-wise dual form and the
-// token-by-token reference/decode step), the LMM core module shared by the titans_lmm, titans_mag and
-// titans_mac mixers, and the attention helper of MAG/MAC.
+// token-by-token reference/decode step) and the LMM core module shared by the titans_lmm, titans_mag and
+// titans_mac mixers (the attention of MAG/MAC is runtime/blocks/window_attention.h).
 //
 // Kernel recurrence (per head, column form, read after write §1.3), gradients at the chunk anchor M^0:
 //   u_t = ∇_M ½||M^0(k_t) - v_t||²,  S_t = η_t S_{t-1} - θ_t u_t,  M_t = (1 - α_t) M_{t-1} + S_t,  y_t = M_t(q_t)
@@ -10,11 +10,12 @@
 
 #include <string>
 
-#include "runtime/common.h"
+#include "core/common.h"
 
 #include "runtime/deep_memory/memory.h"
 #include "runtime/layers.h"
 #include "runtime/mixer.h"
+#include "runtime/no_weight_decay.h"
 #include "runtime/recurrent_block.h"
 
 namespace mnemo {
@@ -58,8 +59,9 @@ struct LmmCoreOptions {
 // x [B, T, D] -> y [B, T, H, d_h]: q = l2norm(SiLU(Conv4(x W_Q))), k likewise, v = SiLU(Conv4(x W_V)),
 // gates α = σ(x w_α + b_α), η = σ(x w_η + b_η), θ = θ_max σ(x w_θ + b_θ) (§5.2), then the LMM kernel.
 // With a state, continues from it (memory, momentum, anchor, offset, conv caches) and stores the new one.
-struct LmmCoreImpl : torch::nn::Module {
+struct LmmCoreImpl : torch::nn::Module, DeclaresNoWeightDecay {
   explicit LmmCoreImpl(const LmmCoreOptions& o);
+  std::vector<std::string> no_weight_decay() const override;  // the learned initial memory
   // detach = false keeps the stored state differentiable (MAC's stateless full forward runs segment by segment
   // through a local state and must back-propagate across segments).
   torch::Tensor forward(const torch::Tensor& x, LayerState* state, bool detach = true);
@@ -82,15 +84,6 @@ TORCH_MODULE(LmmCore);
 // Softmax attention of queries at positions qpos [Tq] over keys at kpos [Tk] (k, v: [B, H, Tk, D]):
 // key j is visible iff kpos_j <= qpos_i and (window == 0 or kpos_j > qpos_i - window or kpos_j < always_before).
 // q: [B, H, Tq, D]; blocked over queries (q_block); logits and softmax in fp32 (fp64 stays fp64).
-torch::Tensor titans_attention(const torch::Tensor& q, const torch::Tensor& qpos, const torch::Tensor& k,
-                               const torch::Tensor& v, const torch::Tensor& kpos, int64_t window,
-                               int64_t always_before, int64_t q_block);
-
-// State helpers: int64 counters stored as 0-d tensors.
-int64_t titans_state_int(LayerState* state, const std::string& key);
-void titans_set_state_int(LayerState* state, const std::string& key, int64_t value);
-
-// The titans_lmm mixer's arguments (§5.2, §5.5 defaults); titans_mag / titans_mac extend them.
 struct TitansLmmArgs {
   int64_t num_heads = 0;     // 0: the model's n_heads
   int64_t head_dim = 0;      // d_k = d_v; 0: d_model / heads

@@ -11,8 +11,8 @@
 // i.e. one masked b×b matmul per layer (the "+1" is the inner bias seen as a constant input).
 #include <limits>
 
-#include "runtime/common.h"
-#include "runtime/gelu.h"
+#include "core/common.h"
+#include "runtime/kernels/gelu.h"
 #include "runtime/ttt/ttt.h"
 
 namespace mnemo {

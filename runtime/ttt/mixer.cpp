@@ -11,6 +11,9 @@
 // conv caches "conv_q", "conv_k", "conv_v": constant size in T.
 #include <cmath>
 
+#include "runtime/blocks/mixer_common.h"
+#include "runtime/kernels/precision.h"
+#include "runtime/no_weight_decay.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
 #include "runtime/ttt/ttt.h"
@@ -47,7 +50,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TTTMLPArgs, num_heads, mini_batc
                                                 eta_convention, output_residual, ln_eps, conv_size, use_short_conv,
                                                 form)
 
-class TTTMixer : public Mixer {
+class TTTMixer : public Mixer, public DeclaresNoWeightDecay {
  public:
   TTTMixer(const MixerContext& ctx, const TTTLinearArgs& a)
       : TTTMixer(ctx, Options{"ttt_linear", a.num_heads, a.mini_batch, a.eta_base, 0, a.eta_convention,
@@ -56,10 +59,18 @@ class TTTMixer : public Mixer {
       : TTTMixer(ctx, Options{"ttt_mlp", a.num_heads, a.mini_batch, a.eta_base, a.expansion, a.eta_convention,
                               a.output_residual, a.ln_eps, a.conv_size, a.use_short_conv, a.form}) {}
 
+  // The learned initial inner weights (§1.6).
+  std::vector<std::string> no_weight_decay() const override {
+    std::vector<std::string> names;
+    for (size_t l = 1; l <= W0_.size(); ++l)
+      names.insert(names.end(), {"memory_init_W" + std::to_string(l), "memory_init_b" + std::to_string(l)});
+    return names;
+  }
+
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);
     auto q = q_proj_(x, state), k = k_proj_(x, state), v = v_proj_(x, state);  // [B, T, H, d]
-    const auto dt = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+    const auto dt = recurrence_dtype(x);
     auto eta = torch::sigmoid(lr_proj_(x).to(dt)) * (opt_.eta_base / static_cast<double>(d_));  // [B, T, H]
 
     TTTState st;
@@ -129,8 +140,7 @@ class TTTMixer : public Mixer {
     const auto& f = o.family;
     if (o.mini_batch < 1) throw Error(f + ": mini_batch must be >= 1, got " + std::to_string(o.mini_batch));
     if (o.conv_size < 1) throw Error(f + ": conv_size must be >= 1, got " + std::to_string(o.conv_size));
-    if (o.form != "chunk" && o.form != "recurrent")
-      throw Error(f + ": form must be \"chunk\" or \"recurrent\", got \"" + o.form + "\"");
+    check_form(f, o.form);
     if (o.eta_convention != "ttt_lm" && o.eta_convention != "fla")
       throw Error(f + ": eta_convention must be \"ttt_lm\" or \"fla\", got \"" + o.eta_convention + "\"");
     if (o.output_residual != "query" && o.output_residual != "inner")

@@ -7,17 +7,15 @@
 // is a "chunk" form swept over chunk sizes: both use params.mini_batch_size.
 #include <cmath>
 
-#include "runtime/ops/kernel_ops.h"
+#include "runtime/kernels/op_helpers.h"
 #include "runtime/ttt/ttt.h"
 
 namespace mnemo {
 
 namespace {
 
-const torch::Tensor& input(const TensorMap& in, const std::string& name) {
-  auto it = in.find(name);
-  if (it == in.end()) throw Error("kernel op ttt_linear: input '" + name + "' is missing");
-  return it->second;
+torch::Tensor input(const TensorMap& in, const std::string& name) {
+  return kernel_op_args::required(in, "ttt_linear", name);
 }
 
 double number_param(const json& params, const std::string& name, double fallback) {
@@ -34,7 +32,7 @@ TensorMap run_ttt_linear(const TensorMap& in, const json& params, const std::str
                 " and " + c10::str(eta.sizes()));
   const int64_t B = q.size(0), H = q.size(2), D = q.size(3);
   TTTOptions opt;
-  opt.scale = number_param(params, "scale", 1.0 / std::sqrt(static_cast<double>(D)));
+  opt.scale = kernel_op_args::scale(params, "ttt_linear", D);
   opt.eps = number_param(params, "eps", 1e-6);
   const double mb = number_param(params, "mini_batch_size", 16);
   if (mb < 1 || mb != std::floor(mb))

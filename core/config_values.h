@@ -1,0 +1,28 @@
+// Values of the flat run configuration given on the command line, and the type rule every key
+// obeys: one parser for `--set key=value` and for `--key value` flags.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/common.h"
+
+namespace mnemo {
+
+// "128" -> 128, "true" -> true, "[1,2]" -> [1,2], anything else -> the string itself.
+json parse_value(const std::string& text);
+
+// "key=value" strings (--set) -> {"key": value}; a later pair of the same key wins.
+json key_value_pairs_to_json(const std::vector<std::string>& pairs);
+// Applies key_value_pairs_to_json(pairs) over `config`.
+void apply_overrides(json& config, const std::vector<std::string>& pairs);
+
+// Left-over `--name value` / `--name=value` / bare `--flag` arguments -> {"name": value} with '-' -> '_'.
+json flag_arguments_to_json(const std::vector<std::string>& arguments);
+
+// Whether `value` may replace a key whose default is `def`: numbers for numbers (no float for an
+// integer), booleans (or 0/1) for booleans, otherwise the same JSON type; a null default takes anything.
+bool value_fits_default(const json& def, const json& value);
+// `value` converted to the default's type (integer -> float, 0/1 -> bool); call after value_fits_default.
+json coerce_to_default(const json& def, const json& value);
+
+}  // namespace mnemo

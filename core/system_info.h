@@ -1,0 +1,22 @@
+// Machine/library facts printed by `mnemo --version` and recorded with every benchmark.
+#pragma once
+#include <string>
+
+#include "core/common.h"
+
+namespace mnemo {
+
+// Intra-op threads: $MNEMO_THREADS, else $OMP_NUM_THREADS, else the number of cores.
+void configure_threads();
+// glibc malloc settings for LibTorch's CPU tensors (keep freed blocks instead of mmap/munmap per op);
+// MNEMO_MALLOC_TUNING=0 or the user's own MALLOC_*_ / GLIBC_TUNABLES leave glibc's defaults alone.
+void configure_allocator();
+std::string allocator_description();
+std::string blas_library();  // the BLAS shared object LibTorch resolved (e.g. libopenblasp...)
+std::string torch_version();
+std::string git_commit();  // the commit the binary was configured from (12 hex digits) or "unknown"
+bool cuda_available();
+std::string version_text();
+json system_json();  // {mnemo, git_commit, torch, blas, threads, cuda, host}
+
+}  // namespace mnemo

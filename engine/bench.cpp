@@ -1,0 +1,598 @@
+// Benchmark measurements (spec tasks.md §10.2); see bench.h for the protocol.
+#include "engine/bench.h"
+
+#include "runtime/device.h"
+
+#include <ATen/Parallel.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include "engine/run_config.h"
+#include "runtime/ops/kernel_ops.h"
+#include "runtime/registry.h"
+#include "core/system_info.h"
+
+// CUDA allocator statistics need LibTorch's CUDA headers (present with a CUDA build only).
+#if __has_include(<cuda_runtime_api.h>) && __has_include(<c10/cuda/CUDACachingAllocator.h>)
+#include <c10/cuda/CUDACachingAllocator.h>
+#define MNEMO_BENCH_CUDA_MEMORY 1
+#endif
+
+namespace mnemo {
+
+namespace {
+
+const std::set<std::string> kModes = {"fwd", "fwdbwd", "decode"};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
+}
+
+// VmRSS / VmHWM of this process in MB; NaN where /proc is unavailable.
+double proc_status_mb(const std::string& field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(field + ":", 0) == 0) {
+      std::istringstream in(line.substr(field.size() + 1));
+      double kb = 0;
+      in >> kb;
+      return kb / 1024.0;
+    }
+  return NAN;
+}
+
+#ifdef MNEMO_BENCH_CUDA_MEMORY
+// index 0 of the stat arrays = StatType::AGGREGATE in every LibTorch version.
+double cuda_allocated_mb(const torch::Device& d, bool peak) {
+  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index() < 0 ? 0 : d.index());
+  return static_cast<double>(peak ? stats.allocated_bytes[0].peak : stats.allocated_bytes[0].current) /
+         (1024.0 * 1024.0);
+}
+#endif
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// Sum over t < T of min(t + 1, W): the number of (query, key) pairs of causal attention with
+// a window of W keys (W <= 0: unbounded).
+double attended_pairs(int64_t first_pos, int64_t count, int64_t window) {
+  double total = 0;
+  for (int64_t t = first_pos; t < first_pos + count; ++t)
+    total += static_cast<double>(window > 0 ? std::min<int64_t>(t + 1, window) : t + 1);
+  return total;
+}
+
+// Attention window of a mixer layer for the FLOP count: 0 = full causal attention, W > 0 =
+// sliding window, -1 = not an attention mixer.
+int64_t attention_window(const ModelConfig& cfg, const std::string& mixer) {
+  if (mixer == "transformer") return 0;
+  if (mixer == "swa") {
+    json def = Registry::instance().mixer(mixer).defaults;
+    json args = cfg.mixer_args;
+    if (args.contains("window") && args["window"].is_number_integer()) return args["window"].get<int64_t>();
+    return def.value("window", int64_t{0});
+  }
+  return -1;
+}
+
+struct Measured {
+  std::vector<double> times_s;  // per repeat (decode: per token)
+  std::vector<double> prefill_s;
+  int64_t state_bytes = -1;
+  double peak_mb = NAN;
+};
+
+// The measurement conditions shared by every row of one benchmark run (taken once per run).
+struct Conditions {
+  std::string host = hostname(), blas = blas_library(), torch_v = torch_version();
+  std::string cpu_allocator = allocator_description();
+  int64_t threads = at::get_num_threads();
+};
+
+// A row with the conditions, the code's commit and the timings filled in; the caller adds what it measured.
+BenchRow timed_row(const Conditions& c, const torch::Device& device, const TimeStats& st, int64_t repeats) {
+  BenchRow r;
+  r.created_at = now_iso8601();
+  r.device = device.str();
+  r.dtype = "float32";
+  r.git_commit = git_commit();
+  r.host = c.host;
+  r.torch_version = c.torch_v;
+  r.blas = c.blas;
+  r.threads = c.threads;
+  r.repeats = repeats;
+  r.median_ms = st.median * 1e3;
+  r.p20_ms = st.p20 * 1e3;
+  r.p80_ms = st.p80 * 1e3;
+  return r;
+}
+
+Measured measure(LanguageModel& model, const BenchOptions& opt, const std::string& mode, int64_t T,
+                 const torch::Device& device) {
+  Measured m;
+  auto long_opts = torch::TensorOptions().dtype(torch::kLong).device(device);
+  torch::Tensor tokens = torch::randint(0, opt.vocab_size, {opt.batch, T}, long_opts);
+  PeakMemoryProbe probe(device);
+  std::unique_ptr<torch::optim::AdamW> adamw;
+  if (mode == "fwdbwd") {
+    model->train();
+    adamw = std::make_unique<torch::optim::AdamW>(model->parameters(),
+                                                  torch::optim::AdamWOptions(1e-4).weight_decay(0.1));
+  } else {
+    model->eval();
+  }
+  torch::Tensor targets = torch::randint(0, opt.vocab_size, {opt.batch, T}, long_opts);
+
+  probe.start();
+  for (int64_t i = 0; i < opt.warmup + opt.repeats; ++i) {
+    bool timed = i >= opt.warmup;
+    if (mode == "fwd" || mode == "fwdbwd") {
+      synchronize(device);
+      double t0 = now_s();
+      if (mode == "fwd") {
+        torch::NoGradGuard no_grad;
+        model->forward(tokens);
+      } else {
+        adamw->zero_grad();
+        torch::Tensor logits = model->forward(tokens);
+        torch::Tensor loss = torch::nn::functional::cross_entropy(
+            logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}));
+        torch::Tensor aux = model->aux_loss();
+        (aux.defined() ? loss + aux : loss).backward();
+        adamw->step();
+      }
+      synchronize(device);
+      if (timed) m.times_s.push_back(now_s() - t0);
+    } else {  // decode
+      torch::NoGradGuard no_grad;
+      ModelState state = model->initial_state();
+      synchronize(device);
+      double t0 = now_s();
+      torch::Tensor logits = model->forward(tokens, &state);
+      torch::Tensor next = logits.select(1, logits.size(1) - 1).argmax(-1, true);
+      synchronize(device);
+      double t1 = now_s();
+      if (m.state_bytes < 0) {
+        m.state_bytes = 0;
+        for (const LayerState& s : state) m.state_bytes += s.bytes();
+      }
+      for (int64_t k = 0; k < opt.decode_tokens; ++k) {
+        logits = model->forward(next, &state);
+        next = logits.select(1, logits.size(1) - 1).argmax(-1, true);
+      }
+      synchronize(device);
+      double t2 = now_s();
+      if (timed) {
+        m.prefill_s.push_back(t1 - t0);
+        m.times_s.push_back((t2 - t1) / static_cast<double>(opt.decode_tokens));
+      }
+    }
+  }
+  m.peak_mb = probe.peak_mb();
+  if (adamw) model->zero_grad(true);  // free the gradients before the next measurement
+  return m;
+}
+
+// The first layer's mixer alone on random activations (scope "mixer").
+Measured measure_mixer(Mixer& mixer, const BenchOptions& opt, const std::string& mode, int64_t T, int64_t d_model,
+                       const torch::Device& device) {
+  Measured m;
+  auto x = torch::randn({opt.batch, T, d_model}, torch::TensorOptions().device(device));
+  PeakMemoryProbe probe(device);
+  mixer.train(mode == "fwdbwd");
+  probe.start();
+  for (int64_t i = 0; i < opt.warmup + opt.repeats; ++i) {
+    bool timed = i >= opt.warmup;
+    synchronize(device);
+    double t0 = now_s();
+    if (mode == "fwd") {
+      torch::NoGradGuard no_grad;
+      mixer.forward(x, nullptr);
+    } else if (mode == "fwdbwd") {
+      mixer.zero_grad();
+      auto xg = x.detach().requires_grad_(true);
+      mixer.forward(xg, nullptr).pow(2).mean().backward();
+    } else {  // decode: prefill T activations, then decode_tokens single steps
+      torch::NoGradGuard no_grad;
+      LayerState state;
+      mixer.forward(x, &state);
+      state.pos += T;
+      synchronize(device);
+      double t1 = now_s();
+      if (m.state_bytes < 0) m.state_bytes = state.bytes();
+      auto step = x.narrow(1, T - 1, 1);
+      for (int64_t k = 0; k < opt.decode_tokens; ++k) {
+        step = mixer.forward(step, &state);
+        state.pos += 1;
+      }
+      synchronize(device);
+      if (timed) {
+        m.prefill_s.push_back(t1 - t0);
+        m.times_s.push_back((now_s() - t1) / static_cast<double>(opt.decode_tokens));
+      }
+      continue;
+    }
+    synchronize(device);
+    if (timed) m.times_s.push_back(now_s() - t0);
+  }
+  m.peak_mb = probe.peak_mb();
+  mixer.zero_grad();
+  return m;
+}
+
+// One kernel op alone (scope "kernel"): random inputs from the op, every timed repeat on the same inputs.
+Measured measure_kernel(const KernelOp& op, const KernelBenchInputs& in, const std::string& form, int64_t chunk,
+                        const std::string& mode, int64_t warmup, int64_t repeats, const torch::Device& device) {
+  Measured m;
+  TensorMap inputs;
+  for (const auto& [name, t] : in.inputs) inputs[name] = t.to(device);
+  PeakMemoryProbe probe(device);
+  probe.start();
+  for (int64_t i = 0; i < warmup + repeats; ++i) {
+    synchronize(device);
+    double t0 = now_s();
+    if (mode == "fwd") {
+      torch::NoGradGuard no_grad;
+      op.run(inputs, in.params, form, chunk);
+    } else {
+      TensorMap leaves;
+      for (const auto& [name, t] : inputs) leaves[name] = t.detach().requires_grad_(t.is_floating_point());
+      torch::Tensor loss;
+      for (const auto& [name, out] : op.run(leaves, in.params, form, chunk)) {
+        if (!out.requires_grad()) continue;
+        auto term = out.pow(2).mean();
+        loss = loss.defined() ? loss + term : term;
+      }
+      if (loss.defined()) loss.backward();
+    }
+    synchronize(device);
+    if (i >= warmup) m.times_s.push_back(now_s() - t0);
+  }
+  m.peak_mb = probe.peak_mb();
+  return m;
+}
+
+int64_t kernel_head_dim(const BenchOptions& opt) {
+  return opt.head_dim > 0 ? opt.head_dim : opt.d_model / std::max<int64_t>(1, opt.n_heads);
+}
+
+int64_t kernel_chunk_size(const BenchOptions& opt) {
+  if (!opt.set.contains("chunk_size")) return 64;
+  const json& c = opt.set["chunk_size"];
+  if (!c.is_number_integer() || c.get<int64_t>() <= 0)
+    throw Error("bench --kernel: --set chunk_size must be a positive integer, got " + c.dump());
+  return c.get<int64_t>();
+}
+
+std::vector<std::string> kernel_forms(const KernelOp& op, const std::string& form) {
+  if (form.empty()) return op.forms;
+  if (std::find(op.forms.begin(), op.forms.end(), form) == op.forms.end())
+    throw Error("bench: --form '" + form + "' is not a form of kernel op '" + op.name + "' (forms: " +
+                join(op.forms) + ")");
+  return {form};
+}
+
+void validate_kernel(const BenchOptions& opt) {
+  const KernelOp& op = KernelOpRegistry::instance().at(opt.kernel);  // unknown op: Error listing the ops
+  if (!op.random_inputs) throw Error("bench: kernel op '" + opt.kernel + "' has no random inputs to benchmark");
+  if (!opt.model.empty()) throw Error("bench: give --model or --kernel, not both");
+  for (const auto& m : opt.modes)
+    if (m != "fwd" && m != "fwdbwd") throw Error("bench --kernel: --mode '" + m + "' is not one of fwd, fwdbwd");
+  if (opt.n_heads <= 0 || kernel_head_dim(opt) <= 0)
+    throw Error("bench --kernel: heads (" + std::to_string(opt.n_heads) + ") and head dim (" +
+                std::to_string(kernel_head_dim(opt)) + ") must be > 0");
+  for (auto it = opt.set.begin(); it != opt.set.end(); ++it)
+    if (it.key() != "chunk_size")
+      throw Error("bench --kernel: unknown --set key '" + it.key() + "' (kernel ops take chunk_size only)");
+  kernel_chunk_size(opt);
+  kernel_forms(op, opt.form);
+}
+
+std::vector<BenchRow> run_kernel_benchmarks(const BenchOptions& opt,
+                                            const std::function<void(const BenchRow&)>& on_row) {
+  const KernelOp& op = KernelOpRegistry::instance().at(opt.kernel);
+  const torch::Device device = resolve_device(opt.device);
+  const int64_t H = opt.n_heads, D = kernel_head_dim(opt), chunk = kernel_chunk_size(opt);
+  const Conditions conditions;
+  std::vector<BenchRow> rows;
+  for (const std::string& mode : opt.modes)
+    for (int64_t T : opt.seq_lens) {
+      torch::manual_seed(opt.seed);
+      KernelBenchInputs in = op.random_inputs(opt.batch, T, H, D);
+      for (const std::string& form : kernel_forms(op, opt.form)) {
+        Measured m = measure_kernel(op, in, form, chunk, mode, opt.warmup, opt.repeats, device);
+        TimeStats st = time_stats(m.times_s);
+        BenchRow r = timed_row(conditions, device, st, opt.repeats);
+        r.model = op.name;
+        r.mode = "kernel_" + mode;
+        r.form = form;
+        r.seq_len = T;
+        r.batch = opt.batch;
+        r.d_model = H * D;
+        r.n_layers = 1;
+        r.tokens_per_s = static_cast<double>(opt.batch * T) / st.median;
+        r.peak_mem_mb = m.peak_mb;
+        r.gflops = NAN;
+        json extra = {{"scope", "kernel"}, {"kernel", op.name}, {"heads", H}, {"head_dim", D},
+                      {"chunk_size", chunk}, {"params", in.params}, {"warmup", opt.warmup},
+                      {"peak_mem_method", PeakMemoryProbe(device).method()},
+                      {"cpu_allocator", conditions.cpu_allocator}};
+        r.config_json = extra.dump();
+        rows.push_back(r);
+        if (on_row) on_row(r);
+      }
+    }
+  return rows;
+}
+
+}  // namespace
+
+void validate(const BenchOptions& opt) {
+  if (opt.model.empty() && opt.kernel.empty())
+    throw Error("bench: --model (see `mnemo models`) or --kernel (a kernel op of `mnemo check-kernel`) is required");
+  if (opt.seq_lens.empty()) throw Error("bench: --seq-lens is empty");
+  for (int64_t T : opt.seq_lens)
+    if (T <= 0) throw Error("bench: --seq-lens value " + std::to_string(T) + " must be > 0");
+  if (opt.modes.empty()) throw Error("bench: --mode is empty");
+  for (const auto& m : opt.modes)
+    if (!kModes.count(m)) throw Error("bench: --mode '" + m + "' is not one of fwd, fwdbwd, decode");
+  if (opt.batch <= 0) throw Error("bench: --batch " + std::to_string(opt.batch) + " must be > 0");
+  if (opt.warmup < 0) throw Error("bench: --warmup " + std::to_string(opt.warmup) + " must be >= 0");
+  if (opt.repeats <= 0) throw Error("bench: --repeats " + std::to_string(opt.repeats) + " must be > 0");
+  if (opt.decode_tokens <= 0)
+    throw Error("bench: --decode-tokens " + std::to_string(opt.decode_tokens) + " must be > 0");
+  if (opt.vocab_size <= 1) throw Error("bench: vocab_size must be > 1");
+  if (!opt.kernel.empty()) {
+    validate_kernel(opt);
+    return;
+  }
+  if (opt.scope != "model" && opt.scope != "mixer")
+    throw Error("bench: --scope '" + opt.scope + "' is not one of model, mixer");
+  if (!opt.form.empty() && opt.form != "chunk" && opt.form != "recurrent")
+    throw Error("bench: --form '" + opt.form + "' is not one of chunk, recurrent");
+  if (opt.device != "auto" && opt.device != "cpu" && opt.device.rfind("cuda", 0) != 0)
+    throw Error("bench: --device '" + opt.device + "' is not one of cpu, cuda, auto");
+  if (!opt.set.is_object()) throw Error("bench: --set must give key=value pairs");
+}
+
+json bench_model_config(const BenchOptions& opt) {
+  auto& reg = Registry::instance();
+  const ModelFamily& family = reg.model(opt.model);  // unknown model: Error listing the models
+  json cfg = skeleton_defaults();
+  cfg["model"] = opt.model;
+  cfg["vocab_size"] = opt.vocab_size;
+  std::vector<std::string> mixers = family.layer_pattern;
+  if (opt.set.contains("layers") && opt.set["layers"].is_array() && !opt.set["layers"].empty())
+    mixers = opt.set["layers"].get<std::vector<std::string>>();
+  bool has_form = false;
+  for (const auto& name : mixers) {
+    const MixerFamily& mf = reg.mixer(name);
+    has_form = has_form || mf.defaults.contains("form");
+    for (auto it = mf.defaults.begin(); it != mf.defaults.end(); ++it)
+      if (!cfg.contains(it.key())) cfg[it.key()] = it.value();
+  }
+  for (auto it = family.overrides.begin(); it != family.overrides.end(); ++it) cfg[it.key()] = it.value();
+  cfg["d_model"] = opt.d_model;
+  cfg["n_layers"] = opt.n_layers;
+  cfg["n_heads"] = opt.n_heads;
+  for (auto it = opt.set.begin(); it != opt.set.end(); ++it) {
+    if (!cfg.contains(it.key())) {
+      std::vector<std::string> known;
+      for (auto k = cfg.begin(); k != cfg.end(); ++k) known.push_back(k.key());
+      throw Error("bench: unknown --set key '" + it.key() + "' for model '" + opt.model +
+                  "'; valid keys: " + join(known));
+    }
+    cfg[it.key()] = it.value();
+  }
+  if (!opt.form.empty()) {
+    if (!has_form)
+      throw Error("bench: --form " + opt.form + " given, but no mixer of model '" + opt.model +
+                  "' (" + join(mixers) + ") has a 'form' argument");
+    cfg["form"] = opt.form;
+  }
+  return cfg;
+}
+
+
+double bench_flops(const ModelConfig& cfg, int64_t n_params, const std::string& mode, int64_t batch,
+                   int64_t seq_len, int64_t decode_tokens) {
+  double matmul_params = static_cast<double>(n_params);
+  if (!cfg.tie_embeddings) matmul_params -= static_cast<double>(cfg.vocab_size * cfg.d_model);
+  double pairs = 0;  // attended (query, key) pairs over all attention layers, per sequence
+  double tokens = 0;
+  for (const std::string& mixer : cfg.layer_mixers()) {
+    int64_t window = attention_window(cfg, mixer);
+    if (window < 0) continue;
+    pairs += mode == "decode" ? attended_pairs(seq_len, decode_tokens, window) / decode_tokens
+                              : attended_pairs(0, seq_len, window);
+  }
+  tokens = mode == "decode" ? 1.0 : static_cast<double>(seq_len);
+  double forward = batch * (2.0 * matmul_params * tokens + 4.0 * cfg.d_model * pairs);
+  return mode == "fwdbwd" ? 3.0 * forward : forward;
+}
+
+std::string bench_flop_formula() {
+  return "forward FLOPs = 2 * params * tokens + per attention layer 4 * d_model * sum_t min(t+1, W) "
+         "(QK^T and AV, causal; W = window for swa, unbounded for full attention); fwdbwd = 3 x "
+         "forward; decode = per generated token; recurrent mixers' state updates are not counted";
+}
+
+PeakMemoryProbe::PeakMemoryProbe(const torch::Device& device) : device_(device) {}
+
+void PeakMemoryProbe::start() {
+  if (device_.is_cuda()) {
+#ifdef MNEMO_BENCH_CUDA_MEMORY
+    synchronize(device_);
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index() < 0 ? 0 : device_.index());
+    baseline_mb_ = cuda_allocated_mb(device_, false);
+#endif
+    return;
+  }
+#if defined(__GLIBC__)
+  malloc_trim(0);  // return freed heap pages so the baseline RSS is the live set
+#endif
+  std::ofstream clear("/proc/self/clear_refs");
+  if (clear) {
+    clear << "5";  // resets VmHWM to the current RSS
+    clear.flush();
+    hwm_reset_ = static_cast<bool>(clear);
+  }
+  baseline_mb_ = proc_status_mb("VmRSS");
+}
+
+double PeakMemoryProbe::peak_mb() const {
+  if (device_.is_cuda()) {
+#ifdef MNEMO_BENCH_CUDA_MEMORY
+    synchronize(device_);
+    return std::max(0.0, cuda_allocated_mb(device_, true) - baseline_mb_);
+#else
+    return NAN;
+#endif
+  }
+  if (!hwm_reset_) return NAN;  // VmHWM would include peaks from before the measurement
+  return std::max(0.0, proc_status_mb("VmHWM") - baseline_mb_);
+}
+
+std::string PeakMemoryProbe::method() const {
+  if (device_.is_cuda()) {
+#ifdef MNEMO_BENCH_CUDA_MEMORY
+    return "CUDA caching allocator: peak allocated bytes minus allocated bytes at the start";
+#else
+    return "unavailable (built without LibTorch CUDA headers)";
+#endif
+  }
+  return "process peak resident set (VmHWM, reset via /proc/self/clear_refs) minus VmRSS at the "
+         "start of warm-up";
+}
+
+TimeStats time_stats(std::vector<double> samples) {
+  if (samples.empty()) return {NAN, NAN, NAN};
+  std::sort(samples.begin(), samples.end());
+  auto q = [&](double p) {
+    double pos = p * static_cast<double>(samples.size() - 1);
+    size_t lo = static_cast<size_t>(std::floor(pos));
+    size_t hi = std::min(samples.size() - 1, lo + 1);
+    return samples[lo] + (pos - static_cast<double>(lo)) * (samples[hi] - samples[lo]);
+  };
+  return {q(0.5), q(0.2), q(0.8)};
+}
+
+std::string bench_method_text(const BenchOptions& opt, const torch::Device& device) {
+  std::ostringstream s;
+  if (!opt.kernel.empty()) {
+    s << "mnemo bench: kernel op " << opt.kernel << " alone (scope kernel), batch " << opt.batch << ", heads "
+      << opt.n_heads << ", head dim " << kernel_head_dim(opt) << ", chunk " << kernel_chunk_size(opt)
+      << ", forms " << join(kernel_forms(KernelOpRegistry::instance().at(opt.kernel), opt.form))
+      << "; random inputs in the op's fixture layout and value ranges, the same inputs for every form\n";
+  } else {
+    s << "mnemo bench: model " << opt.model << ", batch " << opt.batch << ", d_model " << opt.d_model
+      << ", n_layers " << opt.n_layers << ", n_heads " << opt.n_heads << ", vocab " << opt.vocab_size
+      << (opt.form.empty() ? "" : ", form " + opt.form)
+      << (opt.scope == "mixer" ? ", scope mixer (first layer's mixer alone on random [B, T, d_model] input; "
+                                 "fwdbwd = backward of mean(y^2), no optimiser step; no GFLOP/s estimate)"
+                               : "")
+      << "\n";
+  }
+  s << "  device " << device.str() << ", dtype float32, intra-op threads " << at::get_num_threads()
+    << ", LibTorch " << torch_version() << ", git " << git_commit() << "\n";
+  s << "  BLAS " << blas_library() << "\n";
+  s << "  CPU allocator: " << allocator_description() << "\n";
+  s << "  timing: monotonic clock" << (device.is_cuda() ? " with CUDA synchronize" : "") << ", "
+    << opt.warmup << " warm-up + " << opt.repeats
+    << " timed repetitions, median (p20, p80)" << (opt.kernel.empty() ? "; random tokens" : "") << "\n";
+  if (!opt.kernel.empty()) {
+    s << "  kernel_fwd = the op under NoGradGuard; kernel_fwdbwd = the op + backward of the sum of mean(out^2) "
+         "over its outputs to every floating input\n";
+    s << "  tokens/s = B*T / median; no GFLOP/s estimate\n";
+  } else {
+    s << "  fwd = forward under NoGradGuard; fwdbwd = forward + cross-entropy backward + AdamW step; "
+         "decode = prefill T-token prompt, then "
+      << opt.decode_tokens << " greedy tokens one at a time (times per token)\n";
+    s << "  tokens/s = B*T / median (decode: B / median per-token time)\n";
+    s << "  GFLOP/s estimate: " << bench_flop_formula() << "\n";
+  }
+  s << "  peak memory: " << PeakMemoryProbe(device).method() << "\n";
+  return s.str();
+}
+
+std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
+                                     const std::function<void(const BenchRow&)>& on_row) {
+  validate(opt);
+  if (!opt.kernel.empty()) return run_kernel_benchmarks(opt, on_row);
+  json flat = bench_model_config(opt);
+  torch::Device device = resolve_device(opt.device);
+  torch::manual_seed(opt.seed);
+  ModelConfig mc = model_config_from_json(flat);
+  LanguageModel model(mc);
+  model->to(device);
+  std::shared_ptr<Mixer> first_mixer;  // scope "mixer": a fresh first-layer mixer
+  if (opt.scope == "mixer") {
+    torch::manual_seed(opt.seed);
+    Block block(mc, 0, mc.layer_mixers().front());
+    first_mixer = block->mixer;
+    first_mixer->to(device);
+  }
+  const int64_t n_params = model->num_parameters();
+  const Conditions conditions;
+
+  std::vector<BenchRow> rows;
+  for (const std::string& mode : opt.modes) {
+    for (int64_t T : opt.seq_lens) {
+      Measured m = first_mixer ? measure_mixer(*first_mixer, opt, mode, T, mc.d_model, device)
+                               : measure(model, opt, mode, T, device);
+      TimeStats st = time_stats(m.times_s);
+      BenchRow r = timed_row(conditions, device, st, opt.repeats);
+      r.model = opt.model;
+      r.mode = first_mixer ? "mixer_" + mode : mode;
+      r.form = opt.form;
+      r.seq_len = T;
+      r.batch = opt.batch;
+      r.d_model = mc.d_model;
+      r.n_layers = mc.n_layers;
+      double tokens = mode == "decode" ? static_cast<double>(opt.batch) : static_cast<double>(opt.batch * T);
+      r.tokens_per_s = tokens / st.median;
+      r.peak_mem_mb = m.peak_mb;
+      double flops = first_mixer ? NAN : bench_flops(mc, n_params, mode, opt.batch, T, opt.decode_tokens);
+      r.gflops = flops / st.median / 1e9;
+      json extra = flat;
+      extra["n_params"] = n_params;
+      extra["warmup"] = opt.warmup;
+      extra["flops_per_step"] = flops;
+      extra["flop_formula"] = bench_flop_formula();
+      extra["peak_mem_method"] = PeakMemoryProbe(device).method();
+      extra["scope"] = opt.scope;
+      extra["cpu_allocator"] = conditions.cpu_allocator;
+      if (first_mixer) extra["mixer"] = mc.layer_mixers().front();
+      if (mode == "decode") {
+        extra["decode_tokens"] = opt.decode_tokens;
+        extra["state_bytes"] = m.state_bytes;
+        extra["prefill_ms"] = time_stats(m.prefill_s).median * 1e3;
+      }
+      r.config_json = extra.dump();
+      rows.push_back(r);
+      if (on_row) on_row(r);
+    }
+  }
+  return rows;
+}
+
+}  // namespace mnemo

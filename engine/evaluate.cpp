@@ -1,0 +1,124 @@
+#include "engine/evaluate.h"
+
+#include "engine/checkpoint.h"
+#include "engine/model_adapter.h"
+#include "engine/run_config.h"
+#include "engine/token_eval.h"
+#include "results/db.h"
+#include "runtime/device.h"
+#include "tasks/eval_task.h"
+#include "tasks/task.h"
+
+namespace mnemo {
+
+namespace {
+// Token tasks: loss and per-example accuracy on fresh test examples.
+json eval_token_task(Backbone& model, TokenTask& task, const json& ckpt_cfg, const EvalRequest& a,
+                     const torch::Device& device) {
+  if (task.vocab_size() > model.config().vocab_size)
+    throw Error("task vocab_size " + std::to_string(task.vocab_size()) + " exceeds the model's " +
+                std::to_string(model.config().vocab_size));
+  const uint64_t seed = a.seed_given ? a.seed : ckpt_cfg.value("seed", uint64_t{0});
+  auto examples = task.examples(Split::test, a.n, seed);
+  auto r = evaluate_tokens(model, examples, a.batch_size, device);
+  json out = {{"accuracy", r.accuracy}, {"loss", r.loss}, {"n", r.n_examples}};
+  torch::NoGradGuard no_grad;
+  out.update(task.test_metrics(model.forward, examples, device));
+  return out;
+}
+}  // namespace
+
+std::function<void(const std::vector<EvalCell>&)> eval_rows_sink(ResultsDB& db, const std::string& model_name,
+                                                                  const std::string& checkpoint, int64_t run_id) {
+  return [&db, model_name, checkpoint, run_id](const std::vector<EvalCell>& cells) {
+    std::vector<EvalRow> rows;
+    const std::string now = now_iso8601();
+    for (const EvalCell& c : cells) {
+      EvalRow r;
+      r.created_at = now;
+      r.run_id = run_id;
+      r.model = model_name;
+      r.checkpoint = checkpoint;
+      r.task = c.task;
+      r.metric = c.metric;
+      r.setting_json = c.setting.dump();
+      r.value = c.value;
+      r.n = c.n;
+      r.details_json = c.details.dump();
+      rows.push_back(std::move(r));
+    }
+    db.add_evals(rows);
+  };
+}
+
+json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const std::string&)>& log) {
+  json ckpt_cfg = load_checkpoint_config(a.checkpoint);
+  const std::string task_name = a.task.empty() ? ckpt_cfg.at("task").get<std::string>() : a.task;
+  json params = a.params;
+  // Generation tasks (S-NIAH, BABILong) take evaluation options (lengths, depths, ...) beside
+  // their task parameters: a flag that is not a task parameter but one of the task's evaluation
+  // options goes to the options.
+  json eval_options = json::object();
+  {
+    auto probe = TaskRegistry::instance().make(task_name, json::object());
+    if (auto* ev = dynamic_cast<EvalTask*>(probe.get())) {
+      const json help = ev->eval_options_help(), task_params = probe->params();
+      for (auto it = help.begin(); it != help.end(); ++it)
+        if (params.contains(it.key()) && !task_params.contains(it.key())) {
+          eval_options[it.key()] = params[it.key()];
+          params.erase(it.key());
+        }
+      if (a.n_given) eval_options["n"] = a.n;
+      if (a.seed_given) eval_options["seed"] = a.seed;
+    }
+  }
+  // Unless overridden, a task keeps the parameters the model was trained with.
+  if (task_name == ckpt_cfg.value("task", "")) {
+    json trained = task_params_of(resolve_run_config(ckpt_cfg));
+    trained.update(params);
+    params = trained;
+  }
+  auto task = TaskRegistry::instance().make(task_name, params);
+  const torch::Device device = resolve_device(a.device);
+  Backbone model = load_backbone(a.checkpoint, device);
+  if (auto* ev = dynamic_cast<EvalTask*>(task.get())) {
+    if (!model.language_model)
+      throw Error("task '" + task_name + "' generates text, but the checkpoint holds a " + model.kind);
+    ResultsDB db(a.db);
+    LanguageModelAdapter adapter(*model.language_model, device);
+    EvalContext ctx(adapter);
+    ctx.options = eval_options;
+    const std::string model_name = ckpt_cfg.value("model", ""), checkpoint = resolve_checkpoint_path(a.checkpoint);
+    ctx.record = eval_rows_sink(db, model_name, checkpoint);
+    ctx.log = log;
+    json out = ev->evaluate(ctx);
+    out["model"] = model_name;
+    return out;
+  }
+  json metrics;
+  if (auto* tt = dynamic_cast<TokenTask*>(task.get())) {
+    metrics = eval_token_task(model, *tt, ckpt_cfg, a, device);
+  } else {
+    throw Error("task '" + task_name + "' has no evaluation on a checkpoint");
+  }
+  ResultsDB db(a.db);
+  std::vector<EvalRow> rows;
+  for (auto it = metrics.begin(); it != metrics.end(); ++it) {
+    const std::string m = it.key();
+    if (m == "n") continue;
+    EvalRow r;
+    r.model = ckpt_cfg.value("model", "");
+    r.task = task_name;
+    r.metric = m;
+    r.setting_json = task->params().dump();
+    r.checkpoint = resolve_checkpoint_path(a.checkpoint);
+    r.value = metrics[m].get<double>();
+    r.n = metrics.value("n", int64_t{0});
+    rows.push_back(r);
+  }
+  db.add_evals(rows);
+  return {{"task", task_name}, {"params", task->params()}, {"model", ckpt_cfg.value("model", "")},
+          {"metrics", metrics}};
+}
+
+}  // namespace mnemo

@@ -1,0 +1,34 @@
+// `mnemo eval`: a checkpoint on a task. Token tasks (MQAR, MAD) give loss + per-example accuracy on
+// fresh test examples; generation tasks (S-NIAH, BABILong) run through EvalTask::evaluate. One
+// `evals` row per (metric, setting) lands in the results DB.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/common.h"
+#include "core/defaults.h"
+#include "results/db.h"
+#include "tasks/eval_task.h"
+
+namespace mnemo {
+
+struct EvalRequest {
+  std::string checkpoint, task;  // task: empty = the one the model was trained on
+  std::string db = kDefaultDbPath, device = "auto";
+  int64_t n = 1000, batch_size = 64;
+  bool n_given = false;
+  uint64_t seed = 0;
+  bool seed_given = false;
+  json params = json::object();  // task parameters and evaluation options (lengths, depths, ...)
+};
+
+// The sink of EvalContext::record that stores cells as `evals` rows of `db` (one transaction),
+// tagged with the model name, checkpoint path and run id.
+std::function<void(const std::vector<EvalCell>&)> eval_rows_sink(ResultsDB& db, const std::string& model_name,
+                                                                  const std::string& checkpoint, int64_t run_id = 0);
+
+// Returns the result JSON the CLI prints; progress lines go to `log` (may be empty).
+json evaluate_checkpoint(const EvalRequest& request, const std::function<void(const std::string&)>& log);
+
+}  // namespace mnemo

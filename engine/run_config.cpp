@@ -1,0 +1,112 @@
+#include "engine/run_config.h"
+
+#include "core/config_values.h"
+
+#include "runtime/registry.h"
+#include "tasks/task.h"
+
+namespace mnemo {
+
+const json& training_defaults() {
+  static const json d = {
+      {"model", "transformer"}, {"task", "mqar"},
+      {"lr", 1e-3},             {"weight_decay", 0.1},  {"beta1", 0.9},       {"beta2", 0.95},
+      {"adam_eps", 1e-8},       {"grad_clip", 1.0},     {"warmup_frac", 0.1}, {"min_lr_ratio", 0.1},
+      {"steps", 1000},          {"batch_size", 64},     {"seed", 0},          {"eval_every", 100},
+      {"log_every", 10},        {"n_train", 10000},     {"n_test", 1000},     {"eval_batch_size", 256},
+      {"early_stop_acc", 0.99}, {"device", "auto"}};
+  return d;
+}
+
+const json& skeleton_defaults() {
+  static const json d = {{"d_model", 128},        {"n_layers", 2},       {"n_heads", 4},
+                         {"mlp_ratio", 4.0},      {"tie_embeddings", true}, {"norm_eps", 1e-6},
+                         {"layers", json::array()}};
+  return d;
+}
+
+const json& config_key_help() {
+  static const json h = {
+      {"model", "model family (see `mnemo models`)"},
+      {"task", "task (see `mnemo tasks`); its parameters are config keys too"},
+      {"lr", "peak learning rate (AdamW)"},
+      {"weight_decay", "AdamW weight decay on 2-D weight matrices (not norms, biases, embeddings, gates)"},
+      {"beta1", "AdamW beta1"}, {"beta2", "AdamW beta2"}, {"adam_eps", "AdamW epsilon"},
+      {"grad_clip", "max global gradient norm (0 = off)"},
+      {"warmup_frac", "linear warm-up as a fraction of steps, then cosine decay"},
+      {"min_lr_ratio", "final learning rate as a fraction of lr"},
+      {"steps", "optimiser steps"}, {"batch_size", "sequences per step"},
+      {"seed", "seed for initialisation, data and order"},
+      {"eval_every", "evaluate on the test split (and checkpoint) every N steps"},
+      {"log_every", "progress line and train metrics every N steps"},
+      {"n_train", "training examples (cycled in seeded epochs); 0 = a fresh example each time"},
+      {"n_test", "test examples (disjoint seed range)"},
+      {"eval_batch_size", "batch size for evaluation"},
+      {"early_stop_acc", "stop when test accuracy exceeds this (Zoology: 0.99); 0 = never"},
+      {"device", "cpu | cuda | auto"},
+      {"d_model", "model width"}, {"n_layers", "blocks"}, {"n_heads", "heads per mixer"},
+      {"mlp_ratio", "SwiGLU hidden ratio r: I = 256*ceil(floor(d*r*2/3)/256)"},
+      {"tie_embeddings", "tie the LM head to the embedding"}, {"norm_eps", "RMSNorm epsilon"},
+      {"layers", "per-layer mixer names, repeated over n_layers (empty = the model's own pattern)"}};
+  return h;
+}
+
+json resolve_run_config(const json& user) {
+  if (!user.is_object()) throw Error("the run configuration must be a JSON object");
+  json cfg = training_defaults();
+  cfg.update(skeleton_defaults());
+  if (!user.contains("model")) throw Error("config is missing 'model' (see `mnemo models`)");
+  if (!user.contains("task")) throw Error("config is missing 'task' (see `mnemo tasks`)");
+  if (!user["model"].is_string()) throw Error("config key 'model' must be a string");
+  if (!user["task"].is_string()) throw Error("config key 'task' must be a string");
+  const std::string model = user["model"], task = user["task"];
+
+  auto& reg = Registry::instance();
+  const auto& family = reg.model(model);
+  std::vector<std::string> mixers = family.layer_pattern;
+  if (user.contains("layers") && user["layers"].is_array() && !user["layers"].empty())
+    mixers = user["layers"].get<std::vector<std::string>>();
+  for (const auto& m : mixers) {
+    const auto& mf = reg.mixer(m);
+    for (auto it = mf.defaults.begin(); it != mf.defaults.end(); ++it)
+      if (!cfg.contains(it.key())) cfg[it.key()] = it.value();
+  }
+  for (auto it = family.overrides.begin(); it != family.overrides.end(); ++it) cfg[it.key()] = it.value();
+  const json task_defaults = TaskRegistry::instance().at(task).defaults;
+  for (auto it = task_defaults.begin(); it != task_defaults.end(); ++it) cfg[it.key()] = it.value();
+
+  for (auto it = user.begin(); it != user.end(); ++it) {
+    // `bf16_autocast` was a key that nothing read; configs and checkpoints that carry it as false
+    // still load, true is refused rather than silently ignored.
+    if (it.key() == "bf16_autocast") {
+      if (it.value() == json(false)) continue;
+      throw Error("config key 'bf16_autocast' is not supported (mixed precision is not implemented); remove it");
+    }
+    if (!cfg.contains(it.key())) {
+      std::string known;
+      for (auto k = cfg.begin(); k != cfg.end(); ++k) known += (known.empty() ? "" : ", ") + k.key();
+      throw Error("unknown config key '" + it.key() + "' for model '" + model + "' and task '" + task +
+                  "'; valid keys: " + known);
+    }
+    if (!value_fits_default(cfg[it.key()], it.value()))
+      throw Error("config key '" + it.key() + "' expects a " + std::string(cfg[it.key()].type_name()) +
+                  " (default " + cfg[it.key()].dump() + "), got " + it.value().dump());
+    cfg[it.key()] = coerce_to_default(cfg[it.key()], it.value());
+  }
+  return cfg;
+}
+
+json task_params_of(const json& resolved) {
+  const json defaults = TaskRegistry::instance().at(resolved.at("task").get<std::string>()).defaults;
+  json p = json::object();
+  for (auto it = defaults.begin(); it != defaults.end(); ++it) p[it.key()] = resolved.at(it.key());
+  return p;
+}
+
+std::string config_hash(const json& resolved) {
+  json c = resolved;
+  for (const char* k : {"device", "eval_every", "log_every", "eval_batch_size"}) c.erase(k);
+  return sha256_hex(c.dump()).substr(0, 16);
+}
+
+}  // namespace mnemo

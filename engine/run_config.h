@@ -1,0 +1,32 @@
+// Run configuration: one flat JSON object holding training keys, model-skeleton keys, the
+// task's parameters and the mixer families' arguments. Resolution merges every default and
+// rejects unknown keys and wrongly typed values with a message naming the key.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/common.h"
+#include "core/config_values.h"
+
+namespace mnemo {
+
+// Training keys with defaults (lr, weight_decay, steps, batch_size, seed, eval_every, ...).
+const json& training_defaults();
+// Model-skeleton keys with defaults (d_model, n_layers, n_heads, mlp_ratio, ...).
+const json& skeleton_defaults();
+// key -> one-line description for every training and skeleton key (`mnemo train --help`).
+const json& config_key_help();
+
+// Resolve a user config: requires "model" and "task"; unknown key -> Error naming it and the
+// keys that are valid for this model and task.
+json resolve_run_config(const json& user);
+
+// Split a resolved config into the task's parameters (keys the task declares).
+json task_params_of(const json& resolved);
+
+// SHA-256 (first 16 hex digits) of the resolved config without keys that do not change the
+// result (device, eval/log cadence). Sweeps skip cells whose hash has a completed run.
+std::string config_hash(const json& resolved);
+
+
+}  // namespace mnemo

@@ -1,0 +1,164 @@
+#include "runtime/kernels/chunking.h"
+
+#include <dlfcn.h>
+
+#include <climits>
+#include <sstream>
+
+namespace mnemo {
+
+static std::string shape_string(const std::vector<int64_t>& shape) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s << ",";
+    if (shape[i] < 0) s << "*"; else s << shape[i];
+  }
+  s << "]";
+  return s.str();
+}
+
+void check_shape(const std::string& op, const std::string& name, const torch::Tensor& t,
+                 const std::vector<int64_t>& shape) {
+  if (!t.defined()) throw Error(op + ": input '" + name + "' is missing");
+  bool ok = t.dim() == static_cast<int64_t>(shape.size());
+  for (size_t i = 0; ok && i < shape.size(); ++i) ok = shape[i] < 0 || t.size(i) == shape[i];
+  if (!ok)
+    throw Error(op + ": input '" + name + "' must have shape " + shape_string(shape) + " but has " +
+                shape_string(t.sizes().vec()));
+}
+
+void check_chunking(const std::string& op, int64_t T, int64_t chunk_size) {
+  if (T < 1) throw Error(op + ": sequence length must be >= 1, got " + std::to_string(T));
+  if (chunk_size < 1) throw Error(op + ": chunk_size must be >= 1, got " + std::to_string(chunk_size));
+}
+
+torch::Tensor pad_time(const torch::Tensor& x, int64_t chunk) {
+  const int64_t T = x.size(1), pad = (chunk - T % chunk) % chunk;
+  if (pad == 0) return x;
+  auto shape = x.sizes().vec();
+  shape[1] = pad;
+  return torch::cat({x, torch::zeros(shape, x.options())}, 1);
+}
+
+torch::Tensor to_chunks(const torch::Tensor& x, int64_t chunk) {
+  auto p = pad_time(x, chunk);
+  auto shape = p.sizes().vec();  // [B, Tp, H, rest...]
+  std::vector<int64_t> split = {shape[0], shape[1] / chunk, chunk};
+  split.insert(split.end(), shape.begin() + 2, shape.end());  // [B, N, C, H, rest...]
+  auto y = p.reshape(split);
+  std::vector<int64_t> perm = {0, 3, 1, 2};
+  for (int64_t d = 4; d < y.dim(); ++d) perm.push_back(d);
+  return y.permute(perm).contiguous();  // [B, H, N, C, rest...]
+}
+
+torch::Tensor from_chunks(const torch::Tensor& y, int64_t T) {
+  std::vector<int64_t> perm = {0, 2, 3, 1};
+  for (int64_t d = 4; d < y.dim(); ++d) perm.push_back(d);
+  auto p = y.permute(perm);  // [B, N, C, H, rest...]
+  auto shape = p.sizes().vec();
+  std::vector<int64_t> merged = {shape[0], shape[1] * shape[2]};
+  merged.insert(merged.end(), shape.begin() + 3, shape.end());
+  return p.reshape(merged).slice(1, 0, T);
+}
+
+torch::Tensor cumsum_rows(const torch::Tensor& x) {
+  if (recording_grad() || !x.device().is_cpu() || x.dim() < 2) return torch::cumsum(x, -2);
+  auto y = x.clone();
+  for (int64_t r = 1; r < y.size(-2); ++r) y.select(-2, r).add_(y.select(-2, r - 1));
+  return y;
+}
+
+bool decay_factorisable(const torch::Tensor& b_cum) {
+  if (b_cum.numel() == 0) return true;
+  const double limit = b_cum.scalar_type() == torch::kFloat64 ? 300.0 : 40.0;
+  auto [lo, hi] = at::aminmax(b_cum.detach());
+  const double span = std::max(-lo.item<double>(), hi.item<double>());
+  return span <= limit;  // false for NaN
+}
+
+namespace {
+
+// Fortran BLAS gemm (column-major): C = alpha op(A) op(B) + beta C.
+template <typename T>
+using FortranGemm = void (*)(const char*, const char*, const int*, const int*, const int*, const T*, const T*,
+                             const int*, const T*, const int*, const T*, T*, const int*);
+
+template <typename T>
+FortranGemm<T> blas_gemm() {
+  static const FortranGemm<T> fn = reinterpret_cast<FortranGemm<T>>(
+      dlsym(RTLD_DEFAULT, std::is_same<T, float>::value ? "sgemm_" : "dgemm_"));
+  return fn;
+}
+
+// A stack of matrices [..., R, C] as BLAS reads it: each matrix row-major with leading dimension ld
+// (unit column stride), or the transpose of one (unit row stride); batch dims at any strides.
+struct GemmOperand {
+  torch::Tensor t;
+  bool transposed = false;
+  int64_t ld = 0;
+};
+
+GemmOperand gemm_operand(const torch::Tensor& x) {
+  const int64_t R = x.size(-2), C = x.size(-1), sr = x.stride(-2), sc = x.stride(-1);
+  if (R > 1 && C > 1) {
+    if (sc == 1 && sr >= C) return {x, false, sr};
+    if (sr == 1 && sc >= R) return {x, true, sc};
+  }
+  auto c = x.contiguous();
+  return {c, false, std::max<int64_t>(1, C)};
+}
+
+// Element offset of matrix `i` (row-major order over the batch dims of `shape`) in a tensor of `strides`.
+int64_t batch_offset(int64_t i, at::IntArrayRef shape, at::IntArrayRef strides) {
+  int64_t off = 0;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 3; d >= 0; --d) {
+    off += (i % shape[d]) * strides[d];
+    i /= shape[d];
+  }
+  return off;
+}
+
+template <typename T>
+torch::Tensor blas_batched_matmul(const torch::Tensor& a, const torch::Tensor& b, FortranGemm<T> gemm) {
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  auto out_shape = a.sizes().vec();
+  out_shape.back() = N;
+  auto out = torch::empty(out_shape, a.options());
+  const int64_t batch = out.numel() / std::max<int64_t>(1, M * N);
+  auto A = gemm_operand(a), B = gemm_operand(b);
+  // Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: a row-major matrix is its own transpose in column-major.
+  const char tb = B.transposed ? 'T' : 'N', ta = A.transposed ? 'T' : 'N';
+  const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
+  const int ldb = static_cast<int>(B.ld), lda = static_cast<int>(A.ld), ldc = m;
+  const T one = 1, zero = 0;
+  const T *pa = A.t.data_ptr<T>(), *pb = B.t.data_ptr<T>();
+  T* pc = out.data_ptr<T>();
+  for (int64_t i = 0; i < batch; ++i)
+    gemm(&tb, &ta, &m, &n, &k, &one, pb + batch_offset(i, B.t.sizes(), B.t.strides()), &ldb,
+         pa + batch_offset(i, A.t.sizes(), A.t.strides()), &lda, &zero, pc + i * M * N, &ldc);
+  return out;
+}
+
+}  // namespace
+
+torch::Tensor chunk_matmul(const torch::Tensor& a, const torch::Tensor& b) {
+  const bool eligible = !torch::GradMode::is_enabled() && a.device().is_cpu() && b.device().is_cpu() &&
+                        a.scalar_type() == b.scalar_type() && a.dim() >= 3 && a.dim() == b.dim() &&
+                        a.sizes().slice(0, a.dim() - 2) == b.sizes().slice(0, b.dim() - 2) &&
+                        a.size(-1) == b.size(-2) && a.numel() > 0 && b.numel() > 0 &&
+                        std::max({a.size(-2), a.size(-1), b.size(-1), a.stride(-2), a.stride(-1), b.stride(-2),
+                                  b.stride(-1)}) < INT_MAX;
+  if (eligible && a.scalar_type() == torch::kFloat32 && blas_gemm<float>())
+    return blas_batched_matmul<float>(a, b, blas_gemm<float>());
+  if (eligible && a.scalar_type() == torch::kFloat64 && blas_gemm<double>())
+    return blas_batched_matmul<double>(a, b, blas_gemm<double>());
+  return torch::matmul(a, b);
+}
+
+torch::Tensor causal_mask(int64_t n, const torch::Device& device, bool strict) {
+  auto opts = torch::TensorOptions().dtype(torch::kBool).device(device);
+  return torch::ones({n, n}, opts).tril(strict ? -1 : 0);
+}
+
+}  // namespace mnemo

@@ -1,0 +1,137 @@
+// The Titans LMM core module (spec models.md §5.2-5.4), shared by the titans_lmm, titans_mag and titans_mac
+// mixers: q/k/v paths (Conv4 + SiLU, l2-normalised q, k), the gates α, η, θ, the learned initial memory,
+// and the call into the chunk-wise / token-by-token LMM kernel (runtime/titans/kernel.cpp).
+#include <cmath>
+
+#include "core/common.h"
+#include "runtime/blocks/state_int.h"
+#include "runtime/kernels/precision.h"
+#include "runtime/titans/titans.h"
+
+namespace mnemo {
+
+LmmCoreImpl::LmmCoreImpl(const LmmCoreOptions& o) : opt(o) {
+  const std::string who = "titans";
+  if (o.memory_depth != 1 && o.memory_depth != 2)
+    throw Error(who + ": memory_depth must be 1 (linear) or 2 (residual MLP), got " + std::to_string(o.memory_depth));
+  if (o.chunk_size < 1) throw Error(who + ": chunk_size must be >= 1, got " + std::to_string(o.chunk_size));
+  if (o.conv_size < 1) throw Error(who + ": conv_size must be >= 1, got " + std::to_string(o.conv_size));
+  if (!(o.theta_max > 0)) throw Error(who + ": theta_max must be > 0, got " + std::to_string(o.theta_max));
+  spec.kind = o.memory_depth == 1 ? MemoryKind::Linear : MemoryKind::ResidualMLP;
+  spec.d_in = spec.d_out = o.head_dim;
+  spec.expansion = o.expansion;
+  spec.validate(who);
+  auto proj = [&](bool l2, const std::string& name) {
+    HeadProjectionOptions p;
+    p.d_model = o.d_in_model;
+    p.n_heads = o.heads;
+    p.head_dim = o.head_dim;
+    p.short_conv = o.use_conv;
+    p.conv_size = o.conv_size;
+    p.silu = true;
+    p.l2_normalize = l2;
+    return register_module(name + "_proj", HeadProjection(p, name));
+  };
+  q_proj = proj(true, "q");
+  k_proj = proj(true, "k");
+  v_proj = proj(false, "v");
+  gate_proj = register_module("gate_proj", make_linear(o.d_in_model, 3 * o.heads, /*bias=*/true));
+  {
+    torch::NoGradGuard no_grad;
+    auto b = gate_proj->bias.view({3, o.heads});
+    b[0].fill_(o.alpha_bias);
+    b[1].fill_(o.eta_bias);
+    b[2].fill_(o.theta_bias);
+  }
+  auto w0 = init_memory_weights(spec, o.heads);
+  for (size_t l = 0; l < w0.size(); ++l)
+    init_weights.push_back(register_parameter("memory_init_" + std::to_string(l), w0[l]));
+}
+
+std::vector<std::string> LmmCoreImpl::no_weight_decay() const {
+  std::vector<std::string> names;
+  for (size_t l = 0; l < init_weights.size(); ++l) names.push_back("memory_init_" + std::to_string(l));
+  return names;
+}
+
+MemoryWeights LmmCoreImpl::current_weights(LayerState* state, int64_t batch, torch::ScalarType dt) {
+  MemoryWeights w;
+  for (size_t l = 0; l < init_weights.size(); ++l) {
+    const std::string key = opt.key + "_w" + std::to_string(l);
+    if (state && state->has(key)) {
+      w.push_back(state->at(key).to(dt));
+    } else {
+      const auto& p = init_weights[l];
+      w.push_back(p.to(dt).unsqueeze(0).expand({batch, p.size(0), p.size(1), p.size(2)}));
+    }
+  }
+  return w;
+}
+
+// proj -> causal depthwise conv (cache `key`, kept differentiable unless `detach`) -> SiLU -> heads -> l2norm.
+torch::Tensor LmmCoreImpl::path(HeadProjection& p, const torch::Tensor& x, LayerState* state, const std::string& key,
+                                bool l2, bool detach) {
+  const int64_t B = x.size(0), T = x.size(1);
+  auto y = p->proj(x);
+  if (opt.use_conv) {
+    const int64_t K = opt.conv_size, C = y.size(2);
+    torch::Tensor prev;
+    if (state && state->has(key)) prev = state->at(key).to(y.scalar_type());
+    else prev = torch::zeros({B, C, K - 1}, y.options());
+    auto full = torch::cat({prev, y.transpose(1, 2)}, 2);
+    auto w = p->conv->weight.to(y.scalar_type());
+    y = torch::conv1d(full, w, torch::Tensor(), torch::IntArrayRef({1}), torch::IntArrayRef({0}),
+                      torch::IntArrayRef({1}), C)
+            .transpose(1, 2);
+    if (state) {
+      auto tail = full.slice(2, T, T + K - 1);
+      state->tensors[key] = detach ? tail.detach().clone() : tail;
+    }
+  }
+  y = torch::silu(y).view({B, T, opt.heads, opt.head_dim});
+  return l2 ? l2norm(y) : y;
+}
+
+torch::Tensor LmmCoreImpl::query(const torch::Tensor& x, LayerState* state, const std::string& cache_key,
+                                 bool detach) {
+  return path(q_proj, x, state, cache_key, true, detach);
+}
+
+torch::Tensor LmmCoreImpl::forward(const torch::Tensor& x, LayerState* state, bool detach) {
+  const int64_t B = x.size(0), T = x.size(1), H = opt.heads;
+  auto q = path(q_proj, x, state, "conv_q", true, detach);  // [B, T, H, d]
+  auto k = path(k_proj, x, state, "conv_k", true, detach);
+  auto v = path(v_proj, x, state, "conv_v", false, detach);
+  const auto dt = recurrence_dtype(x);
+  auto z = gate_proj(x).to(dt).view({B, T, 3, H});
+  auto log_keep = opt.use_decay ? torch::log_sigmoid(-z.select(2, 0)) : torch::Tensor();  // log(1 - α)
+  auto log_eta = opt.use_momentum ? torch::log_sigmoid(z.select(2, 1)) : torch::Tensor();  // log η
+  auto theta = opt.theta_max * torch::sigmoid(z.select(2, 2));
+
+  TitansMemoryState init;
+  init.w = current_weights(state, B, dt);
+  if (state && state->has(opt.key + "_offset")) {
+    init.offset = state_int(state, opt.key + "_offset");
+    for (size_t l = 0; l < init.w.size(); ++l) {
+      const std::string s = opt.key + "_s" + std::to_string(l), a = opt.key + "_a" + std::to_string(l);
+      if (state->has(s)) init.s.push_back(state->at(s));
+      if (state->has(a)) init.anchor.push_back(state->at(a));
+    }
+  }
+  const bool recurrent = opt.recurrent || (state != nullptr && T == 1);
+  auto r = recurrent ? titans_lmm_recurrent(spec, q, k, v, log_keep, log_eta, theta, init, opt.chunk_size)
+                     : titans_lmm_chunk(spec, q, k, v, log_keep, log_eta, theta, init, opt.chunk_size);
+  if (state) {
+    for (size_t l = 0; l < r.state.w.size(); ++l) {
+      const auto i = std::to_string(l);
+      auto keep = [&](const torch::Tensor& t) { return detach ? t.detach() : t; };
+      state->tensors[opt.key + "_w" + i] = keep(r.state.w[l]);
+      state->tensors[opt.key + "_a" + i] = keep(r.state.anchor[l]);
+      if (!r.state.s.empty()) state->tensors[opt.key + "_s" + i] = keep(r.state.s[l]);
+    }
+    set_state_int(state, opt.key + "_offset", r.state.offset);
+  }
+  return r.y.to(x.scalar_type());
+}
+
+}  // namespace mnemo

@@ -1,0 +1,33 @@
+// The model as the evaluator sees it (lm-eval's `LM`): tasks send it requests and never reach
+// into the model runtime. engine/model_adapter.h implements it for a runtime LanguageModel.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace mnemo {
+
+// generate_until, greedy (spec tasks.md §1.1, §1.3).
+struct GenerationRequest {
+  int64_t max_new_tokens = 128;
+  std::vector<int64_t> stop_ids;  // generation ends after emitting one of these (it is dropped)
+  // Called with the tokens generated so far (stop ids excluded); true ends generation (stop strings).
+  std::function<bool(const std::vector<int64_t>&)> should_stop;
+};
+
+class EvalModel {
+ public:
+  virtual ~EvalModel() = default;
+  virtual int64_t vocab_size() const = 0;
+  virtual torch::Device device() const = 0;
+  // [B, T] int64 ids -> [B, T, V] logits, in eval mode without gradients.
+  virtual torch::Tensor logits(const torch::Tensor& input_ids) = 0;
+  // Greedy continuation of a non-empty prompt from the model's initial state; the new tokens
+  // without the stop id.
+  virtual std::vector<int64_t> generate_greedy(const std::vector<int64_t>& prompt_ids,
+                                               const GenerationRequest& request) = 0;
+};
+
+}  // namespace mnemo
