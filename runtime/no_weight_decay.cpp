@@ -11,9 +11,9 @@ void collect(const std::string& prefix, const torch::nn::Module& m, std::set<std
   if (const auto* d = dynamic_cast<const DeclaresNoWeightDecay*>(&m)) names = d->no_weight_decay();
   if (dynamic_cast<const torch::nn::EmbeddingImpl*>(&m) != nullptr) names.push_back("weight");
   if (names.empty()) return;
-  const auto own = m.named_parameters(/*recurse=*/false);
+  const auto params = m.named_parameters();
   for (const auto& n : names) {
-    if (!own.contains(n))
+    if (!params.contains(n))
       throw Error("module " + (prefix.empty() ? std::string("(root)") : "'" + prefix + "'") + " (" + m.name() +
                   ") declares no weight decay for '" + n + "', which is not one of its parameters");
     out.insert(prefix.empty() ? n : prefix + "." + n);

@@ -14,13 +14,14 @@ namespace mnemo {
 class DeclaresNoWeightDecay {
  public:
   virtual ~DeclaresNoWeightDecay() = default;
-  // Names of the module's own registered parameters (as passed to register_parameter) without weight decay.
+  // Parameters of this module without weight decay, named as its named_parameters() names them: its own
+  // (as passed to register_parameter) or, dotted, a submodule's ("unembed.weight").
   virtual std::vector<std::string> no_weight_decay() const = 0;
 };
 
 // Full dotted names, as root.named_parameters() gives them ("block0.mixer.A_log"), of every parameter that a
 // module under `root` (root included) declares, plus the weight of every torch::nn::Embedding (the embedding
-// table). Throws mnemo::Error if a module declares a name that is not one of its own parameters.
+// table). Throws mnemo::Error if a module declares a name that is not one of its parameters.
 std::set<std::string> no_weight_decay_parameters(const torch::nn::Module& root);
 
 }  // namespace mnemo

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include <cmath>
 
 #include "results/db.h"
@@ -25,11 +27,13 @@ TEST_CASE("cosine schedule with linear warm-up", "[train][schedule]") {
 }
 
 TEST_CASE("weight decay only on 2-D weight matrices", "[train]") {
-  REQUIRE(decays("block0.mixer.q_proj.weight", torch::zeros({4, 4})));
-  REQUIRE_FALSE(decays("block0.mixer_norm.weight", torch::zeros({4})));
-  REQUIRE_FALSE(decays("embed.weight", torch::zeros({10, 4})));
-  REQUIRE_FALSE(decays("block0.mixer.A_log", torch::zeros({4})));
-  REQUIRE_FALSE(decays("block0.mixer.persistent_tokens", torch::zeros({4, 4})));
+  // Parameters that their modules declare as no-decay (runtime/no_weight_decay.h), plus every tensor below 2-D.
+  const std::set<std::string> declared = {"embed.weight", "block0.mixer.persistent_tokens"};
+  REQUIRE(decays("block0.mixer.q_proj.weight", torch::zeros({4, 4}), declared));
+  REQUIRE_FALSE(decays("block0.mixer_norm.weight", torch::zeros({4}), declared));
+  REQUIRE_FALSE(decays("embed.weight", torch::zeros({10, 4}), declared));
+  REQUIRE_FALSE(decays("block0.mixer.A_log", torch::zeros({4}), declared));
+  REQUIRE_FALSE(decays("block0.mixer.persistent_tokens", torch::zeros({4, 4}), declared));
 }
 
 TEST_CASE("config resolution: defaults, task keys, unknown keys, wrong types", "[train][config]") {
