@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/model.h"
+#include "runtime/no_weight_decay.h"
 
 namespace mnemo {
 
@@ -17,8 +18,10 @@ namespace mnemo {
 // f_i = exp(-i ln(10000) / (dim/2 - 1)); a zero column is appended when dim is odd.
 torch::Tensor sincos_position_table(int64_t n, int64_t dim);
 
-class MadAutoEncoderImpl : public torch::nn::Module {
+class MadAutoEncoderImpl : public torch::nn::Module, public DeclaresNoWeightDecay {
  public:
+  // The unembedding takes no weight decay (as before the flags were declared by modules).
+  std::vector<std::string> no_weight_decay() const override { return {"unembed.weight"}; }
   explicit MadAutoEncoderImpl(const ModelConfig& cfg);
   // ids [B, T] -> logits [B, T, V]; every position sees the whole input only through the code.
   // A decode state is meaningless for an autoencoder: `state` must be null (Error otherwise).
