@@ -40,6 +40,8 @@ std::string data_path(const std::string& relative) {
 }
 
 std::string read_text_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(path + " is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open file: " + path);
   std::ostringstream ss;
@@ -53,6 +55,11 @@ json read_json_file(const std::string& path) {
     return json::parse(text);
   } catch (const json::parse_error& e) {
     throw Error("malformed JSON in " + path + ": " + e.what());
+  } catch (const json::exception& e) {  // e.g. out_of_range.406: a number too large for a double (1e999)
+    std::string what = e.what();
+    if (const auto cut = what.find("] "); what.rfind("[json.exception.", 0) == 0 && cut != std::string::npos)
+      what = what.substr(cut + 2);  // "[json.exception.out_of_range.406] number overflow ..." -> "number overflow ..."
+    throw Error("unreadable JSON in " + path + ": " + what + (e.id == 406 ? " (too large for a double)" : ""));
   }
 }
 

@@ -5,6 +5,8 @@ namespace mnemo {
 json parse_value(const std::string& text) {
   try {
     return json::parse(text);
+  } catch (const json::out_of_range&) {
+    throw Error("the number " + text + " is out of range (larger than a double can hold)");
   } catch (const json::exception&) {
     return json(text);
   }
@@ -15,7 +17,11 @@ json key_value_pairs_to_json(const std::vector<std::string>& pairs) {
   for (const auto& p : pairs) {
     const auto eq = p.find('=');
     if (eq == std::string::npos || eq == 0) throw Error("--set expects key=value, got '" + p + "'");
-    out[p.substr(0, eq)] = parse_value(p.substr(eq + 1));
+    try {
+      out[p.substr(0, eq)] = parse_value(p.substr(eq + 1));
+    } catch (const Error& e) {
+      throw Error("config key '" + p.substr(0, eq) + "': " + e.what());
+    }
   }
   return out;
 }
@@ -51,6 +57,11 @@ json coerce_to_default(const json& def, const json& v) {
   if (def.is_boolean() && v.is_number_integer()) return v.get<int64_t>() != 0;
   if (def.is_number_float() && v.is_number_integer()) return v.get<double>();
   return v;
+}
+
+std::string expected_type_name(const json& def) {
+  if (def.is_number_integer()) return "number (an integer)";
+  return def.type_name();
 }
 
 }  // namespace mnemo

@@ -8,7 +8,8 @@
 
 namespace mnemo {
 
-// "128" -> 128, "true" -> true, "[1,2]" -> [1,2], anything else -> the string itself.
+// "128" -> 128, "true" -> true, "[1,2]" -> [1,2], anything else -> the string itself. A number too large
+// for a double ("1e999") throws Error naming it instead of becoming the string "1e999".
 json parse_value(const std::string& text);
 
 // "key=value" strings (--set) -> {"key": value}; a later pair of the same key wins.
@@ -24,5 +25,8 @@ json flag_arguments_to_json(const std::vector<std::string>& arguments);
 bool value_fits_default(const json& def, const json& value);
 // `value` converted to the default's type (integer -> float, 0/1 -> bool); call after value_fits_default.
 json coerce_to_default(const json& def, const json& value);
+// What a key with default `def` expects, for "'<key>' expects a <this>, got ...": "number (an integer)"
+// for an integer default (so 1.5 is refused in words), else the JSON type name ("number", "string", ...).
+std::string expected_type_name(const json& def);
 
 }  // namespace mnemo

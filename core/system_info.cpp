@@ -23,10 +23,29 @@
 
 namespace mnemo {
 
+namespace {
+// A thread-count variable: unset or empty -> 0 (not given); a positive integer -> it; anything else is an Error.
+int thread_count_from_env(const char* name) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return 0;
+  const std::string text = e;
+  size_t used = 0;
+  long long n = 0;
+  try {
+    n = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || n < 1 || n > 4096)
+    throw Error(std::string("$") + name + " must be a positive integer (threads, at most 4096), got '" + text + "'");
+  return static_cast<int>(n);
+}
+}  // namespace
+
 void configure_threads() {
-  int n = 0;
-  if (const char* e = std::getenv("MNEMO_THREADS"); e && *e) n = std::atoi(e);
-  else if (const char* o = std::getenv("OMP_NUM_THREADS"); o && *o) n = std::atoi(o);
+  int n = thread_count_from_env("MNEMO_THREADS");
+  // OpenMP's own variable keeps OpenMP's lenient reading ("4,2" is a nested list: its first entry counts).
+  if (const char* o = std::getenv("OMP_NUM_THREADS"); n == 0 && o && *o) n = std::atoi(o);
   if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(n);
 }

@@ -6,7 +6,8 @@
 
 namespace mnemo {
 
-// Intra-op threads: $MNEMO_THREADS, else $OMP_NUM_THREADS, else the number of cores.
+// Intra-op threads: $MNEMO_THREADS, else $OMP_NUM_THREADS, else the number of cores. A set value that is
+// not a positive integer ("abc", "0", "-2") throws Error naming the variable.
 void configure_threads();
 // glibc malloc settings for LibTorch's CPU tensors (keep freed blocks instead of mmap/munmap per op);
 // MNEMO_MALLOC_TUNING=0 or the user's own MALLOC_*_ / GLIBC_TUNABLES leave glibc's defaults alone.

@@ -83,14 +83,10 @@ double attended_pairs(int64_t first_pos, int64_t count, int64_t window) {
 
 // Attention window of a mixer layer for the FLOP count: 0 = full causal attention, W > 0 =
 // sliding window, -1 = not an attention mixer.
-int64_t attention_window(const ModelConfig& cfg, const std::string& mixer) {
+int64_t attention_window(const ModelConfig& cfg, int64_t layer_index) {
+  const std::string mixer = cfg.layer_mixers().at(layer_index);
   if (mixer == "transformer") return 0;
-  if (mixer == "swa") {
-    json def = Registry::instance().mixer(mixer).defaults;
-    json args = cfg.mixer_args;
-    if (args.contains("window") && args["window"].is_number_integer()) return args["window"].get<int64_t>();
-    return def.value("window", int64_t{0});
-  }
+  if (mixer == "swa") return cfg.layer_args(layer_index).value("window", int64_t{0});
   return -1;
 }
 
@@ -375,38 +371,22 @@ void validate(const BenchOptions& opt) {
 }
 
 json bench_model_config(const BenchOptions& opt) {
-  auto& reg = Registry::instance();
-  const ModelFamily& family = reg.model(opt.model);  // unknown model: Error listing the models
   json cfg = skeleton_defaults();
   cfg["model"] = opt.model;
   cfg["vocab_size"] = opt.vocab_size;
-  std::vector<std::string> mixers = family.layer_pattern;
-  if (opt.set.contains("layers") && opt.set["layers"].is_array() && !opt.set["layers"].empty())
-    mixers = opt.set["layers"].get<std::vector<std::string>>();
-  bool has_form = false;
-  for (const auto& name : mixers) {
-    const MixerFamily& mf = reg.mixer(name);
-    has_form = has_form || mf.defaults.contains("form");
-    for (auto it = mf.defaults.begin(); it != mf.defaults.end(); ++it)
-      if (!cfg.contains(it.key())) cfg[it.key()] = it.value();
-  }
-  for (auto it = family.overrides.begin(); it != family.overrides.end(); ++it) cfg[it.key()] = it.value();
+  const MixerKeys mixer_keys = model_mixer_keys(opt.model, opt.set.value("layers", json()));  // unknown model: Error
+  cfg.update(mixer_keys.defaults);
   cfg["d_model"] = opt.d_model;
   cfg["n_layers"] = opt.n_layers;
   cfg["n_heads"] = opt.n_heads;
-  for (auto it = opt.set.begin(); it != opt.set.end(); ++it) {
-    if (!cfg.contains(it.key())) {
-      std::vector<std::string> known;
-      for (auto k = cfg.begin(); k != cfg.end(); ++k) known.push_back(k.key());
-      throw Error("bench: unknown --set key '" + it.key() + "' for model '" + opt.model +
-                  "'; valid keys: " + join(known));
-    }
-    cfg[it.key()] = it.value();
-  }
+  apply_user_keys(cfg, mixer_keys, opt.set, {"bench: ", "--set key", "for model '" + opt.model + "'"});
   if (!opt.form.empty()) {
-    if (!has_form)
-      throw Error("bench: --form " + opt.form + " given, but no mixer of model '" + opt.model +
-                  "' (" + join(mixers) + ") has a 'form' argument");
+    if (!mixer_keys.contains("form")) {
+      std::vector<std::string> mixers;
+      for (const auto& m : model_config_from_json(cfg).layer_mixers()) mixers.push_back(m);
+      throw Error("bench: --form " + opt.form + " given, but no mixer of model '" + opt.model + "' (" +
+                  join(mixers) + ") has a 'form' argument");
+    }
     cfg["form"] = opt.form;
   }
   return cfg;
@@ -419,8 +399,8 @@ double bench_flops(const ModelConfig& cfg, int64_t n_params, const std::string& 
   if (!cfg.tie_embeddings) matmul_params -= static_cast<double>(cfg.vocab_size * cfg.d_model);
   double pairs = 0;  // attended (query, key) pairs over all attention layers, per sequence
   double tokens = 0;
-  for (const std::string& mixer : cfg.layer_mixers()) {
-    int64_t window = attention_window(cfg, mixer);
+  for (int64_t layer = 0; layer < cfg.n_layers; ++layer) {
+    int64_t window = attention_window(cfg, layer);
     if (window < 0) continue;
     pairs += mode == "decode" ? attended_pairs(seq_len, decode_tokens, window) / decode_tokens
                               : attended_pairs(0, seq_len, window);
@@ -547,7 +527,7 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
   std::shared_ptr<Mixer> first_mixer;  // scope "mixer": a fresh first-layer mixer
   if (opt.scope == "mixer") {
     torch::manual_seed(opt.seed);
-    Block block(mc, 0, mc.layer_mixers().front());
+    Block block(mc, 0);
     first_mixer = block->mixer;
     first_mixer->to(device);
   }

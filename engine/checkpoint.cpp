@@ -1,7 +1,13 @@
 #include "engine/checkpoint.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "engine/run_config.h"
 #include "tasks/mad_tasks.h"
@@ -11,8 +17,8 @@ namespace mnemo {
 namespace fs = std::filesystem;
 
 json TrainerState::to_json() const {
-  return {{"step", step}, {"run_id", run_id}, {"db_path", db_path}, {"best_test_accuracy", best_test_accuracy},
-          {"format", 1}};
+  return {{"step", step},     {"run_id", run_id},   {"db_path", db_path}, {"best_test_accuracy", best_test_accuracy},
+          {"wall_s", wall_s}, {"train_s", train_s}, {"train_tokens", train_tokens}, {"format", 1}};
 }
 
 TrainerState TrainerState::from_json(const json& j) {
@@ -21,44 +27,151 @@ TrainerState TrainerState::from_json(const json& j) {
   s.run_id = j.at("run_id").get<int64_t>();
   s.db_path = j.value("db_path", "");
   s.best_test_accuracy = j.value("best_test_accuracy", 0.0);
+  s.wall_s = j.value("wall_s", 0.0);
+  s.train_s = j.value("train_s", 0.0);
+  s.train_tokens = j.value("train_tokens", int64_t{0});
   return s;
 }
 
 std::string checkpoint_dir(const std::string& out_dir) { return (fs::path(out_dir) / "checkpoint").string(); }
 
-bool has_checkpoint(const std::string& out_dir) {
-  return fs::exists(fs::path(checkpoint_dir(out_dir)) / "trainer.json");
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+// fsync a file or a folder; Error naming it on failure.
+void fsync_path(const fs::path& p, bool directory) {
+  int fd = ::open(p.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) throw Error("cannot open " + p.string() + " to sync it: " + errno_text());
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  // Some file systems cannot sync a folder (EINVAL): the renames are then as durable as they get.
+  if (rc != 0 && !(directory && (err == EINVAL || err == ENOTSUP)))
+    throw Error("cannot sync " + p.string() + " to disk: " + std::strerror(err));
 }
 
-static void write_file(const fs::path& p, const std::string& text) {
-  std::ofstream o(p);
-  o << text;
-  if (!o) throw Error("cannot write " + p.string());
+void write_file(const fs::path& p, const std::string& text) {
+  {
+    std::ofstream o(p, std::ios::binary | std::ios::trunc);
+    o << text;
+    o.flush();
+    if (!o) throw Error("cannot write " + p.string());
+  }
+  fsync_path(p, false);
+}
+
+void rename_or_throw(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  if (ec) throw Error("cannot rename " + from.string() + " to " + to.string() + ": " + ec.message());
+}
+
+void remove_or_throw(const fs::path& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+  if (ec) throw Error("cannot remove " + p.string() + ": " + ec.message());
+}
+
+// The step of a complete checkpoint folder (trainer.json, written last, parses; the weights and the
+// config are there), or -1.
+int64_t complete_step(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_regular_file(dir / "config.json", ec) || !fs::is_regular_file(dir / "model.pt", ec) ||
+      !fs::is_regular_file(dir / "trainer.json", ec))
+    return -1;
+  try {
+    json j = json::parse(read_text_file((dir / "trainer.json").string()));
+    return j.at("step").get<int64_t>();
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+const char* const kCandidates[] = {"checkpoint", "checkpoint.tmp", "checkpoint.old"};
+
+// The newest complete candidate (ties: the earlier name in kCandidates), or "" if none.
+fs::path newest_complete(const fs::path& out) {
+  fs::path best;
+  int64_t best_step = -1;
+  for (const char* name : kCandidates) {
+    int64_t s = complete_step(out / name);
+    if (s > best_step) {
+      best_step = s;
+      best = out / name;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string newest_complete_checkpoint(const std::string& out_dir) { return newest_complete(out_dir).string(); }
+
+bool has_checkpoint(const std::string& out_dir) { return !newest_complete(out_dir).empty(); }
+
+std::string recover_checkpoint(const std::string& out_dir) {
+  const fs::path out(out_dir), final_dir = out / "checkpoint";
+  std::error_code ec;
+  if (!fs::is_directory(out, ec)) return "";
+  const fs::path best = newest_complete(out);
+  std::string note;
+  if (!best.empty() && best != final_dir) {
+    // A complete checkpoint left by an interrupted write: `checkpoint` is missing, incomplete or
+    // older. Move it aside first (never deleted before its successor is in place).
+    const fs::path aside = out / "checkpoint.stale";
+    remove_or_throw(aside);
+    if (fs::exists(final_dir, ec)) rename_or_throw(final_dir, aside);
+    rename_or_throw(best, final_dir);
+    fsync_path(out, true);
+    note = "recovered the checkpoint at step " + std::to_string(complete_step(final_dir)) + " from " +
+           best.filename().string() + " (left by an interrupted checkpoint write)";
+  }
+  bool removed = false;
+  for (const char* name : {"checkpoint.tmp", "checkpoint.old", "checkpoint.stale"}) {
+    if (fs::exists(out / name, ec)) {
+      remove_or_throw(out / name);
+      removed = true;
+    }
+  }
+  if (removed) fsync_path(out, true);
+  return note;
 }
 
 void save_checkpoint(const std::string& out_dir, const json& config, Backbone& model,
                      torch::optim::Optimizer* optimizer, const TrainerState& state) {
-  fs::path final_dir = checkpoint_dir(out_dir);
-  fs::path tmp = fs::path(out_dir) / "checkpoint.tmp";
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
+  const fs::path out(out_dir), final_dir = checkpoint_dir(out_dir);
+  recover_checkpoint(out_dir);  // leftovers of a crashed write: keep the newest complete one
+  const fs::path tmp = out / "checkpoint.tmp", old = out / "checkpoint.old";
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  if (ec) throw Error("cannot create " + tmp.string() + ": " + ec.message());
   write_file(tmp / "config.json", config.dump(2));
   write_file(tmp / "model.json", json{{"vocab_size", model.config().vocab_size},
                                       {"layer_mixers", model.config().layer_mixers()},
                                       {"backbone", model.kind}}.dump(2));
-  torch::save(model.module, (tmp / "model.pt").string());
-  if (optimizer) torch::save(*optimizer, (tmp / "optim.pt").string());
-  write_file(tmp / "trainer.json", state.to_json().dump(2));
-  fs::path old = fs::path(out_dir) / "checkpoint.old";
-  fs::remove_all(old);
-  if (fs::exists(final_dir)) fs::rename(final_dir, old);
-  fs::rename(tmp, final_dir);
-  fs::remove_all(old);
+  try {
+    torch::save(model.module, (tmp / "model.pt").string());
+    if (optimizer) torch::save(*optimizer, (tmp / "optim.pt").string());
+  } catch (const c10::Error& e) {
+    throw Error("cannot write the checkpoint in " + tmp.string() + ": " + e.what_without_backtrace());
+  }
+  fsync_path(tmp / "model.pt", false);
+  if (optimizer) fsync_path(tmp / "optim.pt", false);
+  write_file(tmp / "trainer.json", state.to_json().dump(2));  // last: marks the folder complete
+  fsync_path(tmp, true);
+  // From here on a complete checkpoint always exists under one of the three names.
+  if (fs::exists(final_dir, ec)) rename_or_throw(final_dir, old);
+  rename_or_throw(tmp, final_dir);
+  fsync_path(out, true);
+  remove_or_throw(old);
+  fsync_path(out, true);
 }
 
 std::string resolve_checkpoint_path(const std::string& path) {
   fs::path p(path);
   if (fs::exists(p / "config.json") && fs::exists(p / "model.pt")) return p.string();
+  if (fs::path best = newest_complete(p); !best.empty()) return best.string();
   if (fs::exists(p / "checkpoint" / "config.json")) return (p / "checkpoint").string();
   if (!fs::exists(p)) throw Error("checkpoint not found: " + path);
   throw Error("not a mnemo checkpoint (no config.json + model.pt): " + path);
@@ -109,13 +222,49 @@ LanguageModel load_model(const std::string& path, const torch::Device& device) {
   return b.language_model;
 }
 
+void check_checkpoint_model(const std::string& path, const Backbone& model) {
+  const std::string dir = resolve_checkpoint_path(path);
+  const fs::path file = fs::path(dir) / "model.json";
+  if (!fs::exists(file)) return;  // older checkpoints: load_weights still checks every shape
+  json meta;
+  try {
+    meta = read_json_file(file.string());
+  } catch (const Error& e) {
+    throw Error("corrupted checkpoint " + dir + ": " + e.what());
+  }
+  auto differs = [&](const std::string& key, const json& in_checkpoint, const json& here) {
+    throw Error("checkpoint " + dir + " does not match this run: its model has " + key + " " + in_checkpoint.dump() +
+                ", this run's has " + here.dump());
+  };
+  const ModelConfig& mc = model.config();
+  if (meta.contains("backbone") && meta["backbone"] != model.kind) differs("backbone", meta["backbone"], model.kind);
+  if (meta.contains("vocab_size") && meta["vocab_size"] != mc.vocab_size)
+    differs("vocab_size", meta["vocab_size"], mc.vocab_size);
+  if (meta.contains("layer_mixers") && meta["layer_mixers"] != json(mc.layer_mixers()))
+    differs("layer_mixers", meta["layer_mixers"], mc.layer_mixers());
+}
+
 void load_weights(const std::string& path, Backbone& model) {
   const std::string file = (fs::path(resolve_checkpoint_path(path)) / "model.pt").string();
+  // torch::load replaces tensors whatever their shape: compare against the model as built.
+  std::map<std::string, std::vector<int64_t>> expected;
+  for (const auto& item : model.module->named_parameters()) expected[item.key()] = item.value().sizes().vec();
+  for (const auto& item : model.module->named_buffers()) expected[item.key()] = item.value().sizes().vec();
   try {
     torch::load(model.module, file);
   } catch (const c10::Error& e) {
-    throw Error("incompatible or corrupted checkpoint " + file + ": " + e.what_without_backtrace());
+    std::string what = e.what_without_backtrace();
+    throw Error("incompatible or corrupted checkpoint " + file + ": " + what.substr(0, what.find('\n')));
   }
+  auto shape = [](const std::vector<int64_t>& v) { return json(v).dump(); };
+  auto check = [&](const std::string& name, const torch::Tensor& t) {
+    auto it = expected.find(name);
+    if (it != expected.end() && t.sizes().vec() != it->second)
+      throw Error("checkpoint " + file + " does not fit this model: '" + name + "' is " + shape(t.sizes().vec()) +
+                  " in the checkpoint, " + shape(it->second) + " in the model (a size such as vocab_size differs)");
+  };
+  for (const auto& item : model.module->named_parameters()) check(item.key(), item.value());
+  for (const auto& item : model.module->named_buffers()) check(item.key(), item.value());
 }
 
 void load_optimizer(const std::string& path, torch::optim::Optimizer& optimizer) {
@@ -123,7 +272,8 @@ void load_optimizer(const std::string& path, torch::optim::Optimizer& optimizer)
   try {
     torch::load(optimizer, file);
   } catch (const c10::Error& e) {
-    throw Error("incompatible or corrupted optimizer state " + file + ": " + e.what_without_backtrace());
+    std::string what = e.what_without_backtrace();
+    throw Error("incompatible or corrupted optimizer state " + file + ": " + what.substr(0, what.find('\n')));
   }
 }
 

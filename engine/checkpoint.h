@@ -1,5 +1,9 @@
-// Checkpoints: DIR/checkpoint/{config.json, model.pt, optim.pt, trainer.json}. Written to a
-// temporary folder and renamed, so a crash never leaves a half-written checkpoint.
+// Checkpoints: DIR/checkpoint/{config.json, model.json, model.pt, optim.pt, trainer.json}.
+// A write goes to DIR/checkpoint.tmp (every file fsynced, trainer.json last: a folder whose
+// trainer.json parses is complete), then checkpoint -> checkpoint.old, checkpoint.tmp -> checkpoint,
+// the folder fsynced, checkpoint.old removed. A crash at any point leaves at least one complete
+// checkpoint among checkpoint, checkpoint.tmp and checkpoint.old; readers take the newest complete
+// one and recover_checkpoint() puts it back in place.
 #pragma once
 #include <torch/torch.h>
 
@@ -17,12 +21,23 @@ struct TrainerState {
   int64_t run_id = 0;
   std::string db_path;
   double best_test_accuracy = 0;
+  // Totals of every invocation up to this checkpoint (cumulative summaries across resumes).
+  double wall_s = 0;          // wall-clock seconds
+  double train_s = 0;         // seconds inside optimiser steps
+  int64_t train_tokens = 0;   // tokens trained on
   json to_json() const;
   static TrainerState from_json(const json& j);
 };
 
 std::string checkpoint_dir(const std::string& out_dir);  // out_dir/checkpoint
+// A complete checkpoint in out_dir (checkpoint, or one a crashed write left in checkpoint.tmp/.old).
 bool has_checkpoint(const std::string& out_dir);
+// The newest complete checkpoint folder under out_dir, or "" if none (read-only).
+std::string newest_complete_checkpoint(const std::string& out_dir);
+// Makes out_dir/checkpoint the newest complete checkpoint (renaming a complete checkpoint.tmp or
+// checkpoint.old left by a crash into place) and removes the leftovers. Returns a one-line note of
+// what it recovered, or "" when there was nothing to do.
+std::string recover_checkpoint(const std::string& out_dir);
 
 void save_checkpoint(const std::string& out_dir, const json& config, Backbone& model,
                      torch::optim::Optimizer* optimizer, const TrainerState& state);
@@ -38,7 +53,11 @@ std::string backbone_kind(const json& resolved_config);
 Backbone load_backbone(const std::string& path, const torch::Device& device);
 // The same for a language model (generation); Error for an autoencoder checkpoint.
 LanguageModel load_model(const std::string& path, const torch::Device& device);
-// Loads the weights of a checkpoint into an existing backbone (resume).
+// Error (naming the checkpoint, the key and both values) unless the checkpoint's model.json
+// describes `model`: backbone kind, vocab_size, layer mixers.
+void check_checkpoint_model(const std::string& path, const Backbone& model);
+// Loads the weights of a checkpoint into an existing backbone (resume); Error naming the first
+// parameter whose shape differs.
 void load_weights(const std::string& path, Backbone& model);
 void load_optimizer(const std::string& path, torch::optim::Optimizer& optimizer);
 

@@ -1,5 +1,7 @@
 #include "engine/evaluate.h"
 
+#include <filesystem>
+
 #include "engine/checkpoint.h"
 #include "engine/model_adapter.h"
 #include "engine/run_config.h"
@@ -29,8 +31,9 @@ json eval_token_task(Backbone& model, TokenTask& task, const json& ckpt_cfg, con
 }  // namespace
 
 std::function<void(const std::vector<EvalCell>&)> eval_rows_sink(ResultsDB& db, const std::string& model_name,
-                                                                  const std::string& checkpoint, int64_t run_id) {
-  return [&db, model_name, checkpoint, run_id](const std::vector<EvalCell>& cells) {
+                                                                  const std::string& checkpoint, int64_t run_id,
+                                                                  bool keep_previous) {
+  return [&db, model_name, checkpoint, run_id, keep_previous](const std::vector<EvalCell>& cells) {
     std::vector<EvalRow> rows;
     const std::string now = now_iso8601();
     for (const EvalCell& c : cells) {
@@ -47,8 +50,46 @@ std::function<void(const std::vector<EvalCell>&)> eval_rows_sink(ResultsDB& db, 
       r.details_json = c.details.dump();
       rows.push_back(std::move(r));
     }
-    db.add_evals(rows);
+    db.put_evals(rows, keep_previous);
   };
+}
+
+int64_t checkpoint_run_id(ResultsDB& db, const std::string& checkpoint) {
+  namespace fs = std::filesystem;
+  const std::string ckpt = resolve_checkpoint_path(checkpoint);
+  std::string hash;
+  try {
+    hash = config_hash(resolve_run_config(load_checkpoint_config(ckpt)));
+  } catch (const std::exception&) {  // a config this mnemo no longer resolves: match by folder only
+  }
+  auto canonical = [](const fs::path& p) {
+    std::error_code ec;
+    fs::path c = fs::weakly_canonical(p, ec);
+    return ec ? p.lexically_normal() : c;
+  };
+  const fs::path run_dir = canonical(fs::path(ckpt).parent_path());
+  auto same_dir = [&](const std::string& out_dir) { return !out_dir.empty() && canonical(out_dir) == run_dir; };
+  TrainerState st;
+  try {
+    if (fs::exists(fs::path(ckpt) / "trainer.json")) st = load_trainer_state(ckpt);
+  } catch (const Error&) {  // unreadable trainer state: the weights loaded, so look the run up instead
+  }
+  {
+    if (st.run_id > 0)
+      if (auto r = db.run(st.run_id))
+        if ((!hash.empty() && r->config_hash == hash) || same_dir(r->out_dir)) return st.run_id;
+  }
+  const auto runs = db.runs();
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it)
+    if (same_dir(it->out_dir) && (hash.empty() || it->config_hash == hash)) return it->id;
+  int64_t found = 0;
+  int matches = 0;
+  for (const RunInfo& r : runs)
+    if (!hash.empty() && r.config_hash == hash && r.status == "completed") {
+      found = r.id;
+      ++matches;
+    }
+  return matches == 1 ? found : 0;
 }
 
 json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const std::string&)>& log) {
@@ -85,14 +126,16 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     if (!model.language_model)
       throw Error("task '" + task_name + "' generates text, but the checkpoint holds a " + model.kind);
     ResultsDB db(a.db);
+    const int64_t run_id = checkpoint_run_id(db, a.checkpoint);
     LanguageModelAdapter adapter(*model.language_model, device);
     EvalContext ctx(adapter);
     ctx.options = eval_options;
     const std::string model_name = ckpt_cfg.value("model", ""), checkpoint = resolve_checkpoint_path(a.checkpoint);
-    ctx.record = eval_rows_sink(db, model_name, checkpoint);
+    ctx.record = eval_rows_sink(db, model_name, checkpoint, run_id, a.keep_previous);
     ctx.log = log;
     json out = ev->evaluate(ctx);
     out["model"] = model_name;
+    out["run_id"] = run_id;
     return out;
   }
   json metrics;
@@ -102,11 +145,13 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     throw Error("task '" + task_name + "' has no evaluation on a checkpoint");
   }
   ResultsDB db(a.db);
+  const int64_t run_id = checkpoint_run_id(db, a.checkpoint);
   std::vector<EvalRow> rows;
   for (auto it = metrics.begin(); it != metrics.end(); ++it) {
     const std::string m = it.key();
     if (m == "n") continue;
     EvalRow r;
+    r.run_id = run_id;
     r.model = ckpt_cfg.value("model", "");
     r.task = task_name;
     r.metric = m;
@@ -116,9 +161,9 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     r.n = metrics.value("n", int64_t{0});
     rows.push_back(r);
   }
-  db.add_evals(rows);
+  db.put_evals(rows, a.keep_previous);  // replaces the cells' earlier values unless --keep-previous
   return {{"task", task_name}, {"params", task->params()}, {"model", ckpt_cfg.value("model", "")},
-          {"metrics", metrics}};
+          {"run_id", run_id}, {"metrics", metrics}};
 }
 
 }  // namespace mnemo

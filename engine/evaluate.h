@@ -21,12 +21,20 @@ struct EvalRequest {
   uint64_t seed = 0;
   bool seed_given = false;
   json params = json::object();  // task parameters and evaluation options (lengths, depths, ...)
+  bool keep_previous = false;    // keep earlier rows of the same cells (marked) instead of replacing them
 };
 
 // The sink of EvalContext::record that stores cells as `evals` rows of `db` (one transaction),
-// tagged with the model name, checkpoint path and run id.
+// tagged with the model name, checkpoint path and run id; a cell evaluated before is replaced
+// (ResultsDB::put_evals) unless keep_previous.
 std::function<void(const std::vector<EvalCell>&)> eval_rows_sink(ResultsDB& db, const std::string& model_name,
-                                                                  const std::string& checkpoint, int64_t run_id = 0);
+                                                                  const std::string& checkpoint, int64_t run_id = 0,
+                                                                  bool keep_previous = false);
+
+// The run of `db` whose model a checkpoint holds, 0 if none: the run id the trainer wrote into the
+// checkpoint when `db` has that run with the same config hash or run folder; else the newest run of
+// that folder; else the only completed run with the checkpoint's config hash.
+int64_t checkpoint_run_id(ResultsDB& db, const std::string& checkpoint);
 
 // Returns the result JSON the CLI prints; progress lines go to `log` (may be empty).
 json evaluate_checkpoint(const EvalRequest& request, const std::function<void(const std::string&)>& log);

@@ -33,9 +33,8 @@ MadAutoEncoderImpl::MadAutoEncoderImpl(const ModelConfig& cfg) : cfg_(cfg) {
     torch::NoGradGuard g;
     embed_->weight.normal_(0.0, 0.02);
   }
-  auto names = cfg.layer_mixers();
   for (int64_t i = 0; i < cfg.n_layers; ++i)
-    blocks_.push_back(register_module("block" + std::to_string(i), Block(cfg, i, names[i])));
+    blocks_.push_back(register_module("block" + std::to_string(i), Block(cfg, i)));
   dec_norm1_ = register_module("dec_norm1", RMSNorm(D, cfg.norm_eps));
   dec_fc1_ = register_module("dec_fc1", mad_linear(D, D));
   dec_norm2_ = register_module("dec_norm2", RMSNorm(D, cfg.norm_eps));

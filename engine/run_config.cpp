@@ -1,6 +1,7 @@
 #include "engine/run_config.h"
 
 #include "core/config_values.h"
+#include "engine/config_checks.h"
 
 #include "runtime/registry.h"
 #include "tasks/task.h"
@@ -47,8 +48,35 @@ const json& config_key_help() {
       {"d_model", "model width"}, {"n_layers", "blocks"}, {"n_heads", "heads per mixer"},
       {"mlp_ratio", "SwiGLU hidden ratio r: I = 256*ceil(floor(d*r*2/3)/256)"},
       {"tie_embeddings", "tie the LM head to the embedding"}, {"norm_eps", "RMSNorm epsilon"},
-      {"layers", "per-layer mixer names, repeated over n_layers (empty = the model's own pattern)"}};
+      {"layers", "per-layer mixers, repeated over n_layers (empty = the model's own pattern): names or "
+                 "{\"mixer\": name, key: value, ...} with arguments for those layers alone"}};
   return h;
+}
+
+void apply_user_keys(json& cfg, const MixerKeys& mixer_keys, const json& user, const KeyMessages& msg) {
+  const std::vector<LayerSpec> layers =
+      user.contains("layers") && !user["layers"].is_null() ? parse_layer_specs(user["layers"]) : std::vector<LayerSpec>{};
+  for (auto it = user.begin(); it != user.end(); ++it) {
+    const std::string& key = it.key();
+    const bool without_default = !cfg.contains(key) && mixer_keys.without_default.contains(key);
+    if (!cfg.contains(key) && !without_default) {
+      std::string known;
+      for (auto k = cfg.begin(); k != cfg.end(); ++k) known += (known.empty() ? "" : ", ") + k.key();
+      for (auto k = mixer_keys.without_default.begin(); k != mixer_keys.without_default.end(); ++k)
+        known += ", " + k.key();
+      throw Error(msg.prefix + "unknown " + msg.label + " '" + key + "' " + msg.context + "; valid keys: " + known);
+    }
+    const json& witness = without_default ? mixer_keys.without_default[key] : cfg[key];
+    if (!value_fits_default(witness, it.value()))
+      throw Error(msg.prefix + msg.label + " '" + key + "' expects a " + expected_type_name(witness) +
+                  " (default " + witness.dump() + "), got " + it.value().dump());
+    for (size_t i = 0; i < layers.size(); ++i)
+      if (layers[i].args.contains(key))
+        throw Error(msg.prefix + msg.label + " '" + key + "' is given both flat and in layers[" + std::to_string(i) +
+                    "] (mixer '" + layers[i].mixer + "'); give it once: flat applies to every layer whose mixer " +
+                    "declares it, a layers entry to that layer alone");
+    cfg[key] = coerce_to_default(witness, it.value());
+  }
 }
 
 json resolve_run_config(const json& user) {
@@ -61,38 +89,31 @@ json resolve_run_config(const json& user) {
   if (!user["task"].is_string()) throw Error("config key 'task' must be a string");
   const std::string model = user["model"], task = user["task"];
 
-  auto& reg = Registry::instance();
-  const auto& family = reg.model(model);
-  std::vector<std::string> mixers = family.layer_pattern;
-  if (user.contains("layers") && user["layers"].is_array() && !user["layers"].empty())
-    mixers = user["layers"].get<std::vector<std::string>>();
-  for (const auto& m : mixers) {
-    const auto& mf = reg.mixer(m);
-    for (auto it = mf.defaults.begin(); it != mf.defaults.end(); ++it)
-      if (!cfg.contains(it.key())) cfg[it.key()] = it.value();
-  }
-  for (auto it = family.overrides.begin(); it != family.overrides.end(); ++it) cfg[it.key()] = it.value();
+  const MixerKeys mixer_keys = model_mixer_keys(model, user.value("layers", json()));
   const json task_defaults = TaskRegistry::instance().at(task).defaults;
-  for (auto it = task_defaults.begin(); it != task_defaults.end(); ++it) cfg[it.key()] = it.value();
-
-  for (auto it = user.begin(); it != user.end(); ++it) {
-    // `bf16_autocast` was a key that nothing read; configs and checkpoints that carry it as false
-    // still load, true is refused rather than silently ignored.
-    if (it.key() == "bf16_autocast") {
-      if (it.value() == json(false)) continue;
-      throw Error("config key 'bf16_autocast' is not supported (mixed precision is not implemented); remove it");
-    }
-    if (!cfg.contains(it.key())) {
-      std::string known;
-      for (auto k = cfg.begin(); k != cfg.end(); ++k) known += (known.empty() ? "" : ", ") + k.key();
-      throw Error("unknown config key '" + it.key() + "' for model '" + model + "' and task '" + task +
-                  "'; valid keys: " + known);
-    }
-    if (!value_fits_default(cfg[it.key()], it.value()))
-      throw Error("config key '" + it.key() + "' expects a " + std::string(cfg[it.key()].type_name()) +
-                  " (default " + cfg[it.key()].dump() + "), got " + it.value().dump());
-    cfg[it.key()] = coerce_to_default(cfg[it.key()], it.value());
+  // One key, one meaning: a mixer argument named like a training, skeleton or task key would take one value for both.
+  for (const auto& [key, mixers] : mixer_keys.declared_by) {
+    const std::string owner = mixers.empty() ? "model '" + model + "'" : "mixer '" + mixers.front() + "'";
+    if (cfg.contains(key))
+      throw Error("config key '" + key + "' is both a training/model key and an argument of " + owner +
+                  "; rename the mixer argument");
+    if (task_defaults.contains(key))
+      throw Error("config key '" + key + "' is both a parameter of task '" + task + "' and an argument of " + owner +
+                  "; rename one of them");
   }
+  cfg.update(mixer_keys.defaults);
+  cfg.update(task_defaults);
+
+  // `bf16_autocast` was a key that nothing read; configs and checkpoints that carry it as false
+  // still load, true is refused rather than silently ignored.
+  json rest = user;
+  if (rest.contains("bf16_autocast")) {
+    if (rest["bf16_autocast"] != json(false))
+      throw Error("config key 'bf16_autocast' is not supported (mixed precision is not implemented); remove it");
+    rest.erase("bf16_autocast");
+  }
+  apply_user_keys(cfg, mixer_keys, rest, {"", "config key", "for model '" + model + "' and task '" + task + "'"});
+  validate_run_config(cfg);  // ranges (lr > 0, 0 <= beta < 1, ...)
   return cfg;
 }
 

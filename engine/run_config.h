@@ -7,6 +7,7 @@
 
 #include "core/common.h"
 #include "core/config_values.h"
+#include "runtime/model.h"
 
 namespace mnemo {
 
@@ -20,6 +21,18 @@ const json& config_key_help();
 // Resolve a user config: requires "model" and "task"; unknown key -> Error naming it and the
 // keys that are valid for this model and task.
 json resolve_run_config(const json& user);
+
+// The model part of resolution, shared by runs and `mnemo bench`: writes the user's keys into `cfg` (which holds
+// the defaults: skeleton, `mixer_keys.defaults`, and any other accepted keys). A key neither in `cfg` nor in
+// `mixer_keys.without_default` -> "<prefix>unknown <label> '<key>' <context>; valid keys: ..."; a value of the wrong
+// type -> "<prefix><label> '<key>' expects a ...". A mixer key given both flat and in a `layers` entry is an error
+// (give it once: flat for every layer whose mixer declares it, or per layer).
+struct KeyMessages {
+  std::string prefix;   // e.g. "bench: "
+  std::string label;    // "config key" or "--set key"
+  std::string context;  // e.g. "for model 'samba' and task 'mqar'"
+};
+void apply_user_keys(json& cfg, const MixerKeys& mixer_keys, const json& user, const KeyMessages& msg);
 
 // Split a resolved config into the task's parameters (keys the task declares).
 json task_params_of(const json& resolved);

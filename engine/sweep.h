@@ -1,5 +1,5 @@
 // Sweeps: the cartesian grid over config keys, run as worker processes (`mnemo train`) that
-// share one results database. Cells whose resolved config already has a completed run are
+// share one results database (and may be shared by several sweep processes). Cells whose resolved config already has a completed run are
 // skipped, so a sweep can be re-run to finish what is missing.
 #pragma once
 #include <string>
@@ -23,11 +23,17 @@ struct SweepOptions {
 };
 
 struct SweepSummary {
-  int total = 0, skipped = 0, completed = 0, failed = 0;
+  int total = 0, skipped = 0, completed = 0, failed = 0, stopped = 0;
+  int stop_signal = 0;  // SIGINT/SIGTERM that stopped the sweep (forwarded to its workers), 0 if none
   std::vector<std::string> failures;  // "cell: message"
   double wall_s = 0;
 };
 
+// Each cell is claimed in the results DB (a lease per config hash, refreshed while its worker runs;
+// a lease whose owner is gone or silent for 5 minutes is taken over), so several sweep processes
+// on one DB run every cell once; a cell's folder (<out_root>/<model>-<config hash>) is locked
+// (flock on .lock) by the sweep and its worker. SIGINT/SIGTERM are forwarded to the workers, which
+// are waited for; the summary's stop_signal says so (the CLI exits 128 + signal).
 SweepSummary run_sweep(const json& sweep, const SweepOptions& opt);
 
 }  // namespace mnemo

@@ -12,20 +12,29 @@ struct TrainOptions {
   std::string db_path = kDefaultDbPath;
   std::string out_dir;     // empty = runs/<model>-<task>-<config hash>
   std::string device;      // overrides the config's "device" when set
-  bool resume = false;     // continue from out_dir's checkpoint (same run id, no duplicate rows)
+  bool resume = false;     // continue from out_dir's checkpoint (same run id, no duplicate rows);
+                           // a completed run is left as it is (TrainResult::already_completed)
   std::string sweep;       // sweep name recorded with the run
   bool quiet = false;      // no progress lines
   int64_t stop_after = 0;  // > 0: checkpoint and stop after this many steps (status 'stopped'; --resume continues)
 };
 
+// Test figures are NaN when the run has no test set (n_test 0). tokens_per_s and wall_s add up
+// every invocation of the run (resumes included).
 struct TrainResult {
-  int64_t run_id = 0, steps = 0;
+  int64_t run_id = 0, steps = 0;  // run_id 0: stopped by a signal before the run was recorded
   double best_test_accuracy = 0, final_test_accuracy = 0, final_test_loss = 0, final_train_loss = 0;
   double tokens_per_s = 0, wall_s = 0;
   std::string out_dir;
+  bool already_completed = false;  // --resume of a completed run: nothing was done or written
+  bool stopped = false;            // status 'stopped' (--stop-after or a signal): --resume continues
+  int stop_signal = 0;             // SIGINT / SIGTERM that stopped it (core/signals.h), else 0
 };
 
-// `user_config` is resolved (defaults merged, unknown keys rejected) before anything is written.
+// `user_config` is resolved (defaults merged, unknown keys rejected) and the run validated (output
+// folder writable, task data present, example sets within kMaxExampleBytes) before the run row is
+// created; an error after that marks the row 'failed' with a one-line reason. Between steps the
+// loop polls core/signals.h stop_requested(): it checkpoints and returns with stop_signal set.
 TrainResult train(const json& user_config, const TrainOptions& opt);
 
 }  // namespace mnemo

@@ -3,9 +3,15 @@
 // into SQL text. Schema: README.md, "Results database".
 #include "results/db.h"
 
+#include <chrono>
+#include <thread>
+#include "results/statement.h"
+
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <set>
 
 namespace mnemo {
 
@@ -88,6 +94,14 @@ CREATE TABLE IF NOT EXISTS evals (
   n            INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS evals_by_task ON evals (task, model);
+CREATE TABLE IF NOT EXISTS leases (
+  config_hash TEXT PRIMARY KEY,
+  sweep       TEXT NOT NULL DEFAULT '',
+  owner_pid   INTEGER NOT NULL,
+  owner_host  TEXT NOT NULL,
+  acquired_at TEXT NOT NULL,
+  heartbeat   REAL NOT NULL
+);
 )SQL";
 
 const char* kRunColumns =
@@ -102,76 +116,8 @@ const char* kBenchColumns =
 const char* kEvalColumns =
     "id, run_id, created_at, model, task, metric, setting_json, checkpoint, details_json, value, n";
 
-std::string sqlite_message(sqlite3* db) { return db ? sqlite3_errmsg(db) : "out of memory"; }
-
-// A prepared statement bound by position (1-based); errors name the database file.
-class Statement {
- public:
-  Statement(sqlite3* db, const std::string& path, const char* sql) : db_(db), path_(path) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK)
-      throw Error("results database " + path_ + ": cannot prepare statement (" +
-                  sqlite_message(db) + "): " + sql);
-  }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  Statement& bind(int i, const std::string& v) {
-    check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
-    return *this;
-  }
-  Statement& bind(int i, int64_t v) {
-    check(sqlite3_bind_int64(stmt_, i, v));
-    return *this;
-  }
-  Statement& bind(int i, double v) {  // NaN is stored as NULL (read back as NaN)
-    check(std::isnan(v) ? sqlite3_bind_null(stmt_, i) : sqlite3_bind_double(stmt_, i, v));
-    return *this;
-  }
-  Statement& bind_null(int i) {
-    check(sqlite3_bind_null(stmt_, i));
-    return *this;
-  }
-
-  // true while a row is available; throws on any error.
-  bool step() {
-    int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    throw Error("results database " + path_ + ": " + sqlite_message(db_));
-  }
-  void run() {
-    while (step()) {
-    }
-  }
-  // Re-arm a statement for the next row of a batch.
-  void reset() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-
-  std::string text(int c) const {
-    const unsigned char* p = sqlite3_column_text(stmt_, c);
-    return p ? std::string(reinterpret_cast<const char*>(p),
-                           static_cast<size_t>(sqlite3_column_bytes(stmt_, c)))
-             : std::string();
-  }
-  int64_t integer(int c) const { return sqlite3_column_int64(stmt_, c); }
-  double real(int c) const {
-    return sqlite3_column_type(stmt_, c) == SQLITE_NULL ? std::numeric_limits<double>::quiet_NaN()
-                                                        : sqlite3_column_double(stmt_, c);
-  }
-
- private:
-  void check(int rc) {
-    if (rc != SQLITE_OK)
-      throw Error("results database " + path_ + ": cannot bind parameter (" +
-                  sqlite_message(db_) + ")");
-  }
-  sqlite3* db_;
-  const std::string& path_;
-  sqlite3_stmt* stmt_ = nullptr;
-};
+using detail::sqlite_message;
+using detail::Statement;
 
 RunInfo read_run(const Statement& s) {
   RunInfo r;
@@ -260,10 +206,14 @@ void require_status(const std::string& status, const std::string& path) {
 
 }  // namespace
 
-ResultsDB::ResultsDB(const std::string& path) : path_(path) {
+ResultsDB::ResultsDB(const std::string& path, OpenMode mode)
+    : path_(path), read_only_(mode == OpenMode::read_only) {
   if (path.empty()) throw Error("results database: empty path");
   bool in_memory = path == ":memory:";
-  if (!in_memory) {
+  if (!in_memory && read_only_) {
+    if (!std::filesystem::exists(path)) throw Error("results database " + path + " does not exist");
+    if (!std::filesystem::is_regular_file(path)) throw Error("results database " + path + " is not a file");
+  } else if (!in_memory) {
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
     std::error_code ec;
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
@@ -273,21 +223,74 @@ ResultsDB::ResultsDB(const std::string& path) : path_(path) {
     if (std::filesystem::is_directory(path))
       throw Error("results database " + path + ": is a directory, not a file");
   }
-  int rc = sqlite3_open_v2(path.c_str(), &db_,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                           nullptr);
-  if (rc != SQLITE_OK) {
-    std::string msg = sqlite_message(db_);
-    sqlite3_close(db_);
-    db_ = nullptr;
-    throw Error("results database " + path + ": cannot open (" + msg + ")");
-  }
-  try {
+  auto open = [&](const std::string& name, int flags) {
+    int rc = sqlite3_open_v2(name.c_str(), &db_, flags | SQLITE_OPEN_FULLMUTEX, nullptr);
+    if (rc != SQLITE_OK) {
+      std::string msg = sqlite_message(db_);
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw Error("results database " + path + ": cannot open (" + msg + ")");
+    }
     sqlite3_extended_result_codes(db_, 1);
     sqlite3_busy_timeout(db_, 60000);
+  };
+  // Closes the connection and rethrows the current exception, naming a non-database file.
+  auto fail = [&]() {
+    int code = sqlite3_errcode(db_) & 0xff;  // primary code (extended codes are on)
+    std::string raw = sqlite_message(db_);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT)
+      throw Error("results database " + path + ": not a SQLite database or corrupted (" + raw + ")");
+    throw;
+  };
+  if (read_only_) {
+    open(path, SQLITE_OPEN_READONLY);
+    int code = SQLITE_OK;
+    try {
+      check_schema_read_only();
+      return;
+    } catch (const Error&) {
+      code = sqlite3_errcode(db_) & 0xff;
+      if (code != SQLITE_CANTOPEN && code != SQLITE_READONLY && code != SQLITE_IOERR) fail();
+    }
+    // A WAL database whose -shm cannot be made (read-only file or folder): read the file as it is.
+    sqlite3_close(db_);
+    db_ = nullptr;
+    std::string uri = "file:";
+    for (char c : path) {
+      if (c == '?' || c == '#' || c == '%') {
+        char buf[4];
+        std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
+        uri += buf;
+      } else {
+        uri += c;
+      }
+    }
+    open(uri + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+    try {
+      check_schema_read_only();
+    } catch (const Error&) {
+      fail();
+    }
+    return;
+  }
+  open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  try {
     // The first statement reads the header: a non-SQLite file fails here ("file is not a database").
     exec("PRAGMA foreign_keys = ON");
-    if (!in_memory) exec("PRAGMA journal_mode = WAL");
+    // Switching a new file to WAL can report SQLITE_BUSY at once (without the busy handler) while another
+    // process is opening the same file: retry for up to the busy timeout.
+    for (int attempt = 0; !in_memory; ++attempt) {
+      try {
+        exec("PRAGMA journal_mode = WAL");
+        break;
+      } catch (const Error&) {
+        const int code = sqlite3_errcode(db_) & 0xff;
+        if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || attempt >= 600) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
     exec("PRAGMA synchronous = NORMAL");
     transaction([&] {
       exec(kSchemaSql);
@@ -304,14 +307,27 @@ ResultsDB::ResultsDB(const std::string& path) : path_(path) {
       }
     });
   } catch (const Error&) {
-    int code = sqlite3_errcode(db_) & 0xff;  // primary code (extended codes are on)
-    std::string raw = sqlite_message(db_);
-    sqlite3_close(db_);
-    db_ = nullptr;
-    if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT)
-      throw Error("results database " + path + ": not a SQLite database or corrupted (" + raw + ")");
-    throw;
+    fail();
   }
+}
+
+// Read-only opening: the file must already hold mnemo's schema (never created here).
+void ResultsDB::check_schema_read_only() {
+  // The first statement reads the header: a non-SQLite file fails here.
+  Statement t(db_, path_, "SELECT name FROM sqlite_master WHERE type = 'table'");
+  std::set<std::string> tables;
+  while (t.step()) tables.insert(t.text(0));
+  for (const char* need : {"meta", "runs", "metrics", "benches", "evals"})
+    if (!tables.count(need))
+      throw Error("results database " + path_ + ": not a mnemo results database (no '" + need +
+                  "' table; pass the --db that mnemo train, sweep or bench wrote)");
+  Statement get(db_, path_, "SELECT value FROM meta WHERE key = 'schema_version'");
+  if (!get.step())
+    throw Error("results database " + path_ + ": not a mnemo results database (no schema_version in 'meta')");
+  const std::string v = get.text(0);
+  if (v != std::to_string(kSchemaVersion))
+    throw Error("results database " + path_ + ": schema_version " + v +
+                " is not supported (this mnemo reads version " + std::to_string(kSchemaVersion) + ")");
 }
 
 ResultsDB::~ResultsDB() {
@@ -381,7 +397,7 @@ void ResultsDB::set_run_status(int64_t run_id, const std::string& status,
   transaction([&] {
     Statement s(db_, path_,
                 "UPDATE runs SET status = ?1, message = ?2, updated_at = ?3 WHERE id = ?4");
-    s.bind(1, status).bind(2, message).bind(3, now_iso8601()).bind(4, run_id).run();
+    s.bind(1, status).bind(2, one_line_message(message)).bind(3, now_iso8601()).bind(4, run_id).run();
     if (sqlite3_changes(db_) == 0)
       throw Error("results database " + path_ + ": no run with id " + std::to_string(run_id));
   });
@@ -394,6 +410,61 @@ void ResultsDB::set_run_last_step(int64_t run_id, int64_t step) {
     if (sqlite3_changes(db_) == 0)
       throw Error("results database " + path_ + ": no run with id " + std::to_string(run_id));
   });
+}
+
+std::string one_line_message(const std::string& text, size_t max_chars) {
+  const char* ws = " \t\r\n\f\v";
+  size_t pos = 0;
+  std::string line;
+  while (pos <= text.size()) {  // first non-empty line
+    size_t end = text.find_first_of("\r\n", pos);
+    if (end == std::string::npos) end = text.size();
+    line = text.substr(pos, end - pos);
+    size_t b = line.find_first_not_of(ws);
+    if (b != std::string::npos) {
+      line = line.substr(b, line.find_last_not_of(ws) - b + 1);
+      break;
+    }
+    line.clear();
+    pos = end + 1;
+  }
+  for (char& c : line)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';  // tabs and other control characters
+  if (line.size() > max_chars) {
+    size_t cut = max_chars > 3 ? max_chars - 3 : 0;
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+    line = line.substr(0, cut) + "...";
+  }
+  return line;
+}
+
+namespace {
+bool runs_has_pid_column(sqlite3* db, const std::string& path) {
+  Statement s(db, path, "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'pid'");
+  return s.step() && s.integer(0) > 0;
+}
+}  // namespace
+
+void ResultsDB::set_run_process(int64_t run_id, int64_t pid, const std::string& host) {
+  transaction([&] {
+    if (!runs_has_pid_column(db_, path_)) exec("ALTER TABLE runs ADD COLUMN pid INTEGER NOT NULL DEFAULT 0");
+    Statement s(db_, path_, "UPDATE runs SET pid = ?1, host = ?2, updated_at = ?3 WHERE id = ?4");
+    s.bind(1, pid).bind(2, host).bind(3, now_iso8601()).bind(4, run_id).run();
+    if (sqlite3_changes(db_) == 0)
+      throw Error("results database " + path_ + ": no run with id " + std::to_string(run_id));
+  });
+}
+
+RunProcess ResultsDB::run_process(int64_t run_id) const {
+  RunProcess p;
+  const bool has_pid = runs_has_pid_column(db_, path_);
+  Statement s(db_, path_, has_pid ? "SELECT pid, host FROM runs WHERE id = ?1" : "SELECT 0, host FROM runs WHERE id = ?1");
+  s.bind(1, run_id);
+  if (s.step()) {
+    p.pid = s.integer(0);
+    p.host = s.text(1);
+  }
+  return p;
 }
 
 std::optional<RunInfo> ResultsDB::run(int64_t run_id) const {
@@ -529,5 +600,6 @@ std::vector<EvalRow> ResultsDB::evals(const std::string& task_prefix) const {
   while (s.step()) out.push_back(read_eval(s));
   return out;
 }
+
 
 }  // namespace mnemo

@@ -21,6 +21,17 @@ struct RunInfo {
   int64_t seed = 0, n_params = 0, last_step = 0;
 };
 
+// The process a run's row was last written by (column runs.pid, added on first use; host is
+// runs.host). pid 0: not recorded (rows of an older mnemo).
+struct RunProcess {
+  int64_t pid = 0;
+  std::string host;
+};
+
+// A message as stored in runs.message: its first non-empty line, trimmed, at most max_chars
+// (never a stack trace or multi-line text).
+std::string one_line_message(const std::string& text, size_t max_chars = 300);
+
 struct MetricRow {
   int64_t run_id = 0, step = 0;
   std::string split, name;  // split: train | test | eval:<task> ...
@@ -44,9 +55,23 @@ struct EvalRow {
   int64_t n = 0;
 };
 
+// A sweep cell's claim (table `leases`): one row per config hash, owned by one sweep process.
+struct Lease {
+  std::string config_hash, sweep, owner_host, acquired_at;
+  int64_t owner_pid = 0;
+  double heartbeat = 0;  // Unix seconds of the owner's last refresh
+};
+
+enum class LeaseClaim { claimed, held, completed };
+
+enum class OpenMode {
+  read_write,  // creates dirs, file and schema as needed
+  read_only,   // SQLITE_OPEN_READONLY; refuses a file without mnemo's schema, never writes
+};
+
 class ResultsDB {
  public:
-  explicit ResultsDB(const std::string& path);  // creates dirs, file and schema as needed
+  explicit ResultsDB(const std::string& path, OpenMode mode = OpenMode::read_write);
   ~ResultsDB();
   ResultsDB(const ResultsDB&) = delete;
   ResultsDB& operator=(const ResultsDB&) = delete;
@@ -56,6 +81,9 @@ class ResultsDB {
   int64_t create_run(const RunInfo& r);  // status 'running'
   void set_run_status(int64_t run_id, const std::string& status, const std::string& message = "");
   void set_run_last_step(int64_t run_id, int64_t step);
+  // Records the process (pid, host) now running `run_id` (train; resume re-records it).
+  void set_run_process(int64_t run_id, int64_t pid, const std::string& host);
+  RunProcess run_process(int64_t run_id) const;
   std::optional<RunInfo> run(int64_t run_id) const;
   std::vector<RunInfo> runs() const;
   // A completed run with this config hash (sweeps skip completed cells).
@@ -71,6 +99,22 @@ class ResultsDB {
   std::vector<BenchRow> benches() const;
 
   void add_evals(const std::vector<EvalRow>& rows);  // one transaction
+  // One transaction: first deletes the earlier rows of each row's cell (same model, task, metric,
+  // setting_json and run_id, or checkpoint when run_id is 0), then inserts. keep_previous keeps
+  // them and marks the new rows' details_json with "kept_previous": <earlier rows of the cell>.
+  void put_evals(const std::vector<EvalRow>& rows, bool keep_previous = false);
+
+  // Sweep cell leases. claim_cell runs in one BEGIN IMMEDIATE transaction: `completed` if a
+  // completed run has `config_hash`; `held` if another owner holds a live lease (its process still
+  // exists when on this host, and its heartbeat is younger than stale_after_s); else the lease is
+  // taken (or taken over) by (pid, host).
+  LeaseClaim claim_cell(const std::string& config_hash, const std::string& sweep, int64_t pid,
+                        const std::string& host, double stale_after_s = 300);
+  bool refresh_lease(const std::string& config_hash, int64_t pid, const std::string& host);  // false: lost
+  void release_lease(const std::string& config_hash, int64_t pid, const std::string& host);
+  std::optional<Lease> lease(const std::string& config_hash) const;
+  // For tests: writes a lease row as is.
+  void put_lease(const Lease& l);
   std::vector<EvalRow> evals(const std::string& task_prefix = "") const;
 
   // Run `fn` inside BEGIN IMMEDIATE ... COMMIT; ROLLBACK if it throws (and rethrow).
@@ -79,8 +123,10 @@ class ResultsDB {
   sqlite3* handle() { return db_; }
 
  private:
+  void check_schema_read_only();
   std::string path_;
   sqlite3* db_ = nullptr;
+  bool read_only_ = false;
   int savepoint_depth_ = 0;  // nested transaction() calls use SAVEPOINTs
 };
 

@@ -1,5 +1,8 @@
 #include "runtime/model.h"
 
+#include <algorithm>
+
+#include "core/config_values.h"
 #include "runtime/registry.h"
 
 namespace mnemo {
@@ -22,8 +25,6 @@ ModelConfig model_config_from_json(const json& flat) {
     c.mlp_ratio = flat.value("mlp_ratio", c.mlp_ratio);
     c.tie_embeddings = flat.value("tie_embeddings", c.tie_embeddings);
     c.norm_eps = flat.value("norm_eps", c.norm_eps);
-    if (flat.contains("layers") && !flat["layers"].is_null())
-      c.layers = flat["layers"].get<std::vector<std::string>>();
   } catch (const json::exception& e) {
     throw Error(std::string("invalid model configuration: ") + e.what());
   }
@@ -32,29 +33,118 @@ ModelConfig model_config_from_json(const json& flat) {
   if (c.d_model % c.n_heads != 0)
     throw Error("d_model (" + std::to_string(c.d_model) + ") must be divisible by n_heads (" +
                 std::to_string(c.n_heads) + ")");
+  if (flat.contains("layers") && !flat["layers"].is_null()) c.layers = parse_layer_specs(flat["layers"]);
   c.mixer_args = flat;
   return c;
 }
 
-std::vector<std::string> ModelConfig::layer_mixers() const {
-  std::vector<std::string> pattern = layers;
-  if (pattern.empty()) pattern = Registry::instance().model(model).layer_pattern;
-  std::vector<std::string> out;
-  for (int64_t i = 0; i < n_layers; ++i) out.push_back(pattern[i % pattern.size()]);
+std::vector<LayerSpec> parse_layer_specs(const json& layers) {
+  if (!layers.is_array())
+    throw Error("config key 'layers' must be a list of mixer names or {\"mixer\": name, ...} objects, got " +
+                layers.dump());
+  auto& reg = Registry::instance();
+  std::vector<LayerSpec> specs;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const json& entry = layers[i];
+    const std::string where = "layers[" + std::to_string(i) + "]";
+    LayerSpec spec;
+    if (entry.is_string()) {
+      spec.mixer = entry.get<std::string>();
+    } else if (entry.is_object() && entry.contains("mixer") && entry["mixer"].is_string()) {
+      spec.mixer = entry["mixer"].get<std::string>();
+    } else {
+      throw Error(where + " must be a mixer name or an object with a \"mixer\" name, got " + entry.dump());
+    }
+    if (!reg.has_mixer(spec.mixer)) reg.mixer(spec.mixer);  // throws the list of known mixers
+    const json& defaults = reg.mixer(spec.mixer).defaults;
+    if (entry.is_object()) {
+      for (auto it = entry.begin(); it != entry.end(); ++it) {
+        if (it.key() == "mixer") continue;
+        if (!defaults.contains(it.key())) {
+          std::string known;
+          for (auto k = defaults.begin(); k != defaults.end(); ++k) known += (known.empty() ? "" : ", ") + k.key();
+          throw Error(where + ": mixer '" + spec.mixer + "' has no argument '" + it.key() +
+                      "'; its arguments: " + (known.empty() ? "(none)" : known));
+        }
+        const json& def = defaults[it.key()];
+        if (!value_fits_default(def, it.value()))
+          throw Error(where + "." + it.key() + " expects a " + expected_type_name(def) + " (default " +
+                      def.dump() + "), got " + it.value().dump());
+        spec.args[it.key()] = coerce_to_default(def, it.value());
+      }
+    }
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+MixerKeys model_mixer_keys(const std::string& model, const json& layers) {
+  auto& reg = Registry::instance();
+  const ModelFamily& family = reg.model(model);
+  std::vector<std::string> mixers = family.layer_pattern;
+  if (!layers.is_null() && !(layers.is_array() && layers.empty())) {
+    mixers.clear();
+    for (const auto& spec : parse_layer_specs(layers)) mixers.push_back(spec.mixer);
+  }
+  MixerKeys keys;
+  for (const auto& name : mixers) {
+    const json& defaults = reg.mixer(name).defaults;
+    for (auto it = defaults.begin(); it != defaults.end(); ++it) {
+      auto& owners = keys.declared_by[it.key()];
+      if (std::find(owners.begin(), owners.end(), name) != owners.end()) continue;
+      owners.push_back(name);
+      if (owners.size() == 1) {
+        keys.defaults[it.key()] = it.value();
+      } else if (keys.defaults.contains(it.key()) && keys.defaults[it.key()] != it.value()) {
+        keys.without_default[it.key()] = keys.defaults[it.key()];
+        keys.defaults.erase(it.key());
+      }
+    }
+  }
+  for (auto it = family.overrides.begin(); it != family.overrides.end(); ++it) {
+    keys.declared_by[it.key()];  // a family override is a key of the model even if no layer's mixer declares it
+    keys.defaults[it.key()] = it.value();
+    keys.without_default.erase(it.key());
+  }
+  return keys;
+}
+
+std::vector<LayerSpec> ModelConfig::pattern() const {
+  if (!layers.empty()) return layers;
+  std::vector<LayerSpec> out;
+  for (const auto& name : Registry::instance().model(model).layer_pattern) out.push_back({name, json::object()});
   return out;
 }
 
-BlockImpl::BlockImpl(const ModelConfig& cfg, int64_t layer_index, const std::string& name)
-    : mixer_name(name) {
-  const auto& family = Registry::instance().mixer(name);
+std::vector<std::string> ModelConfig::layer_mixers() const {
+  const auto p = pattern();
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < n_layers; ++i) out.push_back(p[i % p.size()].mixer);
+  return out;
+}
+
+json ModelConfig::layer_args(int64_t layer_index) const {
+  const auto p = pattern();
+  const LayerSpec& spec = p[layer_index % p.size()];
+  const json& defaults = Registry::instance().mixer(spec.mixer).defaults;
+  json args = defaults;
+  for (auto it = defaults.begin(); it != defaults.end(); ++it) {
+    if (spec.args.contains(it.key())) args[it.key()] = spec.args[it.key()];
+    else if (mixer_args.contains(it.key())) args[it.key()] = mixer_args[it.key()];
+  }
+  return args;
+}
+
+BlockImpl::BlockImpl(const ModelConfig& cfg, int64_t layer_index)
+    : mixer_name(cfg.layer_mixers().at(layer_index)) {
+  const auto& family = Registry::instance().mixer(mixer_name);
+  const std::string& name = mixer_name;
   MixerContext ctx;
   ctx.d_model = cfg.d_model;
   ctx.n_heads = cfg.n_heads;
   ctx.layer_index = layer_index;
   ctx.n_layers = cfg.n_layers;
-  ctx.args = family.defaults;
-  for (auto it = family.defaults.begin(); it != family.defaults.end(); ++it)
-    if (cfg.mixer_args.contains(it.key())) ctx.args[it.key()] = cfg.mixer_args[it.key()];
+  ctx.args = cfg.layer_args(layer_index);
   mixer_norm = register_module("mixer_norm", RMSNorm(cfg.d_model, cfg.norm_eps));
   try {
     mixer = register_module("mixer", family.make(ctx));
@@ -76,9 +166,8 @@ LanguageModelImpl::LanguageModelImpl(const ModelConfig& cfg) : cfg_(cfg) {
     torch::NoGradGuard g;
     embed_->weight.normal_(0.0, 0.02);
   }
-  auto names = cfg.layer_mixers();
   for (int64_t i = 0; i < cfg.n_layers; ++i)
-    blocks_.push_back(register_module("block" + std::to_string(i), Block(cfg, i, names[i])));
+    blocks_.push_back(register_module("block" + std::to_string(i), Block(cfg, i)));
   final_norm_ = register_module("final_norm", RMSNorm(cfg.d_model, cfg.norm_eps));
   if (!cfg.tie_embeddings) lm_head_ = register_module("lm_head", make_linear(cfg.d_model, cfg.vocab_size));
 }

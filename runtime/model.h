@@ -3,6 +3,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,8 +13,15 @@
 
 namespace mnemo {
 
+// One entry of a layer pattern: a mixer and the arguments given to that layer alone. In a config,
+// `layers` lists mixer names or objects {"mixer": name, key: value, ...}, repeated over n_layers.
+struct LayerSpec {
+  std::string mixer;
+  json args = json::object();  // keys the mixer declares (checked by parse_layer_specs)
+};
+
 // Model-wide settings; every other key of the flat config that a mixer family declares is
-// handed to that family's args struct.
+// handed to that family's args struct (in every layer whose mixer declares it).
 struct ModelConfig {
   std::string model = "transformer";  // a model family (mixer or hybrid pattern)
   int64_t vocab_size = 8192;
@@ -23,16 +31,23 @@ struct ModelConfig {
   double mlp_ratio = 4.0;
   bool tie_embeddings = true;
   double norm_eps = 1e-6;
-  std::vector<std::string> layers;  // per-layer mixer names; empty = the family's pattern
-  json mixer_args;                  // the flat config (family args are read from it)
+  std::vector<LayerSpec> layers;  // the config's pattern; empty = the family's pattern
+  json mixer_args;                // the flat config (family args are read from it)
 
+  std::vector<LayerSpec> pattern() const;         // the config's pattern, else the family's
   std::vector<std::string> layer_mixers() const;  // resolved, one per layer
+  // Arguments of layer i's mixer: the mixer's defaults <- flat keys it declares <- the layer's own.
+  json layer_args(int64_t layer_index) const;
 };
+
+// Parses a config's `layers` value (see LayerSpec): unknown mixers, keys the mixer does not declare
+// and values of the wrong type are errors naming the entry.
+std::vector<LayerSpec> parse_layer_specs(const json& layers);
 
 using ModelState = std::vector<LayerState>;
 
 struct BlockImpl : torch::nn::Module {
-  BlockImpl(const ModelConfig& cfg, int64_t layer_index, const std::string& mixer_name);
+  BlockImpl(const ModelConfig& cfg, int64_t layer_index);  // the mixer of cfg.layer_mixers()[layer_index]
   torch::Tensor forward(const torch::Tensor& h, LayerState* state);
   RMSNorm mixer_norm{nullptr}, mlp_norm{nullptr};
   std::shared_ptr<Mixer> mixer;
@@ -59,6 +74,22 @@ class LanguageModelImpl : public torch::nn::Module {
   torch::nn::Linear lm_head_{nullptr};  // only when embeddings are not tied
 };
 TORCH_MODULE(LanguageModel);
+
+// The mixer keys a model's flat config accepts (spec models.md §2.1, flat form): every argument that a mixer of its
+// pattern declares, with the family's overrides. A key that two of those mixers declare with different defaults has
+// no flat default: each layer keeps its own mixer's default unless the config sets the key flat (then it applies to
+// every layer whose mixer declares it), so no default is carried silently from one mixer to another.
+struct MixerKeys {
+  json defaults = json::object();           // key -> flat default
+  json without_default = json::object();    // key -> one declaring mixer's default (the type a value must have)
+  std::map<std::string, std::vector<std::string>> declared_by;  // key -> the pattern's mixers that declare it
+  bool contains(const std::string& key) const { return declared_by.count(key) > 0; }
+  const json& type_witness(const std::string& key) const {
+    return defaults.contains(key) ? defaults[key] : without_default[key];
+  }
+};
+// `layers`: the config's value (null or [] = the family's pattern).
+MixerKeys model_mixer_keys(const std::string& model, const json& layers);
 
 // Config keys that belong to the model skeleton (the rest are task, training or mixer keys).
 const std::vector<std::string>& model_config_keys();

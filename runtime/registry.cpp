@@ -86,4 +86,15 @@ std::vector<std::string> Registry::model_names() const {
   return v;
 }
 
+void check_mixer_args(const std::string& mixer, const json& defaults, const json& args) {
+  if (!args.is_object()) throw Error("arguments for mixer '" + mixer + "' must be a JSON object, got " + args.dump());
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    if (defaults.contains(it.key())) continue;
+    std::string known;
+    for (auto k = defaults.begin(); k != defaults.end(); ++k) known += (known.empty() ? "" : ", ") + k.key();
+    throw Error("mixer '" + mixer + "' has no argument '" + it.key() + "'; its arguments: " +
+                (known.empty() ? "(none)" : known));
+  }
+}
+
 }  // namespace mnemo

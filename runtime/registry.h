@@ -49,6 +49,9 @@ class Registry {
   std::vector<ModelFamily> models_;
 };
 
+// A mixer factory's argument check: every key of `args` is one the family declares (else Error naming it).
+void check_mixer_args(const std::string& mixer, const json& defaults, const json& args);
+
 // Helper for the common case: an args struct with NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT
 // and a mixer constructed as M(const MixerContext&, const Args&).
 template <class Args, class M>
@@ -59,8 +62,14 @@ MixerFamily make_mixer_family(const std::string& name, const std::string& descri
   f.description = description;
   f.defaults = json(Args{});
   f.cpu_quickstart = cpu_quickstart;
-  f.make = [](const MixerContext& ctx) -> std::shared_ptr<Mixer> {
-    Args a = ctx.args.get<Args>();
+  f.make = [name, defaults = f.defaults](const MixerContext& ctx) -> std::shared_ptr<Mixer> {
+    check_mixer_args(name, defaults, ctx.args);
+    Args a;
+    try {
+      a = ctx.args.get<Args>();
+    } catch (const json::exception& e) {
+      throw Error("invalid arguments for mixer '" + name + "': " + e.what());
+    }
     return std::make_shared<M>(ctx, a);
   };
   return f;

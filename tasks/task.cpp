@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "core/config_values.h"
+
 namespace mnemo {
 
 std::vector<json> TokenTask::generate_rows(Split split, int64_t n, uint64_t seed) const {
@@ -68,7 +70,7 @@ json TaskRegistry::resolve(const std::string& name, const json& user) const {
     const json& def = f.defaults[it.key()];
     json value = it.value();
     if (!same_kind(def, value))
-      throw Error("task '" + name + "' parameter '" + it.key() + "' expects a " + def.type_name() +
+      throw Error("task '" + name + "' parameter '" + it.key() + "' expects a " + expected_type_name(def) +
                   " (default " + def.dump() + "), got " + value.dump());
     if (def.is_boolean() && value.is_number_integer()) value = value.get<int64_t>() != 0;
     params[it.key()] = value;

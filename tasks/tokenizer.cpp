@@ -1,11 +1,21 @@
 #include "tasks/tokenizer.h"
 
 #include <dlfcn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace mnemo {
 
@@ -256,6 +266,156 @@ std::shared_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   return tok;
 }
 
+namespace {
+
+using SpmArgs = std::unordered_map<std::string, std::string>;
+
+// What one run of SentencePiece's trainer came to.
+struct SpmOutcome {
+  bool ok = false;
+  int signal = 0;     // the trainer crashed with this signal
+  std::string error;  // SentencePiece's own error message
+};
+
+// SentencePiece's trainer runs in a forked child: it segfaults (BPE, when the text has fewer merge candidates
+// than the vocabulary asks for) or aborts on some inputs, and a crash inside the library must not take mnemo
+// down. The child writes SentencePiece's error message, if any, into a pipe.
+SpmOutcome train_in_child(const SpmArgs& kw) {
+  const SpmBridge& bridge = spm_bridge();  // opened here, in the parent
+  std::vector<const char*> keys, values;
+  for (const auto& [k, v] : kw) {
+    keys.push_back(k.c_str());
+    values.push_back(v.c_str());
+  }
+  int fds[2];
+  if (pipe(fds) != 0) throw Error(std::string("tokenizer train: pipe() failed: ") + std::strerror(errno));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    throw Error(std::string("tokenizer train: fork() failed: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    const struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);  // a crash here is expected on some inputs: no core file
+    char err[kErrLen] = {0};
+    const bool ok = bridge.train(keys.data(), values.data(), keys.size(), err, kErrLen) != 0;
+    if (!ok) {
+      const ssize_t w = write(fds[1], err, strnlen(err, kErrLen));
+      (void)w;
+    }
+    close(fds[1]);
+    _exit(ok ? 0 : 3);
+  }
+  close(fds[1]);
+  std::string message;
+  char buf[512];
+  while (true) {
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n > 0) message.append(buf, static_cast<size_t>(n));
+    else if (n == 0 || errno != EINTR) break;
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw Error(std::string("tokenizer train: waitpid() failed: ") + std::strerror(errno));
+  SpmOutcome out;
+  if (WIFSIGNALED(status)) {
+    out.signal = WTERMSIG(status);
+    return out;
+  }
+  out.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!out.ok) out.error = message.empty() ? "the trainer exited with status " + std::to_string(WEXITSTATUS(status))
+                                           : message;
+  return out;
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGKILL: return "SIGKILL";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+// What the training text can yield. Every piece of a whitespace-split SentencePiece model is a substring of
+// one "▁word", so for ASCII text (which NFKC normalisation does not lengthen) the vocabulary is at most
+// 3 special pieces + the distinct characters and ▁ + Σ over distinct words of the substrings of ▁word that
+// are 2 or more symbols long (L·(L+1)/2 for a word of L characters) (+ 256 byte pieces with byte fallback).
+struct TextStats {
+  uint64_t bytes = 0;
+  bool ascii = true;
+  int64_t distinct_chars = 0, distinct_words = 0;
+  int64_t max_pieces = 0;  // the bound above; meaningful when ascii
+};
+
+TextStats text_stats(const std::vector<std::string>& files, bool byte_fallback) {
+  TextStats st;
+  std::unordered_set<std::string> words;
+  std::set<std::string> chars;  // UTF-8 sequences
+  for (const auto& f : files) {
+    const std::string text = read_text_file(f);
+    st.bytes += text.size();
+    size_t i = 0;
+    while (i < text.size()) {
+      while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+      size_t j = i;
+      while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j]))) {
+        const auto c = static_cast<unsigned char>(text[j]);
+        const size_t n = std::max<size_t>(1, utf8_sequence_length(text, j));
+        if (c >= 0x80) st.ascii = false;
+        chars.insert(text.substr(j, n));
+        j += n;
+      }
+      if (j > i) words.insert(text.substr(i, j - i));
+      i = j;
+    }
+  }
+  st.distinct_chars = static_cast<int64_t>(chars.size());
+  st.distinct_words = static_cast<int64_t>(words.size());
+  int64_t merged = 0;
+  for (const auto& w : words) {
+    const int64_t L = static_cast<int64_t>(w.size());
+    merged += L * (L + 1) / 2;
+  }
+  st.max_pieces = 3 + (byte_fallback ? 256 : 0) + st.distinct_chars + 1 + merged;
+  return st;
+}
+
+// The largest vocabulary in [lo, hi) that SentencePiece trains on this text without crashing or failing
+// (found by bisection, each try in a child process writing into a scratch folder); 0 if even lo fails.
+int64_t largest_trainable_vocab(SpmArgs kw, int64_t lo, int64_t hi) {
+  const fs::path scratch = fs::temp_directory_path() / ("mnemo-spm-probe-" + std::to_string(getpid()));
+  fs::create_directories(scratch);
+  kw["model_prefix"] = (scratch / "probe").string();
+  kw["minloglevel"] = "2";  // the tries' warnings are noise
+  auto ok = [&](int64_t v) {
+    kw["vocab_size"] = std::to_string(v);
+    return train_in_child(kw).ok;
+  };
+  int64_t best = 0;
+  if (lo < hi && ok(lo)) {
+    best = lo;
+    int64_t bad = hi;
+    while (bad - best > 1) {
+      const int64_t mid = best + (bad - best) / 2;
+      (ok(mid) ? best : bad) = mid;
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  return best;
+}
+
+}  // namespace
+
 std::string train_sentencepiece(const SentencePieceTrainOptions& o) {
   if (o.inputs.empty()) throw Error("tokenizer train: no --input files given");
   for (const auto& f : o.inputs)
@@ -271,7 +431,7 @@ std::string train_sentencepiece(const SentencePieceTrainOptions& o) {
 
   std::string inputs;
   for (const auto& f : o.inputs) inputs += (inputs.empty() ? "" : ",") + f;
-  std::unordered_map<std::string, std::string> kw = {
+  SpmArgs kw = {
       {"input", inputs},
       {"model_prefix", o.out_prefix},
       {"vocab_size", std::to_string(o.vocab_size)},
@@ -289,14 +449,33 @@ std::string train_sentencepiece(const SentencePieceTrainOptions& o) {
     kw["input_sentence_size"] = std::to_string(o.input_sentence_size);
     kw["shuffle_input_sentence"] = "true";
   }
-  std::vector<const char*> keys, values;
-  for (const auto& [k, v] : kw) {
-    keys.push_back(k.c_str());
-    values.push_back(v.c_str());
-  }
-  char err[kErrLen] = {0};
-  if (!spm_bridge().train(keys.data(), values.data(), keys.size(), err, kErrLen))
-    throw Error(std::string("tokenizer train: SentencePiece trainer failed: ") + err);
+  std::string files;  // for messages: "t.txt" or "a.txt, b.txt (3 files)"
+  for (size_t i = 0; i < o.inputs.size() && i < 3; ++i) files += (i ? ", " : "") + o.inputs[i];
+  if (o.inputs.size() > 3) files += ", ... (" + std::to_string(o.inputs.size()) + " files)";
+
+  // A vocabulary the text cannot yield: say so with the maximum instead of letting SentencePiece crash.
+  const TextStats st = text_stats(o.inputs, o.byte_fallback);
+  constexpr uint64_t kProbeBytes = 1 << 20;  // small inputs: find the exact maximum by trying
+  const int64_t lowest = std::min<int64_t>(o.vocab_size - 1, std::max<int64_t>(8, st.distinct_chars + 4));
+  auto too_large = [&](const std::string& why) {
+    std::string msg = "tokenizer train: --vocab-size " + std::to_string(o.vocab_size) + " is more than " + files +
+                      " can yield (" + std::to_string(st.distinct_chars) + " distinct characters, " +
+                      std::to_string(st.distinct_words) + " distinct words)";
+    int64_t most = 0;
+    if (st.bytes <= kProbeBytes) most = largest_trainable_vocab(kw, lowest, o.vocab_size);
+    if (most > 0)
+      msg += ": it supports at most " + std::to_string(most) + " " + o.model_type + " pieces";
+    else if (st.ascii)
+      msg += ": at most " + std::to_string(st.max_pieces) + " pieces";
+    msg += why + "; use a smaller --vocab-size or more text";
+    return Error(msg);
+  };
+  if (st.ascii && o.vocab_size > st.max_pieces) throw too_large("");
+
+  const SpmOutcome r = train_in_child(kw);
+  if (r.signal != 0)
+    throw too_large(" (SentencePiece's " + o.model_type + " trainer crashed with " + signal_name(r.signal) + ")");
+  if (!r.ok) throw Error("tokenizer train: SentencePiece trainer failed on " + files + ": " + r.error);
   const std::string model = o.out_prefix + ".model";
   if (!fs::is_regular_file(model)) throw Error("tokenizer train: trainer did not write '" + model + "'");
   return model;

@@ -161,8 +161,8 @@ TEST_CASE("mixer contract: gradients reach every parameter (defined, finite, not
 // How arguments are resolved: a run's flat config goes through resolve_run_config, which knows every key of the
 // model's mixers and refuses unknown keys and values of the wrong JSON type; the model's blocks then hand each mixer
 // the keys its defaults declare (BlockImpl), and a value its args struct cannot read becomes a mnemo::Error there
-// too (e.g. a config that did not come through resolve_run_config). The factory alone (MixerFamily::make, i.e.
-// make_mixer_family's args.get<Args>()) ignores keys it does not declare and throws nlohmann's type_error.
+// too (e.g. a config that did not come through resolve_run_config). The factory alone (MixerFamily::make) refuses
+// an undeclared key and a value its args struct cannot read with mnemo::Error as well.
 TEST_CASE("mixer contract: an unknown argument key and a wrongly typed value are refused with mnemo::Error",
           "[contract]") {
   for (const auto& name : Registry::instance().mixer_names()) {
@@ -180,13 +180,19 @@ TEST_CASE("mixer contract: an unknown argument key and a wrongly typed value are
       // The well-formed baselines pass, and every argument is a key of the run's config.
       json resolved;
       REQUIRE_NOTHROW(resolved = resolve_run_config(run));
-      REQUIRE_NOTHROW(Block(model, 0, name));
+      REQUIRE_NOTHROW(Block(model, 0));
       for (auto it = defaults.begin(); it != defaults.end(); ++it) CHECK(resolved.contains(it.key()));
 
       json unknown = run;
       unknown["no_such_mixer_argument"] = 1;
       CHECK_THROWS_AS(resolve_run_config(unknown), Error);
       CHECK_THROWS_WITH(resolve_run_config(unknown), Catch::Contains("no_such_mixer_argument"));
+      MixerContext ctx;
+      ctx.d_model = kD;
+      ctx.n_heads = kHeads;
+      ctx.args = defaults;
+      ctx.args["no_such_mixer_argument"] = 1;
+      CHECK_THROWS_WITH(Registry::instance().mixer(name).make(ctx), Catch::Contains("no_such_mixer_argument"));
 
       for (auto it = defaults.begin(); it != defaults.end(); ++it) {
         const json bad = wrongly_typed(it.value());
@@ -197,7 +203,10 @@ TEST_CASE("mixer contract: an unknown argument key and a wrongly typed value are
         CHECK_THROWS_WITH(resolve_run_config(user), Catch::Contains("'" + it.key() + "'"));
         ModelConfig bad_model = model;
         bad_model.mixer_args[it.key()] = bad;
-        CHECK_THROWS_AS(Block(bad_model, 0, name), Error);
+        CHECK_THROWS_AS(Block(bad_model, 0), Error);
+        ctx.args = defaults;
+        ctx.args[it.key()] = bad;
+        CHECK_THROWS_AS(Registry::instance().mixer(name).make(ctx), Error);
       }
     }
   }

@@ -166,7 +166,9 @@ void run_check_kernel(CheckKernelOptions o) {
       ++form_runs;
       form_failures += !c.pass();
     }
-    if (!r.pass()) failed_files.push_back(std::filesystem::path(path).filename().string());
+    if (!r.pass())
+      failed_files.push_back(std::filesystem::path(path).filename().string() +
+                             (r.error.empty() ? "" : " (" + r.error + ")"));
     results.push_back(std::move(r));
   }
   if (o.json_output) std::cout << report.dump(2) << "\n";

@@ -1,4 +1,4 @@
-// `mnemo eval --checkpoint DIR --task NAME [--param value ...] [--n N] [--seed S] [--db FILE]`
+// `mnemo eval --checkpoint DIR --task NAME [--param value ...] [--n N] [--seed S] [--db FILE] [--keep-previous]`
 #include <iostream>
 
 #include "cli/commands/commands.h"
@@ -21,6 +21,9 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--batch-size", a.batch_size, "Evaluation batch size")->check(CLI::PositiveNumber);
   sub->add_option("--db", a.db, std::string("Results database (default ") + kDefaultDbPath + ")");
   sub->add_option("--device", a.device, "cpu | cuda | auto");
+  sub->add_flag("--keep-previous", a.keep_previous,
+                "Keep the earlier rows of cells evaluated before (the new rows say how many in "
+                "details_json.kept_previous); by default a cell's new value replaces them");
   sub->allow_extras();
   sub->callback([sub, seed_opt, n_opt] {
     a.seed_given = seed_opt->count() > 0;

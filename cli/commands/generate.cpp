@@ -29,22 +29,45 @@ void add_generate_command(CLI::App& app) {
   sub->add_option("--out", a.out, "Output JSONL file")->required();
   sub->allow_extras();
   sub->callback([sub] {
+    // All rows are built in memory before the file is written: refuse what cannot fit instead of std::bad_alloc.
+    constexpr int64_t kMaxExamples = 10'000'000;
+    if (a.n > kMaxExamples)
+      throw Error("generate: --n " + std::to_string(a.n) + " is more than one file holds (at most " +
+                  std::to_string(kMaxExamples) + " examples); write several files with disjoint --seed ranges");
+    std::error_code ec;
+    if (std::filesystem::is_directory(a.out, ec))
+      throw Error("generate: --out " + a.out + " is a directory; give a file name, e.g. " +
+                  (std::filesystem::path(a.out) / (a.task + ".jsonl")).string());
     json params = extras_to_params(sub->remaining());
     // `mnemo generate mad --task selective_copying ...` == `mnemo generate mad_selective_copying ...`
     const std::string task_name = resolve_task_alias(a.task, params);
     if (task_name != a.task) params.erase("task");
     auto task = TaskRegistry::instance().make(task_name, params);
-    auto rows = task->generate_rows(a.split == "train" ? Split::train : Split::test, a.n, a.seed);
+    std::vector<json> rows;
+    try {
+      rows = task->generate_rows(a.split == "train" ? Split::train : Split::test, a.n, a.seed);
+    } catch (const std::bad_alloc&) {
+      throw Error("generate: not enough memory for " + std::to_string(a.n) + " examples of " + task_name +
+                  "; use a smaller --n");
+    }
     std::filesystem::path out(a.out);
     if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
     const std::string tmp = a.out + ".tmp";
-    {
-      std::ofstream f(tmp);
-      if (!f) throw Error("cannot write " + a.out);
-      for (const auto& r : rows) f << r.dump() << "\n";
-      if (!f) throw Error("write failed: " + a.out);
+    try {
+      {
+        std::ofstream f(tmp);
+        if (!f) throw Error("generate: cannot write " + tmp + " (for --out " + a.out + ")");
+        for (const auto& r : rows) f << r.dump() << "\n";
+        if (!f) throw Error("generate: write failed: " + tmp + " (for --out " + a.out + ")");
+      }
+      std::filesystem::rename(tmp, a.out);
+    } catch (const std::filesystem::filesystem_error& e) {
+      std::filesystem::remove(tmp, ec);  // never leave OUT.tmp behind
+      throw Error("generate: cannot write --out " + a.out + ": " + e.code().message());
+    } catch (...) {
+      std::filesystem::remove(tmp, ec);
+      throw;
     }
-    std::filesystem::rename(tmp, a.out);
     std::cout << "wrote " << rows.size() << " examples of " << task_name << " " << task->params().dump() << " to "
               << a.out << "\n";
   });

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/commands/commands.h"
+#include "runtime/model.h"
 #include "runtime/registry.h"
 #include "tasks/task.h"
 
@@ -16,14 +17,21 @@ void add_info_commands(CLI::App& app) {
     json out = json::array();
     for (const auto& name : reg.model_names()) {
       const auto& m = reg.model(name);
-      json args = json::object();
-      for (const auto& layer : m.layer_pattern) args.update(reg.mixer(layer).defaults);
-      args.update(m.overrides);
-      out.push_back({{"name", name},
-                     {"description", m.description},
-                     {"layers", m.layer_pattern},
-                     {"defaults", args},
-                     {"cpu_quickstart", m.cpu_quickstart}});
+      const MixerKeys keys = model_mixer_keys(name, json());
+      json entry = {{"name", name},
+                    {"description", m.description},
+                    {"layers", m.layer_pattern},
+                    {"defaults", keys.defaults},
+                    {"cpu_quickstart", m.cpu_quickstart}};
+      // Keys whose default differs between the pattern's mixers: each layer keeps its own unless set flat.
+      if (!keys.without_default.empty()) {
+        json per_layer = json::object();
+        for (auto it = keys.without_default.begin(); it != keys.without_default.end(); ++it)
+          for (const auto& mixer : keys.declared_by.at(it.key()))
+            per_layer[it.key()][mixer] = reg.mixer(mixer).defaults[it.key()];
+        entry["per_layer_defaults"] = per_layer;
+      }
+      out.push_back(entry);
     }
     if (models_json) {
       std::cout << out.dump(2) << "\n";
@@ -33,6 +41,8 @@ void add_info_commands(CLI::App& app) {
       std::cout << m["name"].get<std::string>() << "  —  " << m["description"].get<std::string>() << "\n";
       if (m["layers"].size() > 1) std::cout << "    layers: " << m["layers"].dump() << "\n";
       std::cout << "    defaults: " << m["defaults"].dump() << "\n";
+      if (m.contains("per_layer_defaults"))
+        std::cout << "    per-layer defaults (set flat for all, or per layer): " << m["per_layer_defaults"].dump() << "\n";
     }
   });
 

@@ -1,5 +1,6 @@
 // `mnemo quickstart [--db FILE] [--out DIR] [--jobs N]`: the main job on the embedded default —
 // a small MQAR sweep over every CPU-feasible registered architecture, then the report.
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -58,6 +59,10 @@ void add_quickstart_command(CLI::App& app) {
     opt.jobs = jobs;
     opt.out_root = runs;
     auto sum = run_sweep(quickstart_sweep(models), opt);
+    if (sum.stop_signal != 0) {  // SIGINT/SIGTERM: the sweep forwarded it to its workers and waited
+      std::cerr << "mnemo: quickstart stopped by signal " << sum.stop_signal << "; re-run it to resume\n";
+      std::exit(128 + sum.stop_signal);
+    }
     ResultsDB results(db);
     write_report(results, out, report_catalog());
     std::cout << "report: " << (std::filesystem::path(out) / "report.md").string() << "\n"

@@ -24,7 +24,8 @@ void add_report_command(CLI::App& app) {
                   " does not exist (pass --db FILE; `mnemo train`, `mnemo sweep` and `mnemo bench` "
                   "create it)");
     if (!fs::is_regular_file(*db_path)) throw Error("results database " + *db_path + " is not a file");
-    ResultsDB db(*db_path);
+    // Read-only: works on a read-only file and refuses a SQLite file without mnemo's schema.
+    ResultsDB db(*db_path, OpenMode::read_only);
     std::string md = write_report(db, *out_dir, report_catalog());
     std::cout << "wrote " << md << " and " << (fs::path(*out_dir) / "report.html").string()
               << " (figures in " << (fs::path(*out_dir) / "figures").string() << ")\n";

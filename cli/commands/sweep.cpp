@@ -1,4 +1,6 @@
 // `mnemo sweep --config SWEEP.json [--db FILE] [--jobs N] [--out DIR] [--device D]`
+#include <csignal>
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/commands/commands.h"
@@ -12,7 +14,8 @@ void add_sweep_command(CLI::App& app) {
   static int jobs = 1;
   auto* sub = app.add_subcommand("sweep",
                                  "Run a grid of training runs (cases × grid over config keys) with N worker "
-                                 "processes; completed cells are skipped on re-run");
+                                 "processes; completed cells are skipped on re-run, several sweeps on one DB share "
+                                 "the cells (each runs once); SIGINT/SIGTERM stop the workers (resumable)");
   sub->add_option("--config", config, "Sweep file: {name, base, cases, grid}")->required();
   sub->add_option("--db", db, std::string("Results database (default ") + kDefaultDbPath + ")");
   sub->add_option("--jobs", jobs, "Worker processes")->check(CLI::PositiveNumber);
@@ -25,6 +28,12 @@ void add_sweep_command(CLI::App& app) {
     opt.out_root = out;
     opt.device = device;
     auto sum = run_sweep(read_json_file(config), opt);
+    if (sum.stop_signal != 0) {  // SIGINT/SIGTERM: forwarded to the workers, which were waited for
+      const char* sig = sum.stop_signal == SIGINT ? "SIGINT" : sum.stop_signal == SIGTERM ? "SIGTERM" : "a signal";
+      std::cerr << "mnemo: sweep stopped by " << sig << "; re-run the same command to resume\n";
+      std::cout.flush();
+      std::exit(128 + sum.stop_signal);
+    }
     if (sum.failed > 0) {
       std::string msg = std::to_string(sum.failed) + " sweep cell(s) failed:";
       for (const auto& f : sum.failures) msg += "\n  " + f;

@@ -1,8 +1,11 @@
 // `mnemo train --config FILE.json [--set key=value]... [--db FILE] [--out DIR] [--device D] [--resume]`
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/commands/commands.h"
 #include "core/defaults.h"
+#include "core/signals.h"
 #include "engine/run_config.h"
 #include "engine/trainer.h"
 
@@ -57,11 +60,26 @@ void add_train_command(CLI::App& app) {
     opt.sweep = a.sweep;
     opt.quiet = a.quiet;
     opt.stop_after = a.stop_after;
+    // SIGINT / SIGTERM: the loop checkpoints, marks the run 'stopped' and returns; exit 128 + signal.
+    install_stop_handlers();
     auto r = train(cfg, opt);
-    json summary = {{"run_id", r.run_id}, {"steps", r.steps}, {"best_test_accuracy", r.best_test_accuracy},
-                    {"final_test_accuracy", r.final_test_accuracy}, {"final_train_loss", r.final_train_loss},
-                    {"train_tokens_per_s", r.tokens_per_s}, {"wall_s", r.wall_s}, {"out_dir", r.out_dir},
-                    {"db", a.db}};
+    if (r.stop_signal != 0) {
+      std::cout.flush();
+      if (r.run_id == 0)
+        std::cerr << "mnemo: interrupted by " << stop_signal_name() << " before the run started; nothing recorded\n";
+      else
+        std::cerr << "mnemo: interrupted by " << stop_signal_name() << ": run " << r.run_id << " stopped at step "
+                  << r.steps << " (checkpoint in " << r.out_dir << "); the same command with --resume continues\n";
+      std::cerr.flush();
+      std::exit(128 + r.stop_signal);
+    }
+    auto number = [](double v) { return std::isnan(v) ? json(nullptr) : json(v); };  // NaN: not measured
+    json summary = {{"run_id", r.run_id}, {"steps", r.steps}, {"best_test_accuracy", number(r.best_test_accuracy)},
+                    {"final_test_accuracy", number(r.final_test_accuracy)},
+                    {"final_train_loss", number(r.final_train_loss)}, {"train_tokens_per_s", r.tokens_per_s},
+                    {"wall_s", r.wall_s}, {"out_dir", r.out_dir}, {"db", a.db}};
+    if (r.already_completed) summary["already_completed"] = true;
+    if (r.stopped) summary["stopped"] = true;
     std::cout << summary.dump() << "\n";
   });
 }

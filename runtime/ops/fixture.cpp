@@ -179,8 +179,11 @@ std::vector<FormCheck> check_fixture(const Fixture& f, const KernelOp& op,
       FormCheck check;
       check.form = form;
       check.chunk_size = c;
+      std::string unnamed;  // an output of the op that the fixture does not have
       try {
         TensorMap out = op.run(inputs, f.params, form, c);
+        for (const auto& [name, t] : out)
+          if (unnamed.empty() && f.outputs.find(name) == f.outputs.end()) unnamed = name;
         for (const auto& [name, expected] : f.outputs) {
           auto [rtol, atol] = fixture_tolerance(f, name, precision);
           auto it = out.find(name);
@@ -191,6 +194,14 @@ std::vector<FormCheck> check_fixture(const Fixture& f, const KernelOp& op,
         check.error = e.what_without_backtrace();
       } catch (const std::exception& e) {
         check.error = e.what();
+      }
+      // A fixture whose expected output was deleted would pass on the outputs left: refuse it.
+      if (!unnamed.empty()) {
+        std::string named;
+        for (const auto& [name, t] : f.outputs) named += (named.empty() ? "" : ", ") + name;
+        throw Error("fixture " + f.path + ": field outputs." + unnamed + " is missing: op '" + f.op + "' (form " +
+                    check.label() + ") produces output '" + unnamed + "', and a fixture must name every output it " +
+                    "checks (the fixture has: " + named + ")");
       }
       checks.push_back(std::move(check));
     }

@@ -1,0 +1,202 @@
+// Issue 18, "Messages": every bad input named in it ends in one `mnemo: error: ...` line that names the
+// option, key or file at fault, with exit status 1 (items 6, 8, 12, 13, 14). All cases stop before training.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "core/common.h"
+#include "core/config_values.h"
+#include "engine/config_checks.h"
+#include "engine/run_config.h"
+#include "engine/sweep.h"
+#include "runtime/ops/fixture.h"
+#include "tests/test_util.h"
+
+using namespace mnemo;
+using mnemo::test::run_mnemo;
+using mnemo::test::temp_dir;
+
+namespace {
+
+// Exit 1 and exactly one line, starting "mnemo: error: ", that contains `what`.
+void require_cli_error(const mnemo::test::CommandResult& r, const std::string& what) {
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.rfind("mnemo: error: ", 0) == 0);
+  CHECK(r.output.find('\n') == r.output.size() - 1);  // one line
+  CHECK_THAT(r.output, Catch::Contains(what));
+}
+
+void write_file(const std::filesystem::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+const char* kTiny = "--model transformer --task mqar --set d_model=32 --set n_layers=1 --set n_heads=2 --set seq_len=32 "
+                    "--set num_kv_pairs=2 --set vocab_size=64 --set batch_size=16 --set n_train=200 --set n_test=32 "
+                    "--set steps=2 --quiet";
+
+}  // namespace
+
+TEST_CASE("command-line parse errors: one `mnemo: error:` line, exit 1, bounds said plainly", "[messages][cli]") {
+  auto dir = temp_dir("msg_parse");
+  const std::string out = (dir / "x.jsonl").string();
+  require_cli_error(run_mnemo("generate mqar --n 0 --seed 0 --out " + out), "--n must be >= 1, got 0");
+  require_cli_error(run_mnemo("sweep --config " + out + " --jobs 0"), "--jobs must be >= 1, got 0");
+  require_cli_error(run_mnemo("quickstart --jobs -2"), "--jobs must be >= 1, got -2");
+  require_cli_error(run_mnemo("train --bogus 1"), "unexpected argument(s): --bogus");
+  require_cli_error(run_mnemo("train --bogus 1"), "mnemo train --help");
+  require_cli_error(run_mnemo("score --task sniah_1"), "--predictions is required");
+  require_cli_error(run_mnemo("generate mqar --n 1e12 --seed 0 --out " + out), "--n expects an integer, got '1e12'");
+  require_cli_error(run_mnemo("run learnability --setting 7 --memory x"), "--setting must be in [1, 5], got 7");
+  // --help is not an error
+  auto help = run_mnemo("train --help");
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.output, Catch::Contains("--stop-after"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("global options are accepted after the subcommand too", "[messages][cli]") {
+  auto dir = temp_dir("msg_global");
+  auto r = run_mnemo("models --data-dir " + dir.string());
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 0);
+  // the data dir given after `train` is the one used (and train's own errors follow the same format)
+  require_cli_error(run_mnemo("train --data-dir " + dir.string() + " --model transformer --task nope --db " +
+                              (dir / "r.sqlite").string()),
+                    "unknown task 'nope'");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("out-of-range command-line values and environment are refused", "[messages][cli]") {
+  require_cli_error(run_mnemo(std::string("train ") + kTiny + " --stop-after -3"), "--stop-after must be >= 0, got -3");
+  ::setenv("MNEMO_THREADS", "abc", 1);  // inherited by the child
+  auto r = run_mnemo("models");
+  ::unsetenv("MNEMO_THREADS");
+  require_cli_error(r, "$MNEMO_THREADS must be a positive integer");
+  CHECK_THAT(r.output, Catch::Contains("'abc'"));
+}
+
+TEST_CASE("bench prints the d_model it measures when --set d_model is given", "[messages][cli]") {
+  auto r = run_mnemo("bench --model transformer --set d_model=64 --n-layers 1 --seq-lens 8 --warmup 0 --repeats 1 "
+                     "--no-db");
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("d_model 64,"));
+}
+
+TEST_CASE("files: a folder, an overflowing number, generate --out DIR and a huge --n name the file", "[messages][cli]") {
+  auto dir = temp_dir("msg_files");
+  const auto folder = dir / "folder";
+  std::filesystem::create_directories(folder);
+  require_cli_error(run_mnemo("train --config " + folder.string()), folder.string() + " is a directory");
+  require_cli_error(run_mnemo("score --task sniah_1 --predictions " + folder.string()), "is a directory");
+
+  write_file(dir / "big.json", R"({"model": "transformer", "task": "mqar", "lr": 1e999})");
+  auto big = run_mnemo("train --config " + (dir / "big.json").string());
+  require_cli_error(big, (dir / "big.json").string());
+  CHECK_THAT(big.output, Catch::Contains("1e999") && !Catch::Contains("[json.exception"));
+  require_cli_error(run_mnemo(std::string("train ") + kTiny + " --set lr=1e999"), "config key 'lr': the number 1e999");
+
+  auto gen = run_mnemo("generate mqar --n 3 --seed 0 --out " + folder.string());
+  require_cli_error(gen, "--out " + folder.string() + " is a directory");
+  CHECK_FALSE(std::filesystem::exists(folder.string() + ".tmp"));
+  require_cli_error(run_mnemo("generate mqar --n 1000000000000 --seed 0 --out " + (dir / "x.jsonl").string()),
+                    "at most 10000000 examples");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("config values: integers, ranges and finite numbers name the key", "[messages][config]") {
+  // Integer-typed keys refuse 1.5 in words (resolve_run_config's type rule).
+  CHECK(expected_type_name(json(1000)) == "number (an integer)");
+  CHECK(expected_type_name(json(0.5)) == "number");
+  CHECK_FALSE(value_fits_default(json(1000), json(1.5)));
+  CHECK_THROWS_WITH(resolve_run_config({{"model", "transformer"}, {"task", "mqar"}, {"steps", 1.5}}),
+                    Catch::Contains("'steps' expects a number (an integer)"));
+  CHECK_THROWS_WITH(key_value_pairs_to_json({"lr=1e999"}), Catch::Contains("'lr'") && Catch::Contains("1e999"));
+
+  const json base = resolve_run_config({{"model", "transformer"}, {"task", "mqar"}});
+  CHECK_NOTHROW(validate_run_config(base));
+  auto refused = [&](const std::string& key, const json& value, const std::string& what) {
+    json cfg = base;
+    cfg[key] = value;
+    CAPTURE(key, value.dump());
+    CHECK_THROWS_WITH(validate_run_config(cfg), Catch::Contains("config key '" + key + "'") && Catch::Contains(what));
+  };
+  refused("steps", 0, "must be >= 1, got 0");
+  refused("steps", 1.5, "expects a number (an integer), got 1.5");
+  refused("eval_every", -5, "must be >= 1, got -5");
+  refused("log_every", 0, ">= 1");
+  refused("batch_size", 0, ">= 1");
+  refused("eval_batch_size", 0, "must be >= 1, got 0");
+  refused("n_train", -1, ">= 0");
+  refused("lr", -1, "must be > 0, got -1");
+  refused("lr", 0, "> 0");
+  refused("beta1", 1.5, "must be in [0, 1), got 1.5");
+  refused("beta2", 1.0, "in [0, 1)");
+  refused("adam_eps", 0, "> 0");
+  refused("weight_decay", -0.1, ">= 0");
+  refused("grad_clip", -1, "must be >= 0, got -1");
+  refused("warmup_frac", 5, "must be in [0, 1], got 5");
+  refused("min_lr_ratio", -1, "must be in [0, 1], got -1");
+  refused("early_stop_acc", 2, "in [0, 1]");
+  refused("mlp_ratio", 0, "must be > 0, got 0");
+  refused("d_model", 0, ">= 1");
+  refused("n_heads", 0, ">= 1");
+  refused("n_layers", 0, ">= 1");
+  json ok = base;
+  ok["grad_clip"] = 0;  // 0 = off
+  ok["early_stop_acc"] = 0;
+  ok["n_train"] = 0;
+  CHECK_NOTHROW(validate_run_config(ok));
+}
+
+TEST_CASE("sweep files that are not an object, or with a non-string name, are named", "[messages][sweep]") {
+  CHECK_THROWS_WITH(expand_sweep(json::array({1, 2})), Catch::Contains("must be a JSON object") &&
+                                                           Catch::Contains("an array"));
+  CHECK_THROWS_WITH(expand_sweep(json()), Catch::Contains("must be a JSON object") && Catch::Contains("null"));
+  CHECK_THROWS_WITH(expand_sweep({{"name", 5}}), Catch::Contains("sweep field 'name' must be a string, got 5"));
+}
+
+TEST_CASE("tokenizer train on a text too small for the vocabulary is an error, not a crash", "[messages][tokenizer]") {
+  auto dir = temp_dir("msg_tok");
+  const std::string text = (dir / "t.txt").string();
+  write_file(text, "the quick brown fox jumps over the lazy dog\n");
+  // SentencePiece's BPE trainer segfaulted here (rc 139)
+  auto r = run_mnemo("tokenizer train --input " + text + " --vocab-size 100 --model-type bpe --out " +
+                     (dir / "tk" / "t").string());
+  require_cli_error(r, text);
+  CHECK_THAT(r.output, Catch::Contains("--vocab-size 100") && Catch::Contains("at most"));
+  // far beyond what the text holds: refused before SentencePiece runs
+  auto big = run_mnemo("tokenizer train --input " + text + " --vocab-size 8000 --model-type bpe --out " +
+                       (dir / "tk" / "t").string());
+  require_cli_error(big, "--vocab-size 8000");
+  CHECK_THAT(big.output, Catch::Contains("at most"));
+  // a vocabulary the text supports still trains
+  auto ok = run_mnemo("tokenizer train --input " + text + " --vocab-size 40 --model-type bpe --out " +
+                      (dir / "tk" / "t").string());
+  CAPTURE(ok.output);
+  CHECK(ok.exit_code == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("check-kernel refuses a fixture that lacks an output of its op", "[messages][fixtures]") {
+  const auto source = std::filesystem::path(fixtures_dir()) / "gla__seed1__T16.json";
+  if (!std::filesystem::exists(source)) {
+    WARN("no fixture " << source << "; skipped");
+    return;
+  }
+  auto dir = temp_dir("msg_fixture");
+  json j = read_json_file(source.string());
+  j["outputs"].erase("final_state");
+  j["tolerance_hint"].erase("final_state");
+  const std::string path = (dir / "gla_no_state.json").string();
+  std::ofstream(path) << j.dump();
+  auto r = run_mnemo("check-kernel " + path);
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("mnemo: error: ") && Catch::Contains(path) &&
+                           Catch::Contains("outputs.final_state"));
+  CHECK_THROWS_WITH(check_fixture(load_fixture(path), KernelOpRegistry::instance().at("gla"), {16}),
+                    Catch::Contains(path) && Catch::Contains("outputs.final_state"));
+  std::filesystem::remove_all(dir);
+}
