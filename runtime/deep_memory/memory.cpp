@@ -2,6 +2,8 @@
 // gradients as rank-1 terms, the dual-form chunk read-out and the momentum/decay coefficients.
 #include "runtime/deep_memory/memory.h"
 
+#include "runtime/mixer.h"
+
 #include <cmath>
 #include <limits>
 
@@ -247,6 +249,21 @@ void momentum_step(MemoryWeights& w, MemoryWeights& s, const torch::Tensor& keep
     s[l] = (eta.defined() && s[l].defined()) ? e(eta) * s[l] + step : step;
     w[l] = (keep.defined() ? e(keep) * w[l] : w[l]) + s[l];
   }
+}
+
+MemoryWeights current_memory_weights(const MemoryWeights& init_weights, const std::string& key, LayerState* state,
+                                     int64_t batch, torch::ScalarType dt) {
+  MemoryWeights w;
+  for (size_t l = 0; l < init_weights.size(); ++l) {
+    const std::string name = key + "_w" + std::to_string(l);
+    if (state && state->has(name)) {
+      w.push_back(state->at(name).to(dt));
+    } else {
+      const auto& p = init_weights[l];
+      w.push_back(p.to(dt).unsqueeze(0).expand({batch, p.size(0), p.size(1), p.size(2)}));
+    }
+  }
+  return w;
 }
 
 }  // namespace mnemo

@@ -51,6 +51,7 @@ struct DeepMemorySpec {
   void validate(const std::string& who) const;  // throws Error naming `who`, the field and value
 };
 
+struct LayerState;  // runtime/mixer.h
 using MemoryWeights = std::vector<torch::Tensor>;  // each [B, H, out, in] (or [H, out, in] for parameters)
 
 // Outer LN affine of ResidualMLP_LN; each broadcastable to [B, H, N, d_out] (e.g. [H, 1, d_out] or [d_out]).
@@ -61,6 +62,10 @@ struct MemoryNorm {
 
 // Xavier-uniform initial weights [H, out, in] (spec §2.8 learned initial state), fp32.
 MemoryWeights init_memory_weights(const DeepMemorySpec& spec, int64_t n_heads);
+// The memory weights a sequence continues from: the decode state's (`<key>_w<l>`) when it holds them, else the
+// learned initial weights [H, out, in] broadcast over the batch, in dtype dt.
+MemoryWeights current_memory_weights(const MemoryWeights& init_weights, const std::string& key, LayerState* state,
+                                     int64_t batch, torch::ScalarType dt);
 
 // Forward pass with the intermediates the closed-form gradients need. z: [B, H, N, d_in].
 // Weights may carry extra leading batch dims (e.g. per-token weights [B, H, N, out, in] with z [B, H, N, 1, d]).

@@ -55,17 +55,7 @@ std::vector<std::string> LmmCoreImpl::no_weight_decay() const {
 }
 
 MemoryWeights LmmCoreImpl::current_weights(LayerState* state, int64_t batch, torch::ScalarType dt) {
-  MemoryWeights w;
-  for (size_t l = 0; l < init_weights.size(); ++l) {
-    const std::string key = opt.key + "_w" + std::to_string(l);
-    if (state && state->has(key)) {
-      w.push_back(state->at(key).to(dt));
-    } else {
-      const auto& p = init_weights[l];
-      w.push_back(p.to(dt).unsqueeze(0).expand({batch, p.size(0), p.size(1), p.size(2)}));
-    }
-  }
-  return w;
+  return current_memory_weights(init_weights, opt.key, state, batch, dt);
 }
 
 // proj -> causal depthwise conv (cache `key`, kept differentiable unless `detach`) -> SiLU -> heads -> l2norm.
