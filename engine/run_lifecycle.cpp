@@ -1,5 +1,7 @@
 #include "engine/run_lifecycle.h"
 
+#include "core/process.h"
+
 #include <c10/util/Exception.h>
 #include <signal.h>
 #include <unistd.h>
@@ -59,11 +61,6 @@ void check_example_memory(const TokenTask& task, int64_t n_train, int64_t n_test
 std::string error_line(const std::exception& e) {
   if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return one_line_message(c->what_without_backtrace());
   return one_line_message(e.what());
-}
-
-bool process_alive(int64_t pid) {
-  if (pid <= 0) return false;
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
 }
 
 void refuse_if_running_elsewhere(const ResultsDB& db, const RunInfo& run) {

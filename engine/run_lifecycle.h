@@ -27,8 +27,6 @@ void check_example_memory(const TokenTask& task, int64_t n_train, int64_t n_test
 // The message a failed run records: one line, no stack trace (LibTorch's backtrace dropped).
 std::string error_line(const std::exception& e);
 
-// true when a process with this id exists on this host.
-bool process_alive(int64_t pid);
 // Error when `run` is 'running' in another live process on this host (two processes must never
 // train one run or write one folder).
 void refuse_if_running_elsewhere(const ResultsDB& db, const RunInfo& run);

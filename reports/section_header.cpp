@@ -18,7 +18,7 @@ void header_section(ReportContext& ctx) {
   std::map<std::string, int> by_status;
   std::set<std::string> tasks, models, commits;
   for (const auto& r : runs) {
-    ++by_status[r.status];
+    ++by_status[ctx.db.observed_status(r)];
     tasks.insert(r.task);
     models.insert(r.model);
     if (!r.git_commit.empty()) commits.insert(r.git_commit);

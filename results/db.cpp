@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 #include "results/statement.h"
+#include "core/process.h"
 
 #include <cmath>
 #include <cstdio>
@@ -465,6 +466,13 @@ RunProcess ResultsDB::run_process(int64_t run_id) const {
     p.host = s.text(1);
   }
   return p;
+}
+
+std::string ResultsDB::observed_status(const RunInfo& run) const {
+  if (run.status != "running") return run.status;
+  const RunProcess p = run_process(run.id);
+  if (p.pid > 0 && p.host == hostname() && !process_alive(p.pid)) return "crashed";
+  return run.status;
 }
 
 std::optional<RunInfo> ResultsDB::run(int64_t run_id) const {

@@ -84,6 +84,9 @@ class ResultsDB {
   // Records the process (pid, host) now running `run_id` (train; resume re-records it).
   void set_run_process(int64_t run_id, int64_t pid, const std::string& host);
   RunProcess run_process(int64_t run_id) const;
+  // The status to show: 'crashed' for a 'running' row whose recorded process (this host) is gone; else as stored.
+  // (`train --resume` adopts a crashed run.)
+  std::string observed_status(const RunInfo& run) const;
   std::optional<RunInfo> run(int64_t run_id) const;
   std::vector<RunInfo> runs() const;
   // A completed run with this config hash (sweeps skip completed cells).

@@ -3,6 +3,7 @@
 // adoption of a row left without a checkpoint, SIGINT/SIGTERM.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -258,7 +259,7 @@ TEST_CASE("resume refuses a checkpoint whose model does not fit, and the run sta
   fs::remove_all(dir);
 }
 
-TEST_CASE("--resume without a checkpoint adopts the run's earlier row, a live one is refused", "[lifecycle]") {
+TEST_CASE("train --resume without a checkpoint adopts the run's earlier row, a live one is refused", "[lifecycle]") {
   auto dir = test::temp_dir("lc_adopt");
   json cfg = tiny_run();
   TrainOptions opt = options(dir);
@@ -284,6 +285,34 @@ TEST_CASE("--resume without a checkpoint adopts the run's earlier row, a live on
   ResultsDB db(opt.db_path);
   REQUIRE(db.runs().size() == 1);
   REQUIRE(db.run(id)->status == "completed");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a running row whose process is gone shows as crashed (mnemo runs, report)", "[lifecycle][cli]") {
+  auto dir = test::temp_dir("lc_crashed");
+  const std::string db_path = (dir / "r.sqlite").string();
+  const pid_t child = ::fork();  // a process that has ended: its pid is free
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  int64_t gone = 0, live = 0;
+  {
+    ResultsDB db(db_path);
+    RunInfo r;
+    r.model = "transformer";
+    r.task = "mqar";
+    gone = db.create_run(r);
+    db.set_run_process(gone, child, hostname());
+    live = db.create_run(r);
+    db.set_run_process(live, static_cast<int64_t>(::getppid()), hostname());
+    CHECK(db.observed_status(*db.run(gone)) == "crashed");
+    CHECK(db.observed_status(*db.run(live)) == "running");
+    CHECK(db.run(gone)->status == "running");  // observed, never rewritten by a reader
+  }
+  auto out = test::run_mnemo("runs --json --db " + db_path);
+  REQUIRE(out.exit_code == 0);
+  const json rows = json::parse(out.output);
+  REQUIRE(rows.size() == 2);
+  for (const json& row : rows) CHECK(row["status"] == (row["id"] == gone ? "crashed" : "running"));
   fs::remove_all(dir);
 }
 

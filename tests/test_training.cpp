@@ -8,6 +8,8 @@
 #include "engine/run_config.h"
 #include "engine/optim.h"
 #include "engine/trainer.h"
+#include "runtime/model.h"
+#include "runtime/no_weight_decay.h"
 #include "test_util.h"
 
 using namespace mnemo;
@@ -34,6 +36,24 @@ TEST_CASE("weight decay only on 2-D weight matrices", "[train]") {
   REQUIRE_FALSE(decays("embed.weight", torch::zeros({10, 4}), declared));
   REQUIRE_FALSE(decays("block0.mixer.A_log", torch::zeros({4}), declared));
   REQUIRE_FALSE(decays("block0.mixer.persistent_tokens", torch::zeros({4, 4}), declared));
+}
+
+TEST_CASE("learned initial memory states are declared no-decay (spec models.md §1.6)", "[train]") {
+  for (const std::string model : {"lattice_dec", "lattice_dot", "titans_lmm"}) {
+    CAPTURE(model);
+    ModelConfig mc = model_config_from_json(
+        {{"model", model}, {"vocab_size", 16}, {"d_model", 16}, {"n_layers", 1}, {"n_heads", 2}});
+    LanguageModel lm(mc);
+    const auto declared = no_weight_decay_parameters(*lm);
+    bool has_initial_state = false;
+    for (const auto& p : lm->named_parameters())
+      if (p.key().find("S_init") != std::string::npos || p.key().find("memory_init") != std::string::npos) {
+        has_initial_state = true;
+        CHECK(declared.count(p.key()) == 1);
+        CHECK_FALSE(decays(p.key(), p.value(), declared));
+      }
+    CHECK(has_initial_state);
+  }
 }
 
 TEST_CASE("config resolution: defaults, task keys, unknown keys, wrong types", "[train][config]") {

@@ -11,6 +11,7 @@
 #include "runtime/blocks/mixer_common.h"
 #include "runtime/lattice/lattice.h"
 #include "runtime/layers.h"
+#include "runtime/no_weight_decay.h"
 #include "runtime/registry.h"
 #include "runtime/kernels/gelu.h"
 
@@ -30,8 +31,10 @@ struct LatticeArgs {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LatticeArgs, num_heads, head_dim, slots, chunk_size, conv_size,
                                                 forget_gate, mu_bias, gamma_bias, form)
 
-class LatticeMixer : public Mixer {
+// S_init is a learned initial memory state: no weight decay (spec models.md §1.6).
+class LatticeMixer : public Mixer, public DeclaresNoWeightDecay {
  public:
+  std::vector<std::string> no_weight_decay() const override { return {"S_init"}; }
   LatticeMixer(const MixerContext& ctx, const LatticeArgs& a, bool dec) : a_(a), dec_(dec) {
     const std::string fam = dec ? "lattice_dec" : "lattice_dot";
     H_ = a.num_heads > 0 ? a.num_heads : ctx.n_heads;
