@@ -1,4 +1,5 @@
 #include "core/system_info.h"
+#include "core/parse_int.h"
 
 #ifdef MNEMO_GIT_COMMIT_HEADER
 #include MNEMO_GIT_COMMIT_HEADER  // generated at build time: #define MNEMO_GIT_COMMIT "<hash>[+dirty]"
@@ -29,16 +30,10 @@ int thread_count_from_env(const char* name) {
   const char* e = std::getenv(name);
   if (!e || !*e) return 0;
   const std::string text = e;
-  size_t used = 0;
-  long long n = 0;
-  try {
-    n = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || n < 1 || n > 4096)
+  const auto n = parse_whole_int(text);
+  if (!n || *n < 1 || *n > 4096)
     throw Error(std::string("$") + name + " must be a positive integer (threads, at most 4096), got '" + text + "'");
-  return static_cast<int>(n);
+  return static_cast<int>(*n);
 }
 }  // namespace
 

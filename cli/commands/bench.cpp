@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/commands/commands.h"
+#include "core/parse_int.h"
 #include "core/defaults.h"
 #include "engine/bench.h"
 #include "runtime/device.h"
@@ -41,16 +42,9 @@ std::vector<std::string> split_list(const std::string& text) {
 std::vector<int64_t> parse_lengths(const std::string& text) {
   std::vector<int64_t> out;
   for (const std::string& item : split_list(text)) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || v <= 0)
-      throw Error("bench: --seq-lens entry '" + item + "' is not a positive integer");
-    out.push_back(v);
+    const auto v = parse_whole_int(item);
+    if (!v || *v <= 0) throw Error("bench: --seq-lens entry '" + item + "' is not a positive integer");
+    out.push_back(*v);
   }
   if (out.empty()) throw Error("bench: --seq-lens '" + text + "' lists no length");
   return out;

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cli/commands/commands.h"
+#include "core/parse_int.h"
 #include "runtime/ops/fixture.h"
 
 namespace mnemo::cli {
@@ -130,16 +131,10 @@ std::vector<int64_t> parse_chunk_sizes(const std::string& text) {
     size_t end = text.find(',', start);
     if (end == std::string::npos) end = text.size();
     const std::string item = text.substr(start, end - start);
-    size_t used = 0;
-    long long value = 0;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || value < 1)
+    const auto value = parse_whole_int(item);
+    if (!value || *value < 1)
       throw Error("check-kernel: --chunk-sizes '" + text + "': entry '" + item + "' is not a positive integer");
-    sizes.push_back(value);
+    sizes.push_back(*value);
     start = end + 1;
   }
   return sizes;
