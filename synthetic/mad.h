@@ -1,6 +1,6 @@
 // MAD synthetic suite (spec tasks.md §6; external: athms/mad-lab mad/data/instances.py,
 // mad/configs.py, configs/tasks/*.yml). Pure C++, no LibTorch: six instance generators with
-// mad-lab's parameters and baselines, the difficulty grids, and mad-lab's accuracy.
+// mad-lab's parameters and baselines and the difficulty grids (mad-lab's accuracy: tasks/mad_metrics.h).
 #pragma once
 #include <cstdint>
 #include <random>
@@ -67,24 +67,6 @@ std::vector<int64_t> mad_memorization_map(int64_t n_non_special, uint64_t seed);
 // each varying one variable from the baseline (num_train_examples -> "n_train").
 // 13/14/11/14/11/6 settings.
 std::vector<json> mad_difficulty_settings(MadTask t);
-
-// mad-lab's test accuracy: torchmetrics MulticlassAccuracy(num_classes = V, ignore_index = -100,
-// average = "macro") on argmax predictions, computed per batch and averaged over batches
-// weighted by batch size (PyTorch Lightning's on_epoch mean of the logged batch values).
-// Macro per batch = mean over classes c with tp_c + fp_c + fn_c > 0 of tp_c / (tp_c + fn_c)
-// (0 when class c is only predicted). The other three are reported beside it.
-struct MadAccuracy {
-  double macro_batched = 0;  // MAD-faithful (reported)
-  double macro = 0;          // macro over the whole set at once
-  double micro = 0;          // correct / labelled positions
-  double example_mean = 0;   // mean per example, then over examples (mnemo's token accuracy)
-  int64_t n_labels = 0;
-  int64_t n_examples = 0;
-};
-// preds[e][i] = argmax prediction at position i of example e; labels as in TokenExample.
-MadAccuracy mad_accuracy(const std::vector<std::vector<int64_t>>& preds,
-                         const std::vector<std::vector<int64_t>>& labels, int64_t num_classes,
-                         int64_t batch_size = 128);
 
 // Small deterministic sampler shared by the generators (portable: no std distributions).
 class MadRng {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "synthetic/mad.h"
+#include "tasks/mad_metrics.h"
 #include "tasks/task.h"
 
 namespace mnemo {
@@ -29,7 +30,7 @@ std::string task_backbone(const Task& task);
 // it warns above 0.001).
 double fraction_of_test_in_train(const std::vector<TokenExample>& train, const std::vector<TokenExample>& test);
 
-// mad-lab's test accuracy of a model (synthetic/mad.h mad_accuracy): argmax predictions of
+// mad-lab's test accuracy of a model (tasks/mad_metrics.h mad_accuracy): argmax predictions of
 // `logits_fn` ([B, T] ids -> [B, T, V] logits) over `examples` in batches of `batch_size`
 // (mad-lab: 128, which its macro averaging depends on).
 MadAccuracy evaluate_mad_accuracy(const std::function<torch::Tensor(const torch::Tensor&)>& logits_fn,
