@@ -23,13 +23,23 @@ void for_each_command(CLI::App* app, const std::function<void(CLI::App*)>& f) {
 // Global options are accepted before and after the subcommand (`mnemo train --data-dir D ...`): each
 // command gets its own copy. (CLI11's fallthrough() would send a subcommand's unknown options to the
 // root, which breaks the commands that read task parameters from their extras, e.g. `generate`.)
+bool g_debug = false;  // --debug: a library error's full text (LibTorch: with its C++ backtrace)
+
 void add_global_options(CLI::App& app) {
   static std::string data_dir;
   for_each_command(&app, [](CLI::App* a) {
     a->add_option("--data-dir", data_dir, "Shared data directory (default: $MNEMO_DATA_DIR or ../shared/data)")
         ->each([](const std::string& d) { mnemo::set_data_dir(d); })
         ->group(a->get_parent() ? "Global options" : "Options");
+    a->add_flag("--debug", g_debug, "On a library error, print its full text and backtrace (default: one line)")
+        ->group(a->get_parent() ? "Global options" : "Options");
   });
+}
+
+// The first line of a library's message (its backtrace and context follow on later lines).
+std::string first_line(const std::string& text) {
+  const size_t end = text.find('\n');
+  return end == std::string::npos ? text : text.substr(0, end);
 }
 
 // A check with a message a user can act on: "--jobs must be >= 1, got 0" (printed as "--jobs: must be ...",
@@ -177,13 +187,14 @@ int main(int argc, char** argv) {
     std::cerr << "mnemo: error: " << e.what() << "\n";
     return 1;
   } catch (const c10::Error& e) {
-    std::cerr << "mnemo: error (LibTorch): " << e.what_without_backtrace() << "\n";
+    std::cerr << "mnemo: error: LibTorch: " << (g_debug ? std::string(e.what()) : first_line(e.what_without_backtrace()))
+              << "\n";
     return 1;
   } catch (const std::bad_alloc&) {
     std::cerr << "mnemo: error: out of memory (an allocation failed); use smaller sizes\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "mnemo: error: " << e.what() << "\n";
+    std::cerr << "mnemo: error: " << (g_debug ? std::string(e.what()) : first_line(e.what())) << "\n";
     return 1;
   }
   return 0;

@@ -60,6 +60,8 @@ TEST_CASE("global options are accepted after the subcommand too", "[messages][cl
   auto r = run_mnemo("models --data-dir " + dir.string());
   CAPTURE(r.output);
   CHECK(r.exit_code == 0);
+  CHECK(run_mnemo("models --debug").exit_code == 0);
+  CHECK(run_mnemo("--debug models").exit_code == 0);
   // the data dir given after `train` is the one used (and train's own errors follow the same format)
   require_cli_error(run_mnemo("train --data-dir " + dir.string() + " --model transformer --task nope --db " +
                               (dir / "r.sqlite").string()),
