@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,8 +18,14 @@ namespace mnemo {
 namespace fs = std::filesystem;
 
 json TrainerState::to_json() const {
-  return {{"step", step},     {"run_id", run_id},   {"db_path", db_path}, {"best_test_accuracy", best_test_accuracy},
-          {"wall_s", wall_s}, {"train_s", train_s}, {"train_tokens", train_tokens}, {"format", 1}};
+  json j = {{"step", step},     {"run_id", run_id},   {"db_path", db_path}, {"best_test_accuracy", best_test_accuracy},
+            {"wall_s", wall_s}, {"train_s", train_s}, {"train_tokens", train_tokens}, {"format", 1}};
+  if (!primary_metric.empty()) {
+    j["primary_metric"] = primary_metric;
+    if (std::isfinite(best_primary)) j["best_primary"] = best_primary;
+  }
+  if (!data_position.is_null()) j["data"] = data_position;
+  return j;
 }
 
 TrainerState TrainerState::from_json(const json& j) {
@@ -30,6 +37,9 @@ TrainerState TrainerState::from_json(const json& j) {
   s.wall_s = j.value("wall_s", 0.0);
   s.train_s = j.value("train_s", 0.0);
   s.train_tokens = j.value("train_tokens", int64_t{0});
+  s.primary_metric = j.value("primary_metric", "");
+  if (j.contains("best_primary") && j["best_primary"].is_number()) s.best_primary = j["best_primary"].get<double>();
+  if (j.contains("data")) s.data_position = j["data"];
   return s;
 }
 

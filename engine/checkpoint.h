@@ -7,6 +7,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -25,6 +26,9 @@ struct TrainerState {
   double wall_s = 0;          // wall-clock seconds
   double train_s = 0;         // seconds inside optimiser steps
   int64_t train_tokens = 0;   // tokens trained on
+  std::string primary_metric;     // e.g. "accuracy" (token tasks), "ppl" (language modelling)
+  double best_primary = NAN;      // best held-out value of it so far
+  json data_position;             // the data source's position (DataSource::position), for the record
   json to_json() const;
   static TrainerState from_json(const json& j);
 };

@@ -114,7 +114,8 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     }
   }
   // Unless overridden, a task keeps the parameters the model was trained with.
-  if (task_name == ckpt_cfg.value("task", "")) {
+  // lm_ppl on an `lm` checkpoint: the same corpus, tokenizer and context unless overridden.
+  if (task_name == ckpt_cfg.value("task", "") || (task_name == "lm_ppl" && ckpt_cfg.value("task", "") == "lm")) {
     json trained = task_params_of(resolve_run_config(ckpt_cfg));
     trained.update(params);
     params = trained;

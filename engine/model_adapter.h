@@ -6,6 +6,9 @@
 
 namespace mnemo {
 
+// EvalModel::next_token_logprobs for a runtime LanguageModel (engine/lm_scoring.cpp).
+torch::Tensor language_model_logprobs(LanguageModelImpl& model, const torch::Tensor& ids, int64_t chunk);
+
 class LanguageModelAdapter : public EvalModel {
  public:
   LanguageModelAdapter(LanguageModelImpl& model, torch::Device device) : model_(model), device_(device) {}
@@ -18,6 +21,9 @@ class LanguageModelAdapter : public EvalModel {
     auto out = model_.forward(input_ids.to(device_));
     if (was_training) model_.train();
     return out;
+  }
+  torch::Tensor next_token_logprobs(const torch::Tensor& input_ids, int64_t chunk) override {
+    return language_model_logprobs(model_, input_ids.to(device_), chunk);
   }
   std::vector<int64_t> generate_greedy(const std::vector<int64_t>& prompt_ids,
                                        const GenerationRequest& request) override {

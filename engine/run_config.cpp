@@ -2,6 +2,7 @@
 
 #include "core/config_values.h"
 #include "engine/config_checks.h"
+#include "engine/presets.h"
 
 #include "runtime/registry.h"
 #include "tasks/task.h"
@@ -15,7 +16,8 @@ const json& training_defaults() {
       {"adam_eps", 1e-8},       {"grad_clip", 1.0},     {"warmup_frac", 0.1}, {"min_lr_ratio", 0.1},
       {"steps", 1000},          {"batch_size", 64},     {"seed", 0},          {"eval_every", 100},
       {"log_every", 10},        {"n_train", 10000},     {"n_test", 1000},     {"eval_batch_size", 256},
-      {"early_stop_acc", 0.99}, {"device", "auto"}};
+      {"early_stop_acc", 0.99}, {"device", "auto"},
+      {"grad_accum", 1},        {"warmup_steps", -1},   {"primary_metric", ""}, {"size", ""}, {"recipe", ""}};
   return d;
 }
 
@@ -36,7 +38,7 @@ const json& config_key_help() {
       {"grad_clip", "max global gradient norm (0 = off)"},
       {"warmup_frac", "linear warm-up as a fraction of steps, then cosine decay"},
       {"min_lr_ratio", "final learning rate as a fraction of lr"},
-      {"steps", "optimiser steps"}, {"batch_size", "sequences per step"},
+      {"steps", "optimiser steps"}, {"batch_size", "sequences per micro-batch (grad_accum micro-batches per step)"},
       {"seed", "seed for initialisation, data and order"},
       {"eval_every", "evaluate on the test split (and checkpoint) every N steps"},
       {"log_every", "progress line and train metrics every N steps"},
@@ -45,6 +47,15 @@ const json& config_key_help() {
       {"eval_batch_size", "batch size for evaluation"},
       {"early_stop_acc", "stop when test accuracy exceeds this (Zoology: 0.99); 0 = never"},
       {"device", "cpu | cuda | auto"},
+      {"grad_accum", "micro-batches per optimiser step (each of batch_size sequences; equal to one batch of "
+                     "batch_size x grad_accum)"},
+      {"warmup_steps", "linear warm-up in steps (-1 = use warmup_frac)"},
+      {"primary_metric", "held-out metric for best_* and the progress line (default: accuracy for token tasks, "
+                         "ppl for lm)"},
+      {"size", "named size: tiny, small, base, 170M, 340M, 760M, 1.3B, mom-1.3B, lattice-110M/340M/760M "
+               "(sets d_model, n_layers, n_heads; explicit keys win; `mnemo models --sizes`)"},
+      {"recipe", "a paper's training recipe: titans (Titans/Miras/Atlas), mom, lattice (optimiser, schedule, "
+                 "batch in tokens, context; explicit keys win)"},
       {"d_model", "model width"}, {"n_layers", "blocks"}, {"n_heads", "heads per mixer"},
       {"mlp_ratio", "SwiGLU hidden ratio r: I = 256*ceil(floor(d*r*2/3)/256)"},
       {"tie_embeddings", "tie the LM head to the embedding"}, {"norm_eps", "RMSNorm epsilon"},
@@ -112,6 +123,16 @@ json resolve_run_config(const json& user) {
       throw Error("config key 'bf16_autocast' is not supported (mixed precision is not implemented); remove it");
     rest.erase("bf16_autocast");
   }
+  // Named size and recipe (engine/presets.h) under the user's explicit keys.
+  {
+    auto str = [&](const char* k) { return rest.contains(k) && rest[k].is_string() ? rest[k].get<std::string>() : ""; };
+    const std::string size = str("size"), recipe = str("recipe");
+    const int64_t accum = rest.contains("grad_accum") && rest["grad_accum"].is_number_integer()
+                              ? rest["grad_accum"].get<int64_t>() : 1;
+    const json preset = preset_keys(size, recipe, cfg.contains("seq_len"), accum, rest.contains("lr"));
+    for (auto it = preset.begin(); it != preset.end(); ++it)
+      if (!rest.contains(it.key())) cfg[it.key()] = it.value();
+  }
   apply_user_keys(cfg, mixer_keys, rest, {"", "config key", "for model '" + model + "' and task '" + task + "'"});
   validate_run_config(cfg);  // ranges (lr > 0, 0 <= beta < 1, ...)
   return cfg;
@@ -126,7 +147,11 @@ json task_params_of(const json& resolved) {
 
 std::string config_hash(const json& resolved) {
   json c = resolved;
-  for (const char* k : {"device", "eval_every", "log_every", "eval_batch_size"}) c.erase(k);
+  for (const char* k : {"device", "eval_every", "log_every", "eval_batch_size", "cache_dir"}) c.erase(k);
+  // Keys added with issue 15 leave the hashes of earlier runs unchanged while at their defaults.
+  for (const auto& [k, v] : std::vector<std::pair<const char*, json>>{
+           {"grad_accum", 1}, {"warmup_steps", -1}, {"primary_metric", ""}, {"size", ""}, {"recipe", ""}})
+    if (c.contains(k) && c[k] == v) c.erase(k);
   return sha256_hex(c.dump()).substr(0, 16);
 }
 

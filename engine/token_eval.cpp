@@ -6,10 +6,24 @@
 
 namespace mnemo {
 
+namespace {
+// fp32 at least (bf16/fp16 logits are upcast; fp64 stays fp64 for the equivalence tests).
+torch::Tensor loss_logits(const torch::Tensor& logits) {
+  auto flat = logits.reshape({-1, logits.size(-1)});
+  return flat.scalar_type() == torch::kDouble ? flat : flat.to(torch::kFloat32);
+}
+}  // namespace
+
 torch::Tensor token_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
   namespace F = torch::nn::functional;
-  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32),
-                          labels.reshape({-1}), F::CrossEntropyFuncOptions().ignore_index(kIgnoreLabel));
+  return F::cross_entropy(loss_logits(logits), labels.reshape({-1}),
+                          F::CrossEntropyFuncOptions().ignore_index(kIgnoreLabel));
+}
+
+torch::Tensor token_loss_sum(const torch::Tensor& logits, const torch::Tensor& labels) {
+  namespace F = torch::nn::functional;
+  return F::cross_entropy(loss_logits(logits), labels.reshape({-1}),
+                          F::CrossEntropyFuncOptions().ignore_index(kIgnoreLabel).reduction(torch::kSum));
 }
 
 TokenEvalResult evaluate_tokens(Backbone& model, const std::vector<TokenExample>& examples, int64_t batch_size,

@@ -13,6 +13,8 @@ namespace mnemo {
 
 // Cross-entropy over labelled positions (ignore_index -100), mean over those positions.
 torch::Tensor token_loss(const torch::Tensor& logits, const torch::Tensor& labels);
+// The same summed over labelled positions (gradient accumulation divides by the step's label count).
+torch::Tensor token_loss_sum(const torch::Tensor& logits, const torch::Tensor& labels);
 
 struct TokenEvalResult {
   double loss = 0;      // mean over all labelled positions

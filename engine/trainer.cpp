@@ -6,22 +6,24 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <numeric>
 #include <optional>
-#include <random>
 
 #include "core/defaults.h"
 #include "core/progress.h"
 #include "core/signals.h"
-#include "results/db.h"
-#include "runtime/device.h"
+#include "core/system_info.h"
 #include "engine/checkpoint.h"
+#include "engine/data_source.h"
+#include "engine/flops.h"
+#include "engine/objective.h"
+#include "engine/optim.h"
 #include "engine/run_config.h"
 #include "engine/run_lifecycle.h"
-#include "runtime/model.h"
-#include "engine/optim.h"
-#include "core/system_info.h"
 #include "engine/token_eval.h"
+#include "results/db.h"
+#include "runtime/device.h"
+#include "runtime/model.h"
+#include "tasks/lm_task.h"
 #include "tasks/mad_tasks.h"
 #include "tasks/task.h"
 
@@ -30,34 +32,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Example indices of a step: seeded epoch permutations of the training set, a pure function of
-// (seed, step), so resuming needs no data-loader state.
-class EpochSampler {
- public:
-  EpochSampler(int64_t n, uint64_t seed) : n_(n), seed_(seed) {}
-  std::vector<int64_t> batch(int64_t step, int64_t batch_size) {
-    std::vector<int64_t> idx;
-    for (int64_t j = 0; j < batch_size; ++j) {
-      int64_t g = step * batch_size + j;
-      int64_t epoch = g / n_;
-      if (epoch != epoch_) {
-        perm_.resize(n_);
-        std::iota(perm_.begin(), perm_.end(), 0);
-        std::mt19937_64 rng(seed_ * 1000003ULL + static_cast<uint64_t>(epoch));
-        std::shuffle(perm_.begin(), perm_.end(), rng);
-        epoch_ = epoch;
-      }
-      idx.push_back(perm_[g % n_]);
-    }
-    return idx;
-  }
-
- private:
-  int64_t n_;
-  uint64_t seed_;
-  int64_t epoch_ = -1;
-  std::vector<int64_t> perm_;
-};
+std::string format_number_short(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, std::fabs(v) < 1000 ? "%.4f" : "%.1f", v);
+  return buf;
+}
 
 // `train --resume` of a completed run: its figures as recorded, nothing written.
 TrainResult completed_result(const ResultsDB& db, const RunInfo& run, const std::string& out_dir, bool quiet) {
@@ -74,6 +53,7 @@ TrainResult completed_result(const ResultsDB& db, const RunInfo& run, const std:
     if (m.split == "test" && m.name == "accuracy") r.final_test_accuracy = m.value;
     if (m.split == "test" && m.name == "loss") r.final_test_loss = m.value;
     if (m.split == "train" && m.name == "loss") r.final_train_loss = m.value;
+    if (m.split == "test" || m.split == "val") r.final_eval[m.name] = m.value;
   }
   if (!quiet)
     std::printf("[run %lld] already completed at step %lld: nothing to do (results unchanged)\n", (long long)run.id,
@@ -81,30 +61,113 @@ TrainResult completed_result(const ResultsDB& db, const RunInfo& run, const std:
   return r;
 }
 
+// The data a run trains and is judged on: a token task's examples, or a corpus's token shards.
+struct RunData {
+  std::shared_ptr<Task> task;
+  const TokenTask* token_task = nullptr;
+  const LmTask* lm_task = nullptr;
+  LmData lm;  // lm_task only
+  int64_t vocab_size = 0;
+  std::string backbone = "language_model";
+};
+
+RunData open_run_data(const json& cfg, bool quiet) {
+  RunData d;
+  d.task = TaskRegistry::instance().make(cfg.at("task"), task_params_of(cfg));
+  d.token_task = dynamic_cast<const TokenTask*>(d.task.get());
+  d.lm_task = dynamic_cast<const LmTask*>(d.task.get());
+  if (d.token_task) {
+    d.vocab_size = d.token_task->vocab_size();
+    d.backbone = task_backbone(*d.token_task);
+  } else if (d.lm_task && d.task->name() == "lm") {
+    d.lm = d.lm_task->prepare([quiet](const std::string& line) {
+      if (!quiet) std::printf("%s\n", line.c_str()), std::fflush(stdout);
+    });
+    d.vocab_size = d.lm.tokenizer->vocab_size();
+  } else {
+    throw Error("task '" + cfg.at("task").get<std::string>() + "' cannot be trained (see `mnemo tasks`)");
+  }
+  return d;
+}
+
+std::unique_ptr<DataSource> make_source(const RunData& d, const json& cfg, const torch::Device& device) {
+  const int64_t batch = cfg.at("batch_size"), accum = cfg.at("grad_accum");
+  const uint64_t seed = cfg.at("seed").get<uint64_t>();
+  if (d.token_task) return make_token_task_source(*d.token_task, cfg.at("n_train"), batch, accum, seed, device);
+  CorpusWindows w;
+  w.seq_len = d.lm_task->seq_len();
+  w.batch_size = batch;
+  w.grad_accum = accum;
+  w.seed = seed;
+  w.sampler = cfg.at("sampler");
+  w.packing = cfg.at("packing");
+  w.reset_at_bos = cfg.at("reset_state_at_bos");
+  w.bos_id = d.lm.tokenizer->bos_id();
+  w.pad_id = d.lm.tokenizer->pad_id();
+  return make_corpus_source(*d.lm.train, w, device);
+}
+
+std::unique_ptr<Objective> make_objective(const RunData& d, const json& cfg, const torch::Device& device) {
+  if (d.token_task)
+    return make_token_objective(*d.token_task, cfg.at("n_test"), cfg.at("seed").get<uint64_t>(),
+                                cfg.at("eval_batch_size"), device);
+  return make_lm_objective(d.lm, d.lm_task->seq_len(), cfg.at("val_tokens"), cfg.at("eval_batch_size"), device);
+}
+
+// One optimiser step over grad_accum micro-batches: Σ over micro-batches of (summed token loss /
+// the step's labelled positions) is the loss of the whole batch, so accumulation equals one big batch.
+struct StepResult {
+  double loss = NAN, aux = NAN, grad_norm = 0;
+  int64_t tokens = 0;
+};
+StepResult optimiser_step(Backbone& model, torch::optim::Optimizer& optimizer, DataSource& data, int64_t step,
+                          int64_t accum, double clip) {
+  std::vector<TrainBatch> micro;
+  int64_t labelled = 0;
+  for (int64_t m = 0; m < accum; ++m) {
+    micro.push_back(data.batch(step, m));
+    labelled += micro.back().labelled;
+  }
+  optimizer.zero_grad();
+  StepResult r;
+  double loss_sum = 0, aux_sum = 0;
+  bool has_aux = false;
+  for (const TrainBatch& b : micro) {
+    auto logits = model.forward(b.input_ids);
+    // accum 1: the mean as before issue 15 (identical numbers); else the sum over the step's labels.
+    auto loss = accum == 1 ? token_loss(logits, b.labels)
+                           : token_loss_sum(logits, b.labels) / double(std::max<int64_t>(1, labelled));
+    auto aux = model.aux_loss();
+    auto total = aux.defined() ? loss + aux / double(accum) : loss;
+    total.backward();
+    loss_sum += loss.item<double>();
+    if (aux.defined()) aux_sum += aux.item<double>() / double(accum), has_aux = true;
+    r.tokens += b.tokens;
+  }
+  r.loss = loss_sum;
+  if (has_aux) r.aux = aux_sum;
+  if (!std::isfinite(r.loss))
+    throw Error("loss is " + std::to_string(r.loss) + " at step " + std::to_string(step + 1) +
+                "; lower lr or check the model");
+  if (clip > 0) r.grad_norm = torch::nn::utils::clip_grad_norm_(model.module->parameters(), clip);
+  optimizer.step();
+  return r;
+}
+
 }  // namespace
 
 TrainResult train(const json& user_config, const TrainOptions& opt) {
   const json cfg = resolve_run_config(user_config);
-  auto task_ptr = TaskRegistry::instance().make(cfg.at("task"), task_params_of(cfg));
-  auto* task = dynamic_cast<TokenTask*>(task_ptr.get());
-  if (!task) throw Error("task '" + cfg.at("task").get<std::string>() + "' cannot be trained (not a token task)");
-
   const std::string hash = config_hash(cfg);
   TrainResult result;
   result.out_dir = opt.out_dir.empty()
                        ? (fs::path(kDefaultRunsDir) / (cfg.at("model").get<std::string>() + "-" +
-                                              cfg.at("task").get<std::string>() + "-" + hash)).string()
+                                                       cfg.at("task").get<std::string>() + "-" + hash)).string()
                        : opt.out_dir;
   const torch::Device device = resolve_device(opt.device.empty() ? cfg.at("device").get<std::string>() : opt.device);
-  const int64_t steps = cfg.at("steps"), batch_size = cfg.at("batch_size"), eval_every = cfg.at("eval_every");
+  const int64_t steps = cfg.at("steps"), accum = cfg.at("grad_accum"), eval_every = cfg.at("eval_every");
   const int64_t log_every = std::max<int64_t>(1, cfg.at("log_every").get<int64_t>());
   const uint64_t seed = cfg.at("seed").get<uint64_t>();
-  if (steps <= 0 || batch_size <= 0) throw Error("steps and batch_size must be > 0");
-  const int64_t n_train = cfg.at("n_train"), n_test = cfg.at("n_test"), eval_batch_size = cfg.at("eval_batch_size");
-  if (n_train < 0 || n_test < 0)
-    throw Error("n_train and n_test must be >= 0 (n_train 0 draws fresh examples every step; n_test 0: no test set)");
-  if (eval_batch_size <= 0) throw Error("eval_batch_size must be > 0, got " + std::to_string(eval_batch_size));
-  const bool has_test = n_test > 0;  // no test set: no test rows, no best_test_accuracy
 
   // Resume: the newest complete checkpoint (one a crashed write left is put back in place); its
   // config must be the same run.
@@ -146,14 +209,15 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
       std::printf("no checkpoint in %s: starting a new run\n", result.out_dir.c_str());
   }
 
-  // Everything checkable is checked before the run row is created (or a resumed one set running).
+  // ---- the parts, built and checked before the run row is created (or a resumed one set running) ----
   check_out_dir_writable(result.out_dir);
-  check_example_memory(*task, n_train, n_test, seed);
+  RunData data = open_run_data(cfg, opt.quiet);  // builds or reuses a corpus's token shards
+  if (data.token_task) check_example_memory(*data.token_task, cfg.at("n_train"), cfg.at("n_test"), seed);
 
   torch::manual_seed(seed);
   ModelConfig mc = model_config_from_json(cfg);
-  mc.vocab_size = task->vocab_size();
-  Backbone model = make_backbone(task_backbone(*task), mc);
+  mc.vocab_size = data.vocab_size;
+  Backbone model = make_backbone(data.backbone, mc);
   model.module->to(device);
   auto optimizer = make_adamw(*model.module, cfg);
   if (resuming) {
@@ -162,10 +226,16 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     model.module->to(device);
     load_optimizer(result.out_dir, *optimizer);
   }
-  std::vector<TokenExample> train_set;
-  if (n_train > 0) train_set = task->examples(Split::train, n_train, seed);
-  const auto test_set = has_test ? task->examples(Split::test, n_test, seed) : std::vector<TokenExample>{};
-  EpochSampler sampler(std::max<int64_t>(1, n_train), seed);
+  auto source = make_source(data, cfg, device);
+  auto objective = make_objective(data, cfg, device);
+  const bool has_eval = objective->has_eval();
+  const std::string eval_split = objective->eval_split();
+  std::string primary = cfg.at("primary_metric");
+  if (primary.empty()) primary = objective->default_primary();
+  const bool maximise = higher_is_better(primary);
+  const bool is_lm = data.lm_task != nullptr;
+  const int64_t context = is_lm ? data.lm_task->seq_len() : 0;
+  state.primary_metric = primary;
 
   if (stop_requested()) {  // a signal before anything was recorded: nothing to undo
     result.stopped = true;
@@ -202,10 +272,13 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     state.db_path = opt.db_path;
   }
   result.run_id = state.run_id;
+  result.primary_metric = primary;
   // From here on the row says 'running': any error marks it failed with a one-line reason.
   try {
     db.set_run_process(state.run_id, static_cast<int64_t>(::getpid()), hostname());
-    const int64_t warmup = static_cast<int64_t>(std::llround(cfg.at("warmup_frac").get<double>() * steps));
+    const int64_t warmup_steps = cfg.at("warmup_steps");
+    const int64_t warmup = warmup_steps >= 0 ? warmup_steps
+                                             : static_cast<int64_t>(std::llround(cfg.at("warmup_frac").get<double>() * steps));
     const double lr = cfg.at("lr"), min_ratio = cfg.at("min_lr_ratio"), clip = cfg.at("grad_clip");
     const double early_stop = cfg.at("early_stop_acc");
     std::vector<MetricRow> pending;
@@ -213,54 +286,63 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     const double t_start = wall_seconds(), prior_wall = state.wall_s, prior_train = state.train_s;
     const int64_t prior_tokens = state.train_tokens;
     auto elapsed = [&] { return prior_wall + (wall_seconds() - t_start); };
-    double window_tokens = 0, window_start = t_start, last_tps = 0, last_loss = NAN, last_acc = NAN;
+    double window_tokens = 0, window_start = t_start, last_tps = 0, last_loss = NAN, last_primary = NAN;
     int64_t tokens_total = 0;  // this invocation
     double train_seconds = 0;  // optimiser steps only (no evaluation, checkpoints or logging)
     const int64_t first_step = state.step;
     int64_t saved_step = resuming ? state.step : -1;  // step of the checkpoint on disk
-    if (!has_test) result.best_test_accuracy = result.final_test_accuracy = result.final_test_loss = NAN;
+    if (!has_eval) result.best_test_accuracy = result.final_test_accuracy = result.final_test_loss = NAN;
+    if (is_lm) result.best_test_accuracy = result.final_test_accuracy = NAN;  // no accuracy in language modelling
+    auto tokens_seen = [&] { return prior_tokens + tokens_total; };
 
+    // ---- checkpoint ----
     auto checkpoint_now = [&](int64_t step_done) {
       db.add_metrics(pending);
       pending.clear();
       state.step = step_done;
       state.wall_s = elapsed();
       state.train_s = prior_train + train_seconds;
-      state.train_tokens = prior_tokens + tokens_total;
+      state.train_tokens = tokens_seen();
+      state.data_position = source->position(step_done);
       save_checkpoint(result.out_dir, cfg, model, optimizer.get(), state);
       db.set_run_last_step(state.run_id, step_done);
       saved_step = step_done;
     };
-    auto run_eval_and_checkpoint = [&](int64_t step_done) {
-      double accuracy = NAN;
-      if (has_test) {
-        auto ev = evaluate_tokens(model, test_set, eval_batch_size, device);
-        json extra;
-        {
-          torch::NoGradGuard no_grad;
-          model.module->eval();
-          extra = task->test_metrics(model.forward, test_set, device);
-          model.module->train();
-        }
+    // ---- periodic evaluation (held-out metrics, best_<primary>) then checkpoint ----
+    auto evaluate_and_checkpoint = [&](int64_t step_done) {
+      if (has_eval) {
+        const Metrics m = objective->evaluate(model);
         const double now = elapsed();
-        pending.push_back({state.run_id, step_done, "test", "loss", ev.loss, now});
-        pending.push_back({state.run_id, step_done, "test", "accuracy", ev.accuracy, now});
-        for (auto it = extra.begin(); it != extra.end(); ++it)
-          pending.push_back({state.run_id, step_done, "test", it.key(), it.value().get<double>(), now});
-        accuracy = last_acc = ev.accuracy;
-        state.best_test_accuracy = std::max(state.best_test_accuracy, ev.accuracy);
-        result.final_test_accuracy = ev.accuracy;
-        result.final_test_loss = ev.loss;
+        for (const auto& [name, value] : m) {
+          pending.push_back({state.run_id, step_done, eval_split, name, value, now});
+          result.final_eval[name] = value;
+          if (name == primary) last_primary = value;
+        }
+        if (is_lm) pending.push_back({state.run_id, step_done, eval_split, "tokens", double(tokens_seen()), now});
+        if (!result.final_eval.contains(primary))
+          throw Error("primary_metric '" + primary + "' is not a metric of task '" + cfg.at("task").get<std::string>() +
+                      "'; it logs: " + result.final_eval.dump());
+        if (!std::isfinite(state.best_primary) ||
+            (maximise ? last_primary > state.best_primary : last_primary < state.best_primary))
+          state.best_primary = last_primary;
+        if (result.final_eval.contains("accuracy")) {
+          result.final_test_accuracy = result.final_eval["accuracy"];
+          state.best_test_accuracy = std::max(state.best_test_accuracy, result.final_test_accuracy);
+        }
+        if (result.final_eval.contains("loss")) result.final_test_loss = result.final_eval["loss"];
       }
       checkpoint_now(step_done);
-      return accuracy;
     };
     auto fill_result = [&](int64_t step_done) {
       result.steps = step_done;
-      if (has_test) result.best_test_accuracy = state.best_test_accuracy;
+      if (has_eval) {
+        result.best_test_accuracy = state.best_test_accuracy;
+        result.best_primary = state.best_primary;
+        result.final_primary = last_primary;
+      }
       result.final_train_loss = last_loss;
       result.wall_s = elapsed();
-      result.tokens_per_s = double(prior_tokens + tokens_total) / std::max(1e-9, prior_train + train_seconds);
+      result.tokens_per_s = double(tokens_seen()) / std::max(1e-9, prior_train + train_seconds);
     };
     // Checkpointed, status 'stopped' (resumable).
     auto finish_stopped = [&](int64_t step_done, const std::string& why) {
@@ -273,6 +355,7 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
       fill_result(step_done);
     };
 
+    // ---- the loop ----
     int64_t step = state.step;
     model.module->train();
     while (step < steps) {
@@ -284,34 +367,17 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
       const double step_start = wall_seconds();
       const double cur_lr = cosine_lr(step, steps, warmup, lr, min_ratio);
       set_lr(*optimizer, cur_lr);
-      std::vector<TokenExample> fresh;
-      std::vector<const TokenExample*> batch_examples;
-      if (n_train > 0) {
-        for (int64_t i : sampler.batch(step, batch_size)) batch_examples.push_back(&train_set[i]);
-      } else {
-        fresh = task->examples(Split::train, batch_size, seed + static_cast<uint64_t>(step * batch_size));
-        for (auto& e : fresh) batch_examples.push_back(&e);
+      StepResult sr;
+      try {
+        sr = optimiser_step(model, *optimizer, *source, step, accum, clip);
+      } catch (const Error& e) {
+        throw Error(std::string(e.what()) + " (run " + std::to_string(state.run_id) + ")");
       }
-      auto batch = collate(batch_examples, device);
-      optimizer->zero_grad();
-      auto logits = model.forward(batch.input_ids);
-      auto loss = token_loss(logits, batch.labels);
-      auto aux = model.aux_loss();
-      auto total = aux.defined() ? loss + aux : loss;
-      total.backward();
-      const double loss_value = loss.item<double>();
-      if (!std::isfinite(loss_value))
-        throw Error("loss is " + std::to_string(loss_value) + " at step " + std::to_string(step + 1) +
-                    " (run " + std::to_string(state.run_id) + "); lower lr or check the model");
-      double grad_norm = 0;
-      if (clip > 0) grad_norm = torch::nn::utils::clip_grad_norm_(model.module->parameters(), clip);
-      optimizer->step();
       ++step;
       train_seconds += wall_seconds() - step_start;
-      const int64_t step_tokens = batch.input_ids.numel();
-      tokens_total += step_tokens;
-      window_tokens += step_tokens;
-      last_loss = loss_value;
+      tokens_total += sr.tokens;
+      window_tokens += double(sr.tokens);
+      last_loss = sr.loss;
 
       const double now = wall_seconds();
       if (step % log_every == 0 || step == steps) {
@@ -319,17 +385,21 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
         window_tokens = 0;
         window_start = now;
         const double at = elapsed();
-        pending.push_back({state.run_id, step, "train", "loss", loss_value, at});
+        pending.push_back({state.run_id, step, "train", "loss", sr.loss, at});
+        for (const auto& [name, value] : objective->train_metrics(sr.loss))
+          pending.push_back({state.run_id, step, "train", name, value, at});
         pending.push_back({state.run_id, step, "train", "lr", cur_lr, at});
         pending.push_back({state.run_id, step, "train", "tokens_per_s", last_tps, at});
-        if (clip > 0) pending.push_back({state.run_id, step, "train", "grad_norm", grad_norm, at});
-        if (aux.defined()) pending.push_back({state.run_id, step, "train", "aux_loss", aux.item<double>(), at});
+        if (is_lm) pending.push_back({state.run_id, step, "train", "tokens", double(tokens_seen()), at});
+        if (clip > 0) pending.push_back({state.run_id, step, "train", "grad_norm", sr.grad_norm, at});
+        if (std::isfinite(sr.aux)) pending.push_back({state.run_id, step, "train", "aux_loss", sr.aux, at});
       }
       bool stop = false;
       const bool pause = opt.stop_after > 0 && step - first_step >= opt.stop_after && step < steps;
       if ((eval_every > 0 && step % eval_every == 0) || step == steps || pause) {
-        const double acc = run_eval_and_checkpoint(step);
-        if (early_stop > 0 && acc > early_stop) stop = true;  // false for NaN (no test set)
+        evaluate_and_checkpoint(step);
+        // Early stop on accuracy (Zoology's 0.99), for token tasks: false for NaN (no test set).
+        if (early_stop > 0 && !is_lm && result.final_test_accuracy > early_stop && has_eval) stop = true;
       }
       if (pause && !stop) {
         finish_stopped(step, "stopped by --stop-after");
@@ -338,24 +408,40 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
       if (!opt.quiet && (step % log_every == 0 || step == steps || stop)) {
         const double run_s = now - t_start;
         const double eta = (steps - step) * run_s / std::max<int64_t>(1, step - first_step);
-        std::printf("[run %lld] step %lld/%lld | loss %.4f | test acc %s | lr %.2e | %.0f tok/s | ETA %s\n",
-                    (long long)state.run_id, (long long)step, (long long)steps, loss_value,
-                    std::isnan(last_acc) ? "-" : std::to_string(last_acc).substr(0, 5).c_str(), cur_lr,
-                    last_tps, format_duration(eta).c_str());
+        const std::string held = std::isnan(last_primary) ? "-" : format_number_short(last_primary);
+        std::string line = "[run " + std::to_string(state.run_id) + "] step " + std::to_string(step) + "/" +
+                           std::to_string(steps) + " | loss " + format_number_short(sr.loss);
+        if (is_lm) line += " | ppl " + format_number_short(std::exp(sr.loss));
+        line += " | " + eval_split + " " + primary + " " + held;
+        char tail[160];
+        std::snprintf(tail, sizeof tail, " | lr %.2e | %.0f tok/s | ETA %s", cur_lr, last_tps, format_duration(eta).c_str());
+        std::printf("%s%s\n", line.c_str(), tail);
         std::fflush(stdout);
       }
       if (stop) {
         if (!opt.quiet) std::printf("[run %lld] early stop: test accuracy %.4f > %.4f\n",
-                                    (long long)state.run_id, last_acc, early_stop);
+                                    (long long)state.run_id, result.final_test_accuracy, early_stop);
         break;
       }
     }
     if (saved_step != step) checkpoint_now(step);  // a resume of a run stopped at its last step
     fill_result(step);
+    // ---- summary rows ----
     std::vector<MetricRow> summary = {{state.run_id, step, "summary", "wall_s", result.wall_s, result.wall_s},
                                       {state.run_id, step, "summary", "tokens_per_s", result.tokens_per_s, result.wall_s}};
-    if (has_test)
-      summary.push_back({state.run_id, step, "summary", "best_test_accuracy", result.best_test_accuracy, result.wall_s});
+    auto add = [&](const std::string& name, double v) {
+      summary.push_back({state.run_id, step, "summary", name, v, result.wall_s});
+    };
+    if (has_eval && result.final_eval.contains("accuracy")) add("best_test_accuracy", result.best_test_accuracy);
+    if (is_lm) {
+      add("train_tokens", double(tokens_seen()));
+      add("flops", training_flops(mc, model.num_parameters(), tokens_seen(), context));
+      add("best_val_" + primary, state.best_primary);
+      for (const char* m : {"ppl", "bpb", "loss"})
+        if (result.final_eval.contains(m)) add(std::string("final_val_") + m, result.final_eval[m].get<double>());
+    } else if (has_eval && primary != "accuracy") {
+      add("best_" + eval_split + "_" + primary, state.best_primary);
+    }
     db.add_metrics(summary);
     db.set_run_status(state.run_id, "completed");
   } catch (const std::exception& e) {

@@ -1,6 +1,9 @@
-// Training loop: any registered TokenTask × any model family; metrics to the results DB,
-// checkpoints (model + optimiser + step) to the out dir, progress lines, resume.
+// Training loop: any registered TokenTask or the `lm` corpus task × any model family, read top to
+// bottom from named parts: data source (engine/data_source.h), objective (engine/objective.h),
+// optimiser + schedule (engine/optim.h), gradient accumulation, periodic evaluation, checkpoint /
+// resume (engine/checkpoint.h), progress. Metrics go to the results DB.
 #pragma once
+#include <cmath>
 #include <string>
 
 #include "core/common.h"
@@ -25,6 +28,9 @@ struct TrainResult {
   int64_t run_id = 0, steps = 0;  // run_id 0: stopped by a signal before the run was recorded
   double best_test_accuracy = 0, final_test_accuracy = 0, final_test_loss = 0, final_train_loss = 0;
   double tokens_per_s = 0, wall_s = 0;
+  std::string primary_metric;                    // e.g. "accuracy", "ppl" (config key primary_metric)
+  double best_primary = NAN, final_primary = NAN;  // held-out values of it (NaN without an evaluation)
+  json final_eval = json::object();              // the last held-out metrics: name -> value
   std::string out_dir;
   bool already_completed = false;  // --resume of a completed run: nothing was done or written
   bool stopped = false;            // status 'stopped' (--stop-after or a signal): --resume continues

@@ -24,6 +24,11 @@ class EvalModel {
   virtual torch::Device device() const = 0;
   // [B, T] int64 ids -> [B, T, V] logits, in eval mode without gradients.
   virtual torch::Tensor logits(const torch::Tensor& input_ids) = 0;
+  // Log-probabilities of ids[:, t+1] given ids[:, :t+1]: [B, T] int64 -> [B, T-1], in eval mode
+  // without gradients. chunk > 0 feeds the sequence `chunk` tokens at a time through the model's
+  // state (recurrent families: memory flat in T; attention: its key-value cache), 0 = one forward.
+  // A length that does not fit in memory is an Error naming it.
+  virtual torch::Tensor next_token_logprobs(const torch::Tensor& input_ids, int64_t chunk) = 0;
   // Greedy continuation of a non-empty prompt from the model's initial state; the new tokens
   // without the stop id.
   virtual std::vector<int64_t> generate_greedy(const std::vector<int64_t>& prompt_ids,

@@ -183,10 +183,85 @@ const SpmBridge& spm_bridge() {
 
 }  // namespace
 
+namespace {
+
+// The piece table of a serialized sentencepiece ModelProto (sentencepiece_model.proto: ModelProto field 1 =
+// repeated SentencePiece { 1: string piece, 2: float score, 3: Type type = NORMAL }; Type NORMAL 1, UNKNOWN 2,
+// CONTROL 3, USER_DEFINED 4, UNUSED 5, BYTE 6). Read here, from the same bytes the bridge loads, so the bridge's
+// C interface stays as it is. Returns "" on success, else what is wrong.
+struct ProtoReader {
+  const unsigned char* p;
+  const unsigned char* end;
+  bool varint(uint64_t& v) {
+    v = 0;
+    for (int shift = 0; shift < 64 && p < end; shift += 7) {
+      const unsigned char b = *p++;
+      v |= uint64_t(b & 0x7F) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  }
+  // Skips a field of `wire` type; false if malformed.
+  bool skip(uint64_t wire) {
+    uint64_t n = 0;
+    switch (wire) {
+      case 0: return varint(n);
+      case 1: n = 8; break;
+      case 2: if (!varint(n)) return false; break;
+      case 5: n = 4; break;
+      default: return false;
+    }
+    if (n > uint64_t(end - p)) return false;
+    p += n;
+    return true;
+  }
+};
+
+std::string read_piece_table(const std::string& model, std::vector<std::string>& pieces, std::vector<uint8_t>& types) {
+  ProtoReader r{reinterpret_cast<const unsigned char*>(model.data()),
+                reinterpret_cast<const unsigned char*>(model.data()) + model.size()};
+  while (r.p < r.end) {
+    uint64_t tag = 0, len = 0;
+    if (!r.varint(tag)) return "malformed field tag";
+    if (tag >> 3 != 1 || (tag & 7) != 2) {
+      if (!r.skip(tag & 7)) return "malformed field " + std::to_string(tag >> 3);
+      continue;
+    }
+    if (!r.varint(len) || len > uint64_t(r.end - r.p)) return "malformed piece entry";
+    ProtoReader m{r.p, r.p + len};
+    r.p += len;
+    std::string piece;
+    uint64_t type = 1;  // NORMAL
+    while (m.p < m.end) {
+      uint64_t t = 0, v = 0;
+      if (!m.varint(t)) return "malformed piece entry";
+      if (t == ((1 << 3) | 2)) {
+        if (!m.varint(v) || v > uint64_t(m.end - m.p)) return "malformed piece string";
+        piece.assign(reinterpret_cast<const char*>(m.p), v);
+        m.p += v;
+      } else if (t == ((3 << 3) | 0)) {
+        if (!m.varint(type)) return "malformed piece type";
+      } else if (!m.skip(t & 7)) {
+        return "malformed piece field " + std::to_string(t >> 3);
+      }
+    }
+    pieces.push_back(std::move(piece));
+    types.push_back(static_cast<uint8_t>(type));
+  }
+  return "";
+}
+
+constexpr uint8_t kPieceUnknown = 2, kPieceControl = 3, kPieceByte = 6;
+
+}  // namespace
+
 struct SentencePieceTokenizer::Impl {
   void* handle = nullptr;
   int piece_size = 0, bos = -1, eos = -1, pad = -1, unk = -1;
   std::vector<bool> control;  // per id
+  std::vector<std::string> pieces;  // per id, from the ModelProto
+  std::vector<uint8_t> types;       // per id, SentencePiece::Type
+  std::string piece_error;          // why the piece table is unavailable ("" = fine)
   std::mutex mutex;           // the bridge's result buffers are per handle
   ~Impl() {
     if (handle) spm_bridge().free_handle(handle);
@@ -207,6 +282,14 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path)
     throw Error("tokenizer: SentencePiece model '" + model_path + "' has an empty vocabulary");
   impl_->control.resize(impl_->piece_size);
   for (int i = 0; i < impl_->piece_size; ++i) impl_->control[i] = b.is_control(impl_->handle, i) != 0;
+  // The piece table is needed only by its accessors: a problem here is reported when one is called.
+  impl_->piece_error = read_piece_table(bytes, impl_->pieces, impl_->types);
+  if (impl_->piece_error.empty() && static_cast<int64_t>(impl_->pieces.size()) != impl_->piece_size)
+    impl_->piece_error = std::to_string(impl_->pieces.size()) + " pieces read, the model has " +
+                         std::to_string(impl_->piece_size);
+  for (int i = 0; impl_->piece_error.empty() && i < impl_->piece_size; ++i)
+    if ((impl_->types[i] == kPieceControl) != impl_->control[i])
+      impl_->piece_error = "piece " + std::to_string(i) + " has an unexpected type";
   id_ = "sp:" + fs::path(model_path).filename().string() + ":" + sha256_hex(bytes).substr(0, 12);
 }
 
@@ -234,6 +317,32 @@ std::string SentencePieceTokenizer::decode(const std::vector<int64_t>& ids) cons
   if (!spm_bridge().decode(impl_->handle, kept.data(), kept.size(), &text, &len, err, kErrLen))
     throw Error("tokenizer " + id_ + ": decode failed: " + err);
   return sanitize_utf8(std::string(text, len));
+}
+
+namespace {
+// Type of piece `id` after checking the table and the id (Error naming the model and id).
+uint8_t piece_type(const SentencePieceTokenizer& tok, const std::string& error, int64_t piece_size,
+                   const std::vector<uint8_t>& types, int64_t id) {
+  if (!error.empty()) throw Error("tokenizer " + tok.id() + ": cannot read the piece table of " + tok.path() + ": " + error);
+  if (id < 0 || id >= piece_size)
+    throw Error("tokenizer " + tok.id() + ": piece id " + std::to_string(id) + " is outside [0, " +
+                std::to_string(piece_size) + ")");
+  return types[static_cast<size_t>(id)];
+}
+}  // namespace
+
+std::string SentencePieceTokenizer::id_to_piece(int64_t id) const {
+  piece_type(*this, impl_->piece_error, impl_->piece_size, impl_->types, id);
+  return impl_->pieces[static_cast<size_t>(id)];
+}
+bool SentencePieceTokenizer::is_control(int64_t id) const {
+  return piece_type(*this, impl_->piece_error, impl_->piece_size, impl_->types, id) == kPieceControl;
+}
+bool SentencePieceTokenizer::is_unknown(int64_t id) const {
+  return piece_type(*this, impl_->piece_error, impl_->piece_size, impl_->types, id) == kPieceUnknown;
+}
+bool SentencePieceTokenizer::is_byte_piece(int64_t id) const {
+  return piece_type(*this, impl_->piece_error, impl_->piece_size, impl_->types, id) == kPieceByte;
 }
 
 int64_t SentencePieceTokenizer::vocab_size() const { return impl_->piece_size; }

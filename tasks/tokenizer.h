@@ -61,6 +61,12 @@ class SentencePieceTokenizer : public Tokenizer {
   int64_t pad_id() const override;
   std::string id() const override { return id_; }
   const std::string& path() const { return path_; }
+  // The piece table (read from the model file's ModelProto; Error for an id outside [0, vocab_size)).
+  // id_to_piece gives the piece as stored ("\xE2\x96\x81the" for " the", "<0x0A>" for a byte piece).
+  std::string id_to_piece(int64_t id) const;
+  bool is_control(int64_t id) const;     // BOS/EOS/PAD and other control pieces
+  bool is_unknown(int64_t id) const;     // the <unk> piece
+  bool is_byte_piece(int64_t id) const;  // byte-fallback piece <0xNN>
 
  private:
   struct Impl;

@@ -78,6 +78,11 @@ void add_train_command(CLI::App& app) {
                     {"final_test_accuracy", number(r.final_test_accuracy)},
                     {"final_train_loss", number(r.final_train_loss)}, {"train_tokens_per_s", r.tokens_per_s},
                     {"wall_s", r.wall_s}, {"out_dir", r.out_dir}, {"db", a.db}};
+    if (!r.primary_metric.empty() && r.primary_metric != "accuracy") {
+      summary["primary_metric"] = r.primary_metric;
+      summary["best_" + r.primary_metric] = number(r.best_primary);
+      summary["final_" + r.primary_metric] = number(r.final_primary);
+    }
     if (r.already_completed) summary["already_completed"] = true;
     if (r.stopped) summary["stopped"] = true;
     std::cout << summary.dump() << "\n";

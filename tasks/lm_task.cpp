@@ -1,0 +1,258 @@
+#include "tasks/lm_task.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "tasks/lm_metrics.h"
+
+namespace mnemo {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string inputs_label(const CorpusSpec& c) {
+  std::string out;
+  for (const auto& in : c.inputs) {
+    fs::path p(in);
+    std::string name = p.filename().string();
+    if (name.empty()) name = p.parent_path().filename().string();
+    out += (out.empty() ? "" : "+") + name;
+  }
+  return out;
+}
+
+CorpusSpec corpus_from_params(const json& p, const std::string& key) {
+  json j = {{"corpus", p.at(key)},
+            {"doc_split", p.at("doc_split")},
+            {"text_field", p.at("text_field")},
+            {"val_every", p.at("val_every")},
+            {"strip_gutenberg", p.at("strip_gutenberg")}};
+  return CorpusSpec::from_json(j);
+}
+
+}  // namespace
+
+LmTask::LmTask(const json& params, std::string name) : params_(params), name_(std::move(name)) {
+  const int64_t T = seq_len();
+  if (T < 2) throw Error("task " + name_ + ": seq_len must be >= 2, got " + std::to_string(T));
+  const std::string sampler = params_.at("sampler");
+  if (sampler != "random" && sampler != "sequential")
+    throw Error("task " + name_ + ": sampler must be \"random\" or \"sequential\", got \"" + sampler + "\"");
+  if (params_.at("val_tokens").get<int64_t>() < 0)
+    throw Error("task " + name_ + ": val_tokens must be >= 0 (0 = the whole validation set)");
+  if (params_.at("val_every").get<int64_t>() < 0) throw Error("task " + name_ + ": val_every must be >= 0");
+  if (params_.at("corpus").get<std::string>().empty()) throw Error("task " + name_ + ": corpus is empty");
+}
+
+CorpusSpec LmTask::train_corpus() const { return corpus_from_params(params_, "corpus"); }
+
+CorpusSpec LmTask::validation_corpus() const {
+  const std::string val = params_.at("val_corpus");
+  if (val.empty()) return train_corpus();
+  CorpusSpec c = corpus_from_params(params_, "val_corpus");
+  c.val_every = 0;
+  return c;
+}
+
+CorpusSplit LmTask::validation_split() const {
+  return params_.at("val_corpus").get<std::string>().empty() ? CorpusSplit::validation : CorpusSplit::all;
+}
+
+std::string LmTask::cache_dir() const {
+  const std::string d = params_.at("cache_dir");
+  if (!d.empty()) return d;
+  if (const char* env = std::getenv("MNEMO_CACHE_DIR"); env && *env) return env;
+  return "out/cache";
+}
+
+std::shared_ptr<Tokenizer> LmTask::tokenizer(const LogFn& log) const {
+  const std::string spec = params_.at("tokenizer");
+  if (is_corpus_tokenizer_spec(spec)) {
+    // SentencePiece trained on the training documents only (never on the held-out ones).
+    CorpusSpec c = train_corpus();
+    if (!params_.at("val_corpus").get<std::string>().empty()) c.val_every = 0;  // every document trains
+    return load_tokenizer(ensure_corpus_tokenizer(c, spec, cache_dir(), log));
+  }
+  return load_tokenizer(spec);
+}
+
+LmData LmTask::prepare(const LogFn& log, bool with_train) const {
+  LmData d;
+  d.tokenizer = tokenizer(log);
+  if (params_.at("reset_state_at_bos").get<bool>() && d.tokenizer->bos_id() < 0)
+    throw Error("task " + name_ + ": reset_state_at_bos needs a tokenizer with a BOS token; " + d.tokenizer->id() +
+                " has none");
+  const CorpusSpec train = train_corpus();
+  d.corpus_label = inputs_label(train);
+  if (with_train) {
+    d.train = TokenShard::open(ensure_token_shard(train, train.val_every > 0 && params_.at("val_corpus").get<std::string>().empty()
+                                                             ? CorpusSplit::train
+                                                             : CorpusSplit::all,
+                                                  *d.tokenizer, cache_dir(), log));
+    if (d.train->size() < seq_len() + 1)
+      throw Error("task " + name_ + ": the training corpus " + d.corpus_label + " has " +
+                  std::to_string(d.train->size()) + " tokens, fewer than seq_len + 1 = " + std::to_string(seq_len() + 1));
+  }
+  const CorpusSpec val = validation_corpus();
+  d.validation = TokenShard::open(ensure_token_shard(val, validation_split(), *d.tokenizer, cache_dir(), log));
+  d.validation_label = validation_split() == CorpusSplit::validation
+                           ? inputs_label(val) + " (held out: every " + std::to_string(val.val_every) + "th document)"
+                           : inputs_label(val);
+  d.byte_lengths = token_byte_lengths(*d.tokenizer);
+  return d;
+}
+
+std::vector<json> LmTask::generate_rows(Split split, int64_t n, uint64_t seed) const {
+  LmData d = prepare({}, split == Split::train);
+  const TokenShard& shard = split == Split::train ? *d.train : *d.validation;
+  const int64_t T = seq_len(), windows = (shard.size() - 1) / T;
+  std::vector<json> rows;
+  std::vector<int64_t> ids(size_t(T + 1));
+  for (int64_t i = 0; i < n && i < windows; ++i) {
+    const int64_t w = int64_t((seed + uint64_t(i)) % uint64_t(windows));
+    shard.read(w * T, T + 1, ids.data());
+    rows.push_back({{"start", w * T},
+                    {"input_ids", std::vector<int64_t>(ids.begin(), ids.end() - 1)},
+                    {"labels", std::vector<int64_t>(ids.begin() + 1, ids.end())},
+                    {"text", sanitize_utf8(d.tokenizer->decode(ids))}});
+  }
+  return rows;
+}
+
+// ---- lm_ppl ----
+
+json LmPplTask::eval_options_help() const {
+  return {{"lengths", "evaluation lengths L (default: the training seq_len); each cuts the stream into blocks of L"},
+          {"max_tokens", "tokens of the validation stream to score (default max(65536, 4 x the longest length))"},
+          {"bucket", "position bucket size for the longest length (default 2048, or the longest length / 8 if smaller)"},
+          {"chunk", "tokens fed per forward through the model's state (default: the training seq_len; 0 = whole)"},
+          {"batch_size", "blocks per forward (default 1)"}};
+}
+
+double LmPplTask::score_prediction(const json&, const std::string&, const std::string& where) const {
+  throw Error(where + ": lm_ppl scores a model's log-likelihoods, not predictions (use mnemo eval --task lm_ppl)");
+}
+
+json LmPplTask::evaluate(EvalContext& ctx) const {
+  const int64_t T = seq_len();
+  std::vector<int64_t> lengths = option_int_list(ctx.options, "lengths", {T});
+  for (int64_t L : lengths)
+    if (L < 2) throw Error("lm_ppl: every length must be >= 2, got " + std::to_string(L));
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  const int64_t max_tokens = option_int(ctx.options, "max_tokens", std::max<int64_t>(65536, 4 * longest));
+  const int64_t bucket = option_int(ctx.options, "bucket", std::min<int64_t>(2048, std::max<int64_t>(1, longest / 8)));
+  const int64_t chunk = option_int(ctx.options, "chunk", T);
+  const int64_t batch = option_int(ctx.options, "batch_size", 1);
+  if (max_tokens < 2 || bucket < 1 || chunk < 0 || batch < 1)
+    throw Error("lm_ppl: max_tokens >= 2, bucket >= 1, chunk >= 0 and batch_size >= 1 are required");
+
+  LmData d = prepare(ctx.log, false);
+  if (d.tokenizer->vocab_size() != ctx.model.vocab_size())
+    throw Error("lm_ppl: tokenizer " + d.tokenizer->id() + " has " + std::to_string(d.tokenizer->vocab_size()) +
+                " tokens but the checkpoint's vocab_size is " + std::to_string(ctx.model.vocab_size()) +
+                " (evaluate with the tokenizer the model was trained with)");
+  const TokenShard& shard = *d.validation;
+  if (shard.size() < longest)
+    throw Error("lm_ppl: the validation stream " + d.validation_label + " has " + std::to_string(shard.size()) +
+                " tokens, fewer than the longest length " + std::to_string(longest));
+  auto read = [&](int64_t s, int64_t n, int64_t* out) { shard.read(s, n, out); };
+  auto logprobs = [&](const torch::Tensor& ids) { return ctx.model.next_token_logprobs(ids.to(ctx.device), chunk); };
+
+  std::vector<EvalCell> cells;
+  json out_cells = json::array();
+  const json details_base = {{"tokenizer", d.tokenizer->id()}, {"max_tokens", max_tokens}, {"chunk", chunk},
+                             {"validation", d.validation_label}};
+  for (int64_t L : lengths) {
+    const double t0 = wall_seconds();
+    WindowScoring opt;
+    opt.length = L;
+    opt.max_tokens = std::max(max_tokens, L);
+    opt.batch_size = batch;
+    opt.bucket_size = L == longest ? bucket : 0;
+    WindowScore s = score_windows(shard.size(), read, logprobs, d.byte_lengths, opt);
+    json setting = {{"length", L}, {"corpus", d.validation_label}, {"train_seq_len", T}};
+    json details = details_base;
+    details["tokens"] = s.total.tokens;
+    details["wall_s"] = wall_seconds() - t0;
+    cells.push_back({name(), "ppl", setting, s.total.ppl(), s.windows, details});
+    cells.push_back({name(), "bpb", setting, s.total.bpb(), s.windows, details});
+    out_cells.push_back({{"length", L}, {"ppl", s.total.ppl()}, {"bpb", s.total.bpb()}, {"windows", s.windows},
+                         {"tokens", s.total.tokens}});
+    if (ctx.log)
+      ctx.log("lm_ppl: length " + std::to_string(L) + ": ppl " + std::to_string(s.total.ppl()) + " over " +
+              std::to_string(s.total.tokens) + " predicted tokens (" + std::to_string(s.windows) + " blocks)");
+    if (L == longest)
+      for (size_t k = 0; k < s.buckets.size(); ++k) {
+        const int64_t b0 = int64_t(k) * bucket, b1 = std::min<int64_t>(L, b0 + bucket);
+        json bs = {{"length", L}, {"bucket_start", b0}, {"bucket_end", b1}, {"corpus", d.validation_label},
+                   {"train_seq_len", T}};
+        json bd = details_base;
+        bd["tokens"] = s.buckets[k].tokens;
+        cells.push_back({name(), "ppl_bucket", bs, s.buckets[k].ppl(), s.windows, bd});
+      }
+  }
+  record_cells(ctx, cells);
+  return {{"task", name()}, {"metric", "ppl"}, {"cells", out_cells}, {"validation", d.validation_label},
+          {"tokenizer", d.tokenizer->id()}};
+}
+
+// ---- registration ----
+
+namespace {
+json lm_defaults() {
+  return {{"corpus", "corpus/gutenberg"},
+          {"doc_split", "auto"},
+          {"text_field", "text"},
+          {"val_every", 10},
+          {"strip_gutenberg", true},
+          {"val_corpus", ""},
+          {"tokenizer", "byte"},
+          {"seq_len", 512},
+          {"sampler", "random"},
+          {"packing", true},
+          {"reset_state_at_bos", false},
+          {"val_tokens", 65536},
+          {"cache_dir", ""}};
+}
+json lm_help() {
+  return {{"corpus", "text corpus: folders (one document per .txt file), .txt files (see doc_split) or .jsonl "
+                     "(field text_field); comma-separated; relative to the working or the data directory"},
+          {"doc_split", "documents of a .txt file given directly: auto (= blank_line), blank_line, line, file"},
+          {"text_field", "JSONL field holding the document text"},
+          {"val_every", "document i (0-based, in file-name order) is held out when (i+1) % val_every == 0 "
+                        "(Gutenberg: every 10th book); 0 = none"},
+          {"strip_gutenberg", "keep only the text between Project Gutenberg's START/END markers"},
+          {"val_corpus", "a separate validation corpus (all its documents); empty = the held-out documents"},
+          {"tokenizer", "byte | byte:plain | a SentencePiece .model | sp-bpe:N / sp-unigram:N (trained by mnemo "
+                        "on the training documents, cached)"},
+          {"seq_len", "training context T (windows of T + 1 tokens)"},
+          {"sampler", "random (seeded random windows) | sequential (consecutive windows, epoch after epoch)"},
+          {"packing", "windows cross document boundaries (true) or lie inside one document (false)"},
+          {"reset_state_at_bos", "split packed windows at BOS so every document starts from a fresh state"},
+          {"val_tokens", "validation tokens scored at each evaluation (0 = all)"},
+          {"cache_dir", "token shards and trained tokenizers (default $MNEMO_CACHE_DIR or out/cache)"}};
+}
+}  // namespace
+
+void register_lm_tasks(TaskRegistry& r) {
+  TaskFamily lm;
+  lm.name = "lm";
+  lm.description = "language-model pretraining on a text corpus (spec tasks.md §2): validation ppl / bits per byte";
+  lm.defaults = lm_defaults();
+  lm.help = lm_help();
+  lm.trainable = true;
+  lm.make = [](const json& p) -> std::shared_ptr<Task> { return std::make_shared<LmTask>(p); };
+  r.add(std::move(lm));
+
+  TaskFamily ppl;
+  ppl.name = "lm_ppl";
+  ppl.description = "perplexity per evaluation length and per position bucket (length extrapolation, spec §2.3)";
+  ppl.defaults = lm_defaults();
+  ppl.help = lm_help();
+  ppl.trainable = false;
+  ppl.make = [](const json& p) -> std::shared_ptr<Task> { return std::make_shared<LmPplTask>(p); };
+  r.add(std::move(ppl));
+}
+
+}  // namespace mnemo

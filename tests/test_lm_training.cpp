@@ -1,0 +1,347 @@
+// Language-model pretraining (issue 15): corpus windows and packing, accumulation == one big batch,
+// bit-exact resume, perplexity arithmetic, length evaluation through the state, every family trains.
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "engine/checkpoint.h"
+#include "engine/data_source.h"
+#include "engine/evaluate.h"
+#include "engine/model_adapter.h"
+#include "engine/presets.h"
+#include "engine/run_config.h"
+#include "engine/trainer.h"
+#include "results/db.h"
+#include "runtime/registry.h"
+#include "tasks/lm_metrics.h"
+#include "tasks/lm_task.h"
+#include "test_util.h"
+
+using namespace mnemo;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A folder of `n_docs` small documents (one per .txt file): sentences over a 12-word vocabulary.
+fs::path write_corpus(const std::string& name, int n_docs = 12, int words_per_doc = 60) {
+  auto dir = test::temp_dir(name) / "corpus";
+  fs::create_directories(dir);
+  const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to", "it", "was"};
+  uint64_t x = 12345;
+  for (int d = 0; d < n_docs; ++d) {
+    char fname[32];
+    std::snprintf(fname, sizeof fname, "doc%02d.txt", d);
+    std::ofstream f(dir / fname);
+    for (int w = 0; w < words_per_doc; ++w) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      f << words[(x >> 33) % 12] << (w % 9 == 8 ? ".\n" : " ");
+    }
+  }
+  return dir;
+}
+
+json lm_run(const std::string& model, const fs::path& corpus) {
+  return {{"model", model}, {"task", "lm"},        {"corpus", corpus.string()}, {"val_every", 4},
+          {"seq_len", 16},  {"d_model", 32},       {"n_layers", 1},             {"n_heads", 2},
+          {"batch_size", 4}, {"steps", 6},         {"eval_every", 3},           {"log_every", 1},
+          {"lr", 3e-3},     {"warmup_frac", 0.0},  {"val_tokens", 256},         {"seed", 1},
+          {"cache_dir", (corpus.parent_path() / "cache").string()}, {"device", "cpu"}};
+}
+
+std::map<std::string, torch::Tensor> weights(const std::string& out_dir) {
+  Backbone b = load_backbone(out_dir, torch::kCPU);
+  std::map<std::string, torch::Tensor> w;
+  for (const auto& p : b.module->named_parameters()) w[p.key()] = p.value().detach().clone();
+  return w;
+}
+
+struct DefaultDtype {
+  explicit DefaultDtype(caffe2::TypeMeta t) : saved(torch::get_default_dtype()) { torch::set_default_dtype(t); }
+  ~DefaultDtype() { torch::set_default_dtype(saved); }
+  caffe2::TypeMeta saved;
+};
+
+}  // namespace
+
+TEST_CASE("perplexity arithmetic: windows, first token unpredicted, token weighting, bits per byte, buckets",
+          "[lm][ppl]") {
+  // A stream of 10 tokens, windows of 4: [0,4) [4,8) and the partial [8,10): 3 + 3 + 1 predicted tokens.
+  std::vector<int64_t> stream = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  auto read = [&](int64_t s, int64_t n, int64_t* out) { std::copy(stream.begin() + s, stream.begin() + s + n, out); };
+  const double V = 16;
+  // Uniform model: every next token has log-prob -ln V, so ppl = V exactly.
+  auto uniform = [&](const torch::Tensor& ids) {
+    return torch::full({ids.size(0), ids.size(1) - 1}, -std::log(V), torch::kFloat64);
+  };
+  std::vector<int32_t> bytes(16, 2);  // every token = 2 bytes of text
+  WindowScoring opt;
+  opt.length = 4;
+  opt.batch_size = 2;
+  opt.bucket_size = 2;
+  WindowScore s = score_windows(int64_t(stream.size()), read, uniform, bytes, opt);
+  REQUIRE(s.windows == 3);
+  REQUIRE(s.total.tokens == 7);
+  REQUIRE(s.total.ppl() == Approx(V).epsilon(1e-12));
+  REQUIRE(s.total.bpb() == Approx(std::log2(V) / 2).epsilon(1e-12));
+  // Positions 1 (bucket 0) and 2, 3 (bucket 1): per window 1 + 2; the partial window adds position 1.
+  REQUIRE(s.buckets.size() == 2);
+  REQUIRE(s.buckets[0].tokens == 3);
+  REQUIRE(s.buckets[1].tokens == 4);
+  // Token weighting: a model that is sure of token 10 (the partial window's only prediction).
+  auto sure_of_10 = [&](const torch::Tensor& ids) {
+    auto lp = torch::full({ids.size(0), ids.size(1) - 1}, -std::log(V), torch::kFloat64);
+    for (int64_t b = 0; b < ids.size(0); ++b)
+      for (int64_t p = 1; p < ids.size(1); ++p)
+        if (ids[b][p].item<int64_t>() == 10) lp[b][p - 1] = 0.0;
+    return lp;
+  };
+  s = score_windows(int64_t(stream.size()), read, sure_of_10, bytes, opt);
+  REQUIRE(s.total.ppl() == Approx(std::exp(6 * std::log(V) / 7)).epsilon(1e-12));
+  opt.max_tokens = 8;  // only the two full windows
+  s = score_windows(int64_t(stream.size()), read, uniform, bytes, opt);
+  REQUIRE(s.total.tokens == 6);
+}
+
+TEST_CASE("corpus windows: packed random and sequential windows are slices of the shard; BOS resets split rows",
+          "[lm][data]") {
+  auto corpus = write_corpus("lm_windows");
+  json p = TaskRegistry::instance().resolve("lm", {{"corpus", corpus.string()}, {"val_every", 4}, {"seq_len", 16},
+                                                  {"cache_dir", (corpus.parent_path() / "cache").string()}});
+  LmTask task(p);
+  LmData d = task.prepare({});
+  const TokenShard& shard = *d.train;
+  CorpusWindows w;
+  w.seq_len = 16;
+  w.batch_size = 3;
+  w.grad_accum = 2;
+  w.seed = 7;
+  w.sampler = "sequential";
+  auto src = make_corpus_source(shard, w, torch::kCPU);
+  std::vector<int64_t> expect(17);
+  // Sequential: row r = (step * accum + micro) * B + j starts at (r mod windows) * T.
+  for (int64_t step : {0, 5}) {
+    TrainBatch b = src->batch(step, 1);
+    for (int64_t j = 0; j < 3; ++j) {
+      const int64_t r = (step * 2 + 1) * 3 + j;
+      shard.read((r % ((shard.size() - 1) / 16)) * 16, 17, expect.data());
+      for (int64_t t = 0; t < 16; ++t) {
+        REQUIRE(b.input_ids[j][t].item<int64_t>() == expect[size_t(t)]);
+        REQUIRE(b.labels[j][t].item<int64_t>() == expect[size_t(t + 1)]);
+      }
+    }
+  }
+  // Random windows: a pure function of (seed, row): the same call twice gives the same batch.
+  w.sampler = "random";
+  auto rnd = make_corpus_source(shard, w, torch::kCPU);
+  REQUIRE(torch::equal(rnd->batch(3, 0).input_ids, rnd->batch(3, 0).input_ids));
+  REQUIRE_FALSE(torch::equal(rnd->batch(3, 0).input_ids, rnd->batch(3, 1).input_ids));
+  // reset_state_at_bos: no row holds a BOS after its first position; all labelled tokens are kept.
+  w.reset_at_bos = true;
+  w.bos_id = d.tokenizer->bos_id();
+  w.pad_id = d.tokenizer->pad_id();
+  w.seq_len = 200;  // longer than a document: every window crosses a boundary
+  auto split = make_corpus_source(shard, w, torch::kCPU);
+  TrainBatch b = split->batch(0, 0);
+  REQUIRE(b.input_ids.size(0) > 3);
+  REQUIRE(b.labelled == 3 * 200);
+  auto later = b.input_ids.narrow(1, 1, 199);
+  REQUIRE((later == w.bos_id).sum().item<int64_t>() == 0);
+  // Packing off: every window lies inside one document; too long a context is an error.
+  w.reset_at_bos = false;
+  w.packing = false;
+  w.seq_len = 16;
+  auto inside = make_corpus_source(shard, w, torch::kCPU);
+  TrainBatch ib = inside->batch(0, 0);
+  REQUIRE((ib.input_ids.narrow(1, 1, 15) == d.tokenizer->bos_id()).sum().item<int64_t>() == 0);
+  w.seq_len = 5000;
+  REQUIRE_THROWS_WITH(make_corpus_source(shard, w, torch::kCPU), Catch::Contains("longer than every document"));
+}
+
+TEST_CASE("gradient accumulation equals one big batch (fp64): 2 x 4 sequences == 1 x 8", "[lm][accum]") {
+  DefaultDtype f64(caffe2::TypeMeta::Make<double>());
+  auto corpus = write_corpus("lm_accum");
+  auto dir = corpus.parent_path();
+  TrainOptions opt;
+  opt.db_path = (dir / "a.sqlite").string();
+  opt.quiet = true;
+  json big = lm_run("gated_deltanet", corpus);
+  big["batch_size"] = 8;
+  big["steps"] = 3;
+  json acc = big;
+  acc["batch_size"] = 4;
+  acc["grad_accum"] = 2;
+  opt.out_dir = (dir / "big").string();
+  auto rb = train(big, opt);
+  opt.out_dir = (dir / "acc").string();
+  auto ra = train(acc, opt);
+  REQUIRE(ra.final_train_loss == Approx(rb.final_train_loss).epsilon(1e-12));
+  auto wa = weights((dir / "acc").string()), wb = weights((dir / "big").string());
+  REQUIRE(wa.size() == wb.size());
+  for (const auto& [k, v] : wb) {
+    INFO(k);
+    REQUIRE(test::max_rel_err(wa.at(k), v, 1e-8) < 1e-10);
+  }
+  acc["grad_accum"] = 0;
+  REQUIRE_THROWS_WITH(train(acc, opt), Catch::Contains("grad_accum"));
+}
+
+TEST_CASE("language-model resume is bit-exact on CPU (weights, metric rows)", "[lm][resume]") {
+  auto corpus = write_corpus("lm_resume");
+  auto dir = corpus.parent_path();
+  json cfg = lm_run("transformer", corpus);
+  TrainOptions opt;
+  opt.db_path = (dir / "r.sqlite").string();
+  opt.quiet = true;
+  opt.out_dir = (dir / "whole").string();
+  auto whole = train(cfg, opt);
+  TrainOptions part = opt;
+  part.out_dir = (dir / "parts").string();
+  part.stop_after = 2;
+  auto first = train(cfg, part);
+  REQUIRE(first.stopped);
+  part.stop_after = 0;
+  part.resume = true;
+  auto second = train(cfg, part);
+  REQUIRE(second.steps == 6);
+  auto wa = weights(opt.out_dir), wb = weights(part.out_dir);
+  for (const auto& [k, v] : wa) {
+    INFO(k);
+    REQUIRE(torch::equal(wb.at(k), v));
+  }
+  ResultsDB db(opt.db_path);
+  std::map<std::string, double> a, b;
+  for (const auto& r : db.metrics(whole.run_id))
+    if (r.split == "val" || (r.split == "train" && r.name == "loss")) a[std::to_string(r.step) + r.split + r.name] = r.value;
+  for (const auto& r : db.metrics(first.run_id))
+    if ((r.split == "val" && r.step != 2) || (r.split == "train" && r.name == "loss"))
+      b[std::to_string(r.step) + r.split + r.name] = r.value;
+  REQUIRE(a == b);
+  REQUIRE(a.count("6valppl") == 1);
+  REQUIRE(std::isfinite(whole.best_primary));
+  REQUIRE(whole.primary_metric == "ppl");
+}
+
+TEST_CASE("lm_ppl: chunked evaluation through the state equals one forward; a tokenizer of another vocabulary "
+          "is refused", "[lm][lm_ppl]") {
+  auto corpus = write_corpus("lm_eval");
+  auto dir = corpus.parent_path();
+  for (const std::string model : {"transformer", "gated_deltanet", "mamba2"}) {
+    DYNAMIC_SECTION(model) {
+      json cfg = lm_run(model, corpus);
+      cfg["steps"] = 2;
+      TrainOptions opt;
+      opt.db_path = (dir / "e.sqlite").string();
+      opt.quiet = true;
+      opt.out_dir = (dir / model).string();
+      train(cfg, opt);
+      EvalRequest a;
+      a.checkpoint = opt.out_dir;
+      a.task = "lm_ppl";
+      a.db = opt.db_path;
+      a.params = {{"lengths", "16,64"}, {"chunk", 0}};
+      json whole = evaluate_checkpoint(a, {});
+      a.params = {{"lengths", "16,64"}, {"chunk", 8}};
+      json chunked = evaluate_checkpoint(a, {});
+      REQUIRE(whole["cells"].size() == 2);
+      for (size_t i = 0; i < 2; ++i)
+        REQUIRE(chunked["cells"][i]["ppl"].get<double>() ==
+                Approx(whole["cells"][i]["ppl"].get<double>()).epsilon(1e-4));
+      ResultsDB db(opt.db_path);
+      int buckets = 0;
+      for (const auto& e : db.evals())
+        if (e.task == "lm_ppl" && e.metric == "ppl_bucket" && e.model == model) ++buckets;
+      REQUIRE(buckets == 8);  // the longest length 64 in buckets of 64 / 8
+      a.params = {{"tokenizer", "byte:plain"}};
+      REQUIRE_THROWS_WITH(evaluate_checkpoint(a, {}), Catch::Contains("vocab_size"));
+    }
+  }
+}
+
+TEST_CASE("every registered family trains on --task lm: the loss falls within a few steps", "[lm][families]") {
+  auto corpus = write_corpus("lm_families", 8, 30);
+  auto dir = corpus.parent_path();
+  for (const std::string& model : Registry::instance().model_names()) {
+    DYNAMIC_SECTION(model) {
+      json cfg = lm_run(model, corpus);
+      cfg["n_layers"] = int64_t(Registry::instance().model(model).layer_pattern.size());
+      cfg["sampler"] = "sequential";
+      cfg["steps"] = 10;
+      cfg["eval_every"] = 10;
+      cfg["lr"] = 1e-2;
+      cfg["val_tokens"] = 64;
+      TrainOptions opt;
+      opt.db_path = (dir / "f.sqlite").string();
+      opt.quiet = true;
+      opt.out_dir = (dir / model).string();
+      auto r = train(cfg, opt);
+      ResultsDB db(opt.db_path);
+      double first = NAN, last = NAN;
+      for (const auto& m : db.metrics(r.run_id))
+        if (m.split == "train" && m.name == "loss") {
+          if (std::isnan(first)) first = m.value;
+          last = m.value;
+        }
+      INFO("first " << first << " last " << last);
+      REQUIRE(last < first - 0.5);
+      REQUIRE(std::isfinite(r.final_primary));
+    }
+  }
+}
+
+TEST_CASE("size presets and recipes: explicit keys win, unknown names are errors, counts are computed",
+          "[lm][sizes]") {
+  json cfg = resolve_run_config({{"model", "transformer"}, {"task", "lm"}, {"size", "small"}});
+  REQUIRE(cfg["d_model"] == 256);
+  REQUIRE(cfg["n_layers"] == 6);
+  cfg = resolve_run_config({{"model", "transformer"}, {"task", "lm"}, {"size", "small"}, {"d_model", 128}});
+  REQUIRE(cfg["d_model"] == 128);
+  cfg = resolve_run_config({{"model", "gla"}, {"task", "lm"}, {"size", "340M"}, {"recipe", "titans"}});
+  REQUIRE(cfg["lr"] == Approx(1.5e-3));
+  REQUIRE(cfg["seq_len"] == 4096);
+  REQUIRE(cfg["batch_size"] == 128);
+  REQUIRE(cfg["warmup_steps"] == 1024);
+  REQUIRE_THROWS_WITH(resolve_run_config({{"model", "gla"}, {"task", "lm"}, {"size", "huge"}}),
+                      Catch::Contains("unknown size 'huge'"));
+  REQUIRE_THROWS_WITH(resolve_run_config({{"model", "gla"}, {"task", "lm"}, {"recipe", "titans"}}),
+                      Catch::Contains("gives a peak learning rate"));
+  REQUIRE(resolve_run_config({{"model", "gla"}, {"task", "lm"}, {"recipe", "titans"}, {"lr", 1e-3}})["lr"] == 1e-3);
+  // The count equals the built model's.
+  json flat = {{"model", "gated_deltanet"}, {"d_model", 64}, {"n_layers", 2}, {"n_heads", 2}};
+  ModelConfig mc = model_config_from_json(flat);
+  mc.vocab_size = 300;
+  LanguageModel lm(mc);
+  REQUIRE(count_parameters(mc) == lm->num_parameters());
+}
+
+TEST_CASE("language-model bad input: empty corpus, no held-out documents, NaN loss", "[lm][errors]") {
+  auto dir = test::temp_dir("lm_bad");
+  fs::create_directories(dir / "empty");
+  TrainOptions opt;
+  opt.db_path = (dir / "b.sqlite").string();
+  opt.quiet = true;
+  opt.out_dir = (dir / "run").string();
+  json cfg = lm_run("transformer", dir / "empty");
+  REQUIRE_THROWS(train(cfg, opt));
+  auto corpus = write_corpus("lm_bad2", 3);
+  cfg = lm_run("transformer", corpus);
+  cfg["val_every"] = 0;
+  REQUIRE_THROWS_WITH(train(cfg, opt), Catch::Contains("held-out"));
+  cfg["val_every"] = 4;  // 3 documents: none is the 4th
+  REQUIRE_THROWS_WITH(train(cfg, opt), Catch::Contains("held-out"));
+  // Nothing recorded for runs that never started.
+  ResultsDB db(opt.db_path);
+  REQUIRE(db.runs().empty());
+  // NaN loss: the run is marked failed with the step.
+  auto ok = write_corpus("lm_bad3");
+  cfg = lm_run("transformer", ok);
+  cfg["lr"] = 1e30;
+  cfg["grad_clip"] = 0.0;
+  cfg["steps"] = 20;
+  opt.out_dir = (dir / "nan").string();
+  REQUIRE_THROWS_WITH(train(cfg, opt), Catch::Contains("at step"));
+  const auto runs = db.runs();
+  REQUIRE(runs.size() == 1);
+  REQUIRE(runs[0].status == "failed");
+}
