@@ -119,17 +119,20 @@ std::unique_ptr<Objective> make_objective(const RunData& d, const json& cfg, con
 struct StepResult {
   double loss = NAN, aux = NAN, grad_norm = 0;
   int64_t tokens = 0;
+  double data_s = 0;  // seconds spent drawing the micro-batches (the data-wait share of a step)
 };
 StepResult optimiser_step(Backbone& model, torch::optim::Optimizer& optimizer, DataSource& data, int64_t step,
                           int64_t accum, double clip) {
+  StepResult r;
   std::vector<TrainBatch> micro;
   int64_t labelled = 0;
+  const double t0 = wall_seconds();
   for (int64_t m = 0; m < accum; ++m) {
     micro.push_back(data.batch(step, m));
     labelled += micro.back().labelled;
   }
+  r.data_s = wall_seconds() - t0;
   optimizer.zero_grad();
-  StepResult r;
   double loss_sum = 0, aux_sum = 0;
   bool has_aux = false;
   for (const TrainBatch& b : micro) {
@@ -289,6 +292,7 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     double window_tokens = 0, window_start = t_start, last_tps = 0, last_loss = NAN, last_primary = NAN;
     int64_t tokens_total = 0;  // this invocation
     double train_seconds = 0;  // optimiser steps only (no evaluation, checkpoints or logging)
+    double data_seconds = 0;   // of which drawing batches
     const int64_t first_step = state.step;
     int64_t saved_step = resuming ? state.step : -1;  // step of the checkpoint on disk
     if (!has_eval) result.best_test_accuracy = result.final_test_accuracy = result.final_test_loss = NAN;
@@ -375,6 +379,7 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
       }
       ++step;
       train_seconds += wall_seconds() - step_start;
+      data_seconds += sr.data_s;
       tokens_total += sr.tokens;
       window_tokens += double(sr.tokens);
       last_loss = sr.loss;
@@ -433,6 +438,7 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
       summary.push_back({state.run_id, step, "summary", name, v, result.wall_s});
     };
     if (has_eval && result.final_eval.contains("accuracy")) add("best_test_accuracy", result.best_test_accuracy);
+    if (train_seconds > 0) add("data_wait_share", data_seconds / train_seconds);  // this invocation
     if (is_lm) {
       add("train_tokens", double(tokens_seen()));
       add("flops", training_flops(mc, model.num_parameters(), tokens_seen(), context));
