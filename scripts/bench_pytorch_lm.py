@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """PyTorch-eager reference for `mnemo bench --mode fwdbwd` (issue 15): the same Transformer++ as mnemo's
 `transformer` family (runtime/model.cpp, runtime/attention): token embedding tied to the LM head, per block
 pre-RMSNorm -> causal softmax attention with non-interleaved RoPE (theta 10000; q/k/v/o projections without bias)
@@ -6,7 +6,7 @@ pre-RMSNorm -> causal softmax attention with non-interleaved RoPE (theta 10000; 
 final RMSNorm (eps 1e-6). One timed step = forward, cross-entropy over every position, backward, AdamW step
 (weight decay on 2-D weights), the work `mnemo bench --mode fwdbwd` times. Random tokens, fp32.
 
-usage: OMP_NUM_THREADS=1 python3 scripts/bench_pytorch_lm.py --d-model 128 --n-layers 2 --n-heads 4 \
+usage: OMP_NUM_THREADS=1 /usr/bin/python3 scripts/bench_pytorch_lm.py --d-model 128 --n-layers 2 --n-heads 4 \
          --seq-len 256 --batch 16 --vocab 258 --threads 1 --warmup 2 --repeats 10
 prints the median step time and tokens/s (same conventions as mnemo bench: median of `repeats` after `warmup`).
 """
