@@ -1,5 +1,8 @@
 // A runtime LanguageModel behind the evaluator's interface (tasks/model_api.h).
 #pragma once
+#include <utility>
+#include <vector>
+
 #include "runtime/generation.h"
 #include "runtime/model.h"
 #include "tasks/model_api.h"
@@ -8,6 +11,18 @@ namespace mnemo {
 
 // EvalModel::next_token_logprobs for a runtime LanguageModel (engine/lm_scoring.cpp).
 torch::Tensor language_model_logprobs(LanguageModelImpl& model, const torch::Tensor& ids, int64_t chunk);
+
+using TokenPair = std::pair<std::vector<int64_t>, std::vector<int64_t>>;  // (context ids, continuation ids)
+
+// lm-eval's request order for _loglikelihood_tokens (lm_eval/models/huggingface.py `_collate`, Collator):
+// descending len(context + continuation), ties by the joint token sequence ascending, stable.
+std::vector<size_t> loglikelihood_order(const std::vector<TokenPair>& requests);
+
+// EvalModel::loglikelihood_tokens for a runtime LanguageModel (engine/loglikelihood.cpp): lm-eval HFLM
+// `_loglikelihood_tokens` semantics, batches of `batch_size` in loglikelihood_order, right padding.
+std::vector<std::pair<double, bool>> language_model_loglikelihood(LanguageModelImpl& model, const torch::Device& device,
+                                                                  const std::vector<TokenPair>& requests,
+                                                                  int64_t batch_size, int64_t max_length);
 
 class LanguageModelAdapter : public EvalModel {
  public:
@@ -24,6 +39,10 @@ class LanguageModelAdapter : public EvalModel {
   }
   torch::Tensor next_token_logprobs(const torch::Tensor& input_ids, int64_t chunk) override {
     return language_model_logprobs(model_, input_ids.to(device_), chunk);
+  }
+  std::vector<std::pair<double, bool>> loglikelihood_tokens(const std::vector<TokenPair>& requests,
+                                                            int64_t batch_size, int64_t max_length) override {
+    return language_model_loglikelihood(model_, device_, requests, batch_size, max_length);
   }
   std::vector<int64_t> generate_greedy(const std::vector<int64_t>& prompt_ids,
                                        const GenerationRequest& request) override {

@@ -1,6 +1,6 @@
 // The one place that lists every built-in report section (one line each). Orders leave gaps:
-// 0 header · 20 MQAR · 25 language modelling · 30-50 long-context / MAD sections · 60 training
-// curves · 80 runs table · 90 benchmarks.
+// 0 header · 20 MQAR · 25 language modelling · 27 zero-shot commonsense · 30-50 long-context / MAD
+// sections · 60 training curves · 80 runs table · 90 benchmarks.
 #include "reports/report.h"
 
 namespace mnemo {
@@ -8,6 +8,7 @@ namespace mnemo {
 void register_header_section();     // reports/section_header.cpp
 void register_mqar_section();       // reports/section_mqar.cpp
 void register_lm_section();         // reports/section_lm.cpp
+void register_zeroshot_section();   // reports/section_zeroshot.cpp
 void register_mad_section();        // reports/section_mad.cpp
 void register_sniah_section();      // reports/section_sniah.cpp
 void register_babilong_section();   // reports/section_babilong.cpp
@@ -20,6 +21,7 @@ void register_builtin_report_sections() {
   register_header_section();
   register_mqar_section();
   register_lm_section();
+  register_zeroshot_section();
   register_mad_section();
   register_sniah_section();
   register_babilong_section();

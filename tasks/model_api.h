@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 namespace mnemo {
@@ -29,6 +30,13 @@ class EvalModel {
   // state (recurrent families: memory flat in T; attention: its key-value cache), 0 = one forward.
   // A length that does not fit in memory is an Error naming it.
   virtual torch::Tensor next_token_logprobs(const torch::Tensor& input_ids, int64_t chunk) = 0;
+  // lm-eval loglikelihood on token ids, one (ll, is_greedy) per (context, continuation) pair: ll = Σ log p of the
+  // continuation tokens given everything before them; is_greedy = each is the argmax. Contexts are non-empty;
+  // a pair longer than max_length + 1 keeps its last max_length + 1 tokens (left truncation). Batched with right
+  // padding only (never left padding into recurrent states), longest first; the results are in input order.
+  virtual std::vector<std::pair<double, bool>> loglikelihood_tokens(
+      const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>& requests, int64_t batch_size,
+      int64_t max_length) = 0;
   // Greedy continuation of a non-empty prompt from the model's initial state; the new tokens
   // without the stop id.
   virtual std::vector<int64_t> generate_greedy(const std::vector<int64_t>& prompt_ids,

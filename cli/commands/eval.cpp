@@ -1,36 +1,100 @@
 // `mnemo eval --checkpoint DIR --task NAME [--param value ...] [--n N] [--seed S] [--db FILE] [--keep-previous]`
+// `mnemo eval --checkpoint DIR --tasks piqa,arc_easy,...|commonsense [--limit N] [--batch-size B] [--max-length L]
+//             [--log-samples] [--output-path DIR] [--tokenizer SPEC] [--db FILE]`   (lm-eval's conventions)
+// `mnemo eval --tasks T --requests-only [--limit N] [--output-path DIR]`             (no checkpoint)
 #include <iostream>
 
 #include "cli/commands/commands.h"
 #include "core/defaults.h"
 #include "engine/evaluate.h"
+#include "engine/harness_eval.h"
 
 namespace mnemo::cli {
 
 void add_eval_command(CLI::App& app) {
   static EvalRequest a;
+  static std::string tasks, tokenizer, output_path;
+  static int64_t limit = 0, max_length = 0;
+  static bool log_samples = false, requests_only = false;
   auto* sub = app.add_subcommand("eval",
-                                 "Evaluate a checkpoint on a task; task parameters and evaluation options are "
-                                 "flags (e.g. --seq-len 128 --num-kv-pairs 8; S-NIAH: --lengths 1024,2048 "
-                                 "--depths 0,50,100)");
-  sub->add_option("--checkpoint", a.checkpoint, "Run directory or its checkpoint/ folder")->required();
+                                 "Evaluate a checkpoint: --task NAME (a mnemo task; task parameters and evaluation "
+                                 "options are flags, e.g. --seq-len 128 --num-kv-pairs 8; S-NIAH: --lengths 1024,2048 "
+                                 "--depths 0,50,100) or --tasks piqa,arc_easy,...|commonsense (zero-shot, lm-eval's "
+                                 "requests and metrics)");
+  sub->add_option("--checkpoint", a.checkpoint, "Run directory or its checkpoint/ folder (not with --requests-only)");
   sub->add_option("--task", a.task, "Task name (default: the task the model was trained on)");
+  sub->add_option("--tasks", tasks, "lm-eval tasks, comma separated, or groups (commonsense, ...)");
   auto* n_opt = sub->add_option("--n", a.n, "Examples to evaluate (generation tasks: samples per cell)")
                     ->check(CLI::PositiveNumber);
   auto* seed_opt = sub->add_option("--seed", a.seed, "Base seed of the test examples (default: the run's)");
-  sub->add_option("--batch-size", a.batch_size, "Evaluation batch size")->check(CLI::PositiveNumber);
+  auto* batch_opt = sub->add_option("--batch-size", a.batch_size,
+                                    "Evaluation batch size (--task: default 64; --tasks: default 32)")
+                        ->check(CLI::PositiveNumber);
+  auto* limit_opt = sub->add_option("--limit", limit, "--tasks: the first N documents of each task (N >= 1)");
+  auto* max_len_opt = sub->add_option("--max-length", max_length,
+                                      "--tasks: the model's context in tokens (default: the checkpoint's seq_len, "
+                                      "else 2048); longer requests keep their last tokens");
+  sub->add_flag("--log-samples", log_samples, "--tasks: write samples_<task>.jsonl (lm-eval's samples schema)");
+  auto* out_opt = sub->add_option("--output-path", output_path,
+                                  "--tasks: folder of results.json and samples (default out/eval/<run folder>)");
+  sub->add_flag("--requests-only", requests_only,
+                "--tasks: write <task>.jsonl with the requests (doc_id, arguments) and stop; no checkpoint needed");
+  auto* tok_opt = sub->add_option("--tokenizer", tokenizer,
+                                  "byte | byte:plain | a SentencePiece .model (default: the checkpoint's)");
   sub->add_option("--db", a.db, std::string("Results database (default ") + kDefaultDbPath + ")");
   sub->add_option("--device", a.device, "cpu | cuda | auto");
   sub->add_flag("--keep-previous", a.keep_previous,
                 "Keep the earlier rows of cells evaluated before (the new rows say how many in "
                 "details_json.kept_previous); by default a cell's new value replaces them");
   sub->allow_extras();
-  sub->callback([sub, seed_opt, n_opt] {
-    a.seed_given = seed_opt->count() > 0;
-    a.n_given = n_opt->count() > 0;
-    a.params = extras_to_params(sub->remaining());
-    json out = evaluate_checkpoint(a, [](const std::string& line) { std::cerr << line << "\n"; });
-    std::cout << out.dump() << "\n";
+  sub->callback([sub, seed_opt, n_opt, batch_opt, limit_opt, max_len_opt, out_opt, tok_opt] {
+    const auto log = [](const std::string& line) { std::cerr << line << "\n"; };
+    if (tasks.empty()) {
+      for (auto* opt : {limit_opt, max_len_opt, out_opt})
+        if (opt->count() > 0)
+          throw Error("eval: " + opt->get_name() + " goes with --tasks (the lm-eval suite); --task T takes --n N");
+      if (log_samples || requests_only)
+        throw Error(std::string("eval: ") + (log_samples ? "--log-samples" : "--requests-only") +
+                    " goes with --tasks (the lm-eval suite)");
+      if (a.checkpoint.empty()) throw Error("eval: --checkpoint DIR is required (or --tasks T --requests-only)");
+      a.seed_given = seed_opt->count() > 0;
+      a.n_given = n_opt->count() > 0;
+      a.params = extras_to_params(sub->remaining());
+      if (tok_opt->count() > 0) a.params["tokenizer"] = tokenizer;  // a task parameter of the text tasks
+      json out = evaluate_checkpoint(a, log);
+      std::cout << out.dump() << "\n";
+      return;
+    }
+    if (!a.task.empty()) throw Error("eval: give --task (one mnemo task) or --tasks (lm-eval tasks), not both");
+    if (n_opt->count() > 0 || seed_opt->count() > 0)
+      throw Error("eval: --n and --seed go with --task; --tasks takes --limit N (the first N documents)");
+    if (!sub->remaining().empty())
+      throw Error("eval --tasks: unknown option '" + sub->remaining().front() + "'");
+    HarnessEvalRequest h;
+    h.checkpoint = a.checkpoint;
+    h.tokenizer = tokenizer;
+    h.db = a.db;
+    h.device = a.device;
+    h.keep_previous = a.keep_previous;
+    if (max_len_opt->count() > 0) h.max_length = max_length;
+    h.options.tasks = {tasks};
+    if (limit_opt->count() > 0) h.options.limit = limit;
+    h.options.batch_size = batch_opt->count() > 0 ? a.batch_size : 32;
+    h.options.log_samples = log_samples;
+    h.options.output_path = output_path;
+    h.options.requests_only = requests_only;
+    const json out = evaluate_harness(h, log);
+    if (requests_only) {
+      for (const auto& f : out.at("files")) std::cout << "wrote " << f.get<std::string>() << "\n";
+      return;
+    }
+    const json& cfg = out.at("results").at("config");
+    std::cout << cfg.value("model", "") << " (checkpoint=" << cfg.value("checkpoint", "") << "), limit: "
+              << cfg.at("limit").dump() << ", num_fewshot: 0, batch_size: " << cfg.at("batch_size").dump()
+              << ", max_length: " << cfg.at("max_length").dump() << ", add_bos: " << cfg.at("add_bos").dump()
+              << ", tokenizer: " << cfg.value("tokenizer", "") << "\n"
+              << out.at("table").get<std::string>();
+    for (const auto& f : out.at("files")) std::cout << "wrote " << f.get<std::string>() << "\n";
   });
 }
 

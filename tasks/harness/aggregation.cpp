@@ -1,0 +1,107 @@
+// lm-eval aggregation and standard errors, operation for operation (lm_eval/api/metrics.py: mean, perplexity,
+// weighted_mean, weighted_perplexity, bits_per_byte, sample_stddev, mean_stderr, bootstrap_stderr,
+// _bootstrap_internal_no_mp, stderr_for_metric; lm_eval/evaluator_utils.py: "N/A" for n <= 1).
+// Sums run left to right like CPython <= 3.11's sum() of floats (3.12+ sums with compensation: last-bit
+// differences). The bootstrap draws from CPython's Mersenne Twister seeded as lm-eval seeds it (one
+// random.Random(i) per chunk of min(1000, iters) resamples, choices(xs, k=len(xs))), so its value equals
+// lm-eval's, not just its distribution.
+#include "tasks/harness/aggregation.h"
+
+#include <cmath>
+#include <limits>
+
+#include "tasks/harness/py_compat.h"
+
+namespace mnemo::harness {
+
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double number(const json& v, const std::string& aggregation) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
+  throw Error("aggregation '" + aggregation + "': expected a number per document, got " + v.dump());
+}
+
+std::pair<double, double> pair_of(const json& v, const std::string& aggregation) {
+  if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number())
+    throw Error("aggregation '" + aggregation + "': expected [loglikelihood, weight] per document, got " + v.dump());
+  return {v[0].get<double>(), v[1].get<double>()};
+}
+
+double mean(const std::vector<double>& xs) {
+  double s = 0;
+  for (double x : xs) s += x;
+  return s / static_cast<double>(xs.size());
+}
+
+// sample_stddev(arr) = sqrt(sum((x - mu) ** 2) / (n - 1)); mean_stderr = sample_stddev / sqrt(n)
+double sample_stddev(const std::vector<double>& xs) {
+  const double mu = mean(xs);
+  double s = 0;
+  for (double x : xs) s += (x - mu) * (x - mu);
+  return std::sqrt(s / static_cast<double>(xs.size() - 1));
+}
+
+double weighted_mean(const std::vector<std::pair<double, double>>& items) {
+  double a = 0, b = 0;
+  for (const auto& [ll, w] : items) {
+    a += ll;
+    b += w;  // Python sums int weights exactly; doubles are exact below 2^53
+  }
+  return a / b;
+}
+
+std::vector<double> numbers(const std::vector<json>& values, const std::string& aggregation) {
+  std::vector<double> xs;
+  xs.reserve(values.size());
+  for (const auto& v : values) xs.push_back(number(v, aggregation));
+  return xs;
+}
+
+void require_values(const std::vector<json>& values, const std::string& aggregation) {
+  if (values.empty()) throw Error("aggregation '" + aggregation + "': no documents to aggregate");
+}
+}  // namespace
+
+double aggregate(const std::string& aggregation, const std::vector<json>& values) {
+  require_values(values, aggregation);
+  if (aggregation == "mean") return mean(numbers(values, aggregation));
+  if (aggregation == "perplexity") return std::exp(-mean(numbers(values, aggregation)));
+  if (aggregation == "weighted_perplexity" || aggregation == "bits_per_byte") {
+    std::vector<std::pair<double, double>> items;
+    items.reserve(values.size());
+    for (const auto& v : values) items.push_back(pair_of(v, aggregation));
+    const double wm = weighted_mean(items);
+    return aggregation == "bits_per_byte" ? -wm / std::log(2.0) : std::exp(-wm);
+  }
+  throw Error("unknown aggregation '" + aggregation +
+              "' (known: mean, perplexity, weighted_perplexity, bits_per_byte)");
+}
+
+double aggregate_stderr(const std::string& aggregation, const std::vector<json>& values, int64_t bootstrap_iters) {
+  require_values(values, aggregation);
+  if (bootstrap_iters <= 0 || values.size() <= 1) return kNaN;  // lm-eval: "N/A"
+  if (aggregation == "mean") return sample_stddev(numbers(values, aggregation)) / std::sqrt(static_cast<double>(values.size()));
+  if (aggregation == "perplexity") {
+    // bootstrap_stderr(perplexity, xs, iters): iters // chunk chunks, chunk i drawn from random.Random(i).
+    const std::vector<double> xs = numbers(values, aggregation);
+    const int64_t chunk = std::min<int64_t>(1000, bootstrap_iters);
+    std::vector<double> replicates;
+    replicates.reserve(static_cast<size_t>(bootstrap_iters / chunk * chunk));
+    for (int64_t i = 0; i < bootstrap_iters / chunk; ++i) {
+      py::Random rnd(static_cast<uint64_t>(i));
+      for (int64_t c = 0; c < chunk; ++c) {
+        double s = 0;
+        for (size_t k = 0; k < xs.size(); ++k) s += xs[rnd.choice_index(xs.size())];
+        replicates.push_back(std::exp(-(s / static_cast<double>(xs.size()))));
+      }
+    }
+    return sample_stddev(replicates);
+  }
+  if (aggregation == "weighted_perplexity" || aggregation == "bits_per_byte") return kNaN;  // not bootstrappable
+  throw Error("unknown aggregation '" + aggregation +
+              "' (known: mean, perplexity, weighted_perplexity, bits_per_byte)");
+}
+
+}  // namespace mnemo::harness

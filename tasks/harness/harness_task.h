@@ -1,0 +1,48 @@
+// Zero-shot tasks at lm-eval parity (issue 16; spec tasks.md §8): a task = documents + the requests of a
+// document + process_results(doc, responses) -> per-document metric values; aggregation and standard errors
+// exist once (tasks/harness/aggregation.h). Most tasks are data: a JSON task spec read by one generic
+// multiple-choice task (tasks/harness/multiple_choice.cpp); code only where lm-eval's preprocessing needs it
+// (HellaSwag preprocess, WinoGrande partial scoring, BoolQ, LAMBADA, WikiText).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/common.h"
+#include "tasks/harness/request.h"
+
+namespace mnemo::harness {
+
+struct MetricSpec {
+  std::string name;         // "acc", "acc_norm", "perplexity", "word_perplexity", "byte_perplexity", "bits_per_byte"
+  std::string aggregation;  // "mean", "perplexity", "weighted_perplexity", "bits_per_byte"
+  bool higher_is_better = true;
+};
+
+class HarnessTask {
+ public:
+  virtual ~HarnessTask() = default;
+  virtual std::string name() const = 0;
+  virtual std::string version() const = 0;       // lm-eval's task version, e.g. "1.0"
+  virtual std::string output_type() const = 0;   // "multiple_choice", "loglikelihood", "loglikelihood_rolling", ...
+  virtual std::vector<MetricSpec> metrics() const = 0;
+  // Documents of the evaluation split, loaded on first use from the data directory; a missing file or a
+  // wrong checksum names the file and what is expected; a malformed record names file:line and the field.
+  virtual int64_t num_docs() const = 0;
+  virtual json doc(int64_t doc_id) const = 0;     // the document after the task's preprocessing
+  virtual std::string target(const json& doc) const = 0;  // lm-eval's `target` field of the samples schema
+  virtual std::vector<Request> requests(int64_t doc_id) const = 0;
+  // Per-document values of every metric (lm-eval process_results); for weighted_perplexity / bits_per_byte
+  // a metric's value is [loglikelihood, weight] (words or bytes), as lm-eval keeps them.
+  virtual json process_results(const json& doc, const std::vector<Response>& responses) const = 0;
+  // Data files read, with their SHA-256, and whether they equal lm-eval's copies (MANIFEST): {"file", "sha256",
+  // "matches_reference": bool, "note": "..."}.
+  virtual json data_files() const = 0;
+};
+
+std::unique_ptr<HarnessTask> make_harness_task(const std::string& name);  // Error naming close task names
+std::vector<std::string> harness_task_names();
+// Expands groups ("commonsense": the Titans-line columns; see the .cpp) and comma lists; Error on unknown names.
+std::vector<std::string> expand_harness_tasks(const std::vector<std::string>& names_or_groups);
+
+}  // namespace mnemo::harness

@@ -1,0 +1,55 @@
+// lm-evaluation-harness requests and their encoding (spec tasks.md §1.1–1.2, §8.10; external:
+// EleutherAI/lm-evaluation-harness lm_eval/api/instance.py, lm_eval/models/huggingface.py `_encode_pair`,
+// lm_eval/utils.py `get_rolling_token_windows`, `make_disjoint_window`). Tasks build requests from strings;
+// the engine's driver encodes them with these functions and asks the model (tasks/model_api.h).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/common.h"
+#include "tasks/tokenizer.h"
+
+namespace mnemo::harness {
+
+enum class RequestType { loglikelihood, loglikelihood_rolling, generate_until };
+std::string request_type_name(RequestType t);  // "loglikelihood", "loglikelihood_rolling", "generate_until"
+
+// One request of one document, as lm-eval's Instance: `arguments` exactly as passed to the model before
+// encoding — loglikelihood {context, continuation}; rolling {text}; generate_until {context}.
+struct Request {
+  RequestType type = RequestType::loglikelihood;
+  std::vector<std::string> arguments;
+  std::vector<std::string> until;  // generate_until only
+  int64_t max_gen_toks = 256;      // generate_until only
+  int64_t doc_id = 0;              // the document's 0-based index in the task's data (WikiText: the page index)
+  int64_t idx = 0;                 // index of the request within its document's requests
+};
+
+// The model's answer: loglikelihood -> (ll, is_greedy); rolling -> ll (sum over the document's tokens);
+// generate_until -> text.
+struct Response {
+  double ll = 0;
+  bool is_greedy = false;
+  std::string text;
+};
+
+// lm-eval `_encode_pair`: trailing whitespace of the context moves to the continuation; the whole string is
+// encoded once and the continuation tokens are those after len(encode(context)). With add_bos, BOS (the
+// tokenizer's; EOS if it has none) is the first context token. An empty context becomes {prefix token}.
+// Returns (context_ids, continuation_ids); no truncation here (the driver left-truncates to max_length).
+std::pair<std::vector<int64_t>, std::vector<int64_t>> encode_pair(const Tokenizer& tok, const std::string& context,
+                                                                  const std::string& continuation, bool add_bos);
+
+// The prefix token of rolling windows and empty contexts: BOS, else EOS (Error when the tokenizer has neither).
+int64_t prefix_token(const Tokenizer& tok);
+
+// lm-eval get_rolling_token_windows(token_list, prefix_token, max_seq_len, context_len=1) followed by
+// make_disjoint_window on each: (context, continuation) token windows whose continuations tile `tokens`.
+std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> rolling_windows(const std::vector<int64_t>& tokens,
+                                                                                   int64_t prefix_token,
+                                                                                   int64_t max_seq_len,
+                                                                                   int64_t context_len = 1);
+
+}  // namespace mnemo::harness

@@ -1,0 +1,121 @@
+#include "tasks/harness/task_common.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "tasks/harness/py_compat.h"
+
+namespace mnemo::harness {
+
+json LoadedFile::entry() const {
+  return {{"file", file}, {"sha256", sha256}, {"matches_reference", matches_reference}, {"note", note}};
+}
+
+bool data_file_exists(const std::string& relative) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(std::filesystem::path(data_dir()) / relative, ec);
+}
+
+LoadedFile load_data_file(const DataSource& source, const std::string& task) {
+  LoadedFile f;
+  f.file = source.file;
+  if (!data_file_exists(source.file))
+    throw Error("task " + task + ": data file " + (std::filesystem::path(data_dir()) / source.file).string() +
+                " not found (expected " + source.file +
+                (source.sha256.empty() ? "" : ", SHA-256 " + source.sha256) +
+                "; set the data directory with --data-dir or MNEMO_DATA_DIR)");
+  f.path = data_path(source.file);
+  f.text = read_text_file(f.path);
+  f.sha256 = sha256_hex(f.text);
+  f.matches_reference = source.matches_reference;
+  f.note = source.note;
+  if (!source.sha256.empty() && f.sha256 != source.sha256) {
+    if (source.checksum_required)
+      throw Error("task " + task + ": data file " + f.path + " has SHA-256 " + f.sha256 + ", expected " +
+                  source.sha256 + " (the file listed in the data directory's SHA256SUMS; restore that copy)");
+    f.matches_reference = false;
+    f.note = "SHA-256 " + f.sha256 + " differs from the reference copy's " + source.sha256 +
+             ": documents may differ from lm-eval's" + (f.note.empty() ? "" : "; " + f.note);
+  }
+  return f;
+}
+
+std::vector<JsonLine> parse_jsonl(const std::string& text, const std::string& file) {
+  std::vector<JsonLine> out;
+  size_t pos = 0;
+  for (int64_t line = 1; pos < text.size(); ++line) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string s = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (!s.empty() && s.back() == '\r') s.pop_back();
+    if (py::strip(s).empty()) continue;
+    json v;
+    try {
+      v = json::parse(s);
+    } catch (const json::exception& e) {
+      std::string what = e.what();
+      if (const auto cut = what.find("] "); cut != std::string::npos) what = what.substr(cut + 2);
+      throw Error(file + ":" + std::to_string(line) + ": malformed JSON record (" + what + ")");
+    }
+    if (!v.is_object()) throw Error(file + ":" + std::to_string(line) + ": expected a JSON object, got " + v.type_name());
+    out.push_back({line, std::move(v)});
+  }
+  return out;
+}
+
+const json& require_field(const json& rec, const std::string& field, const std::string& where) {
+  const auto it = rec.find(field);
+  if (it == rec.end()) throw Error(where + ": field '" + field + "' missing");
+  return *it;
+}
+
+std::string require_string(const json& rec, const std::string& field, const std::string& where) {
+  const json& v = require_field(rec, field, where);
+  if (!v.is_string()) throw Error(where + ": field '" + field + "' is not a string (" + v.dump() + ")");
+  return v.get<std::string>();
+}
+
+int64_t require_int(const json& rec, const std::string& field, const std::string& where) {
+  const json& v = require_field(rec, field, where);
+  if (!v.is_number_integer()) throw Error(where + ": field '" + field + "' is not an integer (" + v.dump() + ")");
+  return v.get<int64_t>();
+}
+
+std::vector<std::string> require_strings(const json& rec, const std::string& field, const std::string& where) {
+  const json& v = require_field(rec, field, where);
+  if (!v.is_array() || v.empty()) throw Error(where + ": field '" + field + "' is not a non-empty array of strings");
+  std::vector<std::string> out;
+  for (const auto& x : v) {
+    if (!x.is_string()) throw Error(where + ": field '" + field + "' has a non-string element " + x.dump());
+    out.push_back(x.get<std::string>());
+  }
+  return out;
+}
+
+void check_response_count(const std::string& task, size_t expected, size_t got) {
+  if (expected != got)
+    throw Error("task " + task + ": " + std::to_string(got) + " responses for a document with " +
+                std::to_string(expected) + " requests");
+}
+
+json multiple_choice_results(const std::vector<std::string>& choices, int64_t gold,
+                             const std::vector<Response>& responses, const std::vector<MetricSpec>& metrics,
+                             const std::string& task) {
+  check_response_count(task, choices.size(), responses.size());
+  std::vector<double> lls, norm;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    lls.push_back(responses[i].ll);
+    norm.push_back(responses[i].ll / static_cast<double>(py::len(choices[i])));  // numpy: x / 0.0 -> ±inf / nan
+  }
+  if (gold < 0 || gold >= static_cast<int64_t>(choices.size())) gold = -100;
+  json out = json::object();
+  for (const auto& m : metrics) {
+    if (m.name == "acc") out["acc"] = py::argmax(lls) == gold ? 1.0 : 0.0;
+    else if (m.name == "acc_norm") out["acc_norm"] = py::argmax(norm) == gold ? 1.0 : 0.0;
+    else throw Error("task " + task + ": metric '" + m.name + "' is not a multiple-choice metric (acc, acc_norm)");
+  }
+  return out;
+}
+
+}  // namespace mnemo::harness
