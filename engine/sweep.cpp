@@ -188,10 +188,22 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
     std::string tail = last_line(log);
     if (ok) {
       ++sum.completed;
-      double acc = -1;
-      try { acc = json::parse(tail).value("best_test_accuracy", -1.0); } catch (...) {}
-      std::printf("[%d/%zu] done   %s  best test acc %.4f  (%.1f s)\n", done, todo.size(),
-                  describe(it->cell).c_str(), acc, wall_seconds() - it->start);
+      // The run's primary held-out metric (train's summary line): best test accuracy, or e.g. best val ppl.
+      std::string metric = "test acc", value = "n/a";
+      try {
+        const json j = json::parse(tail);
+        const std::string primary = j.value("primary_metric", std::string());
+        const std::string key = primary.empty() ? "best_test_accuracy" : "best_" + primary;
+        if (!primary.empty()) metric = primary;
+        if (j.contains(key) && j[key].is_number()) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%.4f", j[key].get<double>());
+          value = buf;
+        }
+      } catch (...) {
+      }
+      std::printf("[%d/%zu] done   %s  best %s %s  (%.1f s)\n", done, todo.size(), describe(it->cell).c_str(),
+                  metric.c_str(), value.c_str(), wall_seconds() - it->start);
     } else if (stopped) {
       ++sum.stopped;
       std::printf("[%d/%zu] stopped %s (%s; a re-run resumes it)\n", done, todo.size(), describe(it->cell).c_str(),

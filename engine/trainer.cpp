@@ -340,7 +340,7 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     auto fill_result = [&](int64_t step_done) {
       result.steps = step_done;
       if (has_eval) {
-        result.best_test_accuracy = state.best_test_accuracy;
+        if (result.final_eval.contains("accuracy")) result.best_test_accuracy = state.best_test_accuracy;
         result.best_primary = state.best_primary;
         result.final_primary = last_primary;
       }
