@@ -85,6 +85,27 @@ std::string range(const std::optional<double>& lo, const std::optional<double>& 
   return "[" + (lo ? number(*lo) : std::string("*")) + ":" + (hi ? number(*hi) : std::string("*")) + "]";
 }
 
+// A log y axis over less than two decades gets labelled ticks at 1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k (at most ~8 of
+// them) instead of gnuplot's decade-only labels; "" otherwise (gnuplot's own ticks).
+std::string log_axis_ticks(const LinePlot& plot) {
+  if (plot.log_y <= 0 || !plot.ymin || !plot.ymax || *plot.ymin <= 0 || *plot.ymax / *plot.ymin > 100) return "";
+  std::vector<double> ticks;
+  for (int k = int(std::floor(std::log10(*plot.ymin))); k <= int(std::ceil(std::log10(*plot.ymax))); ++k)
+    for (double m : {1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0}) {
+      const double v = m * std::pow(10.0, k);
+      if (v >= *plot.ymin && v <= *plot.ymax) ticks.push_back(v);
+    }
+  while (ticks.size() > 8) {  // keep every other tick
+    std::vector<double> thin;
+    for (size_t i = 0; i < ticks.size(); i += 2) thin.push_back(ticks[i]);
+    ticks = thin;
+  }
+  if (ticks.size() < 2) return "";
+  std::string out = "set ytics (";
+  for (size_t i = 0; i < ticks.size(); ++i) out += (i ? ", " : "") + number(ticks[i]);
+  return out + ")\n";
+}
+
 }  // namespace
 
 std::string gnuplot_quote(const std::string& text) {
@@ -184,6 +205,7 @@ Figure plot_lines(const LinePlot& plot, const std::string& dir) {
     pb << "unset logscale\n";
     if (plot.log_x > 0) pb << "set logscale x " << number(plot.log_x) << "\n";
     if (plot.log_y > 0) pb << "set logscale y " << number(plot.log_y) << "\n";
+    pb << log_axis_ticks(plot);
     pb << "set xrange [*:*]\nset yrange " << range(plot.ymin, plot.ymax) << "\n";
     pb << "set key " << plot.key << " noenhanced\nset grid\nset offsets graph 0.03, graph 0.03, 0, 0\n";
     std::string command = "plot ";

@@ -222,6 +222,21 @@ LinePlot lm_plot(const std::string& name, const std::string& title, const std::s
   return plot;
 }
 
+// plot_lines with the log y axis fitted to the data (gnuplot widens a log axis to whole decades, which squeezes
+// perplexities between 4 and 12 into a sliver).
+Figure plot_lm(LinePlot plot, const std::string& dir) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& panel : plot.panels)
+    for (const auto& series : panel.series)
+      for (double y : series.y)
+        if (std::isfinite(y) && y > 0) lo = std::min(lo, y), hi = std::max(hi, y);
+  if (plot.log_y > 0 && std::isfinite(lo) && !plot.ymin && !plot.ymax) {
+    plot.ymin = lo / 1.15;
+    plot.ymax = hi * 1.15;
+  }
+  return plot_lines(plot, dir);
+}
+
 // Split series into panels of at most kMaxLines lines.
 std::vector<Panel> chunk_panels(const std::string& title, const std::vector<Series>& series) {
   std::vector<Panel> out;
@@ -297,7 +312,7 @@ void scaling_figures(ReportContext& ctx, const std::vector<const LmRun*>& group,
                             std::string("Validation perplexity vs ") + (by_flops ? "training FLOPs" : "parameters"),
                             by_flops ? "training FLOPs (estimate)" : "parameters", "final validation perplexity");
     plot.panels = chunk_panels("", series);
-    ctx.add_figure(plot_lines(plot, ctx.figure_dir),
+    ctx.add_figure(plot_lm(plot, ctx.figure_dir),
                    plot.title + " (log–log; " + label + "; one line per model family over its sizes, the "
                    "best run of each size)");
   }
@@ -357,7 +372,7 @@ void curve_figure(ReportContext& ctx, const std::vector<LmRun>& runs, bool sever
   plot.points = false;
   plot.panels = std::move(panels);
   if (!note.empty()) ctx.md << note << "\n\n";
-  ctx.add_figure(plot_lines(plot, ctx.figure_dir),
+  ctx.add_figure(plot_lm(plot, ctx.figure_dir),
                  "Validation perplexity vs training tokens seen (log–log), one line per run");
 }
 
@@ -442,7 +457,7 @@ void extrapolation(ReportContext& ctx, const std::vector<EvalRow>& rows, const s
       plot.panels.resize(kMaxPanels);
     }
     std::string on = data.size() == 1 ? " on " + data.begin()->first : "";
-    ctx.add_figure(plot_lines(plot, ctx.figure_dir),
+    ctx.add_figure(plot_lm(plot, ctx.figure_dir),
                    buckets ? "Perplexity per position bucket of the longest evaluation length" + on +
                                  ", one line per model"
                            : "Perplexity vs evaluation length" + on + " (log2 x), one line per model");
