@@ -12,6 +12,10 @@ namespace mnemo {
 // for a double ("1e999") throws Error naming it instead of becoming the string "1e999".
 json parse_value(const std::string& text);
 
+// Byte offset of the first byte that breaks UTF-8 (overlong forms, surrogates and > U+10FFFF included, as
+// JSON requires), or std::string::npos when `text` is valid UTF-8.
+size_t invalid_utf8_offset(const std::string& text);
+
 // "key=value" strings (--set) -> {"key": value}; a later pair of the same key wins.
 json key_value_pairs_to_json(const std::vector<std::string>& pairs);
 // Applies key_value_pairs_to_json(pairs) over `config`.

@@ -32,6 +32,7 @@ TrainerState TrainerState::from_json(const json& j) {
   TrainerState s;
   s.step = j.at("step").get<int64_t>();
   s.run_id = j.at("run_id").get<int64_t>();
+  if (s.step < 0) throw Error("field 'step' must be >= 0, got " + std::to_string(s.step));
   s.db_path = j.value("db_path", "");
   s.best_test_accuracy = j.value("best_test_accuracy", 0.0);
   s.wall_s = j.value("wall_s", 0.0);
@@ -197,7 +198,51 @@ TrainerState load_trainer_state(const std::string& path) {
     return TrainerState::from_json(read_json_file(file));
   } catch (const json::exception& e) {
     throw Error("corrupted trainer state " + file + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error("corrupted trainer state " + file + ": " + e.what());
   }
+}
+
+CheckpointModelMeta parse_model_meta(const json& meta, const std::string& file) {
+  if (!meta.is_object()) throw Error("corrupted checkpoint metadata " + file + ": expected a JSON object");
+  CheckpointModelMeta m;
+  auto bad = [&](const std::string& field, const std::string& expected) {
+    return Error("corrupted checkpoint metadata " + file + ": '" + field + "' must be " + expected + ", got " +
+                 meta.at(field).dump().substr(0, 80));
+  };
+  if (meta.contains("vocab_size")) {
+    const json& v = meta.at("vocab_size");
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMaxVocabSize)
+      throw bad("vocab_size", "an integer in [1, " + std::to_string(kMaxVocabSize) + "]");
+    m.vocab_size = v.get<int64_t>();
+  }
+  if (meta.contains("backbone")) {
+    if (!meta.at("backbone").is_string()) throw bad("backbone", "a string");
+    m.backbone = meta.at("backbone").get<std::string>();
+  }
+  if (meta.contains("layer_mixers")) {
+    const json& v = meta.at("layer_mixers");
+    if (!v.is_array()) throw bad("layer_mixers", "an array of mixer names");
+    std::vector<std::string> names;
+    for (const auto& n : v) {
+      if (!n.is_string()) throw bad("layer_mixers", "an array of mixer names");
+      names.push_back(n.get<std::string>());
+    }
+    m.layer_mixers = std::move(names);
+  }
+  return m;
+}
+
+CheckpointModelMeta read_model_meta(const std::string& checkpoint_dir) {
+  const fs::path file = fs::path(checkpoint_dir) / "model.json";
+  if (!fs::exists(file)) return {};
+  json meta;
+  try {
+    meta = read_json_file(file.string());
+  } catch (const Error& e) {
+    throw Error("corrupted checkpoint " + checkpoint_dir + ": " + e.what());
+  }
+  return parse_model_meta(meta, file.string());
 }
 
 std::string backbone_kind(const json& resolved_config) {
@@ -215,9 +260,9 @@ Backbone load_backbone(const std::string& path, const torch::Device& device) {
     throw Error("incompatible checkpoint " + dir + ": " + e.what());
   }
   ModelConfig mc = model_config_from_json(resolved);
-  json model_meta = read_json_file((fs::path(dir) / "model.json").string());
-  mc.vocab_size = model_meta.value("vocab_size", mc.vocab_size);
-  Backbone model = make_backbone(model_meta.value("backbone", backbone_kind(resolved)), mc);
+  const CheckpointModelMeta meta = read_model_meta(dir);
+  mc.vocab_size = meta.vocab_size.value_or(mc.vocab_size);
+  Backbone model = make_backbone(meta.backbone ? *meta.backbone : backbone_kind(resolved), mc);
   load_weights(dir, model);
   model.module->to(device);
   model.module->eval();
@@ -234,24 +279,17 @@ LanguageModel load_model(const std::string& path, const torch::Device& device) {
 
 void check_checkpoint_model(const std::string& path, const Backbone& model) {
   const std::string dir = resolve_checkpoint_path(path);
-  const fs::path file = fs::path(dir) / "model.json";
-  if (!fs::exists(file)) return;  // older checkpoints: load_weights still checks every shape
-  json meta;
-  try {
-    meta = read_json_file(file.string());
-  } catch (const Error& e) {
-    throw Error("corrupted checkpoint " + dir + ": " + e.what());
-  }
+  // Older checkpoints have no model.json: load_weights still checks every shape.
+  const CheckpointModelMeta meta = read_model_meta(dir);
   auto differs = [&](const std::string& key, const json& in_checkpoint, const json& here) {
     throw Error("checkpoint " + dir + " does not match this run: its model has " + key + " " + in_checkpoint.dump() +
                 ", this run's has " + here.dump());
   };
   const ModelConfig& mc = model.config();
-  if (meta.contains("backbone") && meta["backbone"] != model.kind) differs("backbone", meta["backbone"], model.kind);
-  if (meta.contains("vocab_size") && meta["vocab_size"] != mc.vocab_size)
-    differs("vocab_size", meta["vocab_size"], mc.vocab_size);
-  if (meta.contains("layer_mixers") && meta["layer_mixers"] != json(mc.layer_mixers()))
-    differs("layer_mixers", meta["layer_mixers"], mc.layer_mixers());
+  if (meta.backbone && *meta.backbone != model.kind) differs("backbone", *meta.backbone, model.kind);
+  if (meta.vocab_size && *meta.vocab_size != mc.vocab_size) differs("vocab_size", *meta.vocab_size, mc.vocab_size);
+  if (meta.layer_mixers && *meta.layer_mixers != mc.layer_mixers())
+    differs("layer_mixers", *meta.layer_mixers, mc.layer_mixers());
 }
 
 void load_weights(const std::string& path, Backbone& model) {

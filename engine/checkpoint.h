@@ -50,6 +50,17 @@ void save_checkpoint(const std::string& out_dir, const json& config, Backbone& m
 std::string resolve_checkpoint_path(const std::string& path);
 json load_checkpoint_config(const std::string& path);
 TrainerState load_trainer_state(const std::string& path);
+// model.json: what the checkpoint's model was (written by save_checkpoint; every field optional, older
+// checkpoints have none). Read with types and ranges checked: an Error names the file and the field.
+struct CheckpointModelMeta {
+  std::optional<int64_t> vocab_size;  // 1 .. kMaxVocabSize
+  std::optional<std::string> backbone;
+  std::optional<std::vector<std::string>> layer_mixers;
+};
+constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
+CheckpointModelMeta parse_model_meta(const json& meta, const std::string& file);
+// DIR/model.json parsed (all fields empty when the file does not exist).
+CheckpointModelMeta read_model_meta(const std::string& checkpoint_dir);
 // The backbone a resolved run config trains (tasks/mad_tasks.h task_backbone).
 std::string backbone_kind(const json& resolved_config);
 // Builds the backbone from the checkpoint's config and loads the weights (Error if incompatible),

@@ -38,10 +38,9 @@ Backbone build_checkpoint_backbone(const std::string& dir) {
     throw Error("incompatible checkpoint " + dir + ": " + e.what());
   }
   ModelConfig mc = model_config_from_json(resolved);
-  const fs::path meta_file = fs::path(dir) / "model.json";
-  const json meta = fs::exists(meta_file) ? read_json_file(meta_file.string()) : json::object();
-  mc.vocab_size = meta.value("vocab_size", mc.vocab_size);
-  return make_backbone(meta.value("backbone", backbone_kind(resolved)), mc);
+  const CheckpointModelMeta meta = read_model_meta(dir);
+  mc.vocab_size = meta.vocab_size.value_or(mc.vocab_size);
+  return make_backbone(meta.backbone ? *meta.backbone : backbone_kind(resolved), mc);
 }
 
 // The tensors of model.pt exactly as stored (dtype included), named and ordered as `model`'s state. Read from the

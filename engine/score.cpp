@@ -33,7 +33,7 @@ json score_predictions(const std::string& task_name, const std::string& path, co
     json row;
     try {
       row = json::parse(line);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range.406 for a number beyond a double
       throw Error(where + ": not valid JSON: " + e.what());
     }
     if (!row.is_object()) throw Error(where + ": expected a JSON object");

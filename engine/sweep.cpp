@@ -54,6 +54,16 @@ std::vector<json> expand_sweep(const json& sweep) {
       throw Error("sweep grid key '" + it.key() + "' must be a non-empty array");
     axes.emplace_back(it.key(), it.value());
   }
+  // Count before expanding: a grid's product grows fast (9 axes of 30 values are 2e13 cells).
+  double n_cells = static_cast<double>(cases.size());
+  for (const auto& [key, values] : axes) n_cells *= static_cast<double>(values.size());
+  if (n_cells > kMaxSweepCells) {
+    char count[32];
+    std::snprintf(count, sizeof count, "%.4g", n_cells);
+    throw Error("sweep expands to " + std::string(count) + " cells (" +
+                std::to_string(cases.size()) + " cases x the grid's product), more than " +
+                std::to_string(kMaxSweepCells) + "; split it into several sweep files");
+  }
   std::vector<json> cells;
   for (const auto& c : cases) {
     if (!c.is_object()) throw Error("each sweep case must be an object");

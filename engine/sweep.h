@@ -12,6 +12,8 @@ namespace mnemo {
 
 // Sweep file: {"name": "...", "base": {config}, "cases": [{partial config}, ...],
 //              "grid": {"key": [values], ...}}. Cells = cases × product(grid), each merged over base.
+// More than kMaxSweepCells cells is an error (a grid's product grows fast).
+constexpr int64_t kMaxSweepCells = 100000;
 std::vector<json> expand_sweep(const json& sweep);
 
 struct SweepOptions {

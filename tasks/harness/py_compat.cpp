@@ -6,11 +6,15 @@
 
 namespace mnemo::harness::py {
 
-std::u32string decode_utf8(const std::string& s) {
+namespace {
+// Decodes s; offsets (if given) receives each code point's first byte, then s.size(). An invalid byte becomes
+// the code point of its value, one byte long.
+std::u32string decode_utf8_offsets(const std::string& s, std::vector<size_t>* offsets) {
   std::u32string out;
   out.reserve(s.size());
   size_t i = 0;
   while (i < s.size()) {
+    if (offsets) offsets->push_back(i);
     const auto c = static_cast<unsigned char>(s[i]);
     int n = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : -1;
     char32_t cp = n == 0 ? c : n == 1 ? (c & 0x1F) : n == 2 ? (c & 0x0F) : (c & 0x07);
@@ -27,8 +31,12 @@ std::u32string decode_utf8(const std::string& s) {
     out.push_back(cp);
     i += n + 1;
   }
+  if (offsets) offsets->push_back(s.size());
   return out;
 }
+}  // namespace
+
+std::u32string decode_utf8(const std::string& s) { return decode_utf8_offsets(s, nullptr); }
 
 std::string encode_utf8(const std::u32string& s) {
   std::string out;
@@ -63,16 +71,15 @@ bool isspace(char32_t c) {
 namespace {
 // Byte offsets [begin, end) of s with leading / trailing Python whitespace removed.
 std::pair<size_t, size_t> strip_range(const std::string& s, bool left, bool right) {
-  const std::u32string u = decode_utf8(s);
+  std::vector<size_t> offsets;  // byte offset of each code point, then s.size()
+  const std::u32string u = decode_utf8_offsets(s, &offsets);
   size_t b = 0, e = u.size();
   if (left)
     while (b < e && isspace(u[b])) ++b;
   if (right)
     while (e > b && isspace(u[e - 1])) --e;
-  // Code point counts -> byte offsets (invalid bytes count one byte each, as decoded).
-  const size_t prefix_bytes = encode_utf8(u.substr(0, b)).size();
-  const size_t suffix_bytes = encode_utf8(u.substr(e)).size();
-  return {prefix_bytes, s.size() - suffix_bytes};
+  // Byte offsets from the decoder (re-encoding would miscount invalid or overlong bytes: found by fuzzing).
+  return {offsets[b], offsets[e]};
 }
 }  // namespace
 
