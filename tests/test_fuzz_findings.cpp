@@ -10,6 +10,7 @@
 #include "engine/checkpoint.h"
 #include "engine/score.h"
 #include "engine/sweep.h"
+#include "runtime/ops/fixture.h"
 #include "tasks/harness/py_compat.h"
 #include "tests/test_util.h"
 
@@ -77,4 +78,14 @@ TEST_CASE("checkpoint metadata with wrong types or ranges names the file and the
   std::ofstream(dir / "checkpoint" / "model.json") << "{\"vocab_size\": 0}";
   CHECK_THROWS_WITH(read_model_meta((dir / "checkpoint").string()), Catch::Contains("model.json"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("a fixture tensor whose shape overflows 64 bits is an Error naming the field (fuzz: fixture)",
+          "[fuzz][fixtures]") {
+  const json t = {{"shape", {185723, int64_t{671640460909682}, 3}}, {"dtype", "float64"}, {"data", {1.0}}};
+  CHECK_THROWS_WITH(tensor_from_json(t, "f.json: inputs.q"),
+                    Catch::Contains("f.json: inputs.q.shape") && Catch::Contains("more elements than a tensor can hold"));
+  // A zero after the large sizes is still an empty tensor, not an overflow.
+  const json empty = {{"shape", {int64_t{1} << 40, 0}}, {"dtype", "float64"}, {"data", json::array()}};
+  CHECK(tensor_from_json(empty, "f.json").numel() == 0);
 }

@@ -38,7 +38,8 @@ torch::Tensor tensor_from_json(const json& j, const std::string& where) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0)
       throw Error(where + ".shape: entries must be non-negative integers, got " + d.dump());
     shape.push_back(d.get<int64_t>());
-    numel *= shape.back();
+    if (__builtin_mul_overflow(numel, shape.back(), &numel))  // found by fuzzing (UBSan: signed overflow)
+      throw Error(where + ".shape: " + j.at("shape").dump() + " has more elements than a tensor can hold");
   }
   if (j.contains("dtype")) {
     const auto& dt = j.at("dtype");
