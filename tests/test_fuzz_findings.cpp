@@ -26,7 +26,7 @@ TEST_CASE("Python strip keeps byte offsets on invalid and overlong UTF-8 (fuzz: 
   CHECK(harness::py::strip("\xe3\x80\x80x\xe3\x80\x80") == "x");  // U+3000 is Python whitespace
 }
 
-TEST_CASE("--set values that are not UTF-8 are refused, naming the key (fuzz: config)", "[fuzz][config]") {
+TEST_CASE("set-values (key=value) that are not UTF-8 are refused, naming the key (fuzz: config)", "[fuzz][config]") {
   CHECK_THROWS_WITH(key_value_pairs_to_json({"n_heads=\xb2"}),
                     Catch::Contains("'n_heads' value is not valid UTF-8") && Catch::Contains("0xB2"));
   CHECK_THROWS_WITH(key_value_pairs_to_json({"d_\xff=1"}), Catch::Contains("key is not valid UTF-8"));
