@@ -1,9 +1,11 @@
 # Writes OUT = a header defining MNEMO_GIT_COMMIT (short hash of HEAD in SRC, "+dirty" when tracked files
-# differ from it, "unknown" without git), rewriting it only when the value changes: run at every build,
+# differ from it, $MNEMO_GIT_COMMIT when set, "unknown" without git), rewriting it only when the value changes: run at every build,
 # so `mnemo --version` and every results row name the commit that was actually built.
 execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY ${SRC}
                 OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0 OR NOT commit)
+if(DEFINED ENV{MNEMO_GIT_COMMIT})
+  set(commit "$ENV{MNEMO_GIT_COMMIT}")  # a copy of the tree without .git (scripts/gpu-build)
+elseif(NOT rc EQUAL 0 OR NOT commit)
   set(commit "unknown")
 else()
   execute_process(COMMAND git diff --quiet HEAD -- WORKING_DIRECTORY ${SRC} RESULT_VARIABLE dirty ERROR_QUIET)

@@ -19,15 +19,12 @@
 #endif
 
 #include "engine/run_config.h"
+#include "runtime/cuda_device.h"
+#include "runtime/mixed_precision.h"
 #include "runtime/ops/kernel_ops.h"
 #include "runtime/registry.h"
 #include "core/system_info.h"
 
-// CUDA allocator statistics need LibTorch's CUDA headers (present with a CUDA build only).
-#if __has_include(<cuda_runtime_api.h>) && __has_include(<c10/cuda/CUDACachingAllocator.h>)
-#include <c10/cuda/CUDACachingAllocator.h>
-#define MNEMO_BENCH_CUDA_MEMORY 1
-#endif
 
 namespace mnemo {
 
@@ -56,15 +53,6 @@ double proc_status_mb(const std::string& field) {
     }
   return NAN;
 }
-
-#ifdef MNEMO_BENCH_CUDA_MEMORY
-// index 0 of the stat arrays = StatType::AGGREGATE in every LibTorch version.
-double cuda_allocated_mb(const torch::Device& d, bool peak) {
-  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index() < 0 ? 0 : d.index());
-  return static_cast<double>(peak ? stats.allocated_bytes[0].peak : stats.allocated_bytes[0].current) /
-         (1024.0 * 1024.0);
-}
-#endif
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -138,28 +126,36 @@ Measured measure(LanguageModel& model, const BenchOptions& opt, const std::strin
   }
   torch::Tensor targets = torch::randint(0, opt.vocab_size, {opt.batch, T}, long_opts);
 
+  const Precision precision = parse_precision(opt.precision);
+  DeviceTimer timer(device);
   probe.start();
   for (int64_t i = 0; i < opt.warmup + opt.repeats; ++i) {
     bool timed = i >= opt.warmup;
     if (mode == "fwd" || mode == "fwdbwd") {
       synchronize(device);
-      double t0 = now_s();
+      timer.start();
       if (mode == "fwd") {
         torch::NoGradGuard no_grad;
+        const AutocastScope autocast(device, precision);
         model->forward(tokens);
       } else {
         adamw->zero_grad();
-        torch::Tensor logits = model->forward(tokens);
-        torch::Tensor loss = torch::nn::functional::cross_entropy(
-            logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}));
-        torch::Tensor aux = model->aux_loss();
+        torch::Tensor loss, aux;
+        {
+          const AutocastScope autocast(device, precision);
+          torch::Tensor logits = model->forward(tokens);
+          loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
+                                                      targets.reshape({-1}));
+          aux = model->aux_loss();
+        }
         (aux.defined() ? loss + aux : loss).backward();
         adamw->step();
       }
-      synchronize(device);
-      if (timed) m.times_s.push_back(now_s() - t0);
-    } else {  // decode
+      const double elapsed = timer.stop_seconds();
+      if (timed) m.times_s.push_back(elapsed);
+    } else {  // decode: host clock after synchronize (a token's latency includes the launches)
       torch::NoGradGuard no_grad;
+      const AutocastScope autocast(device, precision);
       ModelState state = model->initial_state();
       synchronize(device);
       double t0 = now_s();
@@ -195,20 +191,30 @@ Measured measure_mixer(Mixer& mixer, const BenchOptions& opt, const std::string&
   auto x = torch::randn({opt.batch, T, d_model}, torch::TensorOptions().device(device));
   PeakMemoryProbe probe(device);
   mixer.train(mode == "fwdbwd");
+  const Precision precision = parse_precision(opt.precision);
+  DeviceTimer timer(device);
   probe.start();
   for (int64_t i = 0; i < opt.warmup + opt.repeats; ++i) {
     bool timed = i >= opt.warmup;
     synchronize(device);
     double t0 = now_s();
+    timer.start();
     if (mode == "fwd") {
       torch::NoGradGuard no_grad;
+      const AutocastScope autocast(device, precision);
       mixer.forward(x, nullptr);
     } else if (mode == "fwdbwd") {
       mixer.zero_grad();
       auto xg = x.detach().requires_grad_(true);
-      mixer.forward(xg, nullptr).pow(2).mean().backward();
+      torch::Tensor loss;
+      {
+        const AutocastScope autocast(device, precision);
+        loss = mixer.forward(xg, nullptr).to(torch::kFloat32).pow(2).mean();
+      }
+      loss.backward();
     } else {  // decode: prefill T activations, then decode_tokens single steps
       torch::NoGradGuard no_grad;
+      const AutocastScope autocast(device, precision);
       LayerState state;
       mixer.forward(x, &state);
       state.pos += T;
@@ -227,8 +233,8 @@ Measured measure_mixer(Mixer& mixer, const BenchOptions& opt, const std::string&
       }
       continue;
     }
-    synchronize(device);
-    if (timed) m.times_s.push_back(now_s() - t0);
+    const double elapsed = timer.stop_seconds();
+    if (timed) m.times_s.push_back(elapsed);
   }
   m.peak_mb = probe.peak_mb();
   mixer.zero_grad();
@@ -242,10 +248,11 @@ Measured measure_kernel(const KernelOp& op, const KernelBenchInputs& in, const s
   TensorMap inputs;
   for (const auto& [name, t] : in.inputs) inputs[name] = t.to(device);
   PeakMemoryProbe probe(device);
+  DeviceTimer timer(device);
   probe.start();
   for (int64_t i = 0; i < warmup + repeats; ++i) {
     synchronize(device);
-    double t0 = now_s();
+    timer.start();
     if (mode == "fwd") {
       torch::NoGradGuard no_grad;
       op.run(inputs, in.params, form, chunk);
@@ -260,8 +267,8 @@ Measured measure_kernel(const KernelOp& op, const KernelBenchInputs& in, const s
       }
       if (loss.defined()) loss.backward();
     }
-    synchronize(device);
-    if (i >= warmup) m.times_s.push_back(now_s() - t0);
+    const double elapsed = timer.stop_seconds();
+    if (i >= warmup) m.times_s.push_back(elapsed);
   }
   m.peak_mb = probe.peak_mb();
   return m;
@@ -368,6 +375,8 @@ void validate(const BenchOptions& opt) {
   if (opt.device != "auto" && opt.device != "cpu" && opt.device.rfind("cuda", 0) != 0)
     throw Error("bench: --device '" + opt.device + "' is not one of cpu, cuda, auto");
   if (!opt.set.is_object()) throw Error("bench: --set must give key=value pairs");
+  if (opt.precision != "fp32" && opt.precision != "bf16")
+    throw Error("bench: --precision '" + opt.precision + "' is not one of fp32, bf16");
 }
 
 json bench_model_config(const BenchOptions& opt) {
@@ -420,11 +429,9 @@ PeakMemoryProbe::PeakMemoryProbe(const torch::Device& device) : device_(device) 
 
 void PeakMemoryProbe::start() {
   if (device_.is_cuda()) {
-#ifdef MNEMO_BENCH_CUDA_MEMORY
     synchronize(device_);
-    c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index() < 0 ? 0 : device_.index());
+    cuda_reset_peak_memory(device_);
     baseline_mb_ = cuda_allocated_mb(device_, false);
-#endif
     return;
   }
 #if defined(__GLIBC__)
@@ -441,25 +448,16 @@ void PeakMemoryProbe::start() {
 
 double PeakMemoryProbe::peak_mb() const {
   if (device_.is_cuda()) {
-#ifdef MNEMO_BENCH_CUDA_MEMORY
     synchronize(device_);
     return std::max(0.0, cuda_allocated_mb(device_, true) - baseline_mb_);
-#else
-    return NAN;
-#endif
   }
   if (!hwm_reset_) return NAN;  // VmHWM would include peaks from before the measurement
   return std::max(0.0, proc_status_mb("VmHWM") - baseline_mb_);
 }
 
 std::string PeakMemoryProbe::method() const {
-  if (device_.is_cuda()) {
-#ifdef MNEMO_BENCH_CUDA_MEMORY
+  if (device_.is_cuda())
     return "CUDA caching allocator: peak allocated bytes minus allocated bytes at the start";
-#else
-    return "unavailable (built without LibTorch CUDA headers)";
-#endif
-  }
   return "process peak resident set (VmHWM, reset via /proc/self/clear_refs) minus VmRSS at the "
          "start of warm-up";
 }
@@ -492,11 +490,14 @@ std::string bench_method_text(const BenchOptions& opt, const torch::Device& devi
                                : "")
       << "\n";
   }
-  s << "  device " << device.str() << ", dtype float32, intra-op threads " << at::get_num_threads()
+  s << "  device " << device.str() << ", precision " << (opt.kernel.empty() ? opt.precision : "fp32")
+    << (opt.precision == "bf16" && opt.kernel.empty() ? " (bf16 autocast, fp32 recurrences and parameters)" : "")
+    << ", intra-op threads " << at::get_num_threads()
     << ", LibTorch " << torch_version() << ", git " << git_commit() << "\n";
   s << "  BLAS " << blas_library() << "\n";
   s << "  CPU allocator: " << allocator_description() << "\n";
-  s << "  timing: monotonic clock" << (device.is_cuda() ? " with CUDA synchronize" : "") << ", "
+  s << "  timing: " << DeviceTimer::method(device)
+    << (device.is_cuda() ? " (decode: monotonic clock with CUDA synchronize)" : "") << ", "
     << opt.warmup << " warm-up + " << opt.repeats
     << " timed repetitions, median (p20, p80)" << (opt.kernel.empty() ? "; random tokens" : "") << "\n";
   if (!opt.kernel.empty()) {
@@ -541,6 +542,7 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
                                : measure(model, opt, mode, T, device);
       TimeStats st = time_stats(m.times_s);
       BenchRow r = timed_row(conditions, device, st, opt.repeats);
+      if (opt.precision == "bf16") r.dtype = "bf16-autocast";
       r.model = opt.model;
       r.mode = first_mixer ? "mixer_" + mode : mode;
       r.form = opt.form;

@@ -36,7 +36,8 @@ struct BenchOptions {
   int64_t warmup = 2, repeats = 5;
   int64_t decode_tokens = 32;
   json set = json::object();  // extra config keys (--set key=value)
-  std::string device = "auto";  // cpu | cuda | auto
+  std::string device = "auto";  // cpu | cuda | cuda:N | auto
+  std::string precision = "fp32";  // fp32 | bf16 (autocast; runtime/mixed_precision.h), model and mixer scopes
   uint64_t seed = 0;
 };
 

@@ -83,6 +83,8 @@ void validate_run_config(const json& resolved) {
     const bool above = r.hi_open ? !(x < r.hi) : !(x <= r.hi);
     if (below || above) throw Error(key + " must be " + describe(r) + ", got " + v.dump());
   }
+  if (resolved.contains("precision") && resolved["precision"] != "fp32" && resolved["precision"] != "bf16")
+    throw Error("config key 'precision' must be fp32 or bf16, got " + resolved["precision"].dump());
 }
 
 }  // namespace mnemo

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <random>
 
+#include "runtime/device.h"
 #include "tasks/text_utils.h"
 #include "tasks/token_batch.h"
 
@@ -124,7 +125,7 @@ class CorpusSource : public DataSource {
       std::copy(labels[r].begin(), labels[r].end(), lab.data_ptr<int64_t>() + r * T);
       labelled += n;
     }
-    return {ids.to(device_), lab.to(device_), B * T, labelled};
+    return {to_device(ids, device_), to_device(lab, device_), B * T, labelled};
   }
 
   json position(int64_t steps) const override {

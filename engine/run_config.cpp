@@ -17,7 +17,8 @@ const json& training_defaults() {
       {"steps", 1000},          {"batch_size", 64},     {"seed", 0},          {"eval_every", 100},
       {"log_every", 10},        {"n_train", 10000},     {"n_test", 1000},     {"eval_batch_size", 256},
       {"early_stop_acc", 0.99}, {"device", "auto"},
-      {"grad_accum", 1},        {"warmup_steps", -1},   {"primary_metric", ""}, {"size", ""}, {"recipe", ""}};
+      {"grad_accum", 1},        {"warmup_steps", -1},   {"primary_metric", ""}, {"size", ""}, {"recipe", ""},
+      {"precision", "fp32"}};
   return d;
 }
 
@@ -46,7 +47,9 @@ const json& config_key_help() {
       {"n_test", "test examples (disjoint seed range)"},
       {"eval_batch_size", "batch size for evaluation"},
       {"early_stop_acc", "stop when test accuracy exceeds this (Zoology: 0.99); 0 = never"},
-      {"device", "cpu | cuda | auto"},
+      {"device", "cpu | cuda | cuda:N | auto"},
+      {"precision", "fp32 | bf16 (bf16 autocast on the device: matmuls and attention in bf16, every recurrence "
+                    "in fp32, fp32 parameters and optimiser state; models.md §12)"},
       {"grad_accum", "micro-batches per optimiser step (each of batch_size sequences; equal to one batch of "
                      "batch_size x grad_accum)"},
       {"warmup_steps", "linear warm-up in steps (-1 = use warmup_frac)"},
@@ -115,12 +118,12 @@ json resolve_run_config(const json& user) {
   cfg.update(mixer_keys.defaults);
   cfg.update(task_defaults);
 
-  // `bf16_autocast` was a key that nothing read; configs and checkpoints that carry it as false
-  // still load, true is refused rather than silently ignored.
+  // `bf16_autocast` was a key that nothing read before `precision` existed; configs and checkpoints that carry it
+  // as false still load, true is refused with the key that does it now.
   json rest = user;
   if (rest.contains("bf16_autocast")) {
     if (rest["bf16_autocast"] != json(false))
-      throw Error("config key 'bf16_autocast' is not supported (mixed precision is not implemented); remove it");
+      throw Error("config key 'bf16_autocast' is replaced by 'precision': use precision=bf16");
     rest.erase("bf16_autocast");
   }
   // Named size and recipe (engine/presets.h) under the user's explicit keys.
@@ -150,7 +153,8 @@ std::string config_hash(const json& resolved) {
   for (const char* k : {"device", "eval_every", "log_every", "eval_batch_size", "cache_dir"}) c.erase(k);
   // Keys added with issue 15 leave the hashes of earlier runs unchanged while at their defaults.
   for (const auto& [k, v] : std::vector<std::pair<const char*, json>>{
-           {"grad_accum", 1}, {"warmup_steps", -1}, {"primary_metric", ""}, {"size", ""}, {"recipe", ""}})
+           {"grad_accum", 1}, {"warmup_steps", -1}, {"primary_metric", ""}, {"size", ""}, {"recipe", ""},
+           {"precision", "fp32"}})
     if (c.contains(k) && c[k] == v) c.erase(k);
   return sha256_hex(c.dump()).substr(0, 16);
 }

@@ -22,6 +22,7 @@
 #include "engine/token_eval.h"
 #include "results/db.h"
 #include "runtime/device.h"
+#include "runtime/mixed_precision.h"
 #include "runtime/model.h"
 #include "tasks/lm_task.h"
 #include "tasks/mad_tasks.h"
@@ -122,7 +123,7 @@ struct StepResult {
   double data_s = 0;  // seconds spent drawing the micro-batches (the data-wait share of a step)
 };
 StepResult optimiser_step(Backbone& model, torch::optim::Optimizer& optimizer, DataSource& data, int64_t step,
-                          int64_t accum, double clip) {
+                          int64_t accum, double clip, const torch::Device& device, Precision precision) {
   StepResult r;
   std::vector<TrainBatch> micro;
   int64_t labelled = 0;
@@ -136,11 +137,15 @@ StepResult optimiser_step(Backbone& model, torch::optim::Optimizer& optimizer, D
   double loss_sum = 0, aux_sum = 0;
   bool has_aux = false;
   for (const TrainBatch& b : micro) {
-    auto logits = model.forward(b.input_ids);
-    // accum 1: the mean as before issue 15 (identical numbers); else the sum over the step's labels.
-    auto loss = accum == 1 ? token_loss(logits, b.labels)
-                           : token_loss_sum(logits, b.labels) / double(std::max<int64_t>(1, labelled));
-    auto aux = model.aux_loss();
+    torch::Tensor loss, aux;
+    {
+      const AutocastScope autocast(device, precision);  // forward and loss; backward outside (as torch.amp)
+      auto logits = model.forward(b.input_ids);
+      // accum 1: the mean as before issue 15 (identical numbers); else the sum over the step's labels.
+      loss = accum == 1 ? token_loss(logits, b.labels)
+                        : token_loss_sum(logits, b.labels) / double(std::max<int64_t>(1, labelled));
+      aux = model.aux_loss();
+    }
     auto total = aux.defined() ? loss + aux / double(accum) : loss;
     total.backward();
     loss_sum += loss.item<double>();
@@ -171,6 +176,7 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
   const int64_t steps = cfg.at("steps"), accum = cfg.at("grad_accum"), eval_every = cfg.at("eval_every");
   const int64_t log_every = std::max<int64_t>(1, cfg.at("log_every").get<int64_t>());
   const uint64_t seed = cfg.at("seed").get<uint64_t>();
+  const Precision precision = parse_precision(cfg.at("precision"));
 
   // Resume: the newest complete checkpoint (one a crashed write left is put back in place); its
   // config must be the same run.
@@ -315,7 +321,10 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     // ---- periodic evaluation (held-out metrics, best_<primary>) then checkpoint ----
     auto evaluate_and_checkpoint = [&](int64_t step_done) {
       if (has_eval) {
-        const Metrics m = objective->evaluate(model);
+        const Metrics m = [&] {
+          const AutocastScope autocast(device, precision);  // evaluation in the run's precision, as nanoGPT's
+          return objective->evaluate(model);
+        }();
         const double now = elapsed();
         for (const auto& [name, value] : m) {
           pending.push_back({state.run_id, step_done, eval_split, name, value, now});
@@ -373,7 +382,7 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
       set_lr(*optimizer, cur_lr);
       StepResult sr;
       try {
-        sr = optimiser_step(model, *optimizer, *source, step, accum, clip);
+        sr = optimiser_step(model, *optimizer, *source, step, accum, clip, device, precision);
       } catch (const Error& e) {
         throw Error(std::string(e.what()) + " (run " + std::to_string(state.run_id) + ")");
       }

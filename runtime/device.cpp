@@ -23,4 +23,9 @@ torch::Device resolve_device(const std::string& name) {
   return d;
 }
 
+torch::Tensor to_device(const torch::Tensor& host, const torch::Device& device) {
+  if (!device.is_cuda() || !host.device().is_cpu()) return host.to(device);
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
+
 }  // namespace mnemo

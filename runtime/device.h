@@ -8,4 +8,8 @@ namespace mnemo {
 
 torch::Device resolve_device(const std::string& name);  // Error for anything else, or CUDA absent
 
+// A host batch onto `device`: to CUDA through pinned (page-locked) memory and a non-blocking copy, so the copy
+// overlaps the work queued before it; elsewhere a plain .to(device).
+torch::Tensor to_device(const torch::Tensor& host, const torch::Device& device);
+
 }  // namespace mnemo

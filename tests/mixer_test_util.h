@@ -41,6 +41,41 @@ inline std::shared_ptr<Mixer> make_mixer(const std::string& family, int64_t d_mo
   return m;
 }
 
+// The mixer contract's sizes (tests/test_mixer_contract.cpp, the CUDA and precision tests).
+// Small values of the size knobs, applied to every mixer whose defaults declare the key (the defaults are sized
+// for real runs: chunks of 16-64 tokens, windows of 2048, segments of 512, mini-batches of 16, which T = 13 would
+// never reach).
+inline const json& small_knobs() {
+  static const json knobs = {
+      // 3 full chunks and a partial one; titans_lmm / atlas_* / titans_mag / titans_mac prepend 4 persistent
+      // tokens (n_persistent default 4), which moves the boundaries by one chunk.
+      {"chunk_size", 4},
+      {"mini_batch", 4},      // ttt_linear, ttt_mlp: the inner mini-batch is their chunk
+      {"gla_sub_chunk", 2},   // gla: secondary chunking inside a chunk
+      {"segment_size", 8},    // titans_mac, atlas_mac: two segments (must be a multiple of chunk_size)
+      {"window", 5},          // swa, titans_mag, atlas_mag (SWA window); swdt, dot (window c): keys leave it
+      {"omega_window", 3},    // dla, swla, omeganet, atlas, atlas_pp, atlas_mag, atlas_mac: Omega-rule window c
+      {"q_block", 4},         // softmax attention (transformer, swa, *_mag, *_mac): several query blocks
+      {"query_block", 5},     // deep_transformer, swdt: several query blocks
+      {"mamba_head_dim", 8},  // mamba2: d_inner = 2 * 16 must be a multiple of the head dim (default 64)
+      {"mamba_d_state", 8},   // mamba2: default 128
+  };
+  return knobs;
+}
+
+// Names of size knobs: a key of any mixer's defaults that contains one of these must be in small_knobs(), so that a
+// new family's chunk or window is not left at a size the contract never crosses.
+inline const std::vector<std::string> knob_words = {"chunk", "window", "segment", "block", "batch"};
+
+// The mixer's defaults updated by the small knobs it declares.
+inline json contract_args(const std::string& name) {
+  const auto& defaults = Registry::instance().mixer(name).defaults;
+  json args = json::object();
+  for (auto it = small_knobs().begin(); it != small_knobs().end(); ++it)
+    if (defaults.contains(it.key())) args[it.key()] = it.value();
+  return args;
+}
+
 // The first `prefill` tokens in one call with a fresh state, then one token per call, advancing LayerState::pos
 // after each call as the model does: to compare with the stateless full forward (decode == forward). The state
 // is left in *state_out when given (to inspect what the mixer keeps).

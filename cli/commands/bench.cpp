@@ -117,7 +117,10 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--set", a->sets, "Extra config key: key=value (repeatable)");
   sub->add_option("--db", a->db, "Results database")->capture_default_str();
   sub->add_flag("--no-db", a->no_db, "Do not record the rows");
-  sub->add_option("--device", a->opt.device, "cpu | cuda | auto")->capture_default_str();
+  sub->add_option("--device", a->opt.device, "cpu | cuda | cuda:N | auto")->capture_default_str();
+  sub->add_option("--precision", a->opt.precision,
+                  "fp32 | bf16 (bf16 autocast: matmuls in bf16, recurrences in fp32; model and mixer scopes)")
+      ->capture_default_str();
   sub->add_option("--seed", a->opt.seed, "Seed of the model initialisation and random tokens")->capture_default_str();
   sub->callback([a, d_model_opt, n_layers_opt, n_heads_opt] {
     BenchOptions opt = a->opt;

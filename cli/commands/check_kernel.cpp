@@ -9,6 +9,7 @@
 
 #include "cli/commands/commands.h"
 #include "core/parse_int.h"
+#include "runtime/device.h"
 #include "runtime/ops/fixture.h"
 
 namespace mnemo::cli {
@@ -20,6 +21,7 @@ struct CheckKernelOptions {
   std::string chunk_sizes_text = "16,64";
   std::vector<int64_t> chunk_sizes;  // parsed from chunk_sizes_text
   std::string dtype = "float64";
+  std::string device = "cpu";
   bool json_output = false;
   bool skip_unknown = false;
 };
@@ -72,7 +74,7 @@ FileResult check_file(const std::string& path, const CheckKernelOptions& o) {
       r.skipped = true;
       return r;
     }
-    r.checks = check_fixture(f, registry.at(f.op), o.chunk_sizes, o.dtype);
+    r.checks = check_fixture(f, registry.at(f.op), o.chunk_sizes, o.dtype, resolve_device(o.device));
   } catch (const Error& e) {
     r.error = e.what();
   }
@@ -144,6 +146,7 @@ void run_check_kernel(CheckKernelOptions o) {
   if (o.dtype != "float64" && o.dtype != "float32")
     throw Error("check-kernel: --dtype must be float64 or float32, got '" + o.dtype + "'");
   o.chunk_sizes = parse_chunk_sizes(o.chunk_sizes_text);
+  const std::string device = resolve_device(o.device).str();  // an unknown or absent device fails here, once
 
   std::vector<FileResult> results;
   json report = json::array();
@@ -172,7 +175,8 @@ void run_check_kernel(CheckKernelOptions o) {
   int64_t checked_files = 0;
   for (const auto& r : results) checked_files += !r.checks.empty();
   std::string summary = std::to_string(form_runs - form_failures) + "/" + std::to_string(form_runs) +
-                        " form runs passed on " + std::to_string(checked_files) + " checked files (" + o.dtype + ")";
+                        " form runs passed on " + std::to_string(checked_files) + " checked files (" +
+                        o.dtype + ", " + device + ")";
   if (skipped > 0) summary += ", " + std::to_string(skipped) + " files skipped (op not registered)";
   const int64_t errored = n_files - checked_files - skipped;
   if (errored > 0) summary += ", " + std::to_string(errored) + " files not checked (error)";
@@ -198,6 +202,7 @@ void add_check_kernel_command(CLI::App& app) {
   sub->add_option("--dtype", opts->dtype,
                   "float64 (fixture's float64 tolerances) or float32 (inputs cast to fp32, float32 tolerances)")
       ->capture_default_str();
+  sub->add_option("--device", opts->device, "cpu | cuda | cuda:N | auto: where the kernels run")->capture_default_str();
   sub->add_flag("--json", opts->json_output, "Print the results as JSON");
   sub->add_flag("--skip-unknown", opts->skip_unknown, "Skip (do not fail) files whose op is not registered");
   sub->callback([opts] { run_check_kernel(*opts); });

@@ -141,6 +141,7 @@ using namespace atlas_detail;
 
 OmegaResult omega_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
                         const OmegaState& init) {
+  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   if (opt.muon) return atlas_muon_chunk(spec, opt, in, init);
   auto p = prepare(spec, opt, in, init);
   const int64_t T = in.q.size(1), b = opt.chunk, c = opt.window;
@@ -174,6 +175,7 @@ OmegaResult omega_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt, con
 
 OmegaResult omega_recurrent(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
                             const OmegaState& init) {
+  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   if (opt.muon) return atlas_muon_recurrent(spec, opt, in, init);
   auto p = prepare(spec, opt, in, init);
   const int64_t T = in.q.size(1), b = opt.chunk, c = opt.window;

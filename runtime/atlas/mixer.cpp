@@ -150,6 +150,7 @@ torch::Tensor AtlasCoreImpl::forward(const torch::Tensor& x, LayerState* state, 
   in.kf = phi(k);
   const int64_t n_gates = opt.muon ? 4 : 3;
   auto z = gate_proj(x).to(dt).view({B, T, n_gates, H});
+  const AutocastOff autocast_off;  // §12 rule 1: projections above under autocast, the memory below in fp32
   in.log_alpha = torch::log_sigmoid(z.select(2, 0));
   const double eta_max = opt.eta_max > 0 ? opt.eta_max : 1.0 / static_cast<double>(opt.window);
   in.eta = eta_max * torch::sigmoid(z.select(2, 1));

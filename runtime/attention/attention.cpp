@@ -1,9 +1,8 @@
 #include "runtime/attention/attention.h"
 
-#include <torch/version.h>
-
 #include <cmath>
 
+#include "core/torch_compat.h"
 #include "runtime/kernels/precision.h"
 #include "runtime/registry.h"
 
@@ -26,6 +25,7 @@ torch::Tensor visibility(int64_t q_start, int64_t nq, int64_t k_start, int64_t n
 
 torch::Tensor masked_softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
                                        const torch::Tensor& v, const torch::Tensor& mask) {
+  const AutocastOff autocast_off;  // scores, mask and softmax in fp32 under bf16 autocast (models.md §4)
   auto qf = compute_dtype(q), kf = compute_dtype(k), vf = compute_dtype(v);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   auto logits = torch::matmul(qf, kf.transpose(-1, -2)) * scale;
@@ -45,7 +45,7 @@ torch::Tensor naive_attention(const torch::Tensor& q, const torch::Tensor& k, co
 torch::Tensor blocked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 int64_t q_offset, int64_t k_offset, int64_t window, int64_t q_block) {
   const int64_t Tq = q.size(2), Tk = k.size(2);
-#if (TORCH_VERSION_MAJOR > 2) || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#if MNEMO_HAS_SDPA
   // Fused kernel (flash / memory-efficient) for plain causal self-attention.
   if (window == 0 && q_offset == k_offset && Tq == Tk && q.scalar_type() != torch::kFloat64) {
     return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);

@@ -11,6 +11,7 @@ torch::Tensor window_attention(const torch::Tensor& q, const torch::Tensor& qpos
                                const torch::Tensor& v, const torch::Tensor& kpos, int64_t window,
                                int64_t always_before, int64_t q_block) {
   const int64_t Tq = q.size(2), D = q.size(3);
+  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype(q);
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   auto kc = k.to(dt), vc = v.to(dt);

@@ -30,6 +30,7 @@ KernelAttnResult kernel_attention(const torch::Tensor& q, const torch::Tensor& k
                                   const torch::Tensor& s, const KernelAttnCache& cache, int64_t c, bool row_max,
                                   int64_t query_block) {
   check(q, k, v, log_alpha, s, c);
+  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype(v);
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
   const int64_t Nc = cache.k.defined() ? cache.k.size(2) : 0;
@@ -115,6 +116,7 @@ torch::Tensor kappa(const DotPrep& p, const torch::Tensor& x, const torch::Tenso
 DotResult dot_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& log_alpha, const torch::Tensor& eta, const torch::Tensor& gamma,
                         const torch::Tensor& s, const DotState& st0, int64_t c, int64_t chunk) {
+  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   check(q, k, v, log_alpha, s, c);
   auto p = dot_prep(q, k, v, log_alpha, eta, gamma, s);
   const int64_t T = q.size(1);
@@ -145,6 +147,7 @@ DotResult dot_recurrent(const torch::Tensor& q, const torch::Tensor& k, const to
 DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                     const torch::Tensor& log_alpha, const torch::Tensor& eta, const torch::Tensor& gamma,
                     const torch::Tensor& s, const DotState& st0, int64_t c, int64_t chunk) {
+  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   check(q, k, v, log_alpha, s, c);
   const int64_t T = q.size(1);
   // A state inside a chunk: finish that chunk token by token, then whole chunks.

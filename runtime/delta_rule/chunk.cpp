@@ -14,6 +14,7 @@
 
 #include "core/common.h"
 #include "runtime/delta_rule/delta_rule.h"
+#include "runtime/kernels/precision.h"
 #include "runtime/kernels/chunking.h"
 
 namespace mnemo {
@@ -23,6 +24,7 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& initial_state, double scale, int64_t chunk_size) {
   check_delta_rule_inputs(q, k, v, beta, g, initial_state);
   if (chunk_size < 1) throw Error("delta rule: chunk_size must be >= 1, got " + std::to_string(chunk_size));
+  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype({q, k, v, beta, g, initial_state});
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
   const auto opts = q.options().dtype(dt);

@@ -2,6 +2,7 @@
 // solves and inner gradients run in fp32 whatever the activation dtype; fp64 inputs (tests) stay fp64.
 // The same rule serves attention scores and RMSNorm statistics.
 #pragma once
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/torch.h>
 
 #include <initializer_list>
@@ -19,5 +20,16 @@ inline torch::ScalarType recurrence_dtype(std::initializer_list<torch::Tensor> t
     if (t.defined() && t.scalar_type() == torch::kFloat64) return torch::kFloat64;
   return torch::kFloat32;
 }
+
+// Autocast off for the lifetime of the object (the scope of a recurrence): under the bf16 policy
+// (runtime/mixed_precision.h) matmuls elsewhere run in bf16, but those of a recurrence must run in the dtype the
+// kernel chose with recurrence_dtype (models.md §12 rule 1). Nested regions are fine.
+class AutocastOff {
+ public:
+  AutocastOff() : guard_(c10::autocast_dispatch_keyset) {}
+
+ private:
+  c10::impl::ExcludeDispatchKeyGuard guard_;
+};
 
 }  // namespace mnemo

@@ -60,6 +60,7 @@ Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
 LatticeResult lattice_exact(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const torch::Tensor& gamma, const torch::Tensor& mu, const torch::Tensor& S_init,
                             bool dec) {
+  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   check_inputs(q, k, v, gamma, mu, S_init);
   auto p = prepare(q, k, v, gamma, mu);
   auto S = S_init.to(p.dt);
@@ -86,6 +87,7 @@ LatticeResult lattice_exact(const torch::Tensor& q, const torch::Tensor& k, cons
 LatticeResult lattice_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const torch::Tensor& gamma, const torch::Tensor& mu, const LatticeState& st,
                                 int64_t chunk, bool dec) {
+  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   check_inputs(q, k, v, gamma, mu, st.S);
   if (chunk < 1 || st.pos < 0 || st.pos >= chunk)
     throw Error("lattice: need chunk >= 1 and 0 <= pos < chunk, got chunk " + std::to_string(chunk) + ", pos " +
@@ -114,6 +116,7 @@ LatticeResult lattice_recurrent(const torch::Tensor& q, const torch::Tensor& k, 
 LatticeResult lattice_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const torch::Tensor& gamma, const torch::Tensor& mu, const LatticeState& st,
                             int64_t chunk, bool dec) {
+  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   check_inputs(q, k, v, gamma, mu, st.S);
   if (chunk < 1 || st.pos < 0 || st.pos >= chunk)
     throw Error("lattice: need chunk >= 1 and 0 <= pos < chunk, got chunk " + std::to_string(chunk) + ", pos " +

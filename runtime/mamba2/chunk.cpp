@@ -2,6 +2,7 @@
 #include <limits>
 
 #include "runtime/mamba2/mamba2.h"
+#include "runtime/kernels/precision.h"
 
 namespace mnemo {
 
@@ -44,6 +45,7 @@ RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Te
   if (initial_state.defined()) check_shape(op, "initial_state", initial_state, {Bn, H, P, N});
   check_chunking(op, T, chunk_size);
   const int64_t hpg = H / G;  // heads per group
+  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   const auto ct = recurrence_dtype(x);
   const int64_t L = std::min(chunk_size, T);
   auto dtf = dt.to(ct);

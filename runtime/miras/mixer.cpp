@@ -98,6 +98,7 @@ class MirasMixer : public Mixer, public DeclaresNoWeightDecay {
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);
     auto q = q_proj_(x, state), k = k_proj_(x, state), v = v_proj_(x, state);  // [B, T, H, d]
+    const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
     const auto dt = recurrence_dtype(x);
     const int64_t G = opt_.gate_granularity == "channel" ? d_ : 1;
     auto log_alpha = torch::log_sigmoid(alpha_up_(alpha_down_(x)).to(dt)).view({B, T, heads_, G});

@@ -162,12 +162,12 @@ std::string FormCheck::label() const {
 
 std::vector<FormCheck> check_fixture(const Fixture& f, const KernelOp& op,
                                      const std::vector<int64_t>& chunk_sizes,
-                                     const std::string& precision) {
+                                     const std::string& precision, const torch::Device& device) {
   if (precision != "float64" && precision != "float32")
     throw Error("check_fixture: precision must be float64 or float32, got '" + precision + "'");
   const auto dtype = precision == "float64" ? torch::kFloat64 : torch::kFloat32;
   TensorMap inputs;
-  for (const auto& [name, t] : f.inputs) inputs[name] = t.to(dtype);
+  for (const auto& [name, t] : f.inputs) inputs[name] = t.to(device, dtype);
 
   std::vector<FormCheck> checks;
   for (const auto& form : op.forms) {
@@ -183,6 +183,8 @@ std::vector<FormCheck> check_fixture(const Fixture& f, const KernelOp& op,
       std::string unnamed;  // an output of the op that the fixture does not have
       try {
         TensorMap out = op.run(inputs, f.params, form, c);
+        for (auto& [name, t] : out)
+          if (t.defined()) t = t.to(torch::kCPU);  // compared on the host
         for (const auto& [name, t] : out)
           if (unnamed.empty() && f.outputs.find(name) == f.outputs.end()) unnamed = name;
         for (const auto& [name, expected] : f.outputs) {

@@ -62,10 +62,11 @@ struct FormCheck {
 };
 
 // Runs every form of `op` (forms whose name contains "chunk" once per chunk size) on the
-// fixture's inputs cast to `precision` ("float64" | "float32") and compares every output listed
-// in the fixture.
+// fixture's inputs cast to `precision` ("float64" | "float32") on `device` and compares every output listed
+// in the fixture (on the host).
 std::vector<FormCheck> check_fixture(const Fixture& f, const KernelOp& op,
                                      const std::vector<int64_t>& chunk_sizes,
-                                     const std::string& precision = "float64");
+                                     const std::string& precision = "float64",
+                                     const torch::Device& device = torch::kCPU);
 
 }  // namespace mnemo

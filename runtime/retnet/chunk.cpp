@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "runtime/retnet/retnet.h"
+#include "runtime/kernels/precision.h"
 
 namespace mnemo {
 
@@ -11,6 +12,7 @@ RecurrentResult simple_gla_chunk(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& initial_state, int64_t chunk_size) {
   check_simple_gla_inputs("simple_gla_chunk", q, k, v, g, initial_state);
   check_chunking("simple_gla_chunk", q.size(1), chunk_size);
+  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype(q);
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
   const int64_t C = std::min(chunk_size, T);

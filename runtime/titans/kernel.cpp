@@ -72,6 +72,7 @@ Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
 TitansLmmResult titans_lmm_chunk(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& v, const torch::Tensor& log_keep, const torch::Tensor& log_eta,
                                  const torch::Tensor& theta, const TitansMemoryState& init, int64_t chunk_size) {
+  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   check_inputs(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size);
   auto p = prepare(q, k, v, log_keep, log_eta, theta, init);
   const int64_t T = q.size(1);
@@ -109,6 +110,7 @@ TitansLmmResult titans_lmm_recurrent(const DeepMemorySpec& spec, const torch::Te
                                      const torch::Tensor& v, const torch::Tensor& log_keep,
                                      const torch::Tensor& log_eta, const torch::Tensor& theta,
                                      const TitansMemoryState& init, int64_t chunk_size) {
+  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   check_inputs(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size);
   auto p = prepare(q, k, v, log_keep, log_eta, theta, init);
   const int64_t T = q.size(1);

@@ -94,6 +94,7 @@ torch::Tensor LmmCoreImpl::forward(const torch::Tensor& x, LayerState* state, bo
   auto v = path(v_proj, x, state, "conv_v", false, detach);
   const auto dt = recurrence_dtype(x);
   auto z = gate_proj(x).to(dt).view({B, T, 3, H});
+  const AutocastOff autocast_off;  // §12 rule 1: projections above under autocast, the memory below in fp32
   auto log_keep = opt.use_decay ? torch::log_sigmoid(-z.select(2, 0)) : torch::Tensor();  // log(1 - α)
   auto log_eta = opt.use_momentum ? torch::log_sigmoid(z.select(2, 1)) : torch::Tensor();  // log η
   auto theta = opt.theta_max * torch::sigmoid(z.select(2, 2));

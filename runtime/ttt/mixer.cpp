@@ -70,6 +70,7 @@ class TTTMixer : public Mixer, public DeclaresNoWeightDecay {
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);
     auto q = q_proj_(x, state), k = k_proj_(x, state), v = v_proj_(x, state);  // [B, T, H, d]
+    const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
     const auto dt = recurrence_dtype(x);
     auto eta = torch::sigmoid(lr_proj_(x).to(dt)) * (opt_.eta_base / static_cast<double>(d_));  // [B, T, H]
 

@@ -1,0 +1,50 @@
+// The one place where mnemo's sources differ between LibTorch versions: Debian's 1.13 (CPU, CI) and the GPU
+// machines' 2.x (CUDA). Everything else is written against the API both share.
+#pragma once
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#define MNEMO_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+// at::scaled_dot_product_attention (flash / memory-efficient backends on CUDA): a public API from 2.1
+// (models.md §14).
+#define MNEMO_HAS_SDPA MNEMO_TORCH_AT_LEAST(2, 1)
+
+namespace mnemo::torch_compat {
+
+// Autocast state of one device type (CPU or CUDA) on the calling thread. 2.4 made the API per device type;
+// 1.13 has one switch per device type under other names.
+inline bool autocast_enabled(c10::DeviceType type) {
+#if MNEMO_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(type);
+#else
+  return type == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
+}
+
+inline at::ScalarType autocast_dtype(c10::DeviceType type) {
+#if MNEMO_TORCH_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(type);
+#else
+  return type == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+
+inline void set_autocast(c10::DeviceType type, bool enabled, at::ScalarType dtype) {
+#if MNEMO_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_dtype(type, dtype);
+  at::autocast::set_autocast_enabled(type, enabled);
+#else
+  if (type == c10::DeviceType::CUDA) {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(enabled);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::set_cpu_enabled(enabled);
+  }
+#endif
+}
+
+}  // namespace mnemo::torch_compat

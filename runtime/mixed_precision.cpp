@@ -1,0 +1,35 @@
+#include "runtime/mixed_precision.h"
+
+#include "core/common.h"
+#include "core/torch_compat.h"
+
+namespace mnemo {
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::fp32;
+  if (name == "bf16") return Precision::bf16;
+  throw Error("precision '" + name + "' is not one of fp32, bf16");
+}
+
+std::string precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+
+AutocastScope::AutocastScope(const torch::Device& device, Precision p) {
+  if (p != Precision::bf16) return;
+  type_ = device.type();
+  if (type_ != c10::DeviceType::CPU && type_ != c10::DeviceType::CUDA)
+    throw Error("precision bf16: autocast needs a cpu or cuda device, got " + device.str());
+  was_enabled_ = torch_compat::autocast_enabled(type_);
+  was_dtype_ = torch_compat::autocast_dtype(type_);
+  torch_compat::set_autocast(type_, true, at::kBFloat16);
+  at::autocast::increment_nesting();
+  active_ = true;
+}
+
+AutocastScope::~AutocastScope() {
+  if (!active_) return;
+  // The cast cache (bf16 copies of the fp32 weights) lives until the outermost autocast region ends.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  torch_compat::set_autocast(type_, was_enabled_, was_dtype_);
+}
+
+}  // namespace mnemo

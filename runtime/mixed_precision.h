@@ -1,0 +1,34 @@
+// The precision policy of a run (config key `precision`, models.md §12):
+//   fp32  everything in fp32 (the default; CPU runs and the equivalence tests);
+//   bf16  autocast on the run's device: matmuls and attention in bf16, while every recurrence (states, cumulative
+//         gates, triangular solves, inner gradients) stays in fp32 — the kernels open an AutocastOff region
+//         (runtime/kernels/precision.h) and compute in recurrence_dtype. Parameters and optimiser state stay fp32.
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+
+namespace mnemo {
+
+enum class Precision { fp32, bf16 };
+
+Precision parse_precision(const std::string& name);  // Error naming the value unless fp32 | bf16
+std::string precision_name(Precision p);
+
+// Autocast to bf16 on `device`'s type for the lifetime of the object when `p` is bf16; restores the previous
+// autocast state and drops autocast's cast cache on exit. A no-op for fp32.
+class AutocastScope {
+ public:
+  AutocastScope(const torch::Device& device, Precision p);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool active_ = false;
+  c10::DeviceType type_ = c10::DeviceType::CPU;
+  bool was_enabled_ = false;
+  at::ScalarType was_dtype_ = at::kBFloat16;
+};
+
+}  // namespace mnemo
