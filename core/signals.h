@@ -1,6 +1,7 @@
 // Graceful stop on SIGINT/SIGTERM: the handler only sets an atomic flag; long loops (training)
 // poll stop_requested() between steps, checkpoint and exit 128 + signal (130 / 143).
-// A second signal while a stop is pending exits at once (_exit(128 + signal)).
+// A second signal while a stop is pending exits at once (_exit(128 + signal)), unless it arrives within a second of
+// the first (one request delivered twice, e.g. by coreutils `timeout`).
 #pragma once
 
 namespace mnemo {

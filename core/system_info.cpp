@@ -87,11 +87,12 @@ std::string blas_library() {
     std::string path = line.substr(pos);
     std::string lower = path;
     for (auto& c : lower) c = static_cast<char>(std::tolower(c));
+    if (lower.find("cublas") != std::string::npos) continue;  // the GPU's BLAS, not the CPU one
     if (lower.find("blas") != std::string::npos || lower.find("mkl") != std::string::npos) {
       if (found.find(path) == std::string::npos) found += (found.empty() ? "" : ", ") + path;
     }
   }
-  if (found.empty()) return "unknown (no BLAS library mapped)";
+  if (found.empty()) return "no separate BLAS library mapped (linked into LibTorch, as in the pip wheels)";
   std::string lower = found;
   for (auto& c : lower) c = static_cast<char>(std::tolower(c));
   std::string kind = lower.find("openblas") != std::string::npos ? "OpenBLAS"

@@ -2,6 +2,9 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <limits>
