@@ -375,8 +375,11 @@ void validate(const BenchOptions& opt) {
   if (opt.device != "auto" && opt.device != "cpu" && opt.device.rfind("cuda", 0) != 0)
     throw Error("bench: --device '" + opt.device + "' is not one of cpu, cuda, auto");
   if (!opt.set.is_object()) throw Error("bench: --set must give key=value pairs");
-  if (opt.precision != "fp32" && opt.precision != "bf16")
-    throw Error("bench: --precision '" + opt.precision + "' is not one of fp32, bf16");
+  try {
+    parse_precision(opt.precision);
+  } catch (const Error& e) {
+    throw Error(std::string("bench: --precision: ") + e.what());
+  }
 }
 
 json bench_model_config(const BenchOptions& opt) {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "runtime/mixed_precision.h"
+
 namespace mnemo {
 
 namespace {
@@ -83,8 +85,13 @@ void validate_run_config(const json& resolved) {
     const bool above = r.hi_open ? !(x < r.hi) : !(x <= r.hi);
     if (below || above) throw Error(key + " must be " + describe(r) + ", got " + v.dump());
   }
-  if (resolved.contains("precision") && resolved["precision"] != "fp32" && resolved["precision"] != "bf16")
-    throw Error("config key 'precision' must be fp32 or bf16, got " + resolved["precision"].dump());
+  if (resolved.contains("precision") && resolved["precision"].is_string()) {
+    try {
+      parse_precision(resolved["precision"].get<std::string>());
+    } catch (const Error& e) {
+      throw Error(std::string("config key 'precision': ") + e.what());
+    }
+  }
 }
 
 }  // namespace mnemo
