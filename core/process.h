@@ -4,6 +4,6 @@
 
 namespace mnemo {
 
-bool process_alive(int64_t pid);  // a process with this id exists on this host (kill(pid, 0))
+bool process_alive(int64_t pid);  // a process with this id runs on this host (kill(pid, 0); a zombie is not alive)
 
 }  // namespace mnemo

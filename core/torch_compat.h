@@ -48,3 +48,7 @@ inline void set_autocast(c10::DeviceType type, bool enabled, at::ScalarType dtyp
 }
 
 }  // namespace mnemo::torch_compat
+
+// c10d (engine/distributed.cpp): a process group's collectives live on c10d::ProcessGroup in 1.13; from 2.0 each
+// backend (ProcessGroupGloo, ProcessGroupNCCL) is a c10d::Backend beneath a dispatching ProcessGroup.
+#define MNEMO_C10D_HAS_BACKEND_CLASS MNEMO_TORCH_AT_LEAST(2, 0)

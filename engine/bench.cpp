@@ -375,11 +375,13 @@ void validate(const BenchOptions& opt) {
   if (opt.device != "auto" && opt.device != "cpu" && opt.device.rfind("cuda", 0) != 0)
     throw Error("bench: --device '" + opt.device + "' is not one of cpu, cuda, auto");
   if (!opt.set.is_object()) throw Error("bench: --set must give key=value pairs");
+  Precision p = Precision::fp32;
   try {
-    parse_precision(opt.precision);
+    p = parse_precision(opt.precision);
   } catch (const Error& e) {
     throw Error(std::string("bench: --precision: ") + e.what());
   }
+  if (p == Precision::fp64) throw Error("bench: --precision fp64 is for training equivalence checks; bench fp32 or bf16");
 }
 
 json bench_model_config(const BenchOptions& opt) {

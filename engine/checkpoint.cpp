@@ -1,4 +1,5 @@
 #include "engine/checkpoint.h"
+#include "runtime/mixed_precision.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -262,6 +263,8 @@ Backbone load_backbone(const std::string& path, const torch::Device& device) {
   ModelConfig mc = model_config_from_json(resolved);
   const CheckpointModelMeta meta = read_model_meta(dir);
   mc.vocab_size = meta.vocab_size.value_or(mc.vocab_size);
+  // A run trained in fp64 is loaded in fp64 (its weights as saved); fp32 and bf16 runs keep fp32 weights.
+  const DefaultDtypeScope dtype_scope(parse_precision(resolved.at("precision")));
   Backbone model = make_backbone(meta.backbone ? *meta.backbone : backbone_kind(resolved), mc);
   load_weights(dir, model);
   model.module->to(device);

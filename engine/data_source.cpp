@@ -179,4 +179,39 @@ std::unique_ptr<DataSource> make_corpus_source(const TokenShard& shard, const Co
   return std::make_unique<CorpusSource>(shard, opt, device);
 }
 
+namespace {
+
+class RankShare : public DataSource {
+ public:
+  RankShare(std::unique_ptr<DataSource> whole, int rank, int world)
+      : whole_(std::move(whole)), rank_(rank), world_(world) {}
+  TrainBatch batch(int64_t step, int64_t micro) override {
+    TrainBatch all = whole_->batch(step, micro);
+    const int64_t rows = all.input_ids.size(0);
+    if (rows < world_)
+      throw Error("data-parallel: a micro-batch of " + std::to_string(rows) + " rows cannot be shared by " +
+                  std::to_string(world_) + " ranks (raise batch_size)");
+    const int64_t r0 = rank_ * rows / world_, r1 = (rank_ + 1) * rows / world_;
+    TrainBatch mine;
+    mine.input_ids = all.input_ids.narrow(0, r0, r1 - r0);
+    mine.labels = all.labels.narrow(0, r0, r1 - r0);
+    mine.tokens = all.tokens * (r1 - r0) / rows;
+    mine.labelled = (mine.labels != -100).sum().item<int64_t>();
+    mine.labelled_all_ranks = all.labelled;
+    return mine;
+  }
+  json position(int64_t steps) const override { return whole_->position(steps); }
+
+ private:
+  std::unique_ptr<DataSource> whole_;
+  int rank_, world_;
+};
+
+}  // namespace
+
+std::unique_ptr<DataSource> make_rank_share(std::unique_ptr<DataSource> whole, int rank, int world) {
+  if (world <= 1) return whole;
+  return std::make_unique<RankShare>(std::move(whole), rank, world);
+}
+
 }  // namespace mnemo

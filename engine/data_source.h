@@ -19,6 +19,8 @@ struct TrainBatch {
   torch::Tensor labels;     // [B, T] int64, -100 where not scored
   int64_t tokens = 0;       // input tokens (throughput)
   int64_t labelled = 0;     // positions with a label (the loss's denominator)
+  int64_t labelled_all_ranks = -1;  // data-parallel: labelled positions of the whole micro-batch, every rank's
+                                    // share together (-1: this batch is the whole micro-batch)
 };
 
 class DataSource {
@@ -48,5 +50,11 @@ struct CorpusWindows {
 };
 std::unique_ptr<DataSource> make_corpus_source(const TokenShard& shard, const CorpusWindows& opt,
                                                const torch::Device& device);
+
+// Data-parallel training: rank `rank` of `world` trains on its share of every micro-batch of `whole` — rows
+// [rank·R/world, (rank+1)·R/world) of the micro-batch's R rows — so the ranks' shares are disjoint and together
+// are exactly the batch one rank would draw (the same run on any number of ranks). Every rank draws the whole
+// micro-batch (a pure function of seed, step, micro) and keeps its rows; R >= world is required.
+std::unique_ptr<DataSource> make_rank_share(std::unique_ptr<DataSource> whole, int rank, int world);
 
 }  // namespace mnemo

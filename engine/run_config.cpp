@@ -39,7 +39,8 @@ const json& config_key_help() {
       {"grad_clip", "max global gradient norm (0 = off)"},
       {"warmup_frac", "linear warm-up as a fraction of steps, then cosine decay"},
       {"min_lr_ratio", "final learning rate as a fraction of lr"},
-      {"steps", "optimiser steps"}, {"batch_size", "sequences per micro-batch (grad_accum micro-batches per step)"},
+      {"steps", "optimiser steps"}, {"batch_size", "sequences per micro-batch (grad_accum micro-batches per step); "
+                                  "data-parallel: the whole micro-batch, batch_size / world_size rows per rank"},
       {"seed", "seed for initialisation, data and order"},
       {"eval_every", "evaluate on the test split (and checkpoint) every N steps"},
       {"log_every", "progress line and train metrics every N steps"},
@@ -48,8 +49,9 @@ const json& config_key_help() {
       {"eval_batch_size", "batch size for evaluation"},
       {"early_stop_acc", "stop when test accuracy exceeds this (Zoology: 0.99); 0 = never"},
       {"device", "cpu | cuda | cuda:N | auto"},
-      {"precision", "fp32 | bf16 (bf16 autocast on the device: matmuls and attention in bf16, every recurrence "
-                    "in fp32, fp32 parameters and optimiser state; models.md §12)"},
+      {"precision", "fp32 | bf16 | fp64 (bf16 autocast on the device: matmuls and attention in bf16, every "
+                    "recurrence in fp32, fp32 parameters and optimiser state; models.md §12. fp64: everything in "
+                    "float64, for equivalence checks of whole runs)"},
       {"grad_accum", "micro-batches per optimiser step (each of batch_size sequences; equal to one batch of "
                      "batch_size x grad_accum)"},
       {"warmup_steps", "linear warm-up in steps (-1 = use warmup_frac)"},

@@ -1,4 +1,5 @@
 #include "engine/sweep.h"
+#include "core/parse_int.h"
 #include "core/defaults.h"
 
 #include <fcntl.h>
@@ -148,9 +149,32 @@ constexpr double kRetryHeldS = 2;      // how often cells held by another proces
 
 }  // namespace
 
+std::pair<int, int> parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  const auto i = slash == std::string::npos ? std::nullopt : parse_whole_int(text.substr(0, slash));
+  const auto n = slash == std::string::npos ? std::nullopt : parse_whole_int(text.substr(slash + 1));
+  if (!i || !n || *n < 1 || *n > 1000000)
+    throw Error("--shard '" + text + "' is not i/N (the i-th of N shards, 0 <= i < N; e.g. 0/4)");
+  if (*i < 0 || *i >= *n)
+    throw Error("--shard " + text + ": shard " + std::to_string(*i) + " is outside [0, " + std::to_string(*n) +
+                ") (shards count from 0, as SLURM_ARRAY_TASK_ID does)");
+  return {static_cast<int>(*i), static_cast<int>(*n)};
+}
+
 SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
   auto cells = expand_sweep(sweep);  // validates the file's shape first (an array, null, a non-string name)
   const std::string name = sweep.value("name", "sweep");
+  if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
+    throw Error("sweep: shard " + std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count) +
+                " is out of range");
+  if (opt.shard_count > 1) {  // round robin: the shards are disjoint, cover the grid and differ by one cell at most
+    std::vector<json> mine;
+    for (size_t c = 0; c < cells.size(); ++c)
+      if (static_cast<int>(c % static_cast<size_t>(opt.shard_count)) == opt.shard_index) mine.push_back(cells[c]);
+    std::printf("sweep '%s': shard %d/%d holds %zu of the grid's %zu cells\n", name.c_str(), opt.shard_index,
+                opt.shard_count, mine.size(), cells.size());
+    cells = std::move(mine);
+  }
   const std::string out_root = opt.out_root.empty() ? std::string(kDefaultRunsDir) + "/sweep-" + name : opt.out_root;
   install_stop_handlers();
   // Resolve everything first: a bad cell fails the sweep before any run starts.

@@ -3,6 +3,7 @@
 // skipped, so a sweep can be re-run to finish what is missing.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/common.h"
@@ -22,7 +23,14 @@ struct SweepOptions {
   std::string device;
   int jobs = 1;
   bool quiet = false;
+  // Many machines: this process runs shard `shard_index` (0-based) of `shard_count` disjoint shards of the grid —
+  // the cells whose index in the expanded grid is shard_index mod shard_count — each shard into its own database
+  // (`mnemo db merge` joins them).
+  int shard_index = 0, shard_count = 1;
 };
+
+// "i/N" -> (i, N) with 0 <= i < N; anything else -> Error naming the value.
+std::pair<int, int> parse_shard(const std::string& text);
 
 struct SweepSummary {
   int total = 0, skipped = 0, completed = 0, failed = 0, stopped = 0;

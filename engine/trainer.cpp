@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <csignal>
 #include <optional>
 
 #include "core/defaults.h"
@@ -14,6 +15,7 @@
 #include "core/system_info.h"
 #include "engine/checkpoint.h"
 #include "engine/data_source.h"
+#include "engine/distributed.h"
 #include "engine/flops.h"
 #include "engine/objective.h"
 #include "engine/optim.h"
@@ -117,20 +119,25 @@ std::unique_ptr<Objective> make_objective(const RunData& d, const json& cfg, con
 
 // One optimiser step over grad_accum micro-batches: Σ over micro-batches of (summed token loss /
 // the step's labelled positions) is the loss of the whole batch, so accumulation equals one big batch.
+// Data-parallel (dist set): each rank's loss is its share of that sum (its labelled positions' losses over the
+// labelled positions of every rank), so the ranks' summed gradients are the whole batch's gradient.
 struct StepResult {
   double loss = NAN, aux = NAN, grad_norm = 0;
-  int64_t tokens = 0;
-  double data_s = 0;  // seconds spent drawing the micro-batches (the data-wait share of a step)
+  int64_t tokens = 0;  // every rank's
+  double data_s = 0;   // seconds spent drawing the micro-batches (the data-wait share of a step)
+  bool stop = false;   // a rank was asked to stop (SIGINT / SIGTERM) during the step
 };
 StepResult optimiser_step(Backbone& model, torch::optim::Optimizer& optimizer, DataSource& data, int64_t step,
-                          int64_t accum, double clip, const torch::Device& device, Precision precision) {
+                          int64_t accum, double clip, const torch::Device& device, Precision precision,
+                          Distributed* dist) {
   StepResult r;
+  const int world = dist ? dist->world_size() : 1;
   std::vector<TrainBatch> micro;
-  int64_t labelled = 0;
+  int64_t labelled = 0;  // over the micro-batches and every rank's share of them
   const double t0 = wall_seconds();
   for (int64_t m = 0; m < accum; ++m) {
     micro.push_back(data.batch(step, m));
-    labelled += micro.back().labelled;
+    labelled += micro.back().labelled_all_ranks >= 0 ? micro.back().labelled_all_ranks : micro.back().labelled;
   }
   r.data_s = wall_seconds() - t0;
   optimizer.zero_grad();
@@ -141,16 +148,23 @@ StepResult optimiser_step(Backbone& model, torch::optim::Optimizer& optimizer, D
     {
       const AutocastScope autocast(device, precision);  // forward and loss; backward outside (as torch.amp)
       auto logits = model.forward(b.input_ids);
-      // accum 1: the mean as before issue 15 (identical numbers); else the sum over the step's labels.
-      loss = accum == 1 ? token_loss(logits, b.labels)
-                        : token_loss_sum(logits, b.labels) / double(std::max<int64_t>(1, labelled));
+      // One rank, accum 1: the mean as before issue 15 (identical numbers); else the sum over the step's labels.
+      loss = accum == 1 && world == 1 ? token_loss(logits, b.labels)
+                                      : token_loss_sum(logits, b.labels) / double(std::max<int64_t>(1, labelled));
       aux = model.aux_loss();
     }
-    auto total = aux.defined() ? loss + aux / double(accum) : loss;
+    auto total = aux.defined() ? loss + aux / double(accum * world) : loss;
     total.backward();
     loss_sum += loss.item<double>();
     if (aux.defined()) aux_sum += aux.item<double>() / double(accum), has_aux = true;
     r.tokens += b.tokens;
+  }
+  if (dist) {  // gradients summed over ranks, then the step's figures and stop requests (one small message)
+    dist->all_reduce_gradients(model.module->parameters(), 1.0, step);
+    const auto c = dist->all_reduce_sum({loss_sum, aux_sum / world, has_aux ? 1.0 : 0.0, double(r.tokens),
+                                         stop_requested() ? 1.0 : 0.0},
+                                        step, "step's control message");
+    loss_sum = c[0], aux_sum = c[1], has_aux = c[2] > 0, r.tokens = static_cast<int64_t>(c[3]), r.stop = c[4] > 0;
   }
   r.loss = loss_sum;
   if (has_aux) r.aux = aux_sum;
@@ -172,19 +186,40 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
                        ? (fs::path(kDefaultRunsDir) / (cfg.at("model").get<std::string>() + "-" +
                                                        cfg.at("task").get<std::string>() + "-" + hash)).string()
                        : opt.out_dir;
-  const torch::Device device = resolve_device(opt.device.empty() ? cfg.at("device").get<std::string>() : opt.device);
+  torch::Device device = resolve_device(opt.device.empty() ? cfg.at("device").get<std::string>() : opt.device);
   const int64_t steps = cfg.at("steps"), accum = cfg.at("grad_accum"), eval_every = cfg.at("eval_every");
   const int64_t log_every = std::max<int64_t>(1, cfg.at("log_every").get<int64_t>());
   const uint64_t seed = cfg.at("seed").get<uint64_t>();
   const Precision precision = parse_precision(cfg.at("precision"));
+  const DefaultDtypeScope dtype_scope(precision);  // fp64: the model is built and trained in float64
 
-  // Resume: the newest complete checkpoint (one a crashed write left is put back in place); its
-  // config must be the same run.
+  // Data-parallel: join the job (every rank runs this function with the same config); rank 0 alone writes.
+  std::unique_ptr<Distributed> dist;
+  const int world = opt.dist.world_size;
+  if (opt.dist.distributed()) {
+    const int64_t batch = cfg.at("batch_size");
+    if (batch % world != 0)
+      throw Error("batch_size " + std::to_string(batch) + " is not a multiple of the " + std::to_string(world) +
+                  " ranks (batch_size is the whole micro-batch; each rank trains on batch_size / world_size rows)");
+    if (device.is_cuda()) device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(opt.dist.local_rank));
+    dist = std::make_unique<Distributed>(opt.dist, device, opt.dist_timeout);
+    dist->check_same_config(hash);
+  }
+  const bool main_rank = !dist || dist->is_main();
+  const bool quiet = opt.quiet || !main_rank;
+  result.world_size = world;
+  result.rank = opt.dist.rank;
+
+  // Resume: the newest complete checkpoint (one a crashed write left is put back in place, by rank 0); its
+  // config must be the same run. Every rank reads it (a job on several hosts needs out_dir on a shared file system).
   TrainerState state;
   bool resuming = false;
-  if (opt.resume && has_checkpoint(result.out_dir)) {
+  if (opt.resume && main_rank && has_checkpoint(result.out_dir)) {
     const std::string note = recover_checkpoint(result.out_dir);
-    if (!note.empty() && !opt.quiet) std::printf("%s: %s\n", result.out_dir.c_str(), note.c_str());
+    if (!note.empty() && !quiet) std::printf("%s: %s\n", result.out_dir.c_str(), note.c_str());
+  }
+  if (dist && opt.resume) dist->barrier("checkpoint recovery");
+  if (opt.resume && has_checkpoint(result.out_dir)) {
     json saved = load_checkpoint_config(result.out_dir), saved_resolved;
     try {
       saved_resolved = resolve_run_config(saved);
@@ -198,17 +233,24 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     resuming = true;
   }
 
-  ResultsDB db(opt.db_path);
+  ResultsDB db(main_rank ? opt.db_path : std::string(":memory:"));  // other ranks: nothing is written
   std::optional<RunInfo> adopted;
-  if (resuming) {
+  bool completed_already = false;
+  std::optional<RunInfo> completed_run;
+  if (!main_rank) {
+  } else if (resuming) {
     auto run = db.run(state.run_id);
     if (!run) throw Error("--resume: run " + std::to_string(state.run_id) + " not found in " + opt.db_path);
     if (run->config_hash != hash)
       throw Error("--resume: run " + std::to_string(state.run_id) + " in " + opt.db_path +
                   " is another run (its config differs); the checkpoint was logged to " +
                   (state.db_path.empty() ? std::string("another database") : state.db_path));
-    if (run->status == "completed") return completed_result(db, *run, result.out_dir, opt.quiet);
-    refuse_if_running_elsewhere(db, *run);
+    if (run->status == "completed") {
+      completed_already = true;
+      completed_run = run;
+    } else {
+      refuse_if_running_elsewhere(db, *run);
+    }
   } else if (opt.resume) {
     adopted = adoptable_run(db, result.out_dir, hash);
     if (adopted)
@@ -218,9 +260,28 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
       std::printf("no checkpoint in %s: starting a new run\n", result.out_dir.c_str());
   }
 
+  if (dist) {  // every rank resumes from the same step, or none does; a completed run ends every rank
+    const auto c = dist->all_reduce_sum({resuming ? 1.0 : 0.0, double(state.step), completed_already ? 1.0 : 0.0},
+                                        -1, "resume check");
+    if (c[0] != 0 && (c[0] != world || c[1] != double(world) * double(state.step)))
+      throw Error("rank " + std::to_string(opt.dist.rank) + (resuming ? " resumes from step " + std::to_string(state.step)
+                                                                      : std::string(" sees no checkpoint")) +
+                  " in " + result.out_dir + " but another rank does not: every rank must read the same checkpoint");
+    if (c[2] > 0) completed_already = true;
+  }
+  if (completed_already) {
+    if (completed_run) return completed_result(db, *completed_run, result.out_dir, quiet);
+    result.already_completed = true;
+    result.run_id = state.run_id;
+    result.steps = state.step;
+    return result;
+  }
+
   // ---- the parts, built and checked before the run row is created (or a resumed one set running) ----
-  check_out_dir_writable(result.out_dir);
-  RunData data = open_run_data(cfg, opt.quiet);  // builds or reuses a corpus's token shards
+  if (main_rank) check_out_dir_writable(result.out_dir);
+  if (dist && !main_rank) dist->barrier("data preparation");  // rank 0 builds the corpus's token shards first
+  RunData data = open_run_data(cfg, quiet);  // builds or reuses a corpus's token shards
+  if (dist && main_rank) dist->barrier("data preparation");
   if (data.token_task) check_example_memory(*data.token_task, cfg.at("n_train"), cfg.at("n_test"), seed);
 
   torch::manual_seed(seed);
@@ -235,7 +296,8 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     model.module->to(device);
     load_optimizer(result.out_dir, *optimizer);
   }
-  auto source = make_source(data, cfg, device);
+  if (dist) dist->broadcast_module(*model.module);  // identical starting weights (rank 0's)
+  auto source = make_rank_share(make_source(data, cfg, device), opt.dist.rank, world);
   auto objective = make_objective(data, cfg, device);
   const bool has_eval = objective->has_eval();
   const std::string eval_split = objective->eval_split();
@@ -246,14 +308,15 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
   const int64_t context = is_lm ? data.lm_task->seq_len() : 0;
   state.primary_metric = primary;
 
-  if (stop_requested()) {  // a signal before anything was recorded: nothing to undo
+  if (!dist && stop_requested()) {  // a signal before anything was recorded: nothing to undo
     result.stopped = true;
     result.stop_signal = stop_signal();
     result.run_id = resuming ? state.run_id : 0;
     result.steps = state.step;
     return result;
   }
-  if (resuming) {
+  if (!main_rank) {
+  } else if (resuming) {
     if (state.db_path != opt.db_path && !state.db_path.empty())
       std::printf("note: checkpoint was logged to %s; continuing in %s\n", state.db_path.c_str(), opt.db_path.c_str());
     db.delete_metrics_after(state.run_id, state.step);
@@ -268,7 +331,14 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     RunInfo r;
     r.model = cfg.at("model");
     r.task = cfg.at("task");
-    r.config_json = cfg.dump();
+    json recorded = cfg;
+    if (dist) {  // the job's shape beside the config (not in its hash: the same run on any number of ranks)
+      recorded["world_size"] = world;
+      recorded["rank_batch_size"] = cfg.at("batch_size").get<int64_t>() / world;
+      recorded["global_batch_size"] = cfg.at("batch_size").get<int64_t>() * accum;
+      recorded["dist_backend"] = dist->backend();
+    }
+    r.config_json = recorded.dump();
     r.config_hash = hash;
     r.seed = static_cast<int64_t>(seed);
     r.device = device.str();
@@ -280,11 +350,13 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     state.run_id = db.create_run(r);
     state.db_path = opt.db_path;
   }
+  if (dist) state.run_id = static_cast<int64_t>(dist->all_reduce_sum({main_rank ? double(state.run_id) : 0.0}, -1,
+                                                                      "run start")[0]);
   result.run_id = state.run_id;
   result.primary_metric = primary;
   // From here on the row says 'running': any error marks it failed with a one-line reason.
   try {
-    db.set_run_process(state.run_id, static_cast<int64_t>(::getpid()), hostname());
+    if (main_rank) db.set_run_process(state.run_id, static_cast<int64_t>(::getpid()), hostname());
     const int64_t warmup_steps = cfg.at("warmup_steps");
     const int64_t warmup = warmup_steps >= 0 ? warmup_steps
                                              : static_cast<int64_t>(std::llround(cfg.at("warmup_frac").get<double>() * steps));
@@ -307,6 +379,8 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
 
     // ---- checkpoint ----
     auto checkpoint_now = [&](int64_t step_done) {
+      saved_step = step_done;
+      if (!main_rank) return pending.clear();
       db.add_metrics(pending);
       pending.clear();
       state.step = step_done;
@@ -320,7 +394,7 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     };
     // ---- periodic evaluation (held-out metrics, best_<primary>) then checkpoint ----
     auto evaluate_and_checkpoint = [&](int64_t step_done) {
-      if (has_eval) {
+      if (has_eval && main_rank) {
         const Metrics m = [&] {
           const AutocastScope autocast(device, precision);  // evaluation in the run's precision, as nanoGPT's
           return objective->evaluate(model);
@@ -360,8 +434,9 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     // Checkpointed, status 'stopped' (resumable).
     auto finish_stopped = [&](int64_t step_done, const std::string& why) {
       if (saved_step != step_done) checkpoint_now(step_done);
-      db.set_run_status(state.run_id, "stopped", why + " at step " + std::to_string(step_done) + "; --resume continues");
-      if (!opt.quiet)
+      if (main_rank)
+        db.set_run_status(state.run_id, "stopped", why + " at step " + std::to_string(step_done) + "; --resume continues");
+      if (!quiet)
         std::printf("[run %lld] stopped at step %lld (%s; checkpoint in %s)\n", (long long)state.run_id,
                     (long long)step_done, why.c_str(), result.out_dir.c_str());
       result.stopped = true;
@@ -370,11 +445,12 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
 
     // ---- the loop ----
     int64_t step = state.step;
+    bool job_stop = false;  // data-parallel: a rank was signalled (the step's control message says so to all)
     model.module->train();
     while (step < steps) {
-      if (stop_requested()) {  // SIGINT / SIGTERM: between two steps
-        finish_stopped(step, std::string("interrupted by ") + stop_signal_name());
-        result.stop_signal = stop_signal();
+      if (dist ? job_stop : stop_requested()) {  // SIGINT / SIGTERM: between two steps
+        finish_stopped(step, std::string("interrupted by ") + (stop_requested() ? stop_signal_name() : "a signal to another rank"));
+        result.stop_signal = stop_requested() ? stop_signal() : SIGTERM;
         return result;
       }
       const double step_start = wall_seconds();
@@ -382,7 +458,7 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
       set_lr(*optimizer, cur_lr);
       StepResult sr;
       try {
-        sr = optimiser_step(model, *optimizer, *source, step, accum, clip, device, precision);
+        sr = optimiser_step(model, *optimizer, *source, step, accum, clip, device, precision, dist.get());
       } catch (const Error& e) {
         throw Error(std::string(e.what()) + " (run " + std::to_string(state.run_id) + ")");
       }
@@ -392,6 +468,7 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
       tokens_total += sr.tokens;
       window_tokens += double(sr.tokens);
       last_loss = sr.loss;
+      job_stop = sr.stop;
 
       const double now = wall_seconds();
       if (step % log_every == 0 || step == steps) {
@@ -414,12 +491,13 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
         evaluate_and_checkpoint(step);
         // Early stop on accuracy (Zoology's 0.99), for token tasks: false for NaN (no test set).
         if (early_stop > 0 && !is_lm && result.final_test_accuracy > early_stop && has_eval) stop = true;
+        if (dist) stop = dist->all_reduce_sum({stop ? 1.0 : 0.0}, step - 1, "evaluation's verdict")[0] > 0;  // rank 0's
       }
       if (pause && !stop) {
         finish_stopped(step, "stopped by --stop-after");
         return result;
       }
-      if (!opt.quiet && (step % log_every == 0 || step == steps || stop)) {
+      if (!quiet && (step % log_every == 0 || step == steps || stop)) {
         const double run_s = now - t_start;
         const double eta = (steps - step) * run_s / std::max<int64_t>(1, step - first_step);
         const std::string held = std::isnan(last_primary) ? "-" : format_number_short(last_primary);
@@ -433,13 +511,15 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
         std::fflush(stdout);
       }
       if (stop) {
-        if (!opt.quiet) std::printf("[run %lld] early stop: test accuracy %.4f > %.4f\n",
+        if (!quiet) std::printf("[run %lld] early stop: test accuracy %.4f > %.4f\n",
                                     (long long)state.run_id, result.final_test_accuracy, early_stop);
         break;
       }
     }
     if (saved_step != step) checkpoint_now(step);  // a resume of a run stopped at its last step
     fill_result(step);
+    if (dist) result.allreduce_s_per_step = dist->all_reduce_seconds() / double(std::max<int64_t>(1, step - first_step));
+    if (!main_rank) return result;
     // ---- summary rows ----
     std::vector<MetricRow> summary = {{state.run_id, step, "summary", "wall_s", result.wall_s, result.wall_s},
                                       {state.run_id, step, "summary", "tokens_per_s", result.tokens_per_s, result.wall_s}};
@@ -448,6 +528,10 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     };
     if (has_eval && result.final_eval.contains("accuracy")) add("best_test_accuracy", result.best_test_accuracy);
     if (train_seconds > 0) add("data_wait_share", data_seconds / train_seconds);  // this invocation
+    if (dist) {
+      add("world_size", world);
+      add("allreduce_s_per_step", result.allreduce_s_per_step);  // this invocation
+    }
     if (is_lm) {
       add("train_tokens", double(tokens_seen()));
       add("flops", training_flops(mc, model.num_parameters(), tokens_seen(), context));
@@ -461,7 +545,7 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     db.set_run_status(state.run_id, "completed");
   } catch (const std::exception& e) {
     try {
-      db.set_run_status(state.run_id, "failed", error_line(e));
+      if (main_rank) db.set_run_status(state.run_id, "failed", error_line(e));
     } catch (const std::exception&) {
     }
     throw;

@@ -8,6 +8,7 @@
 
 #include "core/common.h"
 #include "core/defaults.h"
+#include "engine/distributed.h"
 
 namespace mnemo {
 
@@ -20,6 +21,11 @@ struct TrainOptions {
   std::string sweep;       // sweep name recorded with the run
   bool quiet = false;      // no progress lines
   int64_t stop_after = 0;  // > 0: checkpoint and stop after this many steps (status 'stopped'; --resume continues)
+  // Data-parallel training (engine/distributed.h): this process's rank in the job; a world of one by default.
+  // batch_size is the whole micro-batch, shared by the ranks; only rank 0 writes the database, the checkpoints and
+  // the progress lines. A collective that does not complete within dist_timeout ends every rank with an Error.
+  DistEnv dist;
+  std::chrono::milliseconds dist_timeout{std::chrono::minutes(30)};
 };
 
 // Test figures are NaN when the run has no test set (n_test 0). tokens_per_s and wall_s add up
@@ -35,6 +41,8 @@ struct TrainResult {
   bool already_completed = false;  // --resume of a completed run: nothing was done or written
   bool stopped = false;            // status 'stopped' (--stop-after or a signal): --resume continues
   int stop_signal = 0;             // SIGINT / SIGTERM that stopped it (core/signals.h), else 0
+  int world_size = 1, rank = 0;    // data-parallel: the job's ranks and this process's
+  double allreduce_s_per_step = 0;  // data-parallel: mean seconds per step in the gradient all-reduce
 };
 
 // `user_config` is resolved (defaults merged, unknown keys rejected) and the run validated (output

@@ -8,10 +8,23 @@ namespace mnemo {
 Precision parse_precision(const std::string& name) {
   if (name == "fp32") return Precision::fp32;
   if (name == "bf16") return Precision::bf16;
-  throw Error("precision '" + name + "' is not one of fp32, bf16");
+  if (name == "fp64") return Precision::fp64;
+  throw Error("precision '" + name + "' is not one of fp32, bf16, fp64");
 }
 
-std::string precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+std::string precision_name(Precision p) {
+  return p == Precision::bf16 ? "bf16" : p == Precision::fp64 ? "fp64" : "fp32";
+}
+
+DefaultDtypeScope::DefaultDtypeScope(Precision p) : was_(torch::get_default_dtype()) {
+  if (p != Precision::fp64) return;
+  torch::set_default_dtype(caffe2::TypeMeta::Make<double>());
+  active_ = true;
+}
+
+DefaultDtypeScope::~DefaultDtypeScope() {
+  if (active_) torch::set_default_dtype(was_);
+}
 
 AutocastScope::AutocastScope(const torch::Device& device, Precision p) {
   if (p != Precision::bf16) return;

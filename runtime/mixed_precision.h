@@ -2,7 +2,9 @@
 //   fp32  everything in fp32 (the default; CPU runs and the equivalence tests);
 //   bf16  autocast on the run's device: matmuls and attention in bf16, while every recurrence (states, cumulative
 //         gates, triangular solves, inner gradients) stays in fp32 — the kernels open an AutocastOff region
-//         (runtime/kernels/precision.h) and compute in recurrence_dtype. Parameters and optimiser state stay fp32.
+//         (runtime/kernels/precision.h) and compute in recurrence_dtype. Parameters and optimiser state stay fp32;
+//   fp64  parameters and every computation in float64: the equivalence checks of whole training runs (e.g. a
+//         data-parallel job against one rank), not a speed setting.
 #pragma once
 #include <torch/torch.h>
 
@@ -10,9 +12,9 @@
 
 namespace mnemo {
 
-enum class Precision { fp32, bf16 };
+enum class Precision { fp32, bf16, fp64 };
 
-Precision parse_precision(const std::string& name);  // Error naming the value unless fp32 | bf16
+Precision parse_precision(const std::string& name);  // Error naming the value unless fp32 | bf16 | fp64
 std::string precision_name(Precision p);
 
 // Autocast to bf16 on `device`'s type for the lifetime of the object when `p` is bf16; restores the previous
@@ -29,6 +31,20 @@ class AutocastScope {
   c10::DeviceType type_ = c10::DeviceType::CPU;
   bool was_enabled_ = false;
   at::ScalarType was_dtype_ = at::kBFloat16;
+};
+
+// LibTorch's default dtype float64 for the lifetime of the object when `p` is fp64 (modules built inside it have
+// float64 parameters and buffers); restores the previous default. A no-op otherwise.
+class DefaultDtypeScope {
+ public:
+  explicit DefaultDtypeScope(Precision p);
+  ~DefaultDtypeScope();
+  DefaultDtypeScope(const DefaultDtypeScope&) = delete;
+  DefaultDtypeScope& operator=(const DefaultDtypeScope&) = delete;
+
+ private:
+  bool active_ = false;
+  caffe2::TypeMeta was_;
 };
 
 }  // namespace mnemo

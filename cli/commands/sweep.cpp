@@ -1,4 +1,4 @@
-// `mnemo sweep --config SWEEP.json [--db FILE] [--jobs N] [--out DIR] [--device D]`
+// `mnemo sweep --config SWEEP.json [--db FILE] [--jobs N] [--out DIR] [--device D] [--shard i/N]`
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -10,7 +10,7 @@
 namespace mnemo::cli {
 
 void add_sweep_command(CLI::App& app) {
-  static std::string config, db = kDefaultDbPath, out, device;
+  static std::string config, db = kDefaultDbPath, out, device, shard;
   static int jobs = 1;
   auto* sub = app.add_subcommand("sweep",
                                  "Run a grid of training runs (cases × grid over config keys) with N worker "
@@ -21,12 +21,16 @@ void add_sweep_command(CLI::App& app) {
   sub->add_option("--jobs", jobs, "Worker processes")->check(CLI::PositiveNumber);
   sub->add_option("--out", out, "Root folder of the runs (default out/runs/sweep-<name>)");
   sub->add_option("--device", device, "cpu | cuda | auto");
+  sub->add_option("--shard", shard,
+                  "Run only shard i of N (0 <= i < N: the cells i, i+N, i+2N, ... of the grid), e.g. one per Slurm "
+                  "array task into its own --db; `mnemo db merge` joins the databases");
   sub->callback([] {
     SweepOptions opt;
     opt.db_path = db;
     opt.jobs = jobs;
     opt.out_root = out;
     opt.device = device;
+    if (!shard.empty()) std::tie(opt.shard_index, opt.shard_count) = parse_shard(shard);
     auto sum = run_sweep(read_json_file(config), opt);
     if (sum.stop_signal != 0) {  // SIGINT/SIGTERM: forwarded to the workers, which were waited for
       const char* sig = sum.stop_signal == SIGINT ? "SIGINT" : sum.stop_signal == SIGTERM ? "SIGTERM" : "a signal";

@@ -1,9 +1,11 @@
-// `mnemo train --config FILE.json [--set key=value]... [--db FILE] [--out DIR] [--device D] [--resume]`
+// `mnemo train --config FILE.json [--set key=value]... [--db FILE] [--out DIR] [--device D] [--resume]
+//  [--nproc N] [--dist-timeout S]`: one rank of a data-parallel job when torchrun's or Slurm's variables say so.
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
 
 #include "cli/commands/commands.h"
+#include "cli/commands/launch.h"
 #include "core/defaults.h"
 #include "core/signals.h"
 #include "engine/run_config.h"
@@ -17,6 +19,8 @@ struct TrainArgs {
   std::vector<std::string> sets;
   bool resume = false, quiet = false;
   int64_t stop_after = 0;
+  int nproc = 0;
+  double dist_timeout_s = 1800;
 };
 
 std::string train_footer() {
@@ -43,8 +47,22 @@ void add_train_command(CLI::App& app) {
   sub->add_flag("--resume", a.resume, "Continue from the last checkpoint in --out");
   sub->add_flag("--quiet", a.quiet, "No progress lines");
   sub->add_option("--stop-after", a.stop_after, "Checkpoint and stop after N steps of this invocation (resume later)");
+  sub->add_option("--nproc", a.nproc,
+                  "Data-parallel: start N local ranks of this command (Gloo on CPU, NCCL on CUDA; batch_size is "
+                  "shared by the ranks). Without it, torchrun's RANK/WORLD_SIZE/... or Slurm's SLURM_PROCID/"
+                  "SLURM_NTASKS/... make this process one rank of a job");
+  sub->add_option("--dist-timeout", a.dist_timeout_s,
+                  "Data-parallel: seconds a rank waits for the others (rendezvous, each collective) before it "
+                  "ends with an error (default 1800)");
   sub->footer(train_footer());
   sub->callback([] {
+    if (a.nproc < 0 || a.nproc > 1024) throw Error("--nproc " + std::to_string(a.nproc) + " is outside [1, 1024]");
+    if (!(a.dist_timeout_s > 0)) throw Error("--dist-timeout must be > 0 seconds");
+    if (a.nproc > 1) {  // the launcher: the ranks are this same command without --nproc
+      const int code = launch_local_ranks(a.nproc, without_option(own_command_line(), "--nproc"), 30.0);
+      if (code != 0) std::exit(code);
+      return;
+    }
     json cfg = a.config.empty() ? json::object() : read_json_file(a.config);
     if (!cfg.is_object()) throw Error(a.config + ": the run configuration must be a JSON object");
     if (!a.model.empty()) cfg["model"] = a.model;
@@ -60,9 +78,15 @@ void add_train_command(CLI::App& app) {
     opt.sweep = a.sweep;
     opt.quiet = a.quiet;
     opt.stop_after = a.stop_after;
+    opt.dist = dist_env_from_process();
+    opt.dist_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.dist_timeout_s * 1000));
     // SIGINT / SIGTERM: the loop checkpoints, marks the run 'stopped' and returns; exit 128 + signal.
     install_stop_handlers();
     auto r = train(cfg, opt);
+    if (r.rank != 0) {  // one summary per job: rank 0's
+      if (r.stop_signal != 0) std::exit(128 + r.stop_signal);
+      return;
+    }
     if (r.stop_signal != 0) {
       std::cout.flush();
       if (r.run_id == 0)
@@ -84,6 +108,10 @@ void add_train_command(CLI::App& app) {
       summary["final_" + r.primary_metric] = number(r.final_primary);
     }
     if (r.already_completed) summary["already_completed"] = true;
+    if (r.world_size > 1) {
+      summary["world_size"] = r.world_size;
+      summary["allreduce_s_per_step"] = r.allreduce_s_per_step;
+    }
     if (r.stopped) summary["stopped"] = true;
     std::cout << summary.dump() << "\n";
   });
