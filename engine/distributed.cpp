@@ -4,6 +4,7 @@
 #endif
 #include "engine/distributed.h"
 
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #if __has_include(<gloo/config.h>)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -220,11 +221,15 @@ Distributed::Distributed(const DistEnv& env, const torch::Device& device, std::c
 Distributed::~Distributed() = default;
 
 void Distributed::fail(const char* what, int64_t step, const std::exception& e) const {
+  // A peer's sockets close while it is still exiting: look twice, a moment apart.
   std::string gone;
-  for (int r = 0; r < env_.world_size; ++r) {
-    const auto& [pid, host] = pg_->peers[r];
-    if (r != env_.rank && host == hostname() && pid > 0 && !process_alive(pid))
-      gone += (gone.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ")");
+  for (int attempt = 0; attempt < 2 && gone.empty(); ++attempt) {
+    if (attempt > 0) ::usleep(300 * 1000);
+    for (int r = 0; r < env_.world_size; ++r) {
+      const auto& [pid, host] = pg_->peers[r];
+      if (r != env_.rank && host == hostname() && pid > 0 && !process_alive(pid))
+        gone += (gone.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ")");
+    }
   }
   std::string msg = "rank " + std::to_string(env_.rank) + ": the " + what;
   if (step >= 0) msg += " of step " + std::to_string(step + 1);
