@@ -63,11 +63,11 @@ OmegaResult atlas_muon_recurrent(const DeepMemorySpec& spec, const OmegaOptions&
       p.s[l] = e(p.in.log_theta).exp() * p.s[l] + u[l];
       if (chunk_ns) {
         if (chunk_end)
-          p.w[l] = e1(p.ns_decay) * p.anchor[l] - e1(p.ns_step) * newton_schulz(p.s[l], opt.ns_steps);
+          p.w[l] = e1(p.ns_decay) * p.anchor[l] - e1(p.ns_step) * newton_schulz(p.s[l], opt.ns_steps, opt.ns_precision == "bf16");
         continue;
       }
       auto w = p.in.log_alpha.defined() ? e(p.in.log_alpha).exp() * p.w[l] : p.w[l];
-      p.w[l] = w - e(p.in.eta) * newton_schulz(p.s[l], opt.ns_steps);
+      p.w[l] = w - e(p.in.eta) * newton_schulz(p.s[l], opt.ns_steps, opt.ns_precision == "bf16");
     }
     const auto& read = opt.readout == "token" ? p.w : p.anchor;  // chunk_start: y_t = M^0(φ(q_t))
     ys.push_back(memory_apply(spec, read, bh(p.in.q, t, 1), {}, bh(p.in.qf, t, 1)));

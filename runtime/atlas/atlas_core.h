@@ -29,7 +29,7 @@ struct AtlasCoreOptions {
   std::string phi = "taylor_elementwise";     // "taylor_elementwise" | "taylor_full2" | "identity"
   std::string loss = "l2";                    // "l2" | "dot"
   double alpha_bias = 6.0, eta_max = 0.0, eta_bias = 0.0, gamma_bias = 3.0, theta_bias = 2.0;  // eta_max 0: 1/c
-  std::string readout = "token", ns_granularity = "token";  // Muon options (omega.h)
+  std::string readout = "token", ns_granularity = "token", ns_precision = "fp32";  // Muon options (omega.h)
   std::string key = "atlas";
 };
 
@@ -101,9 +101,10 @@ TORCH_MODULE(AtlasCore);
   double theta_bias = 2.0;               /* momentum θ = σ(x w_θ + b_θ) ≈ 0.88 */                    \
   int64_t ns_steps = 5;                  /* NS-k (§2.9) */                                            \
   std::string atlas_readout = "token";   /* "token" (§7.7 step 5) | "chunk_start" (y_t = M^0(q_t)) */ \
-  std::string ns_granularity = "token";  /* "token" | "chunk" (one Muon step per chunk) */
+  std::string ns_granularity = "token";  /* "token" | "chunk" (one Muon step per chunk) */            \
+  std::string ns_precision = "fp32";     /* "fp32" | "bf16" (NS iterates, for CUDA) */
 
-#define ATLAS_MUON_NAMES theta_bias, ns_steps, atlas_readout, ns_granularity
+#define ATLAS_MUON_NAMES theta_bias, ns_steps, atlas_readout, ns_granularity, ns_precision
 
 #define ATLAS_GD_NAMES                                                                                       \
   num_heads, chunk_size, omega_window, conv_size, use_short_conv, form, memory, expansion, phi, phi_degree, \

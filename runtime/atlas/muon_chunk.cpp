@@ -46,7 +46,7 @@ std::vector<torch::Tensor> chunk_body(const DeepMemorySpec& spec, const OmegaOpt
     for (size_t l = 0; l < L; ++l) {
       auto S = e1(mom.A.select(2, last)) * s[l] + u[l];
       out[1 + L + l] = S;
-      out[1 + l] = e1(a_end) * anchor[l] - e1(c_end) * newton_schulz(S, opt.ns_steps);
+      out[1 + l] = e1(a_end) * anchor[l] - e1(c_end) * newton_schulz(S, opt.ns_steps, opt.ns_precision == "bf16");
     }
     out[0] = memory_apply(spec, anchor, qc, {}, qfc);
     out.push_back(a_end);
@@ -61,16 +61,16 @@ std::vector<torch::Tensor> chunk_body(const DeepMemorySpec& spec, const OmegaOpt
              torch::matmul((SC.unsqueeze(-1) * terms.cols[l].unsqueeze(2)).transpose(-1, -2),
                            terms.rows[l].unsqueeze(2));
     auto shp = S.sizes().vec();
-    auto O = newton_schulz(S, opt.ns_steps).reshape({shp[0], shp[1], n, shp[3] * shp[4]});
+    auto O = newton_schulz(S, opt.ns_steps, opt.ns_precision == "bf16").reshape({shp[0], shp[1], n, shp[3] * shp[4]});
     if (token_read) {
       auto W = e1(dec.A) * w[l].unsqueeze(2) - torch::matmul(dec.C, O).view(shp);
       W_all.push_back(W);
-      out[1 + l] = W.select(2, last);
+      out[1 + l] = W.select(2, last).clone();  // a copy: a view would keep the chunk's per-token W alive
     } else {
       auto sum = torch::matmul(dec.C.select(2, last).unsqueeze(-2), O).view({shp[0], shp[1], shp[3], shp[4]});
       out[1 + l] = e1(dec.A.select(2, last)) * w[l] - sum;
     }
-    out[1 + L + l] = S.select(2, last);
+    out[1 + L + l] = S.select(2, last).clone();
   }
   out[0] = token_read ? memory_apply(spec, W_all, qc.unsqueeze(-2), {}, qfc.unsqueeze(-2)).squeeze(-2)
                       : memory_apply(spec, anchor, qc, {}, qfc);
@@ -81,7 +81,7 @@ std::vector<torch::Tensor> chunk_body(const DeepMemorySpec& spec, const OmegaOpt
 std::vector<int64_t> encode(const DeepMemorySpec& spec, const OmegaOptions& opt) {
   return {static_cast<int64_t>(spec.kind), spec.d_in, spec.d_out, spec.expansion, spec.d_feat,
           opt.loss == "dot" ? 1 : 0, opt.window, opt.chunk, opt.ns_steps, opt.readout == "chunk_start" ? 1 : 0,
-          opt.ns_granularity == "chunk" ? 1 : 0};
+          opt.ns_granularity == "chunk" ? 1 : 0, opt.ns_precision == "bf16" ? 1 : 0};
 }
 
 void decode(const std::vector<int64_t>& m, double ln_eps, DeepMemorySpec& spec, OmegaOptions& opt) {
@@ -97,6 +97,7 @@ void decode(const std::vector<int64_t>& m, double ln_eps, DeepMemorySpec& spec, 
   opt.ns_steps = m[8];
   opt.readout = m[9] ? "chunk_start" : "token";
   opt.ns_granularity = m[10] ? "chunk" : "token";
+  opt.ns_precision = m[11] ? "bf16" : "fp32";
   opt.muon = true;
 }
 

@@ -58,7 +58,7 @@ struct NsPolynomial : torch::autograd::Function<NsPolynomial> {
 
 }  // namespace
 
-torch::Tensor newton_schulz(const torch::Tensor& G, int64_t steps) {
+torch::Tensor newton_schulz(const torch::Tensor& G, int64_t steps, bool bf16) {
   std::vector<int64_t> dims = {-2, -1};
   auto X = G / (torch::linalg_vector_norm(G, 2, torch::IntArrayRef(dims), true, c10::nullopt) + 1e-7);
   if (steps <= 0 || G.numel() == 0) return X;
@@ -66,13 +66,14 @@ torch::Tensor newton_schulz(const torch::Tensor& G, int64_t steps) {
   if (!wide) X = X.transpose(-1, -2);
   const auto shape = X.sizes().vec();
   auto X3 = X.reshape({-1, shape[shape.size() - 2], shape.back()}).contiguous();
+  if (bf16) X3 = X3.to(torch::kBFloat16);
   if (torch::GradMode::is_enabled() && X3.requires_grad()) {
     X3 = NsPolynomial::apply(X3, steps);
   } else {
     torch::Tensor A, B;
     for (int64_t i = 0; i < steps; ++i) X3 = ns_iteration(X3, A, B);
   }
-  auto out = X3.view(shape);
+  auto out = X3.to(G.scalar_type()).view(shape);
   return wide ? out : out.transpose(-1, -2);
 }
 
@@ -81,6 +82,8 @@ void check_muon_options(const OmegaOptions& opt, const std::string& who) {
     throw Error(who + ": atlas_readout must be \"token\" or \"chunk_start\", got \"" + opt.readout + "\"");
   if (opt.ns_granularity != "token" && opt.ns_granularity != "chunk")
     throw Error(who + ": ns_granularity must be \"token\" or \"chunk\", got \"" + opt.ns_granularity + "\"");
+  if (opt.ns_precision != "fp32" && opt.ns_precision != "bf16")
+    throw Error(who + ": ns_precision must be \"fp32\" or \"bf16\", got \"" + opt.ns_precision + "\"");
   if (opt.ns_granularity == "chunk" && opt.readout != "chunk_start")
     throw Error(who + ": ns_granularity = \"chunk\" needs atlas_readout = \"chunk_start\" (a token read-out would see "
                       "the chunk's later tokens through NS(S_end)), got atlas_readout = \"" + opt.readout + "\"");

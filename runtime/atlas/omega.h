@@ -38,6 +38,7 @@ struct OmegaOptions {
   int64_t ns_steps = 5;     // k of NS-k (Muon)
   std::string readout = "token";         // Muon: "token" | "chunk_start"
   std::string ns_granularity = "token";  // Muon: "token" | "chunk" (requires readout "chunk_start")
+  std::string ns_precision = "fp32";     // Muon: "fp32" (§12 rule 1) | "bf16" (NS iterates in bf16, for CUDA)
   bool recompute = true;  // Muon chunk form under autograd: save chunk inputs, rerun the chunk body in backward
 };
 
@@ -73,8 +74,9 @@ OmegaResult omega_recurrent(const DeepMemorySpec& spec, const OmegaOptions& opt,
 //   X = G/(||G||_F + 1e-7); transpose if r > c; k × { A = X X^T; B = b A + c A A; X = a X + B X }.
 // One [N, min(r,c), max(r,c)] batch of fused matmuls; under autograd the iterations have a hand-written adjoint
 // (newton_schulz.cpp), which saves X, A, B per iteration instead of autograd's every matmul operand.
-torch::Tensor newton_schulz(const torch::Tensor& G, int64_t steps = 5);
-// Validates the Muon options (readout, ns_granularity); throws Error naming the field and value.
+// bf16: the iterations in bf16 (the Muon reference's precision; G's dtype outside them).
+torch::Tensor newton_schulz(const torch::Tensor& G, int64_t steps = 5, bool bf16 = false);
+// Validates the Muon options (readout, ns_granularity, ns_precision); throws Error naming the field and value.
 void check_muon_options(const OmegaOptions& opt, const std::string& who);
 
 // Internal pieces shared by kernel.cpp (GD) and atlas.cpp (Muon).
