@@ -449,7 +449,11 @@ TEST_CASE("atlas mixers: gradients reach every parameter; defaults; bad argument
   for (const char* family : families) {
     CAPTURE(family);
     torch::manual_seed(10);
-    auto m = make_mixer(family, 16, 2, {{"chunk_size", 4}, {"window", 5}, {"segment_size", 8}, {"n_persistent", 2}});
+    json args = {{"chunk_size", 4}};
+    const json optional = {{"window", 5}, {"segment_size", 8}, {"n_persistent", 2}};
+    for (const auto& [key, value] : optional.items())
+      if (Registry::instance().mixer(family).defaults.contains(key)) args[key] = value;  // keys it declares
+    auto m = make_mixer(family, 16, 2, args);
     m->to(torch::kFloat32);
     auto x = torch::randn({2, 11, 16});
     m->forward(x, nullptr).pow(2).sum().backward();
