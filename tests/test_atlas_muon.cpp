@@ -259,4 +259,6 @@ TEST_CASE("atlas options: decode equals the full forward; keys recorded with def
   CHECK_THROWS_WITH(make_mixer("atlas", 16, 2, {{"ns_precision", "fp16"}}),
                     Catch::Contains("ns_precision") && Catch::Contains("fp16"));
   CHECK(reg.mixer("atlas").defaults.at("ns_precision") == "fp32");
+  CHECK(reg.mixer("atlas").defaults.at("atlas_recompute") == true);
+  CHECK_THROWS(make_mixer("atlas", 16, 2, {{"atlas_recompute", "yes"}}));
 }

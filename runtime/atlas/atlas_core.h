@@ -30,6 +30,7 @@ struct AtlasCoreOptions {
   std::string loss = "l2";                    // "l2" | "dot"
   double alpha_bias = 6.0, eta_max = 0.0, eta_bias = 0.0, gamma_bias = 3.0, theta_bias = 2.0;  // eta_max 0: 1/c
   std::string readout = "token", ns_granularity = "token", ns_precision = "fp32";  // Muon options (omega.h)
+  bool recompute = true;  // Muon: rerun each chunk in backward (omega.h OmegaOptions::recompute)
   std::string key = "atlas";
 };
 
@@ -102,9 +103,10 @@ TORCH_MODULE(AtlasCore);
   int64_t ns_steps = 5;                  /* NS-k (§2.9) */                                            \
   std::string atlas_readout = "token";   /* "token" (§7.7 step 5) | "chunk_start" (y_t = M^0(q_t)) */ \
   std::string ns_granularity = "token";  /* "token" | "chunk" (one Muon step per chunk) */            \
-  std::string ns_precision = "fp32";     /* "fp32" | "bf16" (NS iterates, for CUDA) */
+  std::string ns_precision = "fp32";     /* "fp32" | "bf16" (NS iterates, for CUDA) */                \
+  bool atlas_recompute = true;           /* rerun each chunk in backward (memory of one chunk) */
 
-#define ATLAS_MUON_NAMES theta_bias, ns_steps, atlas_readout, ns_granularity, ns_precision
+#define ATLAS_MUON_NAMES theta_bias, ns_steps, atlas_readout, ns_granularity, ns_precision, atlas_recompute
 
 #define ATLAS_GD_NAMES                                                                                       \
   num_heads, chunk_size, omega_window, conv_size, use_short_conv, form, memory, expansion, phi, phi_degree, \

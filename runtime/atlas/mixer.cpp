@@ -69,6 +69,7 @@ AtlasCoreImpl::AtlasCoreImpl(const AtlasCoreOptions& o) : opt(o) {
   kernel.readout = o.readout;
   kernel.ns_granularity = o.ns_granularity;
   kernel.ns_precision = o.ns_precision;
+  kernel.recompute = o.recompute;
   if (o.muon) {
     if (o.ns_steps < 0) throw Error(f + ": ns_steps must be >= 0, got " + std::to_string(o.ns_steps));
     check_muon_options(kernel, f);
@@ -274,6 +275,7 @@ AtlasCoreOptions atlas_core_options(const std::string& family, const MixerContex
     o.readout = a.at("atlas_readout").get<std::string>();
     o.ns_granularity = a.at("ns_granularity").get<std::string>();
     o.ns_precision = a.at("ns_precision").get<std::string>();
+    o.recompute = a.at("atlas_recompute").get<bool>();
   }
   return o;
 }
