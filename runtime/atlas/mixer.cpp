@@ -324,9 +324,11 @@ class AtlasMixer : public Mixer, public DeclaresNoWeightDecay {
 
 void register_atlas_hybrids(Registry& r);  // runtime/atlas/hybrid.cpp
 
-// CPU quickstart: dla, swla, omeganet yes (d_model-64 quickstart cell, 1 thread: 20, 21, 22 s). ATLAS no: its chunk
-// form materialises per-token memory weights and runs Newton-Schulz-5 on each (§7.7); that cell ran over 5 minutes
-// at 5-7 GB resident. The ATLAS models' small MQAR runs: configs/mqar_learning_atlas.json.
+// CPU quickstart: dla, swla, omeganet yes (d_model-64 quickstart cell, 1 thread: 20, 21, 22 s). ATLAS no: the exact
+// form runs Newton-Schulz-5 on every token's memory weights (§7.7), 438 MFLOP per token for training at d_model 128
+// (fwd + recompute + adjoint), so the d_model-128 cell (120 steps x 2048 tokens) is ~45 min at 40 GFLOP/s even at
+// 43 % of the GEMM rate (memory is no longer the limit: 395 MB at T = 2048). The ATLAS models' small MQAR runs:
+// configs/mqar_learning_atlas.json and tests/test_atlas_muon.cpp.
 void register_atlas_families(Registry& r) {
   r.add_mixer(make_mixer_family<DlaArgs, AtlasMixer>(
       "dla", "DLA: deep gated linear attention, residual-MLP memory, Hebbian GD + decay (models.md §7.3)", true));
