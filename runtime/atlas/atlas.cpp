@@ -1,6 +1,7 @@
 // ATLAS / ATLAS++ kernels (spec models.md §7.7): the Omega objective optimised by Muon with weight decay,
-//   u_t = Σ_{i ∈ win(t)} γ_i ∇ℓ_i(M^0),  S_t = θ_t S_{t-1} + u_t,  M_t = α_t M_{t-1} - η_t NS_k(S_t),
-// and Newton–Schulz-k (§2.9). The chunk form materialises per-token weights (NS breaks the rank-1 structure).
+//   u_t = Σ_{i ∈ win(t)} γ_i ∇ℓ_i(M^0),  S_t = θ_t S_{t-1} + u_t,  M_t = α_t M_{t-1} - η_t NS_k(S_t).
+// The chunk loop (one muon_chunk_piece per chunk, muon_chunk.cpp) and the token-by-token reference / decode step;
+// Newton–Schulz-k in newton_schulz.cpp. Options readout / ns_granularity: omega.h.
 #include "runtime/atlas/omega.h"
 #include "core/common.h"
 
@@ -8,19 +9,9 @@ namespace mnemo {
 
 using namespace atlas_detail;
 
-torch::Tensor newton_schulz(const torch::Tensor& G, int64_t steps) {
-  const double a = 3.4445, b = -4.7750, c = 2.0315;
-  std::vector<int64_t> dims = {-2, -1};
-  auto X = G / (torch::linalg_vector_norm(G, 2, torch::IntArrayRef(dims), true, c10::nullopt) + 1e-7);
-  const bool tr = G.size(-2) > G.size(-1);
-  if (tr) X = X.transpose(-1, -2);
-  for (int64_t i = 0; i < steps; ++i) {
-    auto A = torch::matmul(X, X.transpose(-1, -2));
-    auto Bm = b * A + c * torch::matmul(A, A);
-    X = a * X + torch::matmul(Bm, X);
-  }
-  return tr ? X.transpose(-1, -2) : X;
-}
+namespace {
+torch::Tensor e1(const torch::Tensor& x) { return x.unsqueeze(-1).unsqueeze(-1); }  // [B, H] -> [B, H, 1, 1]
+}  // namespace
 
 OmegaResult atlas_muon_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
                              const OmegaState& init) {
@@ -32,36 +23,18 @@ OmegaResult atlas_muon_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt
     const int64_t n = std::min(T - pos, b - off);
     auto K = torch::cat({p.bk, bh(p.in.k, pos, n)}, 2), KF = torch::cat({p.bkf, bh(p.in.kf, pos, n)}, 2);
     auto V = torch::cat({p.bv, bh(p.in.v, pos, n)}, 2), G = torch::cat({p.bg, bh(p.in.gamma, pos, n)}, 2);
-    auto terms = window_terms(spec, opt, p.anchor, K, KF, V);
-    auto Gm = band_mask(n, c, K.options()) * G.unsqueeze(-2);  // [B, H, n, N]: M_s[t, i] γ_i
-    // Step 2 coefficients: S_t = Θ_{s..t} S^b + Σ_{j<=t} Θ_{j+1..t} u_j.
-    auto mom = momentum_chunk_coefficients(bh(p.in.log_theta, pos, n), {}, torch::ones_like(Gm.select(-1, 0))).dual;
-    // Step 4 coefficients: M_t = A_t M^b - Σ_{j<=t} L[t, j] η_j O_j.
     auto la = p.in.log_alpha.defined() ? bh(p.in.log_alpha, pos, n) : torch::Tensor();
-    auto dec = momentum_chunk_coefficients(la, {}, bh(p.in.eta, pos, n)).dual;
-    auto e2 = [](const torch::Tensor& x) { return x.unsqueeze(-1).unsqueeze(-1); };
-    MemoryWeights W_all;
-    for (size_t l = 0; l < p.w.size(); ++l) {
-      // Step 1: u_t = Σ_i M_s[t, i] γ_i col_i row_i^T, [B, H, n, out, in]
-      auto U = torch::matmul((Gm.unsqueeze(-1) * terms.cols[l].unsqueeze(2)).transpose(-1, -2),
-                             terms.rows[l].unsqueeze(2));
-      auto shp = U.sizes().vec();
-      auto flat = [&](const torch::Tensor& x) { return x.reshape({shp[0], shp[1], n, shp[3] * shp[4]}); };
-      auto S = e2(mom.A) * p.s[l].unsqueeze(2) + torch::matmul(mom.C, flat(U)).view(shp);
-      auto O = newton_schulz(S, opt.ns_steps);  // step 3, batched over tokens
-      auto W = e2(dec.A) * p.w[l].unsqueeze(2) - torch::matmul(dec.C, flat(O)).view(shp);
-      W_all.push_back(W);
-      p.s[l] = S.select(2, n - 1);
-      p.w[l] = W.select(2, n - 1);
-    }
-    // Step 5: y_t = M_t(φ(q_t)) with the materialised per-token weights.
-    auto qc = bh(p.in.q, pos, n).unsqueeze(-2), qfc = bh(p.in.qf, pos, n).unsqueeze(-2);  // [B, H, n, 1, d]
-    ys.push_back(memory_apply(spec, W_all, qc, {}, qfc).squeeze(-2));
+    ys.push_back(muon_chunk_piece(spec, opt, p, K, KF, V, G, bh(p.in.q, pos, n), bh(p.in.qf, pos, n),
+                                  bh(p.in.log_theta, pos, n), la, bh(p.in.eta, pos, n)));
     roll_buffers(p, c, K, KF, V, G);
     off += n;
     if (off == b) {
       off = 0;
       p.anchor = p.w;
+      if (opt.ns_granularity == "chunk") {
+        p.ns_decay = torch::ones_like(p.ns_decay);
+        p.ns_step = torch::zeros_like(p.ns_step);
+      }
     }
     pos += n;
   }
@@ -79,16 +52,33 @@ OmegaResult atlas_muon_recurrent(const DeepMemorySpec& spec, const OmegaOptions&
     auto V = torch::cat({p.bv, bh(p.in.v, t, 1)}, 2), G = torch::cat({p.bg, bh(p.in.gamma, t, 1)}, 2);
     auto u = weighted_outer_sum(window_terms(spec, opt, p.anchor, K, KF, V), G);
     auto e = [&](const torch::Tensor& x) { return x.select(1, t).unsqueeze(-1).unsqueeze(-1); };  // [B, H, 1, 1]
+    const bool chunk_ns = opt.ns_granularity == "chunk";
+    if (chunk_ns) {  // A_{s..t} = α_t A_{s..t-1},  c_t = α_t c_{t-1} + η_t
+      auto alpha = p.in.log_alpha.defined() ? p.in.log_alpha.select(1, t).exp() : torch::ones_like(p.ns_decay);
+      p.ns_decay = alpha * p.ns_decay;
+      p.ns_step = alpha * p.ns_step + p.in.eta.select(1, t);
+    }
+    const bool chunk_end = off + 1 == b || t == T - 1;  // where M_t is needed with chunk-granularity NS
     for (size_t l = 0; l < p.w.size(); ++l) {
       p.s[l] = e(p.in.log_theta).exp() * p.s[l] + u[l];
+      if (chunk_ns) {
+        if (chunk_end)
+          p.w[l] = e1(p.ns_decay) * p.anchor[l] - e1(p.ns_step) * newton_schulz(p.s[l], opt.ns_steps, opt.ns_precision == "bf16");
+        continue;
+      }
       auto w = p.in.log_alpha.defined() ? e(p.in.log_alpha).exp() * p.w[l] : p.w[l];
-      p.w[l] = w - e(p.in.eta) * newton_schulz(p.s[l], opt.ns_steps);
+      p.w[l] = w - e(p.in.eta) * newton_schulz(p.s[l], opt.ns_steps, opt.ns_precision == "bf16");
     }
-    ys.push_back(memory_apply(spec, p.w, bh(p.in.q, t, 1), {}, bh(p.in.qf, t, 1)));
+    const auto& read = opt.readout == "token" ? p.w : p.anchor;  // chunk_start: y_t = M^0(φ(q_t))
+    ys.push_back(memory_apply(spec, read, bh(p.in.q, t, 1), {}, bh(p.in.qf, t, 1)));
     roll_buffers(p, c, K, KF, V, G);
     if (++off == b) {
       off = 0;
       p.anchor = p.w;
+      if (chunk_ns) {
+        p.ns_decay = torch::ones_like(p.ns_decay);
+        p.ns_step = torch::zeros_like(p.ns_step);
+      }
     }
   }
   return finish(p, ys, in, off);

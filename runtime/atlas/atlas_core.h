@@ -5,7 +5,8 @@
 //   α = σ(x w_α + b_α), η = η_max σ(x w_η + b_η), γ = σ(x w_γ + b_γ), θ = σ(x w_θ + b_θ)   per token and head
 //   y_t = M_t(q_t) with the Omega rule of runtime/atlas/omega.h
 // Decode state under `key`: "<key>_w*", "<key>_a*", "<key>_s*" (memory, anchor, momentum), "<key>_offset",
-// "<key>_bk", "<key>_bkf", "<key>_bv", "<key>_bg" (window ring buffer of the last c-1 tokens) + conv caches.
+// "<key>_bk", "<key>_bkf", "<key>_bv", "<key>_bg" (window ring buffer of the last c-1 tokens) + conv caches;
+// with ns_granularity = chunk also "<key>_nsa", "<key>_nsc" (the chunk's A_{s..t} and c_t, omega.h).
 #pragma once
 #include <torch/torch.h>
 
@@ -28,6 +29,8 @@ struct AtlasCoreOptions {
   std::string phi = "taylor_elementwise";     // "taylor_elementwise" | "taylor_full2" | "identity"
   std::string loss = "l2";                    // "l2" | "dot"
   double alpha_bias = 6.0, eta_max = 0.0, eta_bias = 0.0, gamma_bias = 3.0, theta_bias = 2.0;  // eta_max 0: 1/c
+  std::string readout = "token", ns_granularity = "token", ns_precision = "fp32";  // Muon options (omega.h)
+  bool recompute = true;  // Muon: rerun each chunk in backward (omega.h OmegaOptions::recompute)
   std::string key = "atlas";
 };
 
@@ -93,6 +96,17 @@ TORCH_MODULE(AtlasCore);
   double eta_bias = 0.0;                                                                           \
   bool use_gamma = USE_GAMMA;            /* γ_i = σ(x w_γ + b_γ) (§7.1); false: γ ≡ 1 */             \
   double gamma_bias = 3.0;
+
+// Muon fields of the ATLAS args structs (§7.7): θ bias, NS-k, and the recorded cost options of omega.h.
+#define ATLAS_MUON_FIELDS                                                                             \
+  double theta_bias = 2.0;               /* momentum θ = σ(x w_θ + b_θ) ≈ 0.88 */                    \
+  int64_t ns_steps = 5;                  /* NS-k (§2.9) */                                            \
+  std::string atlas_readout = "token";   /* "token" (§7.7 step 5) | "chunk_start" (y_t = M^0(q_t)) */ \
+  std::string ns_granularity = "token";  /* "token" | "chunk" (one Muon step per chunk) */            \
+  std::string ns_precision = "fp32";     /* "fp32" | "bf16" (NS iterates, for CUDA) */                \
+  bool atlas_recompute = true;           /* rerun each chunk in backward (memory of one chunk) */
+
+#define ATLAS_MUON_NAMES theta_bias, ns_steps, atlas_readout, ns_granularity, ns_precision, atlas_recompute
 
 #define ATLAS_GD_NAMES                                                                                       \
   num_heads, chunk_size, omega_window, conv_size, use_short_conv, form, memory, expansion, phi, phi_degree, \

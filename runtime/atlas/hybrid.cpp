@@ -18,26 +18,24 @@ namespace {
 
 struct AtlasMagArgs {
   ATLAS_GD_FIELDS(16, 8, "mlp", "l2", 5.0, 0.02, true)
-  double theta_bias = 2.0;
-  int64_t ns_steps = 5;
+  ATLAS_MUON_FIELDS
   int64_t n_persistent = 4;  // N_p (§5.5, §7.9)
   int64_t window = 2048;     // SWA window W (keys (t-W, t], plus the prefix)
   double rope_theta = 10000.0;
   int64_t q_block = 256;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AtlasMagArgs, ATLAS_GD_NAMES, theta_bias, ns_steps, n_persistent,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AtlasMagArgs, ATLAS_GD_NAMES, ATLAS_MUON_NAMES, n_persistent,
                                                 window, rope_theta, q_block)
 
 struct AtlasMacArgs {
   ATLAS_GD_FIELDS(16, 8, "mlp", "l2", 5.0, 0.02, true)
-  double theta_bias = 2.0;
-  int64_t ns_steps = 5;
+  ATLAS_MUON_FIELDS
   int64_t n_persistent = 4;    // N_p (§5.6 default; 0 for the BABILong variant, §7.9)
   int64_t segment_size = 512;  // C; a multiple of chunk_size
   double rope_theta = 10000.0;
   int64_t q_block = 256;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AtlasMacArgs, ATLAS_GD_NAMES, theta_bias, ns_steps, n_persistent,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AtlasMacArgs, ATLAS_GD_NAMES, ATLAS_MUON_NAMES, n_persistent,
                                                 segment_size, rope_theta, q_block)
 
 template <class Args>

@@ -22,6 +22,7 @@ void check(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInput
   if (opt.loss != "l2" && opt.loss != "dot")
     throw Error("atlas: loss must be \"l2\" or \"dot\", got \"" + opt.loss + "\"");
   if (opt.muon && opt.ns_steps < 0) throw Error("atlas: ns_steps must be >= 0, got " + std::to_string(opt.ns_steps));
+  if (opt.muon) check_muon_options(opt, "atlas");
   if (!in.q.defined() || in.q.dim() != 4 || !in.k.defined() || in.k.sizes() != in.q.sizes())
     throw Error("atlas: q and k must be [B, T, H, d] of one shape");
   if (in.q.size(3) != spec.d_in) throw Error("atlas: q's last dim must be d_in " + std::to_string(spec.d_in));
@@ -94,6 +95,11 @@ Prepared prepare(const DeepMemorySpec& spec, const OmegaOptions& opt, const Omeg
     p.bv = torch::zeros({B, H, m, spec.d_out}, o);
     p.bg = torch::zeros({B, H, m}, o);
   }
+  if (opt.muon && opt.ns_granularity == "chunk") {  // A_{s..t}, c_t of the chunk so far (1, 0 at its start)
+    const bool mid = init.offset > 0 && init.ns_decay.defined();
+    p.ns_decay = mid ? c(init.ns_decay) : torch::ones({B, H}, o);
+    p.ns_step = mid ? c(init.ns_step) : torch::zeros({B, H}, o);
+  }
   return p;
 }
 
@@ -132,6 +138,8 @@ OmegaResult finish(const Prepared& p, std::vector<torch::Tensor>& ys, const Omeg
   r.state.buf_kf = p.bkf;
   r.state.buf_v = p.bv;
   r.state.buf_g = p.bg;
+  r.state.ns_decay = p.ns_decay;
+  r.state.ns_step = p.ns_step;
   return r;
 }
 

@@ -66,6 +66,14 @@ AtlasCoreImpl::AtlasCoreImpl(const AtlasCoreOptions& o) : opt(o) {
   kernel.chunk = o.chunk_size;
   kernel.muon = o.muon;
   kernel.ns_steps = o.ns_steps;
+  kernel.readout = o.readout;
+  kernel.ns_granularity = o.ns_granularity;
+  kernel.ns_precision = o.ns_precision;
+  kernel.recompute = o.recompute;
+  if (o.muon) {
+    if (o.ns_steps < 0) throw Error(f + ": ns_steps must be >= 0, got " + std::to_string(o.ns_steps));
+    check_muon_options(kernel, f);
+  }
   if (o.window < 1) throw Error(f + ": omega_window must be >= 1, got " + std::to_string(o.window));
   if (o.chunk_size < 1) throw Error(f + ": chunk_size must be >= 1, got " + std::to_string(o.chunk_size));
   if (o.loss != "l2" && o.loss != "dot") throw Error(f + ": loss must be \"l2\" or \"dot\", got \"" + o.loss + "\"");
@@ -177,6 +185,10 @@ torch::Tensor AtlasCoreImpl::forward(const torch::Tensor& x, LayerState* state, 
     init.buf_kf = state->at(K + "_bkf");
     init.buf_v = state->at(K + "_bv");
     init.buf_g = state->at(K + "_bg");
+    if (state->has(K + "_nsa")) {
+      init.ns_decay = state->at(K + "_nsa");
+      init.ns_step = state->at(K + "_nsc");
+    }
   }
   const bool recurrent = opt.recurrent || (state != nullptr && T == 1);
   auto r = recurrent ? omega_recurrent(spec, kernel, in, init) : omega_chunk(spec, kernel, in, init);
@@ -193,6 +205,10 @@ torch::Tensor AtlasCoreImpl::forward(const torch::Tensor& x, LayerState* state, 
     state->tensors[K + "_bkf"] = keep(r.state.buf_kf);
     state->tensors[K + "_bv"] = keep(r.state.buf_v);
     state->tensors[K + "_bg"] = keep(r.state.buf_g);
+    if (r.state.ns_decay.defined()) {
+      state->tensors[K + "_nsa"] = keep(r.state.ns_decay);
+      state->tensors[K + "_nsc"] = keep(r.state.ns_step);
+    }
   }
   return r.y;
 }
@@ -211,8 +227,7 @@ struct OmegaNetArgs {
 };
 struct AtlasArgs {
   ATLAS_GD_FIELDS(16, 8, "mlp", "l2", 5.0, 0.02, true)
-  double theta_bias = 2.0;  // momentum θ = σ(x w_θ + b_θ) ≈ 0.88
-  int64_t ns_steps = 5;     // NS-k (§2.9)
+  ATLAS_MUON_FIELDS
   int64_t n_persistent = 0;  // N_p persistent tokens (§5.5); 0 for ATLAS alone, 4 in atlas_mal (§7.9)
 };
 struct AtlasPPArgs : AtlasArgs {
@@ -221,8 +236,8 @@ struct AtlasPPArgs : AtlasArgs {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DlaArgs, ATLAS_GD_NAMES)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SwlaArgs, ATLAS_GD_NAMES)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OmegaNetArgs, ATLAS_GD_NAMES)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AtlasArgs, ATLAS_GD_NAMES, theta_bias, ns_steps, n_persistent)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AtlasPPArgs, ATLAS_GD_NAMES, theta_bias, ns_steps, n_persistent)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AtlasArgs, ATLAS_GD_NAMES, ATLAS_MUON_NAMES, n_persistent)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AtlasPPArgs, ATLAS_GD_NAMES, ATLAS_MUON_NAMES, n_persistent)
 
 // Resolves the core options of any Atlas args struct (json view) for `family`.
 AtlasCoreOptions atlas_core_options(const std::string& family, const MixerContext& ctx, const json& a, bool muon) {
@@ -257,6 +272,10 @@ AtlasCoreOptions atlas_core_options(const std::string& family, const MixerContex
   if (muon) {
     o.theta_bias = a.at("theta_bias").get<double>();
     o.ns_steps = a.at("ns_steps").get<int64_t>();
+    o.readout = a.at("atlas_readout").get<std::string>();
+    o.ns_granularity = a.at("ns_granularity").get<std::string>();
+    o.ns_precision = a.at("ns_precision").get<std::string>();
+    o.recompute = a.at("atlas_recompute").get<bool>();
   }
   return o;
 }
@@ -305,9 +324,11 @@ class AtlasMixer : public Mixer, public DeclaresNoWeightDecay {
 
 void register_atlas_hybrids(Registry& r);  // runtime/atlas/hybrid.cpp
 
-// CPU quickstart: dla, swla, omeganet yes (d_model-64 quickstart cell, 1 thread: 20, 21, 22 s). ATLAS no: its chunk
-// form materialises per-token memory weights and runs Newton-Schulz-5 on each (§7.7); that cell ran over 5 minutes
-// at 5-7 GB resident. The ATLAS models' small MQAR runs: configs/mqar_learning_atlas.json.
+// CPU quickstart: dla, swla, omeganet yes (d_model-64 quickstart cell, 1 thread: 20, 21, 22 s). ATLAS no: the exact
+// form runs Newton-Schulz-5 on every token's memory weights (§7.7), 438 MFLOP per token for training at d_model 128
+// (fwd + recompute + adjoint), so the d_model-128 cell (120 steps x 2048 tokens) is ~45 min at 40 GFLOP/s even at
+// 43 % of the GEMM rate (memory is no longer the limit: 395 MB at T = 2048). The ATLAS models' small MQAR runs:
+// configs/mqar_learning_atlas.json and tests/test_atlas_muon.cpp.
 void register_atlas_families(Registry& r) {
   r.add_mixer(make_mixer_family<DlaArgs, AtlasMixer>(
       "dla", "DLA: deep gated linear attention, residual-MLP memory, Hebbian GD + decay (models.md §7.3)", true));

@@ -12,7 +12,14 @@
 //
 // Chunked GD (§7.6): window positions [s-c+1, s+b-1] (the c-1 carried tokens re-evaluated at M^0),
 //   C = (L ⊙ η) · (M_s ⊙ γ)  (b × (b+c-1)),  y via the dual form of §2.8 (dual_form_readout with N = b+c-1).
-// Chunked Muon (§7.7 steps 1–5): per-token u_n materialised, S by a b×b decay matmul, batched NS, per-token weights.
+// Chunked Muon (§7.7 steps 1–5): per-token S_t as batched sums of outer products, batched NS, per-token weights
+// (muon_chunk.cpp). Under autograd each chunk body is recomputed in the backward (only its inputs are saved), so
+// the graph never holds the per-token weights and NS iterates of more than one chunk.
+// Muon options (§7.7 "atlas_readout = chunk_start"; [decision] ns_granularity):
+//   readout "token" (default, exact §7.7): y_t = M_t(φ(q_t));  "chunk_start": y_t = M^0(φ(q_t)).
+//   ns_granularity "token" (default): NS(S_t) every token;  "chunk" (needs readout chunk_start): one Muon step per
+//   chunk, M_t = A_{s..t} M^0 - c_t NS(S_t) with c_t = Σ_{n=s}^{t} L[t, n] η_n (= α_t c_{t-1} + η_t), NS only where
+//   M_t is needed (chunk end, call end); chunk size 1 is §7.7 with read-before-write.
 // The token-by-token forms (`*_recurrent`) are the references and the decode step.
 #pragma once
 #include <torch/torch.h>
@@ -29,6 +36,10 @@ struct OmegaOptions {
   int64_t chunk = 64;       // b >= 1
   bool muon = false;        // false: GD with decay; true: Muon (momentum + Newton–Schulz)
   int64_t ns_steps = 5;     // k of NS-k (Muon)
+  std::string readout = "token";         // Muon: "token" | "chunk_start"
+  std::string ns_granularity = "token";  // Muon: "token" | "chunk" (requires readout "chunk_start")
+  std::string ns_precision = "fp32";     // Muon: "fp32" (§12 rule 1) | "bf16" (NS iterates in bf16, for CUDA)
+  bool recompute = true;  // Muon chunk form under autograd: save chunk inputs, rerun the chunk body in backward
 };
 
 // Per-token inputs. q, k: [B, T, H, d]; qf, kf = φ(q), φ(k): [B, T, H, D] (undefined: identity);
@@ -45,6 +56,7 @@ struct OmegaState {
   MemoryWeights anchor;  // M^0 (empty: w; valid when offset == 0)
   int64_t offset = 0;    // tokens of the current chunk already absorbed
   torch::Tensor buf_k, buf_kf, buf_v, buf_g;  // [B, H, c-1, d | D | d_v], [B, H, c-1]; undefined: empty window
+  torch::Tensor ns_decay, ns_step;  // ns_granularity "chunk": A_{s..t}, c_t [B, H] (undefined: chunk start, 1 / 0)
 };
 
 struct OmegaResult {
@@ -60,7 +72,12 @@ OmegaResult omega_recurrent(const DeepMemorySpec& spec, const OmegaOptions& opt,
 
 // Newton–Schulz-k (§2.9) on the last two dims of G [..., r, c], in G's dtype:
 //   X = G/(||G||_F + 1e-7); transpose if r > c; k × { A = X X^T; B = b A + c A A; X = a X + B X }.
-torch::Tensor newton_schulz(const torch::Tensor& G, int64_t steps = 5);
+// One [N, min(r,c), max(r,c)] batch of fused matmuls; under autograd the iterations have a hand-written adjoint
+// (newton_schulz.cpp), which saves X, A, B per iteration instead of autograd's every matmul operand.
+// bf16: the iterations in bf16 (the Muon reference's precision; G's dtype outside them).
+torch::Tensor newton_schulz(const torch::Tensor& G, int64_t steps = 5, bool bf16 = false);
+// Validates the Muon options (readout, ns_granularity, ns_precision); throws Error naming the field and value.
+void check_muon_options(const OmegaOptions& opt, const std::string& who);
 
 // Internal pieces shared by kernel.cpp (GD) and atlas.cpp (Muon).
 namespace atlas_detail {
@@ -69,6 +86,7 @@ struct Prepared {
   OmegaInputs in;  // cast, gates filled in (gamma defined)
   MemoryWeights w, s, anchor;
   torch::Tensor bk, bkf, bv, bg;  // window buffers [B, H, c-1, .]
+  torch::Tensor ns_decay, ns_step;  // ns_granularity "chunk" accumulators [B, H]
 };
 Prepared prepare(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in, const OmegaState& init);
 // [B, T, H, ...] -> [B, H, n, ...], tokens [a, a + n)
@@ -82,6 +100,15 @@ torch::Tensor band_mask(int64_t n, int64_t c, const torch::TensorOptions& o);
 void roll_buffers(Prepared& p, int64_t c, const torch::Tensor& k, const torch::Tensor& kf, const torch::Tensor& v,
                   const torch::Tensor& g);
 OmegaResult finish(const Prepared& p, std::vector<torch::Tensor>& ys, const OmegaInputs& raw, int64_t offset);
+
+// One chunk piece of the Muon chunk form (muon_chunk.cpp): window arrays K, KF, V, G [B, H, N = n + c - 1, .],
+// the piece's queries qc, qfc [B, H, n, .] and gates lth, la, eta [B, H, n] (la defined), the state before it.
+// Returns y [B, H, n, d_v] and updates p.w, p.s (and p.ns_decay, p.ns_step); recomputed in backward when
+// opt.recompute and autograd records.
+torch::Tensor muon_chunk_piece(const DeepMemorySpec& spec, const OmegaOptions& opt, Prepared& p,
+                               const torch::Tensor& K, const torch::Tensor& KF, const torch::Tensor& V,
+                               const torch::Tensor& G, const torch::Tensor& qc, const torch::Tensor& qfc,
+                               const torch::Tensor& lth, const torch::Tensor& la, const torch::Tensor& eta);
 }  // namespace atlas_detail
 
 // Muon kernels (atlas.cpp); omega_chunk / omega_recurrent dispatch here when opt.muon.

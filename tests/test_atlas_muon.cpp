@@ -1,0 +1,300 @@
+// ATLAS / ATLAS++ cost paths (issue 19; spec models.md §2.9, §7.7): the hand-written Newton–Schulz adjoint equals
+// autograd through the textbook iteration; the recomputing chunk node gives the gradients of the plain graph; the
+// options atlas_readout = chunk_start and ns_granularity = chunk keep chunk form == token reference (fp64, outputs,
+// state, gradients), carry their state across split points and through decode, and reject unknown values.
+#include <catch2/catch.hpp>
+
+#include "runtime/atlas/omega.h"
+#include "engine/trainer.h"
+#include "runtime/deep_memory/memory.h"
+#include "runtime/model.h"
+#include "runtime/registry.h"
+#include "tests/mixer_test_util.h"
+#include "tests/test_util.h"
+
+using namespace mnemo;
+using mnemo::test::make_mixer;
+using mnemo::test::max_rel_err;
+using mnemo::test::max_rel_err_all;
+
+namespace {
+
+const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+
+// §2.9 verbatim, every step through autograd.
+torch::Tensor ns_textbook(const torch::Tensor& G, int64_t steps) {
+  const double a = 3.4445, b = -4.7750, c = 2.0315;
+  auto X = G / (torch::linalg_vector_norm(G, 2, torch::IntArrayRef({-2, -1}), true, c10::nullopt) + 1e-7);
+  const bool tr = G.size(-2) > G.size(-1);
+  if (tr) X = X.transpose(-1, -2);
+  for (int64_t i = 0; i < steps; ++i) {
+    auto A = torch::matmul(X, X.transpose(-1, -2));
+    X = a * X + torch::matmul(b * A + c * torch::matmul(A, A), X);
+  }
+  return tr ? X.transpose(-1, -2) : X;
+}
+
+torch::Tensor phi2(const torch::Tensor& x) { return torch::cat({x, 0.5 * x * x}, -1); }
+
+DeepMemorySpec spec_of(MemoryKind kind, int64_t d) {
+  DeepMemorySpec s;
+  s.kind = kind;
+  s.d_in = s.d_out = d;
+  s.d_feat = 2 * d;
+  return s;
+}
+
+struct Leaves {
+  torch::Tensor q, k, v, la, eta, gamma, lth;
+  MemoryWeights w0;
+  std::vector<torch::Tensor> all() const {
+    std::vector<torch::Tensor> o = {q, k, v, la, eta, gamma, lth};
+    o.insert(o.end(), w0.begin(), w0.end());
+    return o;
+  }
+};
+
+Leaves leaves(const DeepMemorySpec& spec, int64_t B, int64_t T, int64_t H, uint64_t seed) {
+  torch::manual_seed(seed);
+  Leaves in;
+  const int64_t d = spec.d_in;
+  auto unit = [&](torch::Tensor x) { return (x / x.norm(2, -1, true)).detach().requires_grad_(); };
+  in.q = unit(torch::randn({B, T, H, d}, f64));
+  in.k = unit(torch::randn({B, T, H, d}, f64));
+  in.v = torch::randn({B, T, H, d}, f64).requires_grad_();
+  in.la = torch::log_sigmoid(torch::randn({B, T, H}, f64) + 2.0).detach().requires_grad_();
+  in.eta = (0.3 * torch::rand({B, T, H}, f64)).requires_grad_();
+  in.gamma = torch::rand({B, T, H}, f64).requires_grad_();
+  in.lth = torch::log_sigmoid(torch::randn({B, T, H}, f64) + 1.0).detach().requires_grad_();
+  for (const auto& sh : spec.weight_shapes())
+    in.w0.push_back((torch::randn({B, H, sh[0], sh[1]}, f64) * 0.4).requires_grad_());
+  return in;
+}
+
+OmegaInputs inputs_of(const Leaves& in, int64_t a = 0, int64_t n = -1) {
+  auto s = [&](const torch::Tensor& x) { return x.narrow(1, a, n < 0 ? x.size(1) - a : n); };
+  OmegaInputs o;
+  o.q = s(in.q);
+  o.k = s(in.k);
+  o.v = s(in.v);
+  o.qf = phi2(o.q);
+  o.kf = phi2(o.k);
+  o.log_alpha = s(in.la);
+  o.eta = s(in.eta);
+  o.gamma = s(in.gamma);
+  o.log_theta = s(in.lth);
+  return o;
+}
+
+struct Run {
+  torch::Tensor y;
+  OmegaState state;
+  std::vector<torch::Tensor> grads;
+};
+
+Run run(const DeepMemorySpec& spec, const OmegaOptions& opt, const Leaves& in, bool chunked) {
+  OmegaState init;
+  init.w = in.w0;
+  auto r = chunked ? omega_chunk(spec, opt, inputs_of(in), init) : omega_recurrent(spec, opt, inputs_of(in), init);
+  torch::manual_seed(77);
+  auto loss = (r.y * torch::randn(r.y.sizes(), f64)).sum();
+  for (const auto& w : r.state.w) loss = loss + (w * torch::randn(w.sizes(), f64)).sum();
+  for (const auto& s : r.state.s) loss = loss + (s * torch::randn(s.sizes(), f64)).sum();
+  return {r.y.detach(), r.state, torch::autograd::grad({loss}, in.all())};
+}
+
+OmegaOptions muon(int64_t b, const std::string& readout, const std::string& gran, bool recompute = true) {
+  OmegaOptions o;
+  o.window = 3;
+  o.chunk = b;
+  o.muon = true;
+  o.readout = readout;
+  o.ns_granularity = gran;
+  o.recompute = recompute;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("atlas Newton-Schulz: the hand-written adjoint equals autograd through the textbook iteration (fp64)",
+          "[atlas]") {
+  torch::manual_seed(3);
+  const std::vector<std::vector<int64_t>> shapes = {{2, 3, 8, 4}, {2, 3, 4, 8}, {5, 6, 6}, {1, 1, 7}};
+  for (const auto& shape : shapes) {
+    for (int64_t steps : {0, 1, 5}) {
+      CAPTURE(shape, steps);
+      auto G = torch::randn(shape, f64).requires_grad_();
+      auto R = torch::randn(shape, f64);
+      auto got = newton_schulz(G, steps);
+      auto ref = ns_textbook(G, steps);
+      CHECK(max_rel_err(got, ref) <= 1e-12);
+      auto g_got = torch::autograd::grad({(got * R).sum()}, {G})[0];
+      auto g_ref = torch::autograd::grad({(ref * R).sum()}, {G})[0];
+      CHECK(max_rel_err(g_got, g_ref) <= 1e-10);
+    }
+  }
+  // bf16 iterates (ns_precision = bf16): close to the fp32 result, gradients flow, result in G's dtype.
+  auto G = torch::randn({4, 16, 8}).requires_grad_();
+  auto lo = newton_schulz(G, 5, true);
+  CHECK(lo.scalar_type() == torch::kFloat32);
+  // bf16 has 8 mantissa bits and NS-5's a = 3.4 amplifies them (measured 9 %); the property Muon needs stays:
+  // singular values in (0.5, 1.5) as in fp32 (§13.6).
+  auto hi = newton_schulz(G, 5);
+  const double frob = ((lo - hi).norm() / hi.norm()).item<double>();
+  CHECK(frob <= 0.15);
+  auto sv = at::linalg_svdvals(lo.detach());
+  CHECK(sv.min().item<double>() > 0.5);
+  CHECK(sv.max().item<double>() < 1.5);
+  WARN("NS-5 bf16 iterates vs fp32: relative Frobenius error " << frob << ", singular values in ["
+                                                                   << sv.min().item<double>() << ", "
+                                                                   << sv.max().item<double>() << "]");
+  auto g = torch::autograd::grad({lo.sum()}, {G})[0];
+  CHECK(torch::isfinite(g).all().item<bool>());
+}
+
+TEST_CASE("atlas chunk recompute: gradients equal those of the stored graph (fp64, ATLAS and ATLAS++)", "[atlas]") {
+  const int64_t B = 2, H = 2, d = 3, T = 13;
+  for (auto kind : {MemoryKind::ResidualMLP, MemoryKind::GatedMLP, MemoryKind::Linear}) {
+    auto spec = spec_of(kind, d);
+    auto in = leaves(spec, B, T, H, 5);
+    for (int64_t b : {1, 4, 5}) {
+      const std::vector<std::pair<std::string, std::string>> modes = {
+          {"token", "token"}, {"chunk_start", "token"}, {"chunk_start", "chunk"}};
+      for (const auto& mode : modes) {
+        CAPTURE(memory_kind_name(kind), b, mode.first, mode.second);
+        auto plain = run(spec, muon(b, mode.first, mode.second, false), in, true);
+        auto recomputed = run(spec, muon(b, mode.first, mode.second, true), in, true);
+        CHECK(max_rel_err(recomputed.y, plain.y) <= 1e-12);
+        CHECK(max_rel_err_all(recomputed.state.w, plain.state.w) <= 1e-12);
+        CHECK(max_rel_err_all(recomputed.grads, plain.grads) <= 1e-10);
+      }
+    }
+  }
+}
+
+TEST_CASE("atlas options chunk_start / ns_granularity chunk: chunk form equals the token reference (fp64)",
+          "[atlas]") {
+  const int64_t B = 2, H = 2, d = 3, T = 13;
+  for (auto kind : {MemoryKind::ResidualMLP, MemoryKind::GatedMLP}) {
+    auto spec = spec_of(kind, d);
+    auto in = leaves(spec, B, T, H, 9);
+    for (int64_t b : {1, 4, 5}) {
+      for (const std::string gran : {"token", "chunk"}) {
+        CAPTURE(memory_kind_name(kind), b, gran);
+        auto opt = muon(b, "chunk_start", gran);
+        auto ref = run(spec, opt, in, false);
+        auto got = run(spec, opt, in, true);
+        CHECK(max_rel_err(got.y, ref.y) <= 1e-10);
+        CHECK(max_rel_err_all(got.state.w, ref.state.w) <= 1e-10);
+        CHECK(max_rel_err_all(got.state.s, ref.state.s) <= 1e-10);
+        CHECK(max_rel_err_all(got.grads, ref.grads) <= 1e-8);
+        CHECK(got.state.offset == T % b);
+        // State carried across split points (inside a chunk too) equals one pass, chunked and token by token.
+        torch::NoGradGuard ng;
+        OmegaState init;
+        init.w = in.w0;
+        auto one = omega_chunk(spec, opt, inputs_of(in), init);
+        for (int64_t split : {1, 6, 9}) {
+          for (bool chunked : {true, false}) {
+            auto go = [&](int64_t a, int64_t n, const OmegaState& st) {
+              return chunked ? omega_chunk(spec, opt, inputs_of(in, a, n), st)
+                             : omega_recurrent(spec, opt, inputs_of(in, a, n), st);
+            };
+            auto first = go(0, split, init);
+            auto second = go(split, T - split, first.state);
+            CHECK(max_rel_err(torch::cat({first.y, second.y}, 1), one.y) <= 1e-11);
+            CHECK(max_rel_err_all(second.state.w, one.state.w) <= 1e-11);
+          }
+        }
+      }
+    }
+  }
+  // Chunk size 1: one Muon step per token either way, M_t = α_t M_{t-1} - η_t NS(S_t), read before the write.
+  auto spec = spec_of(MemoryKind::ResidualMLP, d);
+  auto in = leaves(spec, B, T, H, 2);
+  auto a = run(spec, muon(1, "chunk_start", "chunk"), in, true);
+  auto b = run(spec, muon(1, "chunk_start", "token"), in, true);
+  CHECK(max_rel_err(a.y, b.y) <= 1e-12);
+  CHECK(max_rel_err_all(a.state.w, b.state.w) <= 1e-12);
+}
+
+TEST_CASE("atlas options: decode equals the full forward; keys recorded with defaults; bad values name the key",
+          "[atlas]") {
+  for (const char* name : {"atlas", "atlas_pp"}) {
+    for (const std::string gran : {"token", "chunk"}) {
+      CAPTURE(name, gran);
+      ModelConfig cfg;
+      cfg.model = name;
+      cfg.vocab_size = 32;
+      cfg.d_model = 16;
+      cfg.n_layers = 2;
+      cfg.n_heads = 2;
+      cfg.mixer_args = {{"chunk_size", 4}, {"omega_window", 3}, {"atlas_readout", "chunk_start"},
+                        {"ns_granularity", gran}};
+      torch::manual_seed(6);
+      LanguageModel model(cfg);
+      model->to(torch::kFloat64);
+      auto ids = torch::randint(0, 32, {2, 11}, torch::kInt64);
+      torch::NoGradGuard no_grad;
+      auto full = model->forward(ids);
+      for (int64_t prefill : {1, 6}) {
+        ModelState st = model->initial_state();
+        std::vector<torch::Tensor> pieces = {model->forward(ids.narrow(1, 0, prefill), &st)};
+        for (int64_t t = prefill; t < 11; ++t) pieces.push_back(model->forward(ids.narrow(1, t, 1), &st));
+        CHECK(max_rel_err(torch::cat(pieces, 1), full) <= 1e-10);
+      }
+    }
+  }
+  const auto& reg = Registry::instance();
+  for (const char* name : {"atlas", "atlas_pp", "atlas_mag", "atlas_mac"}) {
+    CHECK(reg.mixer(name).defaults.at("atlas_readout") == "token");
+    CHECK(reg.mixer(name).defaults.at("ns_granularity") == "token");
+    CHECK(reg.mixer(name).defaults.at("ns_steps") == 5);
+  }
+  CHECK_THROWS_WITH(make_mixer("atlas", 16, 2, {{"atlas_readout", "end"}}),
+                    Catch::Contains("atlas_readout") && Catch::Contains("end"));
+  CHECK_THROWS_WITH(make_mixer("atlas_pp", 16, 2, {{"ns_granularity", "layer"}}),
+                    Catch::Contains("ns_granularity") && Catch::Contains("layer"));
+  CHECK_THROWS_WITH(make_mixer("atlas", 16, 2, {{"ns_granularity", "chunk"}}), Catch::Contains("chunk_start"));
+  CHECK_THROWS_WITH(make_mixer("atlas", 16, 2, {{"ns_steps", -1}}), Catch::Contains("ns_steps"));
+  CHECK_THROWS_WITH(make_mixer("atlas", 16, 2, {{"ns_precision", "fp16"}}),
+                    Catch::Contains("ns_precision") && Catch::Contains("fp16"));
+  CHECK(reg.mixer("atlas").defaults.at("ns_precision") == "fp32");
+  CHECK(reg.mixer("atlas").defaults.at("atlas_recompute") == true);
+  CHECK_THROWS(make_mixer("atlas", 16, 2, {{"atlas_recompute", "yes"}}));
+}
+
+namespace {
+
+// The tiny MQAR run of test_atlas.cpp (V = 64, L = 32, 2 pairs, d = 32, 1 layer, 150 steps; chance 1/32) with
+// extra model keys.
+double tiny_mqar(const std::string& model, const json& extra) {
+  auto dir = test::temp_dir("atlas_muon_mqar_" + model);
+  json cfg = {{"model", model}, {"task", "mqar"}, {"vocab_size", 64}, {"seq_len", 32}, {"num_kv_pairs", 2},
+              {"d_model", 32}, {"n_layers", 1}, {"n_heads", 2}, {"batch_size", 32}, {"n_train", 4000},
+              {"n_test", 256}, {"lr", 1e-2}, {"steps", 150}, {"eval_every", 50}, {"chunk_size", 16},
+              {"device", "cpu"}};
+  cfg.update(extra);
+  TrainOptions opt;
+  opt.db_path = (dir / "r.sqlite").string();
+  opt.out_dir = (dir / "run").string();
+  opt.quiet = true;
+  auto r = train(cfg, opt);
+  WARN(model << " " << extra.dump() << " MQAR best test accuracy " << r.best_test_accuracy << " (final "
+             << r.final_test_accuracy << ") after " << r.steps << " steps, " << r.wall_s << " s");
+  return r.best_test_accuracy;
+}
+
+}  // namespace
+
+TEST_CASE("atlas with chunk-granularity NS learns a small MQAR well above chance", "[atlas][train]") {
+  // Chunk 4: with the read-out at the chunk start, chunk 16 leaves half of the 32-token sequence one chunk behind
+  // (measured: chunk 16 0.059, chunk 8 0.061, chunk 4 0.088 in 28 s).
+  CHECK(tiny_mqar("atlas", {{"atlas_readout", "chunk_start"}, {"ns_granularity", "chunk"}, {"chunk_size", 4}}) >=
+        0.07);
+}
+// Measured (1 thread, shared 2-core machine): chunk-granularity NS, chunk 4: 0.088 in 30 s; exact: 0.080 in 123 s
+// (was 391 s before issue 19), hidden ([.]) as over the CI budget: `mnemo_tests "[atlas-exact-mqar]"`.
+TEST_CASE("atlas (exact per-token NS) learns a small MQAR well above chance", "[.][atlas-exact-mqar]") {
+  CHECK(tiny_mqar("atlas", json::object()) >= 0.07);
+}
