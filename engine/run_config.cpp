@@ -156,7 +156,10 @@ std::string config_hash(const json& resolved) {
   // Keys added with issue 15 leave the hashes of earlier runs unchanged while at their defaults.
   for (const auto& [k, v] : std::vector<std::pair<const char*, json>>{
            {"grad_accum", 1}, {"warmup_steps", -1}, {"primary_metric", ""}, {"size", ""}, {"recipe", ""},
-           {"precision", "fp32"}})
+           {"precision", "fp32"},
+           // Issue 19's ATLAS cost keys (runtime/atlas/atlas_core.h): at their defaults, earlier ATLAS cells keep
+           // their hashes (a sweep does not re-run them).
+           {"ns_granularity", "token"}, {"ns_precision", "fp32"}, {"atlas_recompute", true}})
     if (c.contains(k) && c[k] == v) c.erase(k);
   return sha256_hex(c.dump()).substr(0, 16);
 }
