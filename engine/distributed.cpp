@@ -221,10 +221,10 @@ Distributed::Distributed(const DistEnv& env, const torch::Device& device, std::c
 Distributed::~Distributed() = default;
 
 void Distributed::fail(const char* what, int64_t step, const std::exception& e) const {
-  // A peer's sockets close while it is still exiting: look twice, a moment apart.
+  // A peer's sockets close while it is still exiting: look again for up to 2 s.
   std::string gone;
-  for (int attempt = 0; attempt < 2 && gone.empty(); ++attempt) {
-    if (attempt > 0) ::usleep(300 * 1000);
+  for (int attempt = 0; attempt < 11 && gone.empty(); ++attempt) {
+    if (attempt > 0) ::usleep(200 * 1000);
     for (int r = 0; r < env_.world_size; ++r) {
       const auto& [pid, host] = pg_->peers[r];
       if (r != env_.rank && host == hostname() && pid > 0 && !process_alive(pid))

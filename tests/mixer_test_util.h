@@ -45,6 +45,14 @@ inline std::shared_ptr<Mixer> make_mixer(const std::string& family, int64_t d_mo
 // Small values of the size knobs, applied to every mixer whose defaults declare the key (the defaults are sized
 // for real runs: chunks of 16-64 tokens, windows of 2048, segments of 512, mini-batches of 16, which T = 13 would
 // never reach).
+// The entries of `args` that the mixer `family` declares (a key it does not declare is an error when it is built).
+inline json declared_args(const std::string& family, const json& args) {
+  json out = json::object();
+  for (const auto& [key, value] : args.items())
+    if (Registry::instance().mixer(family).defaults.contains(key)) out[key] = value;
+  return out;
+}
+
 inline const json& small_knobs() {
   static const json knobs = {
       // 3 full chunks and a partial one; titans_lmm / atlas_* / titans_mag / titans_mac prepend 4 persistent

@@ -14,41 +14,17 @@
 #include "engine/trainer.h"
 #include "tests/test_util.h"
 #include "tests/mixer_test_util.h"
+#include "tests/atlas_test_util.h"
 
 using mnemo::test::make_mixer;
 using mnemo::test::prefill_decode;
 
 using namespace mnemo;
+using namespace mnemo::test::atlas;
 using mnemo::test::max_rel_err;
 using mnemo::test::max_rel_err_all;
 
-namespace {
-
-const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-
-DeepMemorySpec spec_of(MemoryKind kind, int64_t d, int64_t d_feat) {
-  DeepMemorySpec s;
-  s.kind = kind;
-  s.d_in = s.d_out = d;
-  s.d_feat = d_feat;
-  return s;
-}
-
-MemoryWeights random_weights(const DeepMemorySpec& spec, int64_t B, int64_t H, double scale, bool grad) {
-  MemoryWeights w;
-  for (const auto& sh : spec.weight_shapes()) {
-    auto t = torch::randn({B, H, sh[0], sh[1]}, f64) * scale;
-    w.push_back(grad ? t.requires_grad_() : t);
-  }
-  return w;
-}
-
-// φ = taylor_elementwise p = 2 with a = (1, 1/2) (§7.2), differentiable in x.
-torch::Tensor phi2(const torch::Tensor& x) { return torch::cat({x, 0.5 * x * x}, -1); }
-
-}  // namespace
-
-TEST_CASE("atlas deep memory: lifted features and gated MLP gradients equal autograd; dual form with N != b",
+TEST_CASE("atlas deep memory: lifted features and gated MLP gradients equal autograd, dual form with N != b",
           "[atlas]") {
   torch::manual_seed(1);
   const int64_t B = 2, H = 2, N = 6, d = 3, b = 4, m = 2;  // m carried terms: N_terms = b + m
@@ -88,68 +64,6 @@ TEST_CASE("atlas deep memory: lifted features and gated MLP gradients equal auto
 }
 
 namespace {
-
-struct KIn {
-  torch::Tensor q, k, v, la, eta, gamma, lth;
-  MemoryWeights w0;
-};
-
-KIn kernel_inputs(const DeepMemorySpec& spec, int64_t B, int64_t T, int64_t H, bool muon, uint64_t seed) {
-  torch::manual_seed(seed);
-  KIn in;
-  const int64_t d = spec.d_in;
-  in.q = l2norm(torch::randn({B, T, H, d}, f64)).detach().requires_grad_();
-  in.k = l2norm(torch::randn({B, T, H, d}, f64)).detach().requires_grad_();
-  in.v = torch::randn({B, T, H, d}, f64).requires_grad_();
-  in.la = torch::log_sigmoid(torch::randn({B, T, H}, f64) + 2.0).detach().requires_grad_();
-  in.eta = (0.3 * torch::rand({B, T, H}, f64)).requires_grad_();
-  in.gamma = torch::rand({B, T, H}, f64).requires_grad_();
-  if (muon) in.lth = torch::log_sigmoid(torch::randn({B, T, H}, f64) + 1.0).detach().requires_grad_();
-  in.w0 = random_weights(spec, B, H, 0.4, true);
-  return in;
-}
-
-std::vector<torch::Tensor> leaves(const KIn& in) {
-  std::vector<torch::Tensor> out = {in.q, in.k, in.v, in.la, in.eta, in.gamma};
-  if (in.lth.defined()) out.push_back(in.lth);
-  for (const auto& w : in.w0) out.push_back(w);
-  return out;
-}
-
-OmegaInputs omega_inputs(const KIn& in, bool phi, int64_t a = 0, int64_t n = -1) {
-  auto s = [&](const torch::Tensor& x) { return x.defined() ? x.narrow(1, a, n < 0 ? x.size(1) - a : n) : x; };
-  OmegaInputs o;
-  o.q = s(in.q);
-  o.k = s(in.k);
-  o.v = s(in.v);
-  if (phi) {
-    o.qf = phi2(o.q);
-    o.kf = phi2(o.k);
-  }
-  o.log_alpha = s(in.la);
-  o.eta = s(in.eta);
-  o.gamma = s(in.gamma);
-  o.log_theta = s(in.lth);
-  return o;
-}
-
-struct KRun {
-  torch::Tensor y;
-  OmegaState state;
-  std::vector<torch::Tensor> grads;
-};
-
-KRun run_kernel(const DeepMemorySpec& spec, const OmegaOptions& opt, const KIn& in, bool phi, bool chunked) {
-  OmegaState init;
-  init.w = in.w0;
-  auto oi = omega_inputs(in, phi);
-  auto r = chunked ? omega_chunk(spec, opt, oi, init) : omega_recurrent(spec, opt, oi, init);
-  torch::manual_seed(77);
-  auto loss = (r.y * torch::randn(r.y.sizes(), f64)).sum();
-  for (const auto& w : r.state.w) loss = loss + (w * torch::randn(w.sizes(), f64)).sum();
-  for (const auto& s : r.state.s) loss = loss + (s * torch::randn(s.sizes(), f64)).sum();
-  return {r.y.detach(), r.state, torch::autograd::grad({loss}, leaves(in))};
-}
 
 struct KCase {
   MemoryKind kind;
@@ -301,7 +215,7 @@ TEST_CASE("atlas kernels: the state carried across split points equals one pass"
   CHECK_THROWS_WITH(omega_chunk(spec, bad, omega_inputs(in, false), init), Catch::Contains("log_theta"));
 }
 
-TEST_CASE("atlas reductions: OmegaNet c=1 linear identity == delta rule; == Titans LMM without momentum; "
+TEST_CASE("atlas reductions: OmegaNet c=1 linear identity == delta rule, == Titans LMM without momentum, "
           "SWLA c=1, alpha = eta = 1 == linear attention",
           "[atlas]") {
   const int64_t B = 2, T = 13, H = 2, d = 4;
@@ -395,25 +309,17 @@ const char* const families[] = {"dla", "swla", "omeganet", "atlas", "atlas_pp", 
 
 }  // namespace
 
-TEST_CASE("atlas models: prefill + token-by-token decode equals the full forward (fp64); forms agree", "[atlas]") {
+TEST_CASE("atlas models: prefill + token-by-token decode equals the full forward (fp64), forms agree", "[atlas]") {
   double worst = 0;
   std::vector<std::string> models(std::begin(families), std::end(families));
   models.push_back("atlas_mal");
   for (const auto& name : models) {
     for (const json& extra : {json::object(), json{{"phi", "taylor_full2"}, {"memory", "linear"}}}) {
       if ((name == "atlas_mal" || name == "atlas_mag" || name == "atlas_mac") && !extra.empty()) continue;
-      ModelConfig cfg;
-      cfg.model = name;
-      cfg.vocab_size = 32;
-      cfg.d_model = 16;
-      cfg.n_layers = 2;
-      cfg.n_heads = 2;
-      cfg.mixer_args = {{"chunk_size", 4}, {"omega_window", 3}, {"window", 5}, {"segment_size", 8}};
-      if (name == "atlas_mal") cfg.mixer_args["n_persistent"] = 2;
-      cfg.mixer_args.update(extra);
-      torch::manual_seed(6);
-      LanguageModel model(cfg);
-      model->to(torch::kFloat64);
+      json args = {{"chunk_size", 4}, {"omega_window", 3}, {"window", 5}, {"segment_size", 8}};
+      if (name == "atlas_mal") args["n_persistent"] = 2;
+      args.update(extra);
+      LanguageModel model = tiny_model(name, args);
       auto ids = torch::randint(0, 32, {2, 19}, torch::kInt64);
       torch::NoGradGuard no_grad;
       auto full = model->forward(ids);
@@ -445,15 +351,13 @@ TEST_CASE("atlas models: prefill + token-by-token decode equals the full forward
   WARN("atlas models: prefill + decode vs full forward, max rel err " << worst);
 }
 
-TEST_CASE("atlas mixers: gradients reach every parameter; defaults; bad arguments name the field", "[atlas]") {
+TEST_CASE("atlas mixers: gradients reach every parameter, defaults, bad arguments name the field", "[atlas]") {
   for (const char* family : families) {
     CAPTURE(family);
     torch::manual_seed(10);
-    json args = {{"chunk_size", 4}};
-    const json optional = {{"window", 5}, {"segment_size", 8}, {"n_persistent", 2}};
-    for (const auto& [key, value] : optional.items())
-      if (Registry::instance().mixer(family).defaults.contains(key)) args[key] = value;  // keys it declares
-    auto m = make_mixer(family, 16, 2, args);
+    auto m = make_mixer(family, 16, 2,
+                        test::declared_args(family, {{"chunk_size", 4}, {"window", 5}, {"segment_size", 8},
+                                                     {"n_persistent", 2}}));
     m->to(torch::kFloat32);
     auto x = torch::randn({2, 11, 16});
     m->forward(x, nullptr).pow(2).sum().backward();
@@ -486,7 +390,7 @@ TEST_CASE("atlas mixers: gradients reach every parameter; defaults; bad argument
   CHECK_THROWS_WITH(make_mixer("atlas", 16, 2, {{"form", "x"}}), Catch::Contains("form"));
 }
 
-TEST_CASE("atlas_mac: prefill + decode == full forward, causal, exact gradients across segments; atlas_mal N_p",
+TEST_CASE("atlas_mac: prefill + decode == full forward, causal, exact gradients across segments, atlas_mal N_p",
           "[atlas]") {
   // §5.6 with the ATLAS memory (§7.9): N_p = 2 and the BABILong variant N_p = 0; segments of 8, memory chunks of 4.
   const int64_t T = 21;
@@ -553,26 +457,6 @@ TEST_CASE("atlas_mac: prefill + decode == full forward, causal, exact gradients 
   CHECK(Registry::instance().mixer("atlas_mac").defaults.at("segment_size") == 512);
 }
 
-namespace {
-
-// Tiny MQAR run (V = 64, L = 32, 2 pairs, d = 32, 1 layer, 150 steps); values from V/2 = 32 tokens: chance 1/32.
-double tiny_mqar(const std::string& model) {
-  auto dir = test::temp_dir("atlas_mqar_" + model);
-  json cfg = {{"model", model}, {"task", "mqar"}, {"vocab_size", 64}, {"seq_len", 32}, {"num_kv_pairs", 2},
-              {"d_model", 32}, {"n_layers", 1}, {"n_heads", 2}, {"batch_size", 32}, {"n_train", 4000},
-              {"n_test", 256}, {"lr", 1e-2}, {"steps", 150}, {"eval_every", 50}, {"chunk_size", 16},
-              {"device", "cpu"}};
-  TrainOptions opt;
-  opt.db_path = (dir / "r.sqlite").string();
-  opt.out_dir = (dir / "run").string();
-  opt.quiet = true;
-  auto r = train(cfg, opt);
-  WARN(model << " MQAR best test accuracy " << r.best_test_accuracy << " (final " << r.final_test_accuracy
-             << ") after " << r.steps << " steps, " << r.wall_s << " s");
-  return r.best_test_accuracy;
-}
-
-}  // namespace
 
 // Measured (seed 0, 1 thread, shared 2-core machine): omeganet 0.105 in 8.5 s, swla 0.094 in 9.3 s. Not included
 // (over the 20 s budget or not above chance in 150 steps): dla 0.035 (7.6 s), atlas 0.078 (391 s; 0.080 in 123 s

@@ -9,17 +9,17 @@
 #include "runtime/deep_memory/memory.h"
 #include "runtime/model.h"
 #include "runtime/registry.h"
+#include "tests/atlas_test_util.h"
 #include "tests/mixer_test_util.h"
 #include "tests/test_util.h"
 
 using namespace mnemo;
+using namespace mnemo::test::atlas;
 using mnemo::test::make_mixer;
 using mnemo::test::max_rel_err;
 using mnemo::test::max_rel_err_all;
 
 namespace {
-
-const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
 
 // §2.9 verbatim, every step through autograd.
 torch::Tensor ns_textbook(const torch::Tensor& G, int64_t steps) {
@@ -34,73 +34,13 @@ torch::Tensor ns_textbook(const torch::Tensor& G, int64_t steps) {
   return tr ? X.transpose(-1, -2) : X;
 }
 
-torch::Tensor phi2(const torch::Tensor& x) { return torch::cat({x, 0.5 * x * x}, -1); }
-
-DeepMemorySpec spec_of(MemoryKind kind, int64_t d) {
-  DeepMemorySpec s;
-  s.kind = kind;
-  s.d_in = s.d_out = d;
-  s.d_feat = 2 * d;
-  return s;
+// Muon inputs (log θ present) with the lifted features φ = phi2 in every run.
+KIn leaves(const DeepMemorySpec& spec, int64_t B, int64_t T, int64_t H, uint64_t seed) {
+  return kernel_inputs(spec, B, T, H, /*muon=*/true, seed);
 }
-
-struct Leaves {
-  torch::Tensor q, k, v, la, eta, gamma, lth;
-  MemoryWeights w0;
-  std::vector<torch::Tensor> all() const {
-    std::vector<torch::Tensor> o = {q, k, v, la, eta, gamma, lth};
-    o.insert(o.end(), w0.begin(), w0.end());
-    return o;
-  }
-};
-
-Leaves leaves(const DeepMemorySpec& spec, int64_t B, int64_t T, int64_t H, uint64_t seed) {
-  torch::manual_seed(seed);
-  Leaves in;
-  const int64_t d = spec.d_in;
-  auto unit = [&](torch::Tensor x) { return (x / x.norm(2, -1, true)).detach().requires_grad_(); };
-  in.q = unit(torch::randn({B, T, H, d}, f64));
-  in.k = unit(torch::randn({B, T, H, d}, f64));
-  in.v = torch::randn({B, T, H, d}, f64).requires_grad_();
-  in.la = torch::log_sigmoid(torch::randn({B, T, H}, f64) + 2.0).detach().requires_grad_();
-  in.eta = (0.3 * torch::rand({B, T, H}, f64)).requires_grad_();
-  in.gamma = torch::rand({B, T, H}, f64).requires_grad_();
-  in.lth = torch::log_sigmoid(torch::randn({B, T, H}, f64) + 1.0).detach().requires_grad_();
-  for (const auto& sh : spec.weight_shapes())
-    in.w0.push_back((torch::randn({B, H, sh[0], sh[1]}, f64) * 0.4).requires_grad_());
-  return in;
-}
-
-OmegaInputs inputs_of(const Leaves& in, int64_t a = 0, int64_t n = -1) {
-  auto s = [&](const torch::Tensor& x) { return x.narrow(1, a, n < 0 ? x.size(1) - a : n); };
-  OmegaInputs o;
-  o.q = s(in.q);
-  o.k = s(in.k);
-  o.v = s(in.v);
-  o.qf = phi2(o.q);
-  o.kf = phi2(o.k);
-  o.log_alpha = s(in.la);
-  o.eta = s(in.eta);
-  o.gamma = s(in.gamma);
-  o.log_theta = s(in.lth);
-  return o;
-}
-
-struct Run {
-  torch::Tensor y;
-  OmegaState state;
-  std::vector<torch::Tensor> grads;
-};
-
-Run run(const DeepMemorySpec& spec, const OmegaOptions& opt, const Leaves& in, bool chunked) {
-  OmegaState init;
-  init.w = in.w0;
-  auto r = chunked ? omega_chunk(spec, opt, inputs_of(in), init) : omega_recurrent(spec, opt, inputs_of(in), init);
-  torch::manual_seed(77);
-  auto loss = (r.y * torch::randn(r.y.sizes(), f64)).sum();
-  for (const auto& w : r.state.w) loss = loss + (w * torch::randn(w.sizes(), f64)).sum();
-  for (const auto& s : r.state.s) loss = loss + (s * torch::randn(s.sizes(), f64)).sum();
-  return {r.y.detach(), r.state, torch::autograd::grad({loss}, in.all())};
+OmegaInputs inputs_of(const KIn& in, int64_t a = 0, int64_t n = -1) { return omega_inputs(in, true, a, n); }
+KRun run(const DeepMemorySpec& spec, const OmegaOptions& opt, const KIn& in, bool chunked) {
+  return run_kernel(spec, opt, in, true, chunked);
 }
 
 OmegaOptions muon(int64_t b, const std::string& readout, const std::string& gran, bool recompute = true) {
@@ -155,7 +95,7 @@ TEST_CASE("atlas Newton-Schulz: the hand-written adjoint equals autograd through
 TEST_CASE("atlas chunk recompute: gradients equal those of the stored graph (fp64, ATLAS and ATLAS++)", "[atlas]") {
   const int64_t B = 2, H = 2, d = 3, T = 13;
   for (auto kind : {MemoryKind::ResidualMLP, MemoryKind::GatedMLP, MemoryKind::Linear}) {
-    auto spec = spec_of(kind, d);
+    auto spec = spec_of(kind, d, 2 * d);
     auto in = leaves(spec, B, T, H, 5);
     for (int64_t b : {1, 4, 5}) {
       const std::vector<std::pair<std::string, std::string>> modes = {
@@ -176,7 +116,7 @@ TEST_CASE("atlas options chunk_start / ns_granularity chunk: chunk form equals t
           "[atlas]") {
   const int64_t B = 2, H = 2, d = 3, T = 13;
   for (auto kind : {MemoryKind::ResidualMLP, MemoryKind::GatedMLP}) {
-    auto spec = spec_of(kind, d);
+    auto spec = spec_of(kind, d, 2 * d);
     auto in = leaves(spec, B, T, H, 9);
     for (int64_t b : {1, 4, 5}) {
       for (const std::string gran : {"token", "chunk"}) {
@@ -210,7 +150,7 @@ TEST_CASE("atlas options chunk_start / ns_granularity chunk: chunk form equals t
     }
   }
   // Chunk size 1: one Muon step per token either way, M_t = α_t M_{t-1} - η_t NS(S_t), read before the write.
-  auto spec = spec_of(MemoryKind::ResidualMLP, d);
+  auto spec = spec_of(MemoryKind::ResidualMLP, d, 2 * d);
   auto in = leaves(spec, B, T, H, 2);
   auto a = run(spec, muon(1, "chunk_start", "chunk"), in, true);
   auto b = run(spec, muon(1, "chunk_start", "token"), in, true);
@@ -218,22 +158,13 @@ TEST_CASE("atlas options chunk_start / ns_granularity chunk: chunk form equals t
   CHECK(max_rel_err_all(a.state.w, b.state.w) <= 1e-12);
 }
 
-TEST_CASE("atlas options: decode equals the full forward; keys recorded with defaults; bad values name the key",
+TEST_CASE("atlas options: decode equals the full forward, keys recorded with defaults, bad values name the key",
           "[atlas]") {
   for (const char* name : {"atlas", "atlas_pp"}) {
     for (const std::string gran : {"token", "chunk"}) {
       CAPTURE(name, gran);
-      ModelConfig cfg;
-      cfg.model = name;
-      cfg.vocab_size = 32;
-      cfg.d_model = 16;
-      cfg.n_layers = 2;
-      cfg.n_heads = 2;
-      cfg.mixer_args = {{"chunk_size", 4}, {"omega_window", 3}, {"atlas_readout", "chunk_start"},
-                        {"ns_granularity", gran}};
-      torch::manual_seed(6);
-      LanguageModel model(cfg);
-      model->to(torch::kFloat64);
+      LanguageModel model = tiny_model(name, {{"chunk_size", 4}, {"omega_window", 3}, {"atlas_readout", "chunk_start"},
+                                              {"ns_granularity", gran}});
       auto ids = torch::randint(0, 32, {2, 11}, torch::kInt64);
       torch::NoGradGuard no_grad;
       auto full = model->forward(ids);
@@ -264,28 +195,6 @@ TEST_CASE("atlas options: decode equals the full forward; keys recorded with def
   CHECK_THROWS(make_mixer("atlas", 16, 2, {{"atlas_recompute", "yes"}}));
 }
 
-namespace {
-
-// The tiny MQAR run of test_atlas.cpp (V = 64, L = 32, 2 pairs, d = 32, 1 layer, 150 steps; chance 1/32) with
-// extra model keys.
-double tiny_mqar(const std::string& model, const json& extra) {
-  auto dir = test::temp_dir("atlas_muon_mqar_" + model);
-  json cfg = {{"model", model}, {"task", "mqar"}, {"vocab_size", 64}, {"seq_len", 32}, {"num_kv_pairs", 2},
-              {"d_model", 32}, {"n_layers", 1}, {"n_heads", 2}, {"batch_size", 32}, {"n_train", 4000},
-              {"n_test", 256}, {"lr", 1e-2}, {"steps", 150}, {"eval_every", 50}, {"chunk_size", 16},
-              {"device", "cpu"}};
-  cfg.update(extra);
-  TrainOptions opt;
-  opt.db_path = (dir / "r.sqlite").string();
-  opt.out_dir = (dir / "run").string();
-  opt.quiet = true;
-  auto r = train(cfg, opt);
-  WARN(model << " " << extra.dump() << " MQAR best test accuracy " << r.best_test_accuracy << " (final "
-             << r.final_test_accuracy << ") after " << r.steps << " steps, " << r.wall_s << " s");
-  return r.best_test_accuracy;
-}
-
-}  // namespace
 
 TEST_CASE("atlas with chunk-granularity NS learns a small MQAR well above chance", "[atlas][train]") {
   // Chunk 4: with the read-out at the chunk start, chunk 16 leaves half of the 32-token sequence one chunk behind

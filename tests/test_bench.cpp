@@ -126,7 +126,7 @@ TEST_CASE("bench: tiny fwd, fwdbwd and decode measurements", "[bench]") {
   CHECK(d16["prefill_ms"].get<double>() > 0);
 }
 
-TEST_CASE("bench: mixer scope times the first layer's mixer alone; decode state flat for a recurrent mixer",
+TEST_CASE("bench: mixer scope times the first layer's mixer alone, decode state flat for a recurrent mixer",
           "[bench]") {
   BenchOptions opt;
   opt.model = "gated_deltanet";

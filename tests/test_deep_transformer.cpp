@@ -82,7 +82,7 @@ TEST_CASE("dt: with alpha = eta = 1 the DeepTransformer is unnormalised causal a
   CHECK(err <= 1e-12);
 }
 
-TEST_CASE("dt/swdt: blocked kernel equals the token recurrence of the weights (fp64, gradients); cache splits",
+TEST_CASE("dt/swdt: blocked kernel equals the token recurrence of the weights (fp64, gradients), cache splits",
           "[dt]") {
   double worst = 0;
   for (int64_t c : {1, 3, 8})

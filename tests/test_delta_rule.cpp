@@ -215,7 +215,7 @@ TEST_CASE("deltanet and gated_deltanet mixers: prefill + decode equals the full 
   }
 }
 
-TEST_CASE("gated_deltanet mixer: gradients reach every parameter; head layout and args are checked",
+TEST_CASE("gated_deltanet mixer: gradients reach every parameter, head layout and args are checked",
           "[linear2]") {
   torch::manual_seed(9);
   auto mixer = build_mixer("gated_deltanet", 32, 4, {{"chunk_size", 4}});

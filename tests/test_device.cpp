@@ -163,7 +163,7 @@ TEST_CASE("precision: models under bf16 autocast on the CPU give bf16 logits, fp
   }
 }
 
-TEST_CASE("devices: cpu, auto and malformed names; cuda where the machine has none", "[precision]") {
+TEST_CASE("devices: cpu, auto and malformed names, cuda where the machine has none", "[precision]") {
   CHECK(resolve_device("cpu").is_cpu());
   CHECK_THROWS_WITH(resolve_device("gpu"), Catch::Contains("unknown device 'gpu'"));
   CHECK_THROWS_WITH(resolve_device("cuda:x"), Catch::Contains("unknown device 'cuda:x'"));
@@ -188,7 +188,7 @@ TEST_CASE("cuda: every mixer takes an AdamW step under bf16 autocast, state in f
   }
 }
 
-TEST_CASE("cuda: models under bf16 autocast give bf16 logits; pinned host batches arrive", "[.cuda-precision]") {
+TEST_CASE("cuda: models under bf16 autocast give bf16 logits, pinned host batches arrive", "[.cuda-precision]") {
   for (const std::string model : {"transformer", "gated_deltanet", "mamba2", "titans_lmm"}) {
     DYNAMIC_SECTION(model) { check_model_autocast(model, cuda()); }
   }

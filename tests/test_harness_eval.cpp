@@ -155,7 +155,7 @@ TEST_CASE("loglikelihood_order is lm-eval's Collator order: longest first, ties 
   CHECK(o == std::vector<size_t>{2, 3, 1, 0, 4});
 }
 
-TEST_CASE("loglikelihood_tokens equals one forward per request; padding, order, truncation, is_greedy (fp64)",
+TEST_CASE("loglikelihood_tokens equals one forward per request, padding, order, truncation, is_greedy (fp64)",
           "[harness]") {
   DefaultDtype f64(caffe2::TypeMeta::Make<double>());
   for (const std::string family : {"transformer", "gated_deltanet"}) {

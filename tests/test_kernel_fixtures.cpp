@@ -81,7 +81,7 @@ std::string write_json(const std::filesystem::path& dir, const std::string& name
 
 }  // namespace
 
-TEST_CASE("kernel fixtures: any fixture in the format works; malformed files name file and field",
+TEST_CASE("kernel fixtures: any fixture in the format works, malformed files name file and field",
           "[fixtures]") {
   auto dir = mnemo::test::temp_dir("fixtures");
   auto& op = KernelOpRegistry::instance().at("gated_delta_rule");

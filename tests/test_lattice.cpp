@@ -82,7 +82,7 @@ TEST_CASE("lattice: chunked (17) equals the token-by-token anchor reference in f
   WARN("lattice chunk vs recurrent: max rel err " << worst);
 }
 
-TEST_CASE("lattice: C = 1 equals the exact recurrence; slot norms preserved at C = 1 and restored at chunk ends",
+TEST_CASE("lattice: C = 1 equals the exact recurrence, slot norms preserved at C = 1 and restored at chunk ends",
           "[lattice]") {
   for (bool dec : {true, false}) {
     CAPTURE(dec);

@@ -104,7 +104,7 @@ TEST_CASE("perplexity arithmetic: windows, first token unpredicted, token weight
   REQUIRE(s.total.tokens == 6);
 }
 
-TEST_CASE("corpus windows: packed random and sequential windows are slices of the shard; BOS resets split rows",
+TEST_CASE("corpus windows: packed random and sequential windows are slices of the shard, BOS resets split rows",
           "[lm][data]") {
   auto corpus = write_corpus("lm_windows");
   json p = TaskRegistry::instance().resolve("lm", {{"corpus", corpus.string()}, {"val_every", 4}, {"seq_len", 16},
@@ -223,7 +223,7 @@ TEST_CASE("language-model resume is bit-exact on CPU (weights, metric rows)", "[
   REQUIRE(whole.primary_metric == "ppl");
 }
 
-TEST_CASE("lm_ppl: chunked evaluation through the state equals one forward; a tokenizer of another vocabulary "
+TEST_CASE("lm_ppl: chunked evaluation through the state equals one forward, a tokenizer of another vocabulary "
           "is refused", "[lm][lm_ppl]") {
   auto corpus = write_corpus("lm_eval");
   auto dir = corpus.parent_path();

@@ -347,7 +347,7 @@ TEST_CASE("MAD leakage check counts distinct test inputs found in the training s
   REQUIRE(fraction_of_test_in_train(train, test) == Approx(0.5));
 }
 
-TEST_CASE("MAD compression autoencoder: decode from the last token's code; it learns a tiny task", "[mad]") {
+TEST_CASE("MAD compression autoencoder: decode from the last token's code, it learns a tiny task", "[mad]") {
   auto table = sincos_position_table(5, 8);  // half 4, f_i = 10000^(-i/3)
   REQUIRE(table.sizes() == torch::IntArrayRef({5, 8}));
   CHECK(table[0][0].item<double>() == Approx(0.0));
@@ -395,7 +395,7 @@ TEST_CASE("MAD compression autoencoder: decode from the last token's code; it le
   CHECK(acc.micro > 0.9);
 }
 
-TEST_CASE("MAD score: best over lr x wd per setting, mean over settings and tasks; report section", "[mad]") {
+TEST_CASE("MAD score: best over lr x wd per setting, mean over settings and tasks, report section", "[mad]") {
   auto dir = test::temp_dir("mad_score");
   const std::string db_path = (dir / "r.sqlite").string();
   {

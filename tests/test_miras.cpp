@@ -216,7 +216,7 @@ TEST_CASE("miras: two calls with the carried state equal one call (splits inside
   }
 }
 
-TEST_CASE("moneta, yaad, memora mixers: prefill + decode equals the full forward; forms agree (fp64)", "[miras]") {
+TEST_CASE("moneta, yaad, memora mixers: prefill + decode equals the full forward, forms agree (fp64)", "[miras]") {
   for (const std::string family : {"moneta", "yaad", "memora"}) {
     for (const std::string gran : {"channel", "head"}) {
       CAPTURE(family, gran);

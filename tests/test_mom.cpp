@@ -52,7 +52,7 @@ TEST_CASE("mom: one memory, top-1, no shared memory equals Gated DeltaNet with t
   CHECK(err <= 1e-12);
 }
 
-TEST_CASE("mom router: ties to the lower index, renormalised weights; aux loss minimal when uniform, reaches W_g",
+TEST_CASE("mom router: ties to the lower index, renormalised weights, aux loss minimal when uniform, reaches W_g",
           "[mom]") {
   // ties: equal logits select memories 0 and 1
   auto r = mom_route(torch::zeros({1, 3, 4}, f64), 2);

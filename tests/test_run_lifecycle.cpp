@@ -59,7 +59,7 @@ int64_t step_in(const fs::path& dir) { return read_json_file((dir / "trainer.jso
 
 }  // namespace
 
-TEST_CASE("resume of a completed run changes nothing; wall time and tokens add up over resumes", "[lifecycle]") {
+TEST_CASE("resume of a completed run changes nothing, wall time and tokens add up over resumes", "[lifecycle]") {
   auto dir = test::temp_dir("lc_completed");
   json cfg = tiny_run();
   TrainOptions opt = options(dir);

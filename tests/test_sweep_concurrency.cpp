@@ -220,7 +220,7 @@ TEST_CASE("report reads a read-only DB and refuses a SQLite file without mnemo's
   CHECK_THAT(bad2.output, Catch::Contains("mnemo: error:") && Catch::Contains(text));
 }
 
-TEST_CASE("SIGTERM to a sweep reaches its worker, which it waits for; exit 143", "[reliability]") {
+TEST_CASE("SIGTERM to a sweep reaches its worker, which it waits for, exit 143", "[reliability]") {
   auto dir = temp_dir("sweep_term");
   const std::string db = (dir / "r.sqlite").string(), cfg = (dir / "sweep.json").string(),
                     out = (dir / "runs").string(), log = (dir / "sweep.log").string();

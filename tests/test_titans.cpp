@@ -207,7 +207,7 @@ TEST_CASE("titans kernel: chunked dual form equals the token-by-token reference 
   }
 }
 
-TEST_CASE("titans kernel: chunk size 1 is fully online GD; state carried across calls equals one call",
+TEST_CASE("titans kernel: chunk size 1 is fully online GD, state carried across calls equals one call",
           "[titans]") {
   const int64_t B = 1, H = 2, d = 4, T = 11;
   auto spec = make_spec(MemoryKind::ResidualMLP, d);
@@ -332,7 +332,7 @@ TEST_CASE("titans mixers: prefill + token-by-token decode equals the full forwar
   CHECK(max_rel_err(recurrent->forward(x, nullptr), chunked->forward(x, nullptr)) <= 1e-10);
 }
 
-TEST_CASE("titans_mal model: prefill + decode equals the full forward; MAC/MAG/MAL are causal", "[titans]") {
+TEST_CASE("titans_mal model: prefill + decode equals the full forward, MAC/MAG/MAL are causal", "[titans]") {
   ModelConfig cfg;
   cfg.model = "titans_mal";
   cfg.vocab_size = 32;
@@ -365,7 +365,7 @@ TEST_CASE("titans_mal model: prefill + decode equals the full forward; MAC/MAG/M
     for (std::string family : {"titans_mac", "titans_mag"}) {
       CAPTURE(family);
       torch::manual_seed(8);
-      auto m = make_mixer(family, 16, 2, cfg.mixer_args);
+      auto m = make_mixer(family, 16, 2, test::declared_args(family, cfg.mixer_args));
       torch::manual_seed(9);
       auto x = torch::randn({2, 19, 16}, f64);
       auto x2 = x.clone();
@@ -377,11 +377,12 @@ TEST_CASE("titans_mal model: prefill + decode equals the full forward; MAC/MAG/M
   }
 }
 
-TEST_CASE("titans mixers: gradients reach every parameter; bad arguments name the field", "[titans]") {
+TEST_CASE("titans mixers: gradients reach every parameter, bad arguments name the field", "[titans]") {
   for (std::string family : {"titans_lmm", "titans_mag", "titans_mac"}) {
     CAPTURE(family);
     torch::manual_seed(10);
-    auto m = make_mixer(family, 16, 2, {{"chunk_size", 4}, {"n_persistent", 2}, {"segment_size", 8}});
+    auto m = make_mixer(family, 16, 2,
+                        test::declared_args(family, {{"chunk_size", 4}, {"n_persistent", 2}, {"segment_size", 8}}));
     m->to(torch::kFloat32);
     auto x = torch::randn({2, 19, 16});
     m->forward(x, nullptr).pow(2).sum().backward();

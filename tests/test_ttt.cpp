@@ -236,7 +236,7 @@ TEST_CASE("ttt: two calls with the carried state equal one call (splits inside a
   }
 }
 
-TEST_CASE("ttt_linear and ttt_mlp mixers: prefill + decode equals the full forward; forms agree (fp64)", "[ttt]") {
+TEST_CASE("ttt_linear and ttt_mlp mixers: prefill + decode equals the full forward, forms agree (fp64)", "[ttt]") {
   for (const std::string family : {"ttt_linear", "ttt_mlp"}) {
     for (const std::string conv : {"ttt_lm", "fla"}) {
       CAPTURE(family, conv);
