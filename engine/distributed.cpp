@@ -150,10 +150,6 @@ class ProcessGroupHandle {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<C10dGroup> group;
   std::vector<std::pair<int64_t, std::string>> peers;  // rank -> (pid, host)
-
-  void wait(c10::intrusive_ptr<c10d::Work> work) {
-    work->wait();
-  }
 };
 
 Distributed::Distributed(const DistEnv& env, const torch::Device& device, std::chrono::milliseconds timeout)
@@ -264,7 +260,7 @@ void Distributed::broadcast_module(torch::nn::Module& module) {
       std::vector<torch::Tensor> one = {t.is_contiguous() ? t : t.contiguous()};
       c10d::BroadcastOptions o;
       o.rootRank = 0;
-      pg_->wait(pg_->group->broadcast(one, o));
+      pg_->group->broadcast(one, o)->wait();
       if (!t.is_contiguous()) t.copy_(one[0]);
     }
   } catch (const std::exception& e) {
@@ -307,7 +303,7 @@ void Distributed::all_reduce_gradients(const std::vector<torch::Tensor>& params,
       b.work = pg_->group->allreduce(one);
     }
     for (auto& b : buckets) {
-      pg_->wait(b.work);
+      b.work->wait();
       if (scale != 1.0) b.flat.mul_(scale);
       int64_t off = 0;
       for (auto& g : b.grads) {
@@ -325,7 +321,7 @@ std::vector<double> Distributed::all_reduce_sum(const std::vector<double>& value
   auto t = torch::tensor(values, torch::kFloat64).to(device_);
   try {
     std::vector<torch::Tensor> one = {t};
-    pg_->wait(pg_->group->allreduce(one));
+    pg_->group->allreduce(one)->wait();
   } catch (const std::exception& e) {
     fail(what, step, e);
   }
@@ -337,7 +333,7 @@ std::vector<double> Distributed::all_reduce_sum(const std::vector<double>& value
 
 void Distributed::barrier(const char* what) {
   try {
-    pg_->wait(pg_->group->barrier());
+    pg_->group->barrier()->wait();
   } catch (const std::exception& e) {
     fail(what, -1, e);
   }
