@@ -1,6 +1,8 @@
 // gnuplot driver: data files + one script that draws the same body twice (pngcairo, then svg).
 #include "reports/gnuplot.h"
 
+#include "reports/family_style.h"
+
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace mnemo {
@@ -87,23 +90,53 @@ std::string range(const std::optional<double>& lo, const std::optional<double>& 
 
 // A log y axis over less than two decades gets labelled ticks at 1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k (at most ~8 of
 // them) instead of gnuplot's decade-only labels; "" otherwise (gnuplot's own ticks).
-std::string log_axis_ticks(const LinePlot& plot) {
-  if (plot.log_y <= 0 || !plot.ymin || !plot.ymax || *plot.ymin <= 0 || *plot.ymax / *plot.ymin > 100) return "";
+std::string log_axis_ticks(double log_y, const std::optional<double>& ymin, const std::optional<double>& ymax) {
+  if (log_y <= 0 || !ymin || !ymax || *ymin <= 0 || *ymax / *ymin > 100) return "";
   std::vector<double> ticks;
-  for (int k = int(std::floor(std::log10(*plot.ymin))); k <= int(std::ceil(std::log10(*plot.ymax))); ++k)
+  for (int k = int(std::floor(std::log10(*ymin))); k <= int(std::ceil(std::log10(*ymax))); ++k)
     for (double m : {1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0}) {
       const double v = m * std::pow(10.0, k);
-      if (v >= *plot.ymin && v <= *plot.ymax) ticks.push_back(v);
+      if (v >= *ymin && v <= *ymax) ticks.push_back(v);
     }
   while (ticks.size() > 8) {  // keep every other tick
     std::vector<double> thin;
     for (size_t i = 0; i < ticks.size(); i += 2) thin.push_back(ticks[i]);
     ticks = thin;
   }
-  if (ticks.size() < 2) return "";
+  if (ticks.size() < 2) {  // a narrow range: four ticks evenly spaced in log space, two significant digits
+    ticks.clear();
+    for (int i = 0; i < 4; ++i) {
+      const double v = *ymin * std::pow(*ymax / *ymin, (i + 0.5) / 4.0);
+      const double scale = std::pow(10.0, std::floor(std::log10(v)) - 1);
+      ticks.push_back(std::round(v / scale) * scale);
+    }
+  }
   std::string out = "set ytics (";
   for (size_t i = 0; i < ticks.size(); ++i) out += (i ? ", " : "") + number(ticks[i]);
   return out + ")\n";
+}
+
+// Pixel layout of a figure: text metrics of the 'Sans,10' font the terminals use.
+constexpr int kCharPx = 7;      // a generous average character width
+constexpr int kKeyLinePx = 17;  // one legend entry
+constexpr int kTitlePx = 30;    // a multiplot title
+constexpr int kPanelLeftPx = 90, kPanelRightPx = 20, kPanelTopPx = 34, kPanelBottomPx = 56;
+
+// `set lmargin/rmargin/tmargin/bmargin at screen` for a rectangle given in pixels from the top left.
+std::string margins_at(double left, double right, double top, double bottom, int width, int height) {
+  auto sx = [&](double px) { return number(px / width); };
+  auto sy = [&](double px) { return number(1.0 - px / height); };
+  return "set lmargin at screen " + sx(left) + "\nset rmargin at screen " + sx(right) + "\nset tmargin at screen " +
+         sy(top) + "\nset bmargin at screen " + sy(bottom) + "\n";
+}
+
+struct LineStyle {
+  std::string colour;
+  int point_type = 1, dash = 1;
+};
+
+std::string style_spec(const LineStyle& st) {
+  return "lc rgb '" + st.colour + "' pt " + std::to_string(st.point_type) + " dt " + std::to_string(st.dash);
 }
 
 }  // namespace
@@ -153,83 +186,293 @@ Figure plot_lines(const LinePlot& plot, const std::string& dir) {
   check_name(plot.name);
   fs::path d = prepare_dir(dir);
 
-  // One colour/point type per legend label across all panels.
-  std::map<std::string, int> style;
-  auto style_of = [&](const std::string& label) {
-    auto it = style.find(label);
-    if (it != style.end()) return it->second;
-    int s = static_cast<int>(style.size());
-    style[label] = s;
-    return s;
+  // One style per legend label across all panels: a family's colour and marker (its k-th label in the
+  // figure gets dash pattern k), else the palette in label order.
+  std::map<std::string, LineStyle> styles;
+  std::map<std::string, int> family_labels;
+  int unstyled = 0;
+  auto style_of = [&](const Series& s) {
+    auto it = styles.find(s.label);
+    if (it != styles.end()) return it->second;
+    LineStyle st;
+    if (!s.family.empty()) {
+      const FamilyStyle f = family_style(s.family);
+      st.colour = f.colour;
+      st.point_type = f.point_type;
+      st.dash = 1 + family_labels[s.family]++ % 5;
+    } else {
+      static const int kPoints[] = {7, 5, 9, 13, 11, 15, 6, 4, 8, 12, 10, 14};
+      const auto& palette = style_palette();
+      const int i = unstyled++;
+      st.colour = palette[i % palette.size()];
+      st.point_type = kPoints[i % 12];
+      st.dash = 1 + (i / static_cast<int>(palette.size())) % 5;
+    }
+    return styles[s.label] = st;
   };
 
-  std::ostringstream body;
-  std::vector<std::pair<std::string, std::string>> panel_bodies;  // settings, plot command
+  struct DrawnPanel {
+    std::string title, command;
+    std::vector<std::string> labels;
+    double log_y = 0, lo = INFINITY, hi = -INFINITY;  // finite data range of y
+  };
+  std::vector<DrawnPanel> drawn;
   for (size_t p = 0; p < plot.panels.size(); ++p) {
     const Panel& panel = plot.panels[p];
+    DrawnPanel dp;
+    dp.log_y = panel.log_y >= 0 ? panel.log_y : plot.log_y;
     fs::path data = d / "data" / (plot.name + "_p" + std::to_string(p) + ".dat");
     std::ofstream out = open_for_writing(data);
     std::vector<std::string> clauses;
     int block = 0;
     for (const Series& s : panel.series) {
       if (s.x.size() != s.y.size())
-        throw Error("plot " + plot.name + ": series '" + s.label + "' has " +
-                    std::to_string(s.x.size()) + " x values but " + std::to_string(s.y.size()) +
-                    " y values");
+        throw Error("plot " + plot.name + ": series '" + s.label + "' has " + std::to_string(s.x.size()) +
+                    " x values but " + std::to_string(s.y.size()) + " y values");
       std::vector<std::pair<double, double>> pts;
       for (size_t i = 0; i < s.x.size(); ++i) {
         double x = s.x[i], y = s.y[i];
         if (!std::isfinite(x) || !std::isfinite(y)) continue;
-        if ((plot.log_x > 0 && x <= 0) || (plot.log_y > 0 && y <= 0)) continue;
+        if ((plot.log_x > 0 && x <= 0) || (dp.log_y > 0 && y <= 0)) continue;
         pts.emplace_back(x, y);
+        dp.lo = std::min(dp.lo, y);
+        dp.hi = std::max(dp.hi, y);
       }
       if (pts.empty()) continue;
       std::sort(pts.begin(), pts.end());
       out << "# " << s.label << "\n";
       for (auto& [x, y] : pts) out << number(x) << " " << number(y) << "\n";
       out << "\n\n";
-      int st = style_of(s.label);
-      clauses.push_back(gnuplot_quote(data.string()) + " index " + std::to_string(block) +
-                        " using 1:2 with " + (plot.points ? "linespoints" : "lines") + " lw 2 lc " +
-                        std::to_string(st % 8 + 1) + " pt " + std::to_string(st % 12 + 1) +
-                        " ps 1 title " + gnuplot_quote(s.label));
+      clauses.push_back(gnuplot_quote(data.string()) + " index " + std::to_string(block) + " using 1:2 with " +
+                        (plot.points ? "linespoints" : "lines") + " lw 2 " + style_spec(style_of(s)) +
+                        " ps 1 notitle");
+      if (std::find(dp.labels.begin(), dp.labels.end(), s.label) == dp.labels.end()) dp.labels.push_back(s.label);
       ++block;
     }
-    if (clauses.empty()) continue;  // a panel without data is left out
-    std::ostringstream pb;
-    std::string title = panel.title;
+    if (clauses.empty()) {  // a panel without data is left out, or leaves its cell blank
+      if (plot.keep_empty_panels) drawn.push_back(std::move(dp));
+      continue;
+    }
+    dp.title = panel.title;
     if (plot.panels.size() == 1 && !plot.title.empty())
-      title = panel.title.empty() ? plot.title : plot.title + ": " + panel.title;
-    pb << "set title " << gnuplot_quote(title) << "\n";
-    pb << "set xlabel " << gnuplot_quote(plot.xlabel) << "\nset ylabel " << gnuplot_quote(plot.ylabel) << "\n";
-    pb << "unset logscale\n";
-    if (plot.log_x > 0) pb << "set logscale x " << number(plot.log_x) << "\n";
-    if (plot.log_y > 0) pb << "set logscale y " << number(plot.log_y) << "\n";
-    pb << log_axis_ticks(plot);
-    pb << "set xrange [*:*]\nset yrange " << range(plot.ymin, plot.ymax) << "\n";
-    pb << "set key " << plot.key << " noenhanced\nset grid\nset offsets graph 0.03, graph 0.03, 0, 0\n";
-    std::string command = "plot ";
-    for (size_t i = 0; i < clauses.size(); ++i) command += (i ? ", \\\n     " : "") + clauses[i];
-    panel_bodies.emplace_back(pb.str(), command + "\n");
+      dp.title = panel.title.empty() ? plot.title : plot.title + ": " + panel.title;
+    dp.command = "plot ";
+    for (size_t i = 0; i < clauses.size(); ++i) dp.command += (i ? ", \\\n     " : "") + clauses[i];
+    dp.command += "\n";
+    drawn.push_back(std::move(dp));
   }
-  if (panel_bodies.empty()) throw Error("plot " + plot.name + " has no finite data point to draw");
+  if (std::none_of(drawn.begin(), drawn.end(), [](const DrawnPanel& dp) { return !dp.command.empty(); }))
+    throw Error("plot " + plot.name + " has no finite data point to draw");
 
   int rows = 1, cols = 1;
-  grid_shape(panel_bodies.size(), plot.columns, &rows, &cols);
-  bool multi = panel_bodies.size() > 1;
-  if (multi) {
-    body << "set multiplot layout " << rows << "," << cols;
-    if (!plot.title.empty()) body << " title " << gnuplot_quote(plot.title);
-    body << "\n";
+  grid_shape(drawn.size(), plot.columns, &rows, &cols);
+  const bool multi = drawn.size() > 1;
+  const int title_px = multi && !plot.title.empty() ? kTitlePx : 0;
+
+  // Legends never cover data. One for the whole figure, right of the panels, when every panel shows the
+  // same labels (or key_on_last_panel_only); else one per row right of the row when the panels of each row
+  // show the same labels (small multiples: a row per model group); else one per panel, right of it.
+  auto same_labels = [&](size_t a, size_t b) {  // a blank cell matches any panel
+    if (drawn[a].labels.empty() || drawn[b].labels.empty()) return true;
+    return std::set<std::string>(drawn[a].labels.begin(), drawn[a].labels.end()) ==
+           std::set<std::string>(drawn[b].labels.begin(), drawn[b].labels.end());
+  };
+  bool shared = plot.key_on_last_panel_only || drawn.size() == 1, per_row = !shared;
+  if (!shared) {
+    shared = true;
+    for (size_t i = 0; i < drawn.size(); ++i)
+      for (size_t j = 0; j < i; ++j) shared = shared && same_labels(j, i);
+    for (size_t i = 0; i < drawn.size(); ++i)
+      for (size_t j = i - i % cols; j < i; ++j) per_row = per_row && same_labels(j, i);
   }
-  for (size_t i = 0; i < panel_bodies.size(); ++i) {
-    bool hide_key = plot.key_on_last_panel_only && i + 1 < panel_bodies.size();
-    body << panel_bodies[i].first << (hide_key ? "unset key\n" : "") << panel_bodies[i].second;
+  if (shared) per_row = false;
+  const bool per_panel = !shared && !per_row;
+  std::vector<std::vector<std::string>> legends;  // shared: one; per row: one per row; else one per panel
+  for (size_t i = 0; i < drawn.size(); ++i) {
+    const size_t k = shared ? 0 : per_row ? i / cols : i;
+    if (legends.size() <= k) legends.resize(k + 1);
+    for (const auto& l : drawn[i].labels)
+      if (std::find(legends[k].begin(), legends[k].end(), l) == legends[k].end()) legends[k].push_back(l);
   }
-  if (multi) body << "unset multiplot\n";
-  int title_px = multi && !plot.title.empty() ? 30 : 0;
-  return render(d, plot.name, body.str(), cols * plot.panel_width,
-                rows * plot.panel_height + title_px);
+  size_t widest = 0, longest_legend = 0;
+  for (const auto& lg : legends) {
+    longest_legend = std::max(longest_legend, lg.size());
+    for (const auto& l : lg) widest = std::max(widest, l.size());
+  }
+  const int legend_height = (shared ? rows * plot.panel_height : plot.panel_height) - kPanelTopPx;
+  const int capacity = std::max(1, legend_height / kKeyLinePx);
+  const int key_columns = static_cast<int>((longest_legend + capacity - 1) / capacity);
+  const int key_column_px = static_cast<int>(widest + 9) * kCharPx;
+  const int legend_px = plot.legend && longest_legend > 0 ? key_columns * key_column_px + 10 : 0;
+  const int cell_px = plot.panel_width + (per_panel ? legend_px : 0);  // a panel and its legend
+  const int width = cols * cell_px + (per_panel ? 0 : legend_px);
+  const int height = title_px + rows * plot.panel_height;
+
+  // One y range per panel, per column or for the whole figure.
+  auto y_range = [&](size_t i) -> std::pair<std::optional<double>, std::optional<double>> {
+    double lo = drawn[i].lo, hi = drawn[i].hi;
+    for (size_t j = 0; j < drawn.size(); ++j)
+      if (plot.share_y || (plot.share_y_by_column && j % cols == i % cols))
+        lo = std::min(lo, drawn[j].lo), hi = std::max(hi, drawn[j].hi);
+    std::optional<double> a = plot.ymin, b = plot.ymax;
+    if (!plot.share_y && !plot.share_y_by_column) {
+      if (drawn[i].log_y > 0 && !a && !b && hi / lo <= 100) a = lo / 1.1, b = hi * 1.1;  // not widened to decades
+      return {a, b};
+    }
+    if (drawn[i].log_y > 0) {
+      if (!a) a = lo / 1.1;
+      if (!b) b = hi * 1.1;
+    } else {
+      const double pad = hi > lo ? 0.05 * (hi - lo) : std::max(1e-9, 0.05 * std::fabs(hi));
+      if (!a) a = lo - pad;
+      if (!b) b = hi + pad;
+    }
+    return {a, b};
+  };
+
+  std::ostringstream body;
+  body << "set multiplot";
+  if (multi && !plot.title.empty()) body << " title " << gnuplot_quote(plot.title);
+  body << "\n";
+  for (size_t i = 0; i < drawn.size(); ++i) {
+    const DrawnPanel& dp = drawn[i];
+    if (dp.command.empty()) continue;
+    const int r = static_cast<int>(i) / cols, c = static_cast<int>(i) % cols;
+    const double x0 = c * cell_px, y0 = title_px + r * plot.panel_height;
+    auto [lo, hi] = y_range(i);
+    body << margins_at(x0 + kPanelLeftPx, x0 + plot.panel_width - kPanelRightPx, y0 + kPanelTopPx,
+                       y0 + plot.panel_height - kPanelBottomPx, width, height);
+    body << "set title " << gnuplot_quote(dp.title) << "\n";
+    body << "set xlabel " << gnuplot_quote(plot.xlabel) << "\nset ylabel " << gnuplot_quote(plot.ylabel) << "\n";
+    body << "unset logscale\nset xtics autofreq\nset ytics autofreq\n";
+    if (plot.log_x > 0) body << "set logscale x " << number(plot.log_x) << "\n";
+    if (dp.log_y > 0) body << "set logscale y " << number(dp.log_y) << "\n";
+    body << log_axis_ticks(dp.log_y, lo, hi);
+    body << "set xrange [*:*]\nset yrange " << range(lo, hi) << "\n";
+    body << "unset key\nset grid\nset offsets graph 0.03, graph 0.03, 0, 0\n" << dp.command;
+  }
+  // The legends, each an empty plot holding key entries only.
+  if (legend_px > 0) {
+    body << "unset title\nunset xlabel\nunset ylabel\nunset border\nunset tics\nunset grid\nunset logscale\n"
+            "set offsets 0, 0, 0, 0\nset xrange [0:1]\nset yrange [0:1]\n";
+    for (size_t k = 0; k < legends.size(); ++k) {
+      if (legends[k].empty()) continue;
+      const int r = shared ? 0 : per_row ? static_cast<int>(k) : static_cast<int>(k) / cols;
+      const double x0 = per_panel ? (k % cols) * cell_px + plot.panel_width : cols * cell_px;
+      const double y0 = title_px + r * plot.panel_height + kPanelTopPx;
+      const double y1 = shared ? height - kPanelBottomPx : y0 + plot.panel_height - kPanelTopPx - kPanelBottomPx;
+      body << margins_at(x0, x0 + legend_px - 2, y0, std::max(y1, y0 + 10), width, height);
+      body << "set key at screen " << number((x0 + 4) / width) << ", screen " << number(1.0 - y0 / height)
+           << " left top Left reverse samplen 3 spacing 1.1 noenhanced maxrows " << capacity << "\n";
+      body << "plot NaN notitle";
+      for (const std::string& l : legends[k])
+        body << ", \\\n     keyentry with " << (plot.points ? "linespoints" : "lines") << " lw 2 "
+             << style_spec(styles[l]) << " ps 1 title " << gnuplot_quote(l);
+      body << "\n";
+    }
+  }
+  body << "unset multiplot\n";
+  return render(d, plot.name, body.str(), width, height);
+}
+
+Figure plot_bars(const BarPlot& plot, const std::string& dir) {
+  check_name(plot.name);
+  fs::path d = prepare_dir(dir);
+  struct Drawn {
+    std::string title, chance_label;
+    std::vector<Bar> bars;
+    std::optional<double> chance;
+  };
+  std::vector<Drawn> drawn;
+  size_t most_bars = 0, widest = 0;
+  double top = -INFINITY, bottom = INFINITY;
+  for (const BarPanel& p : plot.panels) {
+    Drawn dp{p.title, p.chance_label, {}, p.chance};
+    for (const Bar& b : p.bars)
+      if (std::isfinite(b.value)) dp.bars.push_back(b);
+    if (dp.bars.empty()) continue;
+    std::stable_sort(dp.bars.begin(), dp.bars.end(), [&](const Bar& a, const Bar& b) {
+      return plot.higher_is_better ? a.value > b.value : a.value < b.value;
+    });
+    for (const Bar& b : dp.bars) {
+      widest = std::max(widest, b.label.size());
+      top = std::max(top, b.value);
+      bottom = std::min(bottom, b.value);
+    }
+    if (dp.chance && std::isfinite(*dp.chance)) top = std::max(top, *dp.chance);
+    most_bars = std::max(most_bars, dp.bars.size());
+    drawn.push_back(std::move(dp));
+  }
+  if (drawn.empty()) throw Error("bar plot " + plot.name + " has no finite value to draw");
+  int rows = 1, cols = 1;
+  grid_shape(drawn.size(), plot.columns > 0 ? plot.columns : std::min<int>(2, drawn.size()), &rows, &cols);
+  const bool multi = drawn.size() > 1;
+  const int title_px = multi && !plot.title.empty() ? kTitlePx : 0;
+  const int left_px = static_cast<int>(widest) * kCharPx + 24;
+  const int panel_w = plot.panel_width + left_px;
+  const int panel_h = static_cast<int>(most_bars) * plot.bar_height + kPanelTopPx + 20 + kPanelBottomPx;
+  const int width = cols * panel_w, height = title_px + rows * panel_h;
+  const double xlo = plot.xmin.value_or(std::min(0.0, bottom));
+  const double xhi = plot.xmax.value_or(top > xlo ? xlo + (top - xlo) * 1.18 : xlo + 1);
+
+  std::ostringstream body;
+  body << "set multiplot";
+  if (multi && !plot.title.empty()) body << " title " << gnuplot_quote(plot.title);
+  body << "\n";
+  for (size_t i = 0; i < drawn.size(); ++i) {
+    const Drawn& dp = drawn[i];
+    const int r = static_cast<int>(i) / cols, c = static_cast<int>(i) % cols;
+    const double x0 = c * panel_w, y0 = title_px + r * panel_h;
+    const size_t n = dp.bars.size();
+    fs::path data = d / "data" / (plot.name + "_p" + std::to_string(i) + ".dat");
+    {
+      std::ofstream out = open_for_writing(data);
+      out << "# y value colour text (best first, at the top)\n";
+      for (size_t k = 0; k < n; ++k) {
+        const Bar& b = dp.bars[k];
+        const std::string colour = b.family.empty() ? "#7f7f7f" : family_style(b.family).colour;
+        char text[64];
+        std::snprintf(text, sizeof text, plot.value_format.c_str(), b.value);
+        std::string t = b.text.empty() ? text : b.text;
+        for (char& ch : t)
+          if (ch == '"') ch = '\'';
+        out << (n - 1 - k) << " " << number(b.value) << " " << std::stol(colour.substr(1), nullptr, 16) << " \"" << t
+            << "\"\n";
+      }
+    }
+    std::string title = dp.title;
+    if (!multi && !plot.title.empty()) title = dp.title.empty() ? plot.title : plot.title + ": " + dp.title;
+    // Bars fill the plot area's height: n bars, half a bar of air above and below.
+    const double plot_h = n * plot.bar_height;
+    body << margins_at(x0 + left_px, x0 + panel_w - kPanelRightPx, y0 + kPanelTopPx + 20,
+                       y0 + kPanelTopPx + 20 + plot_h, width, height);
+    body << "set title " << gnuplot_quote(title) << " offset 0,1\n";
+    body << "set xlabel " << gnuplot_quote(plot.xlabel) << "\nunset ylabel\nunset key\nunset label\nunset arrow\n";
+    body << "set xrange [" << number(xlo) << ":" << number(xhi) << "]\nset yrange [-0.5:" << n - 0.5 << "]\n";
+    std::string tics = "(";
+    for (size_t k = 0; k < n; ++k) {
+      std::string label;  // tic labels are format strings: '%' -> '%%'
+      for (char ch : dp.bars[k].label) label += ch == '%' ? std::string("%%") : std::string(1, ch);
+      tics += (k ? ", " : "") + gnuplot_quote(label) + " " + std::to_string(n - 1 - k);
+    }
+    body << "set ytics " << tics << ") scale 0\nset xtics autofreq\nset grid xtics noytics\n";
+    if (dp.chance && std::isfinite(*dp.chance)) {
+      body << "set arrow from first " << number(*dp.chance) << ", graph 0 to first " << number(*dp.chance)
+           << ", graph 1 nohead dt (6,4) lw 2 lc rgb '#b2182b' front\n";
+      body << "set label " << gnuplot_quote(dp.chance_label) << " at first " << number(*dp.chance)
+           << ", graph 1 offset 0,0.7 center textcolor rgb '#b2182b'\n";
+    }
+    const std::string file = gnuplot_quote(data.string());
+    // The value right of its bar, or right of the chance line when the bar ends before it.
+    const std::string value_at = dp.chance && std::isfinite(*dp.chance)
+                                     ? "$2 > " + number(*dp.chance) + " ? $2 : " + number(*dp.chance)
+                                     : std::string("$2");
+    body << "plot " << file << " using 2:1:(" << number(xlo) << "):2:($1-0.38):($1+0.38):3 with boxxyerror "
+         << "fs solid 0.85 noborder lc rgb variable notitle, \\\n     " << file
+         << " using (" << value_at << "):1:4 with labels left offset 0.6,0 notitle\n";
+  }
+  body << "unset multiplot\n";
+  return render(d, plot.name, body.str(), width, height);
 }
 
 Figure plot_heatmap(const Heatmap& map, const std::string& dir) {

@@ -18,25 +18,62 @@ struct Figure {
 struct Series {
   std::string label;  // legend text (model names, not ids)
   std::vector<double> x, y;  // sorted by x when plotted; non-finite points are dropped
+  // Model family (e.g. "gated_deltanet"): colour and marker from reports/family_style.h, the same in
+  // every figure; several series of one family in a figure get different dash patterns. Empty: styled
+  // by the series' order in the figure.
+  std::string family;
 };
 
 struct Panel {
   std::string title;
   std::vector<Series> series;
+  double log_y = -1;  // this panel's log y base (0 = linear); -1: the plot's log_y
 };
 
-// Multi-series line plot, one panel per group (multiplot grid when more than one panel).
+// Multi-series line plot, one panel per group (multiplot grid when more than one panel). Every panel
+// has the same plot-area size; legends never cover data: each row of panels has its legend in a
+// column reserved at the right of the figure (one legend for the whole figure when every row shows
+// the same series), sized from the longest label.
 struct LinePlot {
   std::string name;  // file stem: <dir>/<name>.png, <dir>/<name>.svg
   std::string title, xlabel, ylabel;
   std::vector<Panel> panels;
   double log_x = 0, log_y = 0;  // logarithmic axis with this base (0 = linear), e.g. 2 or 10
   std::optional<double> ymin, ymax;
+  bool share_y = false;            // one y range over every panel (small multiples)
+  bool share_y_by_column = false;  // one y range per column of panels (e.g. one metric per column)
+  bool keep_empty_panels = false;  // a panel without data leaves its grid cell blank (default: left out)
   bool points = true;       // linespoints (true) or lines
   int columns = 0;          // panels per row; 0 = min(panels, 3)
   int panel_width = 560, panel_height = 400;  // pixels per panel
-  std::string key = "outside right top";     // gnuplot `set key` argument
+  bool legend = true;                         // false: no legend
   bool key_on_last_panel_only = false;        // one legend for all panels (styles are shared)
+};
+
+// Horizontal bar chart of a ranking: bars sorted (best first, at the top), coloured by family
+// style, the value printed at each bar's end, and a dashed vertical line at the chance level.
+struct Bar {
+  std::string label;   // y tic label (model name)
+  std::string family;  // colour from reports/family_style.h ("" = grey)
+  double value = 0;
+  std::string text;    // printed at the bar's end; empty: the value with BarPlot::value_format
+};
+
+struct BarPanel {
+  std::string title;
+  std::vector<Bar> bars;  // any order; non-finite values are left out
+  std::optional<double> chance;  // dashed vertical line
+  std::string chance_label = "chance";
+};
+
+struct BarPlot {
+  std::string name, title, xlabel;
+  std::vector<BarPanel> panels;
+  bool higher_is_better = true;  // sort descending (false: ascending, e.g. perplexity)
+  std::optional<double> xmin, xmax;  // default: 0 .. largest value (and chance) + room for the text
+  std::string value_format = "%.3f";  // printf format of the printed values
+  int columns = 0;                    // panels per row; 0 = min(panels, 2)
+  int panel_width = 520, bar_height = 22;  // pixels; the panel height follows the bar count
 };
 
 // Heatmap of a value matrix with row/column labels; one panel per matrix (e.g. per model),
@@ -72,5 +109,6 @@ void run_gnuplot(const std::string& script_path);
 // the plot has no finite data point or gnuplot fails.
 Figure plot_lines(const LinePlot& plot, const std::string& dir);
 Figure plot_heatmap(const Heatmap& map, const std::string& dir);
+Figure plot_bars(const BarPlot& plot, const std::string& dir);
 
 }  // namespace mnemo

@@ -1,0 +1,52 @@
+// One colour and one marker per model family, the same in every figure of the report (issue 17).
+// Families are sorted into the groups of the papers' comparisons; the marker encodes the group, the
+// colour the family (distinct within a group, from a fixed qualitative palette). A family the table
+// does not know (a plugin) gets a deterministic colour from a hash of its name.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "reports/gnuplot.h"
+
+namespace mnemo {
+
+struct FamilyStyle {
+  std::string group;   // e.g. "linear recurrent"; "other" for a family the table does not know
+  std::string colour;  // "#rrggbb"
+  int point_type = 1;  // gnuplot point type (pngcairo/svg)
+  bool known = false;  // listed in the table (false: fallback from the name's hash)
+};
+
+// The style of `family` (e.g. "gated_deltanet"). Never throws; an empty name is a fallback too.
+FamilyStyle family_style(const std::string& family);
+
+// The groups in display order ("attention", "linear recurrent", "deep test-time memory",
+// "Atlas family", "MoM / Lattice", "hybrids"), then "other".
+const std::vector<std::string>& family_groups();
+
+// The families the table lists, in table order (group by group).
+std::vector<std::string> known_families();
+
+// The fixed qualitative palette (12 colours, Tableau 10 + black + gold); series without a family are
+// coloured from it by their order in the figure.
+const std::vector<std::string>& style_palette();
+
+// Small multiples: the series split by the group of their `family` (groups in family_groups()
+// order; series without a family form a last group ""), a group with more than `max_lines` series
+// split into near-equal parts. Each part keeps the series' order.
+struct SeriesGroup {
+  std::string group;  // the group's name, with " (1/2)" etc. when it was split
+  std::vector<Series> series;
+};
+std::vector<SeriesGroup> split_by_family_group(const std::vector<Series>& series, size_t max_lines = 8);
+
+// Small multiples of a figure's panels (e.g. one panel per setting): when some panel has more than
+// `max_lines` series, every panel is split by family group into a grid with one row per group and
+// one column per original panel ("<panel title> · <group>"); plot.columns is set to the column count
+// and plot.keep_empty_panels keeps the grid aligned; each column shares its y range. A figure with a
+// single panel becomes one panel per group on `single_columns` columns, all on one y range. More
+// than two rows of panels: panels at most 320 px high; several columns: at most 470 px wide. Returns
+// true when it split.
+bool split_panels_by_group(LinePlot& plot, size_t max_lines = 8, int single_columns = 2);
+
+}  // namespace mnemo
