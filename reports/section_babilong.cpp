@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 
+#include "reports/family_style.h"
 #include "reports/report.h"
 
 namespace mnemo {
@@ -122,6 +123,7 @@ void babilong_section(ReportContext& ctx) {
       for (const auto& [model, by_len] : by_model) {
         Series s;
         s.label = model;
+        s.family = model.substr(0, model.find(" @ "));
         std::vector<std::string> row{"qa" + std::to_string(task), model};
         for (int64_t L : lengths) {
           auto it = by_len.find(L);
@@ -144,6 +146,7 @@ void babilong_section(ReportContext& ctx) {
     for (const auto& model : models) {
       Series s;
       s.label = model;
+      s.family = model.substr(0, model.find(" @ "));
       std::vector<std::string> row{"mean qa1-qa5", model};
       for (int64_t L : lengths) {
         double sum = 0;
@@ -172,6 +175,7 @@ void babilong_section(ReportContext& ctx) {
       }
     }
     if (!mean_panel.series.empty()) plot.panels.push_back(std::move(mean_panel));
+    split_panels_by_group(plot);
     ctx.add_figure(plot_lines(plot, ctx.figure_dir),
                    "BABILong accuracy vs context length, one panel per task, one line per model (haystack " +
                        haystack + ")");

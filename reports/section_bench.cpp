@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "reports/family_style.h"
 #include "reports/report.h"
 
 namespace mnemo {
@@ -88,10 +89,12 @@ void bench_section(ReportContext& ctx) {
   for (const BenchRow& b : rows) {
     Series& s = by_mode[b.mode][label(b)];
     s.label = label(b);
+    s.family = b.model;
     s.x.push_back(double(b.seq_len));
     s.y.push_back(b.tokens_per_s);
     Series& m = memory_by_mode[b.mode][label(b)];
     m.label = label(b);
+    m.family = b.model;
     m.x.push_back(double(b.seq_len));
     m.y.push_back(b.peak_mem_mb);
   }
@@ -146,16 +149,19 @@ void bench_section(ReportContext& ctx) {
   plot.log_x = 2;
   plot.log_y = 10;
   plot.panels = panels_of(by_mode);
+  const LinePlot unsplit = plot;
+  split_panels_by_group(plot);
   ctx.add_figure(plot_lines(plot, ctx.figure_dir), "Throughput (tokens/s) vs sequence length, one panel per mode");
 
   bool any_memory = false;
   for (const BenchRow& b : rows) any_memory = any_memory || (std::isfinite(b.peak_mem_mb) && b.peak_mem_mb > 0);
   if (any_memory) {
-    LinePlot mem = plot;
+    LinePlot mem = unsplit;
     mem.name = "bench_peak_memory";
     mem.title = "Peak memory vs sequence length";
     mem.ylabel = "peak memory (MB)";
     mem.panels = panels_of(memory_by_mode);
+    split_panels_by_group(mem);
     ctx.add_figure(plot_lines(mem, ctx.figure_dir), "Peak memory (MB) vs sequence length, one panel per mode");
   }
 

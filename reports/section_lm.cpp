@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "reports/family_style.h"
 #include "reports/lm_papers.h"
 #include "reports/rank_stats.h"
 #include "reports/report.h"
@@ -135,7 +136,7 @@ LinePlot lm_plot(const std::string& name, const std::string& title, const std::s
   plot.ylabel = ylabel;
   plot.log_x = plot.log_y = 10;
   plot.columns = 2;
-  plot.panel_width = 780;
+  plot.panel_width = 600;
   plot.panel_height = 420;
   return plot;
 }
@@ -155,18 +156,13 @@ Figure plot_lm(LinePlot plot, const std::string& dir) {
   return plot_lines(plot, dir);
 }
 
-// Split series into panels of at most kMaxLines lines.
+// Split series into panels of at most kMaxLines lines: one panel per model group (family_style.h).
 std::vector<Panel> chunk_panels(const std::string& title, const std::vector<Series>& series) {
+  if (series.size() <= kMaxLines) return {Panel{title, series}};
   std::vector<Panel> out;
-  for (size_t i = 0; i < series.size(); i += kMaxLines) {
-    Panel p;
-    p.title = title;
-    size_t end = std::min(series.size(), i + kMaxLines);
-    if (series.size() > kMaxLines)
-      p.title += (title.empty() ? "" : " ") + std::string("(lines ") + std::to_string(i + 1) + "–" +
-                 std::to_string(end) + " of " + std::to_string(series.size()) + ")";
-    p.series.assign(series.begin() + i, series.begin() + end);
-    out.push_back(std::move(p));
+  for (SeriesGroup& g : split_by_family_group(series, kMaxLines)) {
+    const std::string group = g.group.empty() ? "other series" : g.group;
+    out.push_back(Panel{title.empty() ? group : title + " · " + group, std::move(g.series)});
   }
   return out;
 }
@@ -215,7 +211,7 @@ void scaling_figures(ReportContext& ctx, const std::vector<const LmRun*>& group,
       for (const auto& [family, r] : per_family) {
         double x = by_flops ? r->flops : r->params;
         if (!std::isfinite(x)) continue;
-        fam[family].label = family;
+        fam[family].label = fam[family].family = family;
         fam[family].x.push_back(x);
         fam[family].y.push_back(r->final_ppl);
       }
@@ -248,6 +244,7 @@ void curve_figure(ReportContext& ctx, const std::vector<LmRun>& runs, bool sever
     for (const LmRun* r : with_curve) {
       Series s = r->curve;
       s.label = r->family + " " + r->size_key + " (#" + std::to_string(r->run.id) + ")";
+      s.family = r->family;
       p.series.push_back(std::move(s));
     }
     panels.push_back(std::move(p));
@@ -269,7 +266,7 @@ void curve_figure(ReportContext& ctx, const std::vector<LmRun>& runs, bool sever
         std::vector<Series> series;
         for (auto& [family, r] : best[size]) {
           Series s = r->curve;
-          s.label = family;
+          s.label = s.family = family;
           series.push_back(std::move(s));
         }
         for (Panel& panel : chunk_panels((several_groups ? g + ", " : "") + "size " + size, series))
@@ -299,6 +296,7 @@ struct Extrapolation {
   std::map<int64_t, double> by_length;                   // L -> ppl
   std::map<int64_t, std::pair<double, double>> buckets;  // bucket start -> (mid position, ppl) at the longest L
   int64_t bucket_length = 0, train_seq_len = 0;
+  std::string family;
 };
 
 void extrapolation(ReportContext& ctx, const std::vector<EvalRow>& rows, const std::map<int64_t, const LmRun*>& by_id) {
@@ -321,6 +319,7 @@ void extrapolation(ReportContext& ctx, const std::vector<EvalRow>& rows, const s
     else
       label = e.model + " @ " + std::filesystem::path(e.checkpoint).filename().string();
     Extrapolation& x = data[config_string(s, "corpus", "?")][label];
+    x.family = e.run_id > 0 && run != by_id.end() ? run->second->family : e.model;
     auto L = static_cast<int64_t>(s["length"].get<double>());
     x.train_seq_len = static_cast<int64_t>(config_number(s, "train_seq_len").value_or(x.train_seq_len));
     if (e.metric == "ppl") {
@@ -351,6 +350,7 @@ void extrapolation(ReportContext& ctx, const std::vector<EvalRow>& rows, const s
       for (auto& [label, x] : models) {
         Series s;
         s.label = label;
+        s.family = x.family;
         if (buckets)
           for (auto& [start, mid_ppl] : x.buckets) s.x.push_back(mid_ppl.first), s.y.push_back(mid_ppl.second);
         else

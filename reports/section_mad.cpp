@@ -6,6 +6,7 @@
 #include <set>
 
 #include "reports/mad_score.h"
+#include "reports/family_style.h"
 #include "reports/report.h"
 
 namespace mnemo {
@@ -25,6 +26,9 @@ const std::vector<Column>& columns() {
                                         {"memorization", "Memorization"}};
   return c;
 }
+
+// The family of a MAD score row ("gla (d=32, 1 layers)" -> "gla").
+std::string family_of(const std::string& model) { return model.substr(0, model.find(" (")); }
 
 std::string pct(double v) { return std::isfinite(v) ? format_number(100.0 * v, 1) : "–"; }
 
@@ -140,6 +144,27 @@ void mad_section(ReportContext& ctx) {
     map.zmin = 0;
     map.zmax = 100;
     ctx.add_figure(plot_heatmap(map, ctx.figure_dir), "MAD task scores per model (mean over difficulty settings)");
+
+    // The ranking by MAD score (mean over the tasks each model has).
+    BarPlot bars;
+    bars.name = "mad_ranking";
+    bars.title = "MAD score ranking";
+    bars.xlabel = "MAD score (%), mean over the tasks present";
+    bars.xmin = 0;
+    bars.xmax = 114;
+    bars.value_format = "%.1f";
+    BarPanel bp;
+    for (const auto& [model, m] : scores)
+      if (std::isfinite(m.mad_score))
+        bp.bars.push_back({model + (m.tasks_present < 6 ? " (" + std::to_string(m.tasks_present) +
+                                                       (m.tasks_present == 1 ? " task)" : " tasks)")
+                                                 : ""),
+                           family_of(model), 100.0 * m.mad_score, ""});
+    bars.panels.push_back(std::move(bp));
+    if (!bars.panels[0].bars.empty())
+      ctx.add_figure(plot_bars(bars, ctx.figure_dir),
+                     "MAD score per model, best first. No chance line: the six tasks have different chance levels "
+                     "(1 / their vocabulary of answers), so their mean has none");
   }
 
   // Accuracy vs difficulty: one plot per task, one panel per varied variable (the baseline is a
@@ -169,6 +194,7 @@ void mad_section(ReportContext& ctx) {
         for (const auto& [var, x] : points) {
           Series& series = panels[var][model];
           series.label = model;
+          series.family = family_of(model);
           series.x.push_back(x);
           series.y.push_back(100.0 * s.best);
         }
@@ -187,6 +213,8 @@ void mad_section(ReportContext& ctx) {
       for (auto& [model, s] : by_model) p.series.push_back(s);
       plot.panels.push_back(std::move(p));
     }
+    split_panels_by_group(plot);
+    plot.share_y = true;
     ctx.add_figure(plot_lines(plot, ctx.figure_dir), "MAD " + c.header + ": accuracy vs difficulty (baseline included in every panel)");
 
     // The numbers: setting x model, "best (lr, wd, runs)".

@@ -1,13 +1,16 @@
 // MQAR (spec tasks.md §7.2): each run's best test accuracy over its evaluations, then the max
 // over the learning-rate sweep per (seq_len, num_kv_pairs, model, d_model) — Zoology's
 // protocol. Figure: accuracy vs d_model (log2), one line per model, one panel per
-// (seq_len, num_kv_pairs) — the shape of Zoology Figure 2 / Lattice Figure 7.
+// (seq_len, num_kv_pairs) — the shape of Zoology Figure 2 / Lattice Figure 7 — split into one row
+// of panels per model group when a panel would hold more than 8 lines; and per (seq_len, num_kv_pairs)
+// the ranking at the largest d_model as sorted horizontal bars with the chance level.
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
 #include <tuple>
 
+#include "reports/family_style.h"
 #include "reports/report.h"
 
 namespace mnemo {
@@ -40,6 +43,7 @@ void mqar_section(ReportContext& ctx) {
     }
 
   std::map<CellKey, Cell> cells;
+  std::map<std::pair<int64_t, int64_t>, std::set<int64_t>> vocab;  // (L, N_KV) -> vocab sizes of its runs
   std::vector<int64_t> missing_keys, no_accuracy;
   for (const RunInfo& run : ctx.db.runs()) {
     if (run.task != "mqar") continue;
@@ -58,6 +62,9 @@ void mqar_section(ReportContext& ctx) {
     }
     std::string model = config_string(cfg, "model", run.model);
     double lr = config_number(cfg, "lr").value_or(NAN);
+    // Values are drawn from [V/2, V) (synthetic/mqar.cpp); V defaults to the task's 8192.
+    vocab[{static_cast<int64_t>(*L), static_cast<int64_t>(*nkv)}].insert(
+        static_cast<int64_t>(config_number(cfg, "vocab_size").value_or(8192)));
     Cell& c = cells[{static_cast<int64_t>(*L), static_cast<int64_t>(*nkv), model,
                      static_cast<int64_t>(*d)}];
     ++c.runs;
@@ -85,7 +92,7 @@ void mqar_section(ReportContext& ctx) {
     for (const auto& [key, c] : cells) {
       const auto& [L, nkv, model, d] = key;
       Series& s = panels[{L, nkv}][model];
-      s.label = model;
+      s.label = s.family = model;
       s.x.push_back(static_cast<double>(d));
       s.y.push_back(c.accuracy);
     }
@@ -103,8 +110,50 @@ void mqar_section(ReportContext& ctx) {
       for (auto& [model, s] : series) p.series.push_back(s);
       plot.panels.push_back(std::move(p));
     }
+    const bool split = split_panels_by_group(plot);
+    plot.share_y = true;
     ctx.add_figure(plot_lines(plot, ctx.figure_dir),
-                   "MQAR accuracy vs d_model (max over learning rates), one panel per (L, N_KV)");
+                   std::string("MQAR accuracy vs d_model (max over learning rates), one panel per (L, N_KV)") +
+                       (split ? ", one row of panels per model group (colours and markers per family are the "
+                                "same in every figure)"
+                              : ""));
+
+    // Ranking at the largest d_model of each (L, N_KV).
+    BarPlot bars;
+    bars.name = "mqar_ranking";
+    bars.title = "MQAR ranking at the largest d_model";
+    bars.xlabel = plot.ylabel;
+    bars.xmin = 0;
+    bars.xmax = (fraction ? 1.0 : 100.0) * 1.14;
+    bars.value_format = fraction ? "%.3f" : "%.1f";
+    std::string chance_note;
+    for (auto& [lk, series] : panels) {
+      int64_t top_d = 0;
+      for (const auto& [key, c] : cells)
+        if (std::get<0>(key) == lk.first && std::get<1>(key) == lk.second) top_d = std::max(top_d, std::get<3>(key));
+      BarPanel bp;
+      bp.title = "L = " + std::to_string(lk.first) + ", N_KV = " + std::to_string(lk.second) +
+                 ", d_model = " + std::to_string(top_d);
+      for (const auto& [key, c] : cells)
+        if (std::get<0>(key) == lk.first && std::get<1>(key) == lk.second && std::get<3>(key) == top_d)
+          bp.bars.push_back({std::get<2>(key), std::get<2>(key), c.accuracy, ""});
+      const std::set<int64_t>& vs = vocab[lk];
+      if (vs.size() == 1) {
+        const int64_t V = *vs.begin(), values = V - V / 2;
+        bp.chance = (fraction ? 1.0 : 100.0) / static_cast<double>(values);
+        bp.chance_label = "chance 1/" + std::to_string(values);
+        chance_note += (chance_note.empty() ? "" : "; ") + bp.title + ": V = " + std::to_string(V) + ", chance 1/" +
+                       std::to_string(values) + " = " + format_number(*bp.chance, 4);
+      } else {
+        chance_note += (chance_note.empty() ? "" : "; ") + bp.title + ": runs of several vocabulary sizes, no chance line";
+      }
+      bars.panels.push_back(std::move(bp));
+    }
+    ctx.add_figure(plot_bars(bars, ctx.figure_dir),
+                   "MQAR ranking per (L, N_KV) at its largest d_model, best first (max over learning rates). "
+                   "Dashed line: chance = 1 / (number of value tokens); MQAR draws each value uniformly from the "
+                   "upper half [V/2, V) of the vocabulary V (synthetic/mqar.cpp), so a guess among them is right "
+                   "with probability 1/(V − V/2) (" + chance_note + ")");
 
     // The same numbers: per (L, N_KV) a model x d_model table, "accuracy (best lr)".
     for (auto& [lk, series] : panels) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "reports/family_style.h"
 #include "reports/report.h"
 
 namespace mnemo {
@@ -126,6 +127,7 @@ void sniah_section(ReportContext& ctx) {
     for (const auto& [model, by_len] : grid) {
       Series s;
       s.label = model;
+      s.family = model.substr(0, model.find(" @ "));
       std::vector<std::string> trow{model};
       double sum = 0;
       int count = 0;
@@ -153,6 +155,7 @@ void sniah_section(ReportContext& ctx) {
       table.push_back(std::move(trow));
     }
     plot.panels.push_back(std::move(panel));
+    split_panels_by_group(plot);
     ctx.add_figure(plot_lines(plot, ctx.figure_dir), task + ": accuracy vs length, one line per model");
 
     std::vector<std::string> header{"model"};
