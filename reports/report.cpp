@@ -1,12 +1,14 @@
 // Report section registry, report.md / report.html writer and shared formatting helpers.
 #include "reports/report.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 
 namespace mnemo {
 
@@ -123,6 +125,63 @@ std::vector<std::string> table_cells(const std::string& line) {
   return cells;
 }
 
+// An anchor id from a heading's text: lower-case letters and digits, other runs of characters as '-'.
+std::string heading_id(const std::string& text) {
+  std::string id;
+  for (unsigned char c : text) {
+    if (std::isalnum(c))
+      id += static_cast<char>(std::tolower(c));
+    else if (!id.empty() && id.back() != '-')
+      id += '-';
+  }
+  while (!id.empty() && id.back() == '-') id.pop_back();
+  return id.empty() ? "section" : id;
+}
+
+// report.html's style: a readable column, figures at their natural size up to the column width, tables
+// with a header band and zebra rows, a table of contents.
+const char* const kReportCss =
+    "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',sans-serif;color:#1a1a1a;"
+    "background:#fff;line-height:1.5;margin:0}\n"
+    "main{max-width:1100px;margin:0 auto;padding:1.5em 1.5em 4em}\n"
+    "h1{font-size:1.9em;border-bottom:2px solid #ddd;padding-bottom:.2em}\n"
+    "h2{font-size:1.45em;margin-top:2em;border-bottom:1px solid #e4e4e4;padding-bottom:.15em}\n"
+    "h3{font-size:1.15em;margin-top:1.6em}\n"
+    "a{color:#1f5fa8}\n"
+    "nav.toc{background:#f7f8fa;border:1px solid #e2e5ea;border-radius:6px;padding:.6em 1.2em;margin:1em 0 2em}\n"
+    "nav.toc ul{margin:.3em 0;padding-left:1.3em}nav.toc li{margin:.1em 0}\n"
+    "figure{margin:1.2em 0;text-align:center}\n"
+    "figure img{max-width:100%;height:auto;display:inline-block}\n"
+    "table{border-collapse:collapse;margin:1em 0;font-size:.88em;display:block;overflow-x:auto;max-width:100%}\n"
+    "th,td{border:1px solid #d6d9de;padding:4px 9px;text-align:right;white-space:nowrap}\n"
+    "td:first-child,th:first-child{text-align:left}\n"
+    "thead th{background:#eef1f5;position:sticky;top:0}\n"
+    "table.sortable thead th{cursor:pointer;user-select:none}\n"
+    "table.sortable thead th:hover{background:#dde3ec}\n"
+    "th.asc::after{content:' \\25B2';font-size:.75em}th.desc::after{content:' \\25BC';font-size:.75em}\n"
+    "tbody tr:nth-child(even){background:#f6f8fa}tbody tr:hover{background:#eaf2fb}\n"
+    "pre{background:#f6f6f6;padding:8px;overflow-x:auto}code{font-size:.92em}\n";
+
+// Click a header to sort its table by that column (numbers by value, "1.2K"/"3.4M" included; text
+// otherwise; empty and "n/a"/"-" cells last); a second click reverses. Without script the tables keep
+// the report's order.
+const char* const kSortScript =
+    "(function(){\n"
+    "function key(t){t=t.trim();var m=t.match(/^[-+]?[0-9]*\\.?[0-9]+(e[-+]?[0-9]+)?/i);\n"
+    "  if(!m)return null;var v=parseFloat(m[0]),s=t.charAt(m[0].length);\n"
+    "  return v*(s==='K'?1e3:s==='M'?1e6:s==='B'?1e9:1);}\n"
+    "document.querySelectorAll('table.sortable').forEach(function(table){\n"
+    "  var ths=table.querySelectorAll('thead th');\n"
+    "  ths.forEach(function(th,col){th.title='sort by this column';th.addEventListener('click',function(){\n"
+    "    var body=table.tBodies[0];if(!body)return;var asc=!th.classList.contains('asc');\n"
+    "    ths.forEach(function(h){h.classList.remove('asc','desc');});th.classList.add(asc?'asc':'desc');\n"
+    "    var rows=Array.prototype.slice.call(body.rows);\n"
+    "    rows.sort(function(a,b){var x=a.cells[col]?a.cells[col].textContent:'',y=b.cells[col]?b.cells[col].textContent:'';\n"
+    "      var kx=key(x),ky=key(y);if(kx===null&&ky===null)return asc?x.localeCompare(y):y.localeCompare(x);\n"
+    "      if(kx===null)return 1;if(ky===null)return -1;return asc?kx-ky:ky-kx;});\n"
+    "    rows.forEach(function(r){body.appendChild(r);});});});});\n"
+    "})();\n";
+
 bool is_separator_row(const std::string& line) {
   return line.find("---") != std::string::npos &&
          line.find_first_not_of("|-: ") == std::string::npos;
@@ -188,13 +247,9 @@ std::string write_report(ResultsDB& db, const std::string& out_dir, const json& 
 std::string markdown_to_html(const std::string& markdown, const std::string& title,
                              const std::string& base_dir) {
   std::ostringstream html;
-  html << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" << html_escape(title)
-       << "</title>\n<style>body{font-family:sans-serif;max-width:1400px;margin:2em auto;"
-          "padding:0 1em}table{border-collapse:collapse;margin:1em 0;font-size:90%}"
-          "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-          "th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}"
-          "img{max-width:100%}pre{background:#f6f6f6;padding:8px;overflow-x:auto}"
-          "figure{margin:1em 0}</style></head><body>\n";
+  std::vector<std::pair<int, std::pair<std::string, std::string>>> headings;  // level, (id, inner HTML)
+  std::set<std::string> ids;
+  size_t toc_at = std::string::npos;  // after the first h1 (else at the top)
   std::istringstream in(markdown);
   std::string line;
   std::vector<std::string> table, paragraph, list;
@@ -216,17 +271,19 @@ std::string markdown_to_html(const std::string& markdown, const std::string& tit
   };
   auto flush_table = [&] {
     if (table.empty()) return;
-    html << "<table>\n";
     bool header = table.size() > 1 && is_separator_row(table[1]);
+    html << (header ? "<table class=\"sortable\">\n" : "<table>\n");
     for (size_t r = 0; r < table.size(); ++r) {
       if (header && r == 1) continue;
       const char* tag = header && r == 0 ? "th" : "td";
+      if (header && r == 0) html << "<thead>";
+      if (header && r == 2) html << "<tbody>\n";
       html << "<tr>";
       for (const auto& cell : table_cells(table[r]))
         html << "<" << tag << ">" << inline_html(cell) << "</" << tag << ">";
-      html << "</tr>\n";
+      html << "</tr>" << (header && r == 0 ? "</thead>" : "") << "\n";
     }
-    html << "</table>\n";
+    html << (header && table.size() > 2 ? "</tbody></table>\n" : "</table>\n");
     table.clear();
   };
   auto flush_all = [&] {
@@ -254,7 +311,13 @@ std::string markdown_to_html(const std::string& markdown, const std::string& tit
       if (level == std::string::npos) level = line.size();
       level = std::min<size_t>(level, 6);
       std::string text = line.substr(std::min(line.size(), level + 1));
-      html << "<h" << level << ">" << inline_html(text) << "</h" << level << ">\n";
+      const std::string inner = inline_html(text);
+      std::string id = heading_id(text);
+      for (int k = 2; ids.count(id); ++k) id = heading_id(text) + "-" + std::to_string(k);
+      ids.insert(id);
+      html << "<h" << level << " id=\"" << id << "\">" << inner << "</h" << level << ">\n";
+      if (level == 1 && toc_at == std::string::npos) toc_at = html.tellp();
+      if (level == 2 || level == 3) headings.push_back({static_cast<int>(level), {id, inner}});
     } else if (line[0] == '|') {
       flush_paragraph();
       flush_list();
@@ -275,7 +338,7 @@ std::string markdown_to_html(const std::string& markdown, const std::string& tit
         if (fs::exists(fs::path(base_dir) / svg)) src = svg;
       }
       html << "<figure><img src=\"" << html_escape(src) << "\" alt=\"" << html_escape(caption)
-           << "\"></figure>\n";
+           << "\" loading=\"eager\"></figure>\n";
     } else {
       flush_list();
       flush_table();
@@ -284,8 +347,25 @@ std::string markdown_to_html(const std::string& markdown, const std::string& tit
   }
   flush_all();
   if (in_code) html << "</code></pre>\n";
-  html << "</body></html>\n";
-  return html.str();
+  std::string body = html.str();
+  std::ostringstream toc;
+  if (!headings.empty()) {
+    toc << "<nav class=\"toc\"><strong>Contents</strong>\n<ul>\n";
+    bool nested = false;
+    for (size_t i = 0; i < headings.size(); ++i) {
+      const auto& [level, h] = headings[i];
+      if (level == 3 && !nested) toc << "<ul>\n", nested = true;
+      if (level == 2 && nested) toc << "</ul></li>\n", nested = false;
+      else if (level == 2 && i > 0) toc << "</li>\n";
+      toc << "<li><a href=\"#" << h.first << "\">" << h.second << "</a>" << (level == 3 ? "</li>\n" : "");
+    }
+    toc << (nested ? "</ul></li>\n" : "</li>\n") << "</ul></nav>\n";
+  }
+  body.insert(toc_at == std::string::npos ? 0 : toc_at, toc.str());
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>" +
+         html_escape(title) + "</title>\n<style>\n" + kReportCss + "</style>\n</head><body>\n<main>\n" + body +
+         "</main>\n<script>\n" + kSortScript + "</script>\n</body></html>\n";
 }
 
 std::string markdown_table(const std::vector<std::string>& header,
