@@ -9,6 +9,7 @@
 
 #include "engine/report_catalog.h"
 #include "reports/report.h"
+#include "report_fixtures.h"
 #include "test_util.h"
 
 using namespace mnemo;
@@ -25,70 +26,13 @@ std::string slurp(const fs::path& p) {
 
 bool non_empty_file(const fs::path& p) { return fs::exists(p) && fs::file_size(p) > 0; }
 
-// Two models x two d_model x one (L, N_KV), each at two learning rates; the better lr of each
-// cell reaches `good`, the other 0.25.
-void fill_mqar_runs(ResultsDB& db) {
-  for (std::string model : {"transformer", "swa"})
-    for (int d : {64, 128})
-      for (double lr : {1e-3, 1e-2}) {
-        RunInfo r;
-        r.model = model;
-        r.task = "mqar";
-        json cfg = {{"model", model}, {"task", "mqar"}, {"d_model", d},        {"n_layers", 2},
-                    {"seq_len", 64},  {"num_kv_pairs", 4}, {"lr", lr}};
-        r.config_json = cfg.dump();
-        r.config_hash = model + std::to_string(d) + std::to_string(lr);
-        r.n_params = 1000 * d;
-        int64_t id = db.create_run(r);
-        double good = (model == "transformer" ? 0.9 : 0.6) + (d == 128 ? 0.05 : 0.0);
-        double best = lr == 1e-3 ? good : 0.25;
-        std::vector<MetricRow> rows;
-        for (int step = 10; step <= 30; step += 10) {
-          rows.push_back({id, step, "train", "loss", 3.0 / step, step * 0.1});
-          rows.push_back({id, step, "train", "tokens_per_s", 5000.0, step * 0.1});
-          rows.push_back({id, step, "test", "accuracy", best * step / 30.0, step * 0.1});
-        }
-        db.add_metrics(rows);
-        db.set_run_last_step(id, 30);
-        db.set_run_status(id, "completed");
-      }
-}
-
-void fill_benches(ResultsDB& db) {
-  for (std::string mode : {"fwd", "decode"})
-    for (int64_t T : {128, 256}) {
-      BenchRow b;
-      b.model = "transformer";
-      b.mode = mode;
-      b.device = "cpu";
-      b.dtype = "float32";
-      b.host = "testhost";
-      b.blas = "OpenBLAS";
-      b.torch_version = "1.13.1";
-      b.seq_len = T;
-      b.batch = 1;
-      b.d_model = 64;
-      b.n_layers = 2;
-      b.threads = 1;
-      b.repeats = 3;
-      b.median_ms = T / 100.0;
-      b.p20_ms = b.median_ms * 0.9;
-      b.p80_ms = b.median_ms * 1.1;
-      b.tokens_per_s = (mode == "decode" ? 1.0 : double(T)) / (b.median_ms / 1e3);
-      b.peak_mem_mb = T / 10.0;
-      b.gflops = 1.5;
-      b.config_json = mode == "decode" ? R"({"state_bytes": 131072, "prefill_ms": 2.5})" : "{}";
-      db.add_bench(b);
-    }
-}
-
 }  // namespace
 
 TEST_CASE("report: MQAR figure and tables from a hand-built database", "[report]") {
   fs::path dir = test::temp_dir("report_mqar");
   ResultsDB db((dir / "r.sqlite").string());
-  fill_mqar_runs(db);
-  fill_benches(db);
+  test::fill_mqar_runs(db);
+  test::fill_benches(db);
   std::string out = (dir / "report").string();
   std::string md_path = write_report(db, out, report_catalog());
   CHECK(md_path == (fs::path(out) / "report.md").string());
@@ -145,7 +89,7 @@ TEST_CASE("report: MQAR figure and tables from a hand-built database", "[report]
   std::string html = slurp(fs::path(out) / "report.html");
   CHECK(html.find("<img src=\"figures/mqar_accuracy_vs_dmodel.svg\"") != std::string::npos);
   CHECK(html.find("<th>model</th>") != std::string::npos);
-  CHECK(html.find("<h2>MQAR: accuracy vs model dimension</h2>") != std::string::npos);
+  CHECK(html.find("<h2 id=\"mqar-accuracy-vs-model-dimension\">MQAR: accuracy vs model dimension</h2>") != std::string::npos);
 }
 
 TEST_CASE("report: sections without data write nothing", "[report]") {
@@ -238,7 +182,7 @@ TEST_CASE("report: the CLI refuses a missing database and reports a missing gnup
 
   {
     ResultsDB db((dir / "r.sqlite").string());
-    fill_mqar_runs(db);
+    test::fill_mqar_runs(db);
   }
   auto ok = test::run_mnemo("report --db " + (dir / "r.sqlite").string() + " --out " + (dir / "out").string());
   CHECK(ok.exit_code == 0);

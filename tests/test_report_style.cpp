@@ -1,0 +1,230 @@
+// Issue 17: one colour and marker per model family across the report's figures, at most 8 lines a
+// panel, legends in their own margin, ranking bars with the chance level, and report.html as a page.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "engine/report_catalog.h"
+#include "reports/family_style.h"
+#include "reports/report.h"
+#include "report_fixtures.h"
+#include "test_util.h"
+
+using namespace mnemo;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// The `lc rgb '#xxxxxx' pt N` style a gnuplot script gives the first series or key entry titled/commented
+// `label` (plot_lines writes each series' data block as "# label" and its key entry as "title 'label'").
+std::string key_style(const std::string& script, const std::string& label) {
+  std::regex re("keyentry with \\w+ lw 2 (lc rgb '#[0-9a-f]{6}' pt [0-9]+) dt [0-9]+ ps 1 title '" + label + "'");
+  std::smatch m;
+  return std::regex_search(script, m, re) ? m[1].str() : "";
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("report style: every registered family has a style, distinct colours within each group", "[report]") {
+  // The registered families (`mnemo models`) at the time of issue 17.
+  const std::vector<std::string> registered = {
+      "transformer", "swa", "deltanet", "gated_deltanet", "linear_attn", "retnet", "gla", "mamba2", "titans_lmm",
+      "titans_mag", "titans_mac", "titans_mal", "ttt_linear", "ttt_mlp", "moneta", "yaad", "memora", "dla", "swla",
+      "omeganet", "atlas", "atlas_pp", "atlas_mag", "atlas_mac", "atlas_mal", "lattice_dec", "lattice_dot",
+      "deep_transformer", "swdt", "dot", "mom", "mom_hybrid", "samba", "gdn_h1", "gdn_h2"};
+  std::map<std::string, std::set<std::string>> colours_of_group;
+  std::map<std::string, size_t> members;
+  for (const std::string& f : registered) {
+    FamilyStyle s = family_style(f);
+    INFO(f);
+    CHECK(s.known);
+    CHECK(s.group != "other");
+    CHECK(std::regex_match(s.colour, std::regex("#[0-9a-f]{6}")));
+    colours_of_group[s.group].insert(s.colour);
+    ++members[s.group];
+  }
+  for (const auto& [group, colours] : colours_of_group) {
+    INFO(group);
+    CHECK(colours.size() == members[group]);  // no two families of a group share a colour
+  }
+  CHECK(family_style("gated_deltanet").group == "linear recurrent");
+  CHECK(family_style("titans_mal").group == "hybrids");
+  CHECK(family_style("dot").group == "Atlas family");
+  CHECK(family_style("lattice_xyz").group == "MoM / Lattice");  // any lattice_* / mom_*
+  CHECK(known_families().size() == registered.size());
+  // One marker per group.
+  CHECK(family_style("transformer").point_type == family_style("swa").point_type);
+  CHECK(family_style("transformer").point_type != family_style("gla").point_type);
+  CHECK(style_palette().size() >= 11);
+
+  // An unknown name (a plugin): a deterministic fallback from the palette, never a throw.
+  FamilyStyle a = family_style("my_plugin_mixer"), b = family_style("my_plugin_mixer");
+  CHECK_FALSE(a.known);
+  CHECK(a.group == "other");
+  CHECK(a.colour == b.colour);
+  CHECK(a.point_type == b.point_type);
+  CHECK(std::find(style_palette().begin(), style_palette().end(), a.colour) != style_palette().end());
+  CHECK_NOTHROW(family_style(""));
+}
+
+TEST_CASE("report style: small multiples split by group with at most 8 lines", "[report]") {
+  std::vector<Series> series;
+  for (const std::string& f : known_families()) series.push_back({f, {1, 2}, {0.5, 0.6}, f});
+  series.push_back({"plugin", {1, 2}, {0.5, 0.6}, "my_plugin"});
+  series.push_back({"no family", {1, 2}, {0.5, 0.6}});
+  auto groups = split_by_family_group(series, 8);
+  size_t total = 0;
+  for (const auto& g : groups) {
+    CHECK(g.series.size() <= 8);
+    total += g.series.size();
+    for (const Series& s : g.series)
+      if (!s.family.empty()) CHECK(g.group.rfind(family_style(s.family).group, 0) == 0);
+  }
+  CHECK(total == series.size());
+  CHECK(groups.front().group == "attention");
+  CHECK(groups[2].group == "deep test-time memory (1/2)");  // 11 families: 6 + 5
+  CHECK(groups[2].series.size() == 6);
+  CHECK(groups.back().group.empty());
+
+  LinePlot plot;
+  plot.panels = {{"L = 64", series}, {"L = 128", std::vector<Series>(series.begin(), series.begin() + 3)}};
+  CHECK(split_panels_by_group(plot));
+  CHECK(plot.columns == 2);
+  CHECK(plot.keep_empty_panels);
+  for (const Panel& p : plot.panels) CHECK(p.series.size() <= 8);
+  CHECK(plot.panels[0].title == "L = 64 · attention");
+  CHECK(plot.panels[1].title == "L = 128 · attention");
+  LinePlot small;
+  small.panels = {{"p", std::vector<Series>(series.begin(), series.begin() + 8)}};
+  CHECK_FALSE(split_panels_by_group(small));
+}
+
+TEST_CASE("report style: a family keeps its colour across figures, legends sit outside the panels", "[report]") {
+  fs::path dir = test::temp_dir("report_style");
+  ResultsDB db((dir / "r.sqlite").string());
+  const std::vector<std::string> families = {"transformer", "swa",      "gated_deltanet", "mamba2",   "gla",
+                                             "deltanet",    "retnet",   "titans_lmm",     "ttt_linear", "atlas",
+                                             "mom",         "samba"};
+  test::fill_mqar_families(db, families);
+  std::string out = (dir / "report").string();
+  std::string md = slurp(write_report(db, out, report_catalog()));
+  fs::path data = fs::path(out) / "figures" / "data";
+  std::string mqar = slurp(data / "mqar_accuracy_vs_dmodel.gp"), curves = slurp(data / "curves_mqar.gp");
+  REQUIRE_FALSE(mqar.empty());
+  REQUIRE_FALSE(curves.empty());
+  for (const std::string& f : families) {
+    INFO(f);
+    const std::string in_mqar = key_style(mqar, f);
+    CHECK_FALSE(in_mqar.empty());
+    CHECK(in_mqar.find(family_style(f).colour) != std::string::npos);
+    // curves label runs "model d=.. lr=.. (#id)": the same family, the same colour and marker.
+    std::smatch m;
+    REQUIRE(std::regex_search(curves, m, std::regex("(lc rgb '#[0-9a-f]{6}' pt [0-9]+) dt [0-9]+ ps 1 title '" +
+                                                    f + " d=")));
+    CHECK(m[1].str() == in_mqar);
+  }
+  // 12 families > 8 lines: one row of panels per group, no panel with more than 8 series; legends are key
+  // entries of their own plots placed in a margin (never `set key` inside a data panel).
+  CHECK(mqar.find("· linear recurrent") != std::string::npos);
+  CHECK(mqar.find("set key inside") == std::string::npos);
+  for (const std::string& script : {mqar, curves}) {
+    std::istringstream in(script);
+    std::string line;
+    size_t lines_in_panel = 0, worst = 0;
+    while (std::getline(in, line)) {
+      if (line.rfind("plot ", 0) == 0) lines_in_panel = 0;
+      if (line.find(" index ") != std::string::npos) worst = std::max(worst, ++lines_in_panel);
+    }
+    CHECK(worst <= 8);
+    CHECK(script.find("set rmargin at screen") != std::string::npos);
+  }
+  // Curves: each model's best run (24 runs > 8), the loss panels on a log axis (losses span > a decade).
+  CHECK(md.find("each model's best run") != std::string::npos);
+  CHECK(curves.find("set logscale y 10") != std::string::npos);
+}
+
+TEST_CASE("report style: plot_bars sorts best first and draws the chance line", "[report]") {
+  fs::path dir = test::temp_dir("report_bars");
+  BarPlot plot;
+  plot.name = "rank";
+  plot.title = "ranking";
+  plot.xlabel = "accuracy";
+  BarPanel p;
+  p.title = "L = 64";
+  p.bars = {{"swa", "swa", 0.4, ""}, {"transformer", "transformer", 0.9, ""}, {"gla", "gla", 0.6, ""},
+            {"broken", "gla", NAN, ""}};
+  p.chance = 1.0 / 128;
+  p.chance_label = "chance 1/128";
+  plot.panels = {p};
+  Figure fig = plot_bars(plot, dir.string());
+  CHECK(fs::file_size(fig.png) > 0);
+  CHECK(fs::file_size(fig.svg) > 0);
+  std::string script = slurp(dir / "data" / "rank.gp"), dat = slurp(dir / "data" / "rank_p0.dat");
+  // Best first = top: transformer at y 2, gla 1, swa 0; the NaN bar is left out.
+  CHECK(script.find("set ytics ('transformer' 2, 'gla' 1, 'swa' 0)") != std::string::npos);
+  CHECK(dat.find("broken") == std::string::npos);
+  CHECK(dat.find("2 0.90000000000000002 0 \"0.900\"") != std::string::npos);  // transformer is black
+  CHECK(script.find("set arrow from first 0.0078125, graph 0 to first 0.0078125, graph 1 nohead dt (6,4)") !=
+        std::string::npos);
+  CHECK(script.find("set label 'chance 1/128'") != std::string::npos);
+  CHECK(script.find("using ($2 > 0.0078125 ? $2 : 0.0078125):1:4 with labels left") != std::string::npos);
+  CHECK(count(script, "boxxyerror") == 2);                       // PNG + SVG
+
+  plot.higher_is_better = false;  // e.g. perplexity: lowest first
+  plot_bars(plot, dir.string());
+  CHECK(slurp(dir / "data" / "rank.gp").find("set ytics ('swa' 2, 'gla' 1, 'transformer' 0)") != std::string::npos);
+  plot.panels[0].bars = {{"x", "", NAN, ""}};
+  CHECK_THROWS_WITH(plot_bars(plot, dir.string()), Catch::Contains("no finite value"));
+}
+
+TEST_CASE("report style: MQAR ranking figure and report.html with CSS, contents and sortable tables", "[report]") {
+  fs::path dir = test::temp_dir("report_html");
+  ResultsDB db((dir / "r.sqlite").string());
+  test::fill_mqar_families(db, {"transformer", "gated_deltanet", "atlas"});
+  std::string out = (dir / "report").string();
+  std::string md = slurp(write_report(db, out, report_catalog()));
+  CHECK(md.find("figures/mqar_ranking.png") != std::string::npos);
+  CHECK(md.find("chance 1/128") != std::string::npos);
+  std::string bars = slurp(fs::path(out) / "figures" / "data" / "mqar_ranking.gp");
+  CHECK(bars.find("set label 'chance 1/128'") != std::string::npos);
+  CHECK(bars.find("d_model = 64") != std::string::npos);  // the largest d_model
+
+  std::string html = slurp(fs::path(out) / "report.html");
+  CHECK(html.find("<style>") != std::string::npos);
+  CHECK(html.find("max-width:1100px") != std::string::npos);
+  CHECK(html.find("figure img{max-width:100%;height:auto") != std::string::npos);
+  CHECK(html.find("tbody tr:nth-child(even)") != std::string::npos);
+  // Contents: a link per h2/h3 to the heading's id.
+  CHECK(html.find("<nav class=\"toc\">") != std::string::npos);
+  CHECK(html.find("<h2 id=\"mqar-accuracy-vs-model-dimension\">") != std::string::npos);
+  CHECK(html.find("<a href=\"#mqar-accuracy-vs-model-dimension\">") != std::string::npos);
+  CHECK(html.find("<h2 id=\"training-curves\">") != std::string::npos);
+  CHECK(html.find("<a href=\"#training-curves\">") != std::string::npos);
+  CHECK(html.find("<nav class=\"toc\">") > html.find("<h1"));
+  // Tables: header row in <thead>, sortable by a small inline script.
+  CHECK(html.find("<table class=\"sortable\">\n<thead><tr><th>model</th>") != std::string::npos);
+  CHECK(html.find("<tbody>") != std::string::npos);
+  CHECK(html.find("querySelectorAll('table.sortable')") != std::string::npos);
+  // Unique ids even for repeated headings.
+  std::string twice = markdown_to_html("# T\n\n## A\n\n### x\n\n## A\n", "t", dir.string());
+  CHECK(twice.find("<h2 id=\"a\">") != std::string::npos);
+  CHECK(twice.find("<h2 id=\"a-2\">") != std::string::npos);
+  CHECK(twice.find("<a href=\"#x\">x</a>") != std::string::npos);
+}
