@@ -194,9 +194,12 @@ TEST_CASE("report: many LM runs, a second corpus group and runs without summarie
                   "context 256 (1 runs: #" + std::to_string(ids[11]) + ");") != std::string::npos);
   CHECK(text.find("More than 8 runs: one panel per size") != std::string::npos);
   CHECK(non_empty_file(dir / "out" / "figures" / "lm_val_ppl_vs_tokens.png"));
-  // 11 families in the main group: the scaling figure splits them into panels of at most 8 lines.
+  // 11 families in the main group: the scaling figure splits them into one panel per model group.
   std::string script = slurp(dir / "out" / "figures" / "data" / "lm_ppl_vs_params.gp");
-  CHECK(script.find("set multiplot layout 1,2") != std::string::npos);
+  CHECK(script.find("set title 'attention'") != std::string::npos);
+  CHECK(script.find("set title 'linear recurrent'") != std::string::npos);
+  CHECK(script.find("set title 'deep test-time memory'") != std::string::npos);
+  CHECK(script.find("set title 'Atlas family'") != std::string::npos);
   CHECK(text.find("Kendall τ-b between the paper's ranking and ours (340M/15B): **0.956** (n = 10 families, size "
                   "tiny") != std::string::npos);
   CHECK(text.find("| swa |") != std::string::npos);  // in the runs table, in no paper table
