@@ -130,6 +130,31 @@ std::string margins_at(double left, double right, double top, double bottom, int
          sy(top) + "\nset bmargin at screen " + sy(bottom) + "\n";
 }
 
+// A panel title as a gnuplot string: on two lines (a double-quoted "\n") when it is wider than the panel,
+// broken at the last " · ", ": " or ", " (else space) that fits.
+std::string panel_title(const std::string& title, int panel_px, bool* wrapped) {
+  const size_t fit = static_cast<size_t>(std::max(10, (panel_px - 30) / kCharPx));
+  if (title.size() <= fit) return gnuplot_quote(title);
+  size_t cut = std::string::npos;
+  for (const char* sep : {" · ", ": ", ", ", " "}) {
+    size_t at = title.rfind(sep, fit);
+    if (at != std::string::npos && at > 0) {
+      cut = at + std::string(sep).size();
+      break;
+    }
+  }
+  if (cut == std::string::npos || cut >= title.size()) return gnuplot_quote(title);
+  *wrapped = true;
+  auto esc = [](const std::string& t) {
+    std::string out;
+    for (char c : t) out += c == '"' || c == '\\' ? std::string("\\") + c : c == '\n' ? std::string(" ") : std::string(1, c);
+    return out;
+  };
+  std::string first = title.substr(0, cut);
+  while (!first.empty() && first.back() == ' ') first.pop_back();
+  return "\"" + esc(first) + "\\n" + esc(title.substr(cut)) + "\"";
+}
+
 struct LineStyle {
   std::string colour;
   int point_type = 1, dash = 1;
@@ -330,6 +355,11 @@ Figure plot_lines(const LinePlot& plot, const std::string& dir) {
     return {a, b};
   };
 
+  bool wrapped = false;  // a two-line panel title: every panel gets the room for it
+  std::vector<std::string> titles;
+  for (const DrawnPanel& dp : drawn) titles.push_back(panel_title(dp.title, plot.panel_width, &wrapped));
+  const int top_px = kPanelTopPx + (wrapped ? 14 : 0);
+
   std::ostringstream body;
   body << "set multiplot";
   if (multi && !plot.title.empty()) body << " title " << gnuplot_quote(plot.title);
@@ -340,9 +370,9 @@ Figure plot_lines(const LinePlot& plot, const std::string& dir) {
     const int r = static_cast<int>(i) / cols, c = static_cast<int>(i) % cols;
     const double x0 = c * cell_px, y0 = title_px + r * plot.panel_height;
     auto [lo, hi] = y_range(i);
-    body << margins_at(x0 + kPanelLeftPx, x0 + plot.panel_width - kPanelRightPx, y0 + kPanelTopPx,
+    body << margins_at(x0 + kPanelLeftPx, x0 + plot.panel_width - kPanelRightPx, y0 + top_px,
                        y0 + plot.panel_height - kPanelBottomPx, width, height);
-    body << "set title " << gnuplot_quote(dp.title) << "\n";
+    body << "set title " << titles[i] << "\n";
     body << "set xlabel " << gnuplot_quote(plot.xlabel) << "\nset ylabel " << gnuplot_quote(plot.ylabel) << "\n";
     body << "unset logscale\nset xtics autofreq\nset ytics autofreq\n";
     if (plot.log_x > 0) body << "set logscale x " << number(plot.log_x) << "\n";

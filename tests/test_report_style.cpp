@@ -228,3 +228,17 @@ TEST_CASE("report style: MQAR ranking figure and report.html with CSS, contents 
   CHECK(twice.find("<h2 id=\"a-2\">") != std::string::npos);
   CHECK(twice.find("<a href=\"#x\">x</a>") != std::string::npos);
 }
+
+TEST_CASE("report style: a panel title wider than its panel is broken onto two lines", "[report]") {
+  fs::path dir = test::temp_dir("report_title");
+  LinePlot plot;
+  plot.name = "wrap";
+  plot.title = "figure";
+  const std::string long_title = "mixer_fwdbwd: first-layer mixer alone, forward + backward · deep test-time memory (1/2)";
+  plot.panels = {{long_title, {{"a", {1, 2}, {1, 2}, "gla"}}}, {"short", {{"a", {1, 2}, {2, 3}, "gla"}}}};
+  plot_lines(plot, dir.string());
+  std::string script = slurp(dir / "data" / "wrap.gp");
+  CHECK(script.find("set title \"mixer_fwdbwd: first-layer mixer alone, forward + backward ·\\ndeep test-time memory "
+                    "(1/2)\"") != std::string::npos);
+  CHECK(script.find("set title 'short'") != std::string::npos);
+}
