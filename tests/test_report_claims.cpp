@@ -3,8 +3,6 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "engine/quickstart.h"
 #include "engine/report_catalog.h"
@@ -16,13 +14,6 @@ using namespace mnemo;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // One completed MQAR run whose test accuracy climbs to `best` (at d_model 64, L 64).
 void add_mqar_run(ResultsDB& db, const std::string& model, int nkv, double lr, double best,
@@ -76,7 +67,7 @@ TEST_CASE("report claims: verdicts and tau-b follow the numbers in the database"
   add_mqar_run(db, "linear_attn", 8, 2e-3, 0.3);
   // DeltaNet no better than linear attention at N_KV = 8: that claim must disagree.
   add_mqar_run(db, "deltanet", 8, 2e-3, 0.1);
-  const std::string md = slurp(write_report(db, (dir / "out").string(), report_catalog()));
+  const std::string md = read_text_file(write_report(db, (dir / "out").string(), report_catalog()));
 
   CHECK(md.find("## The papers' MQAR claims") != std::string::npos);
   CHECK(table_row(md, "Softmax attention solves MQAR").find("| agrees |") != std::string::npos);
