@@ -1,5 +1,6 @@
 #include "engine/report_catalog.h"
 
+#include "engine/quickstart.h"
 #include "synthetic/learnability.h"
 #include "synthetic/mad.h"
 
@@ -15,7 +16,7 @@ json report_catalog() {
   }
   json settings = json::object();
   for (int s = 1; s <= 5; ++s) settings[std::to_string(s)] = learnability_setting_name(s);
-  return {{"mad", mad}, {"learnability", {{"settings", settings}}}};
+  return {{"mad", mad}, {"learnability", {{"settings", settings}}}, {"quickstart", quickstart_catalog()}};
 }
 
 }  // namespace mnemo

@@ -11,21 +11,12 @@
 #include <tuple>
 
 #include "reports/family_style.h"
+#include "reports/mqar_cells.h"
 #include "reports/report.h"
 
 namespace mnemo {
 
 namespace {
-
-struct Cell {
-  double accuracy = -INFINITY;
-  double best_lr = NAN;
-  int64_t best_run = 0;
-  std::set<double> lrs;
-  int runs = 0;
-};
-
-using CellKey = std::tuple<int64_t, int64_t, std::string, int64_t>;  // L, N_KV, model, d
 
 std::string format_lr(double lr) {
   if (std::isnan(lr)) return "?";
@@ -35,46 +26,11 @@ std::string format_lr(double lr) {
 }
 
 void mqar_section(ReportContext& ctx) {
-  std::map<int64_t, double> best_acc;  // run id -> best test accuracy over its evaluations
-  for (const MetricRow& m : ctx.db.metrics_named("test", "accuracy"))
-    if (std::isfinite(m.value)) {
-      auto it = best_acc.find(m.run_id);
-      best_acc[m.run_id] = it == best_acc.end() ? m.value : std::max(it->second, m.value);
-    }
-
-  std::map<CellKey, Cell> cells;
-  std::map<std::pair<int64_t, int64_t>, std::set<int64_t>> vocab;  // (L, N_KV) -> vocab sizes of its runs
-  std::vector<int64_t> missing_keys, no_accuracy;
-  for (const RunInfo& run : ctx.db.runs()) {
-    if (run.task != "mqar") continue;
-    json cfg = run_config(ctx.db, run);
-    auto d = config_number(cfg, "d_model");
-    auto L = config_number(cfg, "seq_len");
-    auto nkv = config_number(cfg, "num_kv_pairs");
-    if (!d || !L || !nkv) {
-      missing_keys.push_back(run.id);
-      continue;
-    }
-    auto acc = best_acc.find(run.id);
-    if (acc == best_acc.end()) {
-      no_accuracy.push_back(run.id);
-      continue;
-    }
-    std::string model = config_string(cfg, "model", run.model);
-    double lr = config_number(cfg, "lr").value_or(NAN);
-    // Values are drawn from [V/2, V) (synthetic/mqar.cpp); V defaults to the task's 8192.
-    vocab[{static_cast<int64_t>(*L), static_cast<int64_t>(*nkv)}].insert(
-        static_cast<int64_t>(config_number(cfg, "vocab_size").value_or(8192)));
-    Cell& c = cells[{static_cast<int64_t>(*L), static_cast<int64_t>(*nkv), model,
-                     static_cast<int64_t>(*d)}];
-    ++c.runs;
-    if (!std::isnan(lr)) c.lrs.insert(lr);
-    if (acc->second > c.accuracy) {
-      c.accuracy = acc->second;
-      c.best_lr = lr;
-      c.best_run = run.id;
-    }
-  }
+  const MqarCells data = mqar_cells(ctx.db);
+  const auto& cells = data.cells;
+  const auto& missing_keys = data.missing_keys;
+  const auto& no_accuracy = data.no_accuracy;
+  const auto& vocab = data.vocab_sizes;
   if (cells.empty() && missing_keys.empty() && no_accuracy.empty()) return;  // no MQAR runs
 
   ctx.md << "## MQAR: accuracy vs model dimension\n\n";
@@ -137,7 +93,7 @@ void mqar_section(ReportContext& ctx) {
       for (const auto& [key, c] : cells)
         if (std::get<0>(key) == lk.first && std::get<1>(key) == lk.second && std::get<3>(key) == top_d)
           bp.bars.push_back({std::get<2>(key), std::get<2>(key), c.accuracy, ""});
-      const std::set<int64_t>& vs = vocab[lk];
+      const std::set<int64_t>& vs = vocab.at(lk);
       if (vs.size() == 1) {
         const int64_t V = *vs.begin(), values = V - V / 2;
         bp.chance = (fraction ? 1.0 : 100.0) / static_cast<double>(values);
@@ -171,7 +127,7 @@ void mqar_section(ReportContext& ctx) {
             row.push_back("-");
             continue;
           }
-          const Cell& c = it->second;
+          const MqarCell& c = it->second;
           row.push_back(format_number(c.accuracy, 3) + " (lr " + format_lr(c.best_lr) + ", " +
                         std::to_string(c.lrs.size()) + " lr, run " + std::to_string(c.best_run) + ")");
         }

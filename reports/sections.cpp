@@ -1,11 +1,12 @@
 // The one place that lists every built-in report section (one line each). Orders leave gaps:
-// 0 header · 20 MQAR · 25 language modelling · 27 zero-shot commonsense · 30-50 long-context / MAD
+// 0 header · 15 MQAR claims · 20 MQAR · 25 language modelling · 27 zero-shot commonsense · 30-50 long-context / MAD
 // sections · 60 training curves · 80 runs table · 90 benchmarks.
 #include "reports/report.h"
 
 namespace mnemo {
 
 void register_header_section();     // reports/section_header.cpp
+void register_claims_section();     // reports/section_claims.cpp
 void register_mqar_section();       // reports/section_mqar.cpp
 void register_lm_section();         // reports/section_lm.cpp
 void register_zeroshot_section();   // reports/section_zeroshot.cpp
@@ -19,6 +20,7 @@ void register_benchmark_section();  // reports/section_bench.cpp
 
 void register_builtin_report_sections() {
   register_header_section();
+  register_claims_section();
   register_mqar_section();
   register_lm_section();
   register_zeroshot_section();

@@ -1,0 +1,26 @@
+// The main job (`mnemo quickstart`, README command 1): two small sweeps chosen so that their
+// comparison can be checked against the papers' claims on a 2-core CPU — MQAR recall at two numbers
+// of key-value pairs (the gap between attention, the delta rule and linear attention, Zoology Fig. 2)
+// and a tiny language-modelling pretraining comparison at an equal token budget — plus what the
+// report needs to say about them (protocol, families left out and why).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/common.h"
+
+namespace mnemo {
+
+// Families the MQAR stage runs by default: one or two per group of the papers' ranking.
+std::vector<std::string> quickstart_mqar_models();
+// Families the language-modelling stage runs by default.
+std::vector<std::string> quickstart_lm_models();
+
+json quickstart_mqar_sweep(const std::vector<std::string>& models);
+json quickstart_lm_sweep(const std::vector<std::string>& models);
+
+// {"protocol": text, "left_out": {family: reason}} for the report catalog (every registered
+// family the MQAR stage does not run, with the reason).
+json quickstart_catalog();
+
+}  // namespace mnemo

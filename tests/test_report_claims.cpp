@@ -1,0 +1,101 @@
+// The report's "papers' MQAR claims" section: verdicts and Kendall's τ-b computed from the
+// database, and the quickstart's protocol / left-out families from the catalog.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "engine/quickstart.h"
+#include "engine/report_catalog.h"
+#include "reports/mqar_cells.h"
+#include "reports/report.h"
+#include "test_util.h"
+
+using namespace mnemo;
+namespace fs = std::filesystem;
+
+namespace {
+
+// One completed MQAR run whose test accuracy climbs to `best` (at d_model 64, L 64).
+void add_mqar_run(ResultsDB& db, const std::string& model, int nkv, double lr, double best,
+                  const std::string& sweep = "quickstart") {
+  RunInfo r;
+  r.model = model;
+  r.task = "mqar";
+  r.sweep = sweep;
+  json cfg = {{"model", model}, {"task", "mqar"}, {"d_model", 64}, {"seq_len", 64}, {"num_kv_pairs", nkv}, {"lr", lr}};
+  r.config_json = cfg.dump();
+  r.config_hash = model + std::to_string(nkv) + std::to_string(lr);
+  const int64_t id = db.create_run(r);
+  db.add_metrics({{id, 100, "test", "accuracy", best / 2, 1.0}, {id, 200, "test", "accuracy", best, 2.0},
+                  {id, 300, "test", "accuracy", best - 0.01, 3.0}});
+  db.set_run_status(id, "completed");
+}
+
+std::string table_row(const std::string& md, const std::string& start) {
+  const size_t at = md.find("| " + start);
+  REQUIRE(at != std::string::npos);
+  return md.substr(at, md.find('\n', at) - at);
+}
+
+}  // namespace
+
+TEST_CASE("report claims: MQAR cells take the best evaluation, then the best learning rate", "[report]") {
+  fs::path dir = test::temp_dir("claims_cells");
+  ResultsDB db((dir / "r.sqlite").string());
+  add_mqar_run(db, "transformer", 4, 1e-3, 0.5);
+  add_mqar_run(db, "transformer", 4, 3e-3, 0.97);
+  add_mqar_run(db, "linear_attn", 4, 1e-3, 0.4, "other");
+  const MqarCells all = mqar_cells(db);
+  REQUIRE(all.cells.size() == 2);
+  const MqarCell& t = all.cells.at({64, 4, "transformer", 64});
+  CHECK(t.accuracy == Approx(0.97));  // the best evaluation (step 200), not the last
+  CHECK(t.best_lr == Approx(3e-3));
+  CHECK(t.lrs.size() == 2);
+  CHECK(t.runs == 2);
+  CHECK(mqar_cells(db, "quickstart").cells.size() == 1);
+}
+
+TEST_CASE("report claims: verdicts and tau-b follow the numbers in the database", "[report]") {
+  fs::path dir = test::temp_dir("claims_verdicts");
+  ResultsDB db((dir / "r.sqlite").string());
+  // The papers' pattern: attention solves both settings, the delta rule holds up, linear attention falls.
+  add_mqar_run(db, "transformer", 4, 2e-3, 1.0);
+  add_mqar_run(db, "transformer", 8, 2e-3, 0.99);
+  add_mqar_run(db, "gated_deltanet", 4, 2e-3, 0.98);
+  add_mqar_run(db, "gated_deltanet", 8, 2e-3, 0.8);
+  add_mqar_run(db, "linear_attn", 4, 2e-3, 0.9);
+  add_mqar_run(db, "linear_attn", 8, 2e-3, 0.3);
+  // DeltaNet no better than linear attention at N_KV = 8: that claim must disagree.
+  add_mqar_run(db, "deltanet", 8, 2e-3, 0.1);
+  const std::string md = read_text_file(write_report(db, (dir / "out").string(), report_catalog()));
+
+  CHECK(md.find("## The papers' MQAR claims") != std::string::npos);
+  CHECK(table_row(md, "Softmax attention solves MQAR").find("| agrees |") != std::string::npos);
+  const std::string gdn = table_row(md, "Gated DeltaNet recalls better");
+  CHECK(gdn.find("N_KV=8 (L=64): gated_deltanet 0.800 vs linear_attn 0.300") != std::string::npos);
+  CHECK(gdn.find("| agrees |") != std::string::npos);
+  CHECK(table_row(md, "DeltaNet recalls better").find("| disagrees |") != std::string::npos);
+  CHECK(table_row(md, "A deep test-time memory").find("not testable") != std::string::npos);
+  CHECK(table_row(md, "Linear attention's recall falls").find("| agrees |") != std::string::npos);
+  CHECK(md.find("### d_model = 64: 4 of 5 testable claims agree") != std::string::npos);
+  // tau-b at N_KV = 4 (transformer 1.0 > gdn 0.98 > linear_attn 0.9 against tiers 2 > 1 > 0) is 1.
+  CHECK(table_row(md, "N_KV=4 (L=64) | 3 |").find("| 1.00 |") != std::string::npos);
+  // At N_KV = 8 deltanet (tier 1) is last: 4 concordant, 1 discordant (linear_attn > deltanet), 1 tied tier
+  // (gated_deltanet, deltanet) of 6 pairs -> (4-1)/sqrt(6*5) = 0.548.
+  CHECK(table_row(md, "N_KV=8 (L=64) | 4 |").find("| 0.55 |") != std::string::npos);
+
+  // The quickstart's protocol and the families it leaves out come from the catalog.
+  CHECK(md.find("**Quickstart protocol.**") != std::string::npos);
+  CHECK(md.find("| atlas |") != std::string::npos);
+  CHECK(md.find("| transformer | budget") == std::string::npos);
+}
+
+TEST_CASE("quickstart: its sweeps name real families and the catalog leaves out the rest", "[report]") {
+  const json mqar = quickstart_mqar_sweep(quickstart_mqar_models());
+  CHECK(mqar["grid"]["num_kv_pairs"].size() == 2);
+  const json catalog = quickstart_catalog();
+  for (const std::string& m : quickstart_mqar_models()) CHECK_FALSE(catalog["left_out"].contains(m));
+  CHECK(catalog["left_out"].contains("titans_lmm"));
+  CHECK(catalog["protocol"].get<std::string>().find("MQAR") != std::string::npos);
+  CHECK(quickstart_lm_sweep(quickstart_lm_models())["base"]["task"] == "lm");
+}
