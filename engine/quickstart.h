@@ -1,5 +1,5 @@
 // The main job (`mnemo quickstart`, README command 1): two small sweeps chosen so that their
-// comparison can be checked against the papers' claims on a 2-core CPU — MQAR recall at two numbers
+// comparison can be checked against the papers' claims on a 2-core CPU — MQAR recall at three numbers
 // of key-value pairs (the gap between attention, the delta rule and linear attention, Zoology Fig. 2)
 // and a tiny language-modelling pretraining comparison at an equal token budget — plus what the
 // report needs to say about them (protocol, families left out and why).

@@ -159,8 +159,16 @@ std::string config_hash(const json& resolved) {
            {"precision", "fp32"},
            // Issue 19's ATLAS cost keys (runtime/atlas/atlas_core.h): at their defaults, earlier ATLAS cells keep
            // their hashes (a sweep does not re-run them).
-           {"ns_granularity", "token"}, {"ns_precision", "fp32"}, {"atlas_recompute", true}})
+           {"ns_granularity", "token"}, {"ns_precision", "fp32"}, {"atlas_recompute", true},
+           // Issue 17's MQAR mixture keys (tasks/mqar_task.cpp): empty lists keep earlier MQAR cells.
+           {"train_num_kv_pairs", json::array()}, {"train_kv_weights", json::array()},
+           {"test_num_kv_pairs", json::array()}})
     if (c.contains(k) && c[k] == v) c.erase(k);
+  // Issue 17's optional short conv of the transformer: off, earlier Transformer++ cells keep their hashes.
+  if (c.value("model", "") == "transformer" && c.value("short_conv", true) == false && c.value("conv_size", 0) == 4) {
+    c.erase("short_conv");
+    c.erase("conv_size");
+  }
   return sha256_hex(c.dump()).substr(0, 16);
 }
 

@@ -37,7 +37,8 @@ void mqar_section(ReportContext& ctx) {
   ctx.md << "Protocol (Zoology; spec tasks.md §7.2): each run's best `test/accuracy` over its "
             "evaluations, then the maximum over the learning-rate sweep for each (sequence "
             "length L, key-value pairs N_KV, model, d_model). Accuracy is per example over its "
-            "queries, averaged over test examples.\n\n";
+            "queries, averaged over test examples. A run trained on Zoology's mixture of key-value counts "
+            "(`test_num_kv_pairs`) gives one point per tested N_KV, from its `accuracy_nkv<N>` metrics.\n\n";
 
   if (!cells.empty()) {
     bool fraction = true;

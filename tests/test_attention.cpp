@@ -98,6 +98,36 @@ TEST_CASE("transformer: prefill + token-by-token decode equals the full forward"
   check_decode_equals_forward(gqa, 12, 3);
 }
 
+TEST_CASE("transformer with a short conv on q/k/v: causal, decode == forward, the conv is trained",
+          "[attention][decode]") {
+  auto m = tiny_model("transformer", {{"short_conv", true}, {"conv_size", 3}, {"n_kv_heads", 2}});
+  check_decode_equals_forward(m, 20, 7);
+  check_decode_equals_forward(m, 9, 1);
+  ModelState st = m->initial_state();
+  {
+    torch::NoGradGuard g;
+    m->forward(torch::randint(0, 50, {1, 5}, torch::kInt64), &st);
+  }
+  REQUIRE(st[0].tensors.at("conv_k").size(2) == 2);  // the last K-1 = 2 projected keys
+  // Causal: a changed token t leaves the logits before t unchanged.
+  torch::NoGradGuard g;
+  auto ids = torch::randint(1, 50, {1, 12}, torch::kInt64);
+  auto ids2 = ids.clone();
+  ids2[0][6] = 0;
+  auto a = m->forward(ids), b = m->forward(ids2);
+  REQUIRE(max_rel_err(a.narrow(1, 0, 6), b.narrow(1, 0, 6)) <= 1e-12);
+  REQUIRE(max_rel_err(a.narrow(1, 6, 6), b.narrow(1, 6, 6)) > 1e-6);
+  // The conv weights are parameters (the default transformer has none).
+  int convs = 0;
+  for (const auto& p : m->named_parameters()) convs += p.key().find("_conv.weight") != std::string::npos;
+  REQUIRE(convs == 3 * 2);  // q, k, v in each of the two layers
+  int plain = 0;
+  for (const auto& p : tiny_model("transformer")->named_parameters()) plain += p.key().find("_conv") != std::string::npos;
+  REQUIRE(plain == 0);
+  REQUIRE_THROWS_WITH(tiny_model("transformer", {{"short_conv", true}, {"conv_size", 0}}),
+                      Catch::Contains("conv_size must be >= 1"));
+}
+
 TEST_CASE("swa: ring-buffer decode equals the full forward, across the window boundary", "[attention][decode]") {
   for (int64_t W : {1, 3, 8}) {
     auto m = tiny_model("swa", {{"window", W}});

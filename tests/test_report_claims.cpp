@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <set>
 
 #include "engine/quickstart.h"
 #include "engine/report_catalog.h"
@@ -55,6 +56,32 @@ TEST_CASE("report claims: MQAR cells take the best evaluation, then the best lea
   CHECK(mqar_cells(db, "quickstart").cells.size() == 1);
 }
 
+TEST_CASE("report claims: a run trained on Zoology's mixture gives one MQAR cell per test slice", "[report]") {
+  fs::path dir = test::temp_dir("claims_slices");
+  ResultsDB db((dir / "r.sqlite").string());
+  RunInfo r;
+  r.model = "gated_deltanet";
+  r.task = "mqar";
+  r.sweep = "quickstart";
+  r.config_json = json{{"model", "gated_deltanet"}, {"task", "mqar"},     {"d_model", 32},
+                       {"seq_len", 64},            {"num_kv_pairs", 4}, {"vocab_size", 128},
+                       {"lr", 2e-3},               {"test_num_kv_pairs", {4, 8, 16}}}
+                      .dump();
+  r.config_hash = "mix";
+  const int64_t id = db.create_run(r);
+  db.add_metrics({{id, 100, "test", "accuracy", 0.5, 1.0},       {id, 100, "test", "accuracy_nkv4", 0.9, 1.0},
+                  {id, 100, "test", "accuracy_nkv8", 0.5, 1.0},  {id, 100, "test", "accuracy_nkv16", 0.1, 1.0},
+                  {id, 200, "test", "accuracy_nkv4", 0.95, 2.0}, {id, 200, "test", "accuracy_nkv8", 0.4, 2.0}});
+  db.set_run_status(id, "completed");
+  const MqarCells got = mqar_cells(db);
+  REQUIRE(got.cells.size() == 3);
+  CHECK(got.cells.at({64, 4, "gated_deltanet", 32}).accuracy == Approx(0.95));  // best evaluation per slice
+  CHECK(got.cells.at({64, 8, "gated_deltanet", 32}).accuracy == Approx(0.5));
+  CHECK(got.cells.at({64, 16, "gated_deltanet", 32}).accuracy == Approx(0.1));
+  CHECK(got.vocab_sizes.at({64, 16}) == std::set<int64_t>{128});
+  CHECK(got.no_accuracy.empty());
+}
+
 TEST_CASE("report claims: verdicts and tau-b follow the numbers in the database", "[report]") {
   fs::path dir = test::temp_dir("claims_verdicts");
   ResultsDB db((dir / "r.sqlite").string());
@@ -92,7 +119,9 @@ TEST_CASE("report claims: verdicts and tau-b follow the numbers in the database"
 
 TEST_CASE("quickstart: its sweeps name real families and the catalog leaves out the rest", "[report]") {
   const json mqar = quickstart_mqar_sweep(quickstart_mqar_models());
-  CHECK(mqar["grid"]["num_kv_pairs"].size() == 2);
+  CHECK(mqar["base"]["test_num_kv_pairs"].size() == 3);
+  CHECK(mqar["cases"].size() == quickstart_mqar_models().size());
+  CHECK(mqar["cases"][0] == json({{"model", "transformer"}, {"short_conv", true}}));
   const json catalog = quickstart_catalog();
   for (const std::string& m : quickstart_mqar_models()) CHECK_FALSE(catalog["left_out"].contains(m));
   CHECK(catalog["left_out"].contains("titans_lmm"));

@@ -79,6 +79,12 @@ AttentionMixer::AttentionMixer(const MixerContext& ctx, const AttentionArgs& arg
   k_proj_ = register_module("k_proj", make_linear(ctx.d_model, n_kv_heads_ * head_dim_));
   v_proj_ = register_module("v_proj", make_linear(ctx.d_model, n_kv_heads_ * head_dim_));
   o_proj_ = register_module("o_proj", make_linear(n_heads_ * head_dim_, ctx.d_model));
+  if (args.short_conv) {
+    if (args.conv_size < 1) throw Error("conv_size must be >= 1, got " + std::to_string(args.conv_size));
+    q_conv_ = register_module("q_conv", ShortConv(n_heads_ * head_dim_, args.conv_size));
+    k_conv_ = register_module("k_conv", ShortConv(n_kv_heads_ * head_dim_, args.conv_size));
+    v_conv_ = register_module("v_conv", ShortConv(n_kv_heads_ * head_dim_, args.conv_size));
+  }
 }
 
 std::pair<torch::Tensor, torch::Tensor> AttentionMixer::extend_cache(const torch::Tensor& k,
@@ -123,9 +129,15 @@ std::pair<torch::Tensor, torch::Tensor> AttentionMixer::extend_cache(const torch
 torch::Tensor AttentionMixer::forward(const torch::Tensor& x, LayerState* state) {
   const int64_t B = x.size(0), T = x.size(1);
   const int64_t offset = state ? state->pos : 0;
-  auto q = q_proj_(x).view({B, T, n_heads_, head_dim_}).transpose(1, 2);
-  auto k = k_proj_(x).view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);
-  auto v = v_proj_(x).view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);
+  auto q = q_proj_(x), k = k_proj_(x), v = v_proj_(x);  // [B, T, H * D]
+  if (args_.short_conv) {
+    q = q_conv_(q, state, "conv_q");
+    k = k_conv_(k, state, "conv_k");
+    v = v_conv_(v, state, "conv_v");
+  }
+  q = q.view({B, T, n_heads_, head_dim_}).transpose(1, 2);
+  k = k.view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);
+  v = v.view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);
   q = apply_rope(q, offset, args_.rope_theta);
   k = apply_rope(k, offset, args_.rope_theta);
   int64_t k_offset = offset;
@@ -144,8 +156,11 @@ struct TransformerArgs {
   int64_t n_kv_heads = 0;
   double rope_theta = 10000.0;
   int64_t q_block = 256;
+  bool short_conv = false;
+  int64_t conv_size = 4;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TransformerArgs, n_kv_heads, rope_theta, q_block)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TransformerArgs, n_kv_heads, rope_theta, q_block, short_conv,
+                                                conv_size)
 
 struct SwaArgs {
   int64_t window = 2048;  // spec §3.2 default for hybrids at 4K context
@@ -158,7 +173,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SwaArgs, window, n_kv_heads, rop
 class TransformerMixer : public AttentionMixer {
  public:
   TransformerMixer(const MixerContext& ctx, const TransformerArgs& a)
-      : AttentionMixer(ctx, AttentionArgs{0, a.n_kv_heads, a.rope_theta, a.q_block}) {}
+      : AttentionMixer(ctx, AttentionArgs{0, a.n_kv_heads, a.rope_theta, a.q_block, a.short_conv, a.conv_size}) {}
 };
 
 class SwaMixer : public AttentionMixer {
@@ -172,7 +187,7 @@ class SwaMixer : public AttentionMixer {
 
 void register_attention_families(Registry& r) {
   r.add_mixer(make_mixer_family<TransformerArgs, TransformerMixer>(
-      "transformer", "Transformer++: causal softmax attention, RoPE, optional GQA (spec §3.1)"));
+      "transformer", "Transformer++: causal softmax attention, RoPE, optional GQA, optional short conv on q/k/v (spec §3.1)"));
   r.add_mixer(make_mixer_family<SwaArgs, SwaMixer>(
       "swa", "sliding-window softmax attention, W keys incl. self, ring-buffer cache (spec §3.2)"));
 }

@@ -1,5 +1,6 @@
 // Softmax attention mixers (spec models.md §3): `transformer` (causal, RoPE, optional GQA) and
 // `swa` (sliding window of W keys including the current token; decode cache = ring buffer of W).
+// Either may put a short convolution on q, k, v (`short_conv`; decode caches "conv_q", "conv_k", "conv_v").
 #pragma once
 #include <torch/torch.h>
 
@@ -13,6 +14,11 @@ struct AttentionArgs {
   int64_t n_kv_heads = 0;    // 0 = n_heads (no GQA)
   double rope_theta = 10000.0;
   int64_t q_block = 256;     // queries per block: memory O(T * block) (full) or O(block * (block+W))
+  // Depthwise causal conv (kernel conv_size) + SiLU on q, k, v after their projections, as the linear
+  // recurrent families have it (spec §2.3). Off for Transformer++; Zoology's MQAR attention baseline has a
+  // short convolution before attention (Hybrid[BaseConv, MHA], arxiv24_based_figure2/configs.py).
+  bool short_conv = false;
+  int64_t conv_size = 4;
 };
 
 // Causal (optionally windowed) softmax attention over absolute positions, blocked over queries.
@@ -38,6 +44,7 @@ class AttentionMixer : public Mixer {
   AttentionArgs args_;
   int64_t n_heads_, n_kv_heads_, head_dim_;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
+  ShortConv q_conv_{nullptr}, k_conv_{nullptr}, v_conv_{nullptr};  // null unless args.short_conv
 };
 
 }  // namespace mnemo
