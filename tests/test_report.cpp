@@ -10,19 +10,14 @@
 #include "engine/report_catalog.h"
 #include "reports/report.h"
 #include "report_fixtures.h"
+#include "file_util.h"
 #include "test_util.h"
 
 using namespace mnemo;
+using mnemo::test::slurp;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 bool non_empty_file(const fs::path& p) { return fs::exists(p) && fs::file_size(p) > 0; }
 

@@ -12,19 +12,14 @@
 #include "reports/family_style.h"
 #include "reports/report.h"
 #include "report_fixtures.h"
+#include "file_util.h"
 #include "test_util.h"
 
 using namespace mnemo;
+using mnemo::test::slurp;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // The `lc rgb '#xxxxxx' pt N` style a gnuplot script gives the first series or key entry titled/commented
 // `label` (plot_lines writes each series' data block as "# label" and its key entry as "title 'label'").

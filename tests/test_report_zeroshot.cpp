@@ -10,19 +10,14 @@
 #include "engine/report_catalog.h"
 #include "reports/report.h"
 #include "reports/zeroshot_papers.h"
+#include "file_util.h"
 #include "test_util.h"
 
 using namespace mnemo;
+using mnemo::test::slurp;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // The text of one `## ` section of report.md ("" when absent).
 std::string section(const std::string& md, const std::string& heading) {

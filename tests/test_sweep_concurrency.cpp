@@ -18,11 +18,13 @@
 
 #include "core/common.h"
 #include "results/db.h"
+#include "file_util.h"
 #include "test_util.h"
 
 extern char** environ;
 
 using mnemo::test::run_mnemo;
+using mnemo::test::slurp;
 using mnemo::test::temp_dir;
 namespace fs = std::filesystem;
 
@@ -31,13 +33,6 @@ namespace {
 const char* kTinyMqar =
     "--model transformer --task mqar --set d_model=16 --set n_layers=1 --set n_heads=2 --set seq_len=16 "
     "--set vocab_size=32 --set num_kv_pairs=2 --set steps=4 --set n_train=64 --set n_test=16 --set batch_size=8";
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
