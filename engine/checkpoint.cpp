@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 
+#include "engine/export.h"
 #include "engine/run_config.h"
 #include "tasks/mad_tasks.h"
 #include "tasks/task.h"
@@ -189,7 +190,50 @@ std::string resolve_checkpoint_path(const std::string& path) {
   throw Error("not a mnemo checkpoint (no config.json + model.pt): " + path);
 }
 
+namespace {
+bool is_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+bool holds_checkpoint(const fs::path& p) {
+  return (fs::exists(p / "config.json") && fs::exists(p / "model.pt")) || !newest_complete(p).empty() ||
+         fs::exists(p / "checkpoint" / "config.json");
+}
+}  // namespace
+
+std::optional<ExportFiles> find_export(const std::string& path) {
+  const fs::path p(path);
+  const std::string ext = p.extension().string();
+  auto with_config = [](const fs::path& safetensors, const fs::path& config) {
+    if (!is_file(config))
+      throw Error("export " + safetensors.string() + ": its config " + config.string() +
+                  " is missing (mnemo export writes PATH.safetensors and PATH.json side by side)");
+    return ExportFiles{safetensors.string(), config.string()};
+  };
+  if (ext == ".safetensors" || ext == ".json") {
+    fs::path safetensors = p, config = p;
+    safetensors.replace_extension(".safetensors");
+    config.replace_extension(".json");
+    if (!is_file(p) || !is_file(safetensors)) return std::nullopt;  // a lone .json is no export
+    return with_config(safetensors, config);
+  }
+  std::error_code ec;
+  if (!fs::is_directory(p, ec) || holds_checkpoint(p)) return std::nullopt;
+  for (const fs::path& dir : {p, p / "export"})
+    if (is_file(dir / "model.safetensors")) return with_config(dir / "model.safetensors", dir / "model.json");
+  return std::nullopt;
+}
+
+std::string resolve_model_path(const std::string& path) {
+  if (auto e = find_export(path)) return e->safetensors;
+  if (fs::exists(path) && !holds_checkpoint(path))
+    throw Error("neither a mnemo checkpoint (config.json + model.pt) nor an export (PATH.safetensors + PATH.json): " +
+                path);
+  return resolve_checkpoint_path(path);
+}
+
 json load_checkpoint_config(const std::string& path) {
+  if (auto e = find_export(path)) return export_run_config(e->config_json).first;
   return read_json_file((fs::path(resolve_checkpoint_path(path)) / "config.json").string());
 }
 
@@ -252,6 +296,7 @@ std::string backbone_kind(const json& resolved_config) {
 }
 
 Backbone load_backbone(const std::string& path, const torch::Device& device) {
+  if (auto e = find_export(path)) return load_backbone_safetensors(e->safetensors, e->config_json, device);
   const std::string dir = resolve_checkpoint_path(path);
   json cfg = load_checkpoint_config(dir);
   json resolved;
@@ -275,7 +320,7 @@ Backbone load_backbone(const std::string& path, const torch::Device& device) {
 LanguageModel load_model(const std::string& path, const torch::Device& device) {
   Backbone b = load_backbone(path, device);
   if (!b.language_model)
-    throw Error("checkpoint " + resolve_checkpoint_path(path) + " holds a " + b.kind +
+    throw Error("checkpoint " + resolve_model_path(path) + " holds a " + b.kind +
                 ", not a language model (it cannot generate)");
   return b.language_model;
 }
@@ -297,25 +342,16 @@ void check_checkpoint_model(const std::string& path, const Backbone& model) {
 
 void load_weights(const std::string& path, Backbone& model) {
   const std::string file = (fs::path(resolve_checkpoint_path(path)) / "model.pt").string();
-  // torch::load replaces tensors whatever their shape: compare against the model as built.
-  std::map<std::string, std::vector<int64_t>> expected;
-  for (const auto& item : model.module->named_parameters()) expected[item.key()] = item.value().sizes().vec();
-  for (const auto& item : model.module->named_buffers()) expected[item.key()] = item.value().sizes().vec();
-  try {
-    torch::load(model.module, file);
-  } catch (const c10::Error& e) {
-    std::string what = e.what_without_backtrace();
-    throw Error("incompatible or corrupted checkpoint " + file + ": " + what.substr(0, what.find('\n')));
-  }
-  auto shape = [](const std::vector<int64_t>& v) { return json(v).dump(); };
-  auto check = [&](const std::string& name, const torch::Tensor& t) {
-    auto it = expected.find(name);
-    if (it != expected.end() && t.sizes().vec() != it->second)
-      throw Error("checkpoint " + file + " does not fit this model: '" + name + "' is " + shape(t.sizes().vec()) +
-                  " in the checkpoint, " + shape(it->second) + " in the model (a size such as vocab_size differs)");
-  };
-  for (const auto& item : model.module->named_parameters()) check(item.key(), item.value());
-  for (const auto& item : model.module->named_buffers()) check(item.key(), item.value());
+  // Read from the archive, not with torch::load: LibTorch 1.13's torch::load into a module of another dtype
+  // reinterprets the stored bytes (an fp64 checkpoint would become garbage fp32 weights, silently).
+  const auto stored = stored_state(file, model);  // every tensor present, shapes checked
+  const auto state = backbone_state(model);
+  for (size_t i = 0; i < state.size(); ++i)
+    if (stored[i].second.scalar_type() != state[i].second.scalar_type())
+      throw Error("checkpoint " + file + " does not fit this model: '" + state[i].first + "' is stored as " +
+                  c10::toString(stored[i].second.scalar_type()) + ", the model holds " +
+                  c10::toString(state[i].second.scalar_type()) + " (the checkpoint was saved at another precision)");
+  load_backbone_state(model, std::map<std::string, torch::Tensor>(stored.begin(), stored.end()), "checkpoint " + file);
 }
 
 void load_optimizer(const std::string& path, torch::optim::Optimizer& optimizer) {

@@ -48,6 +48,17 @@ void save_checkpoint(const std::string& out_dir, const json& config, Backbone& m
 
 // Accepts either the run's out dir or its checkpoint folder.
 std::string resolve_checkpoint_path(const std::string& path);
+
+// A model to evaluate may also be a safetensors export (engine/export.h): PATH.safetensors (PATH.json beside
+// it), PATH.json, a folder holding model.safetensors + model.json (RUN/export), or a run folder with no
+// checkpoint but an export/ folder. A checkpoint always wins over an export.
+struct ExportFiles {
+  std::string safetensors, config_json;
+};
+std::optional<ExportFiles> find_export(const std::string& path);
+// The checkpoint folder, or the export's .safetensors file (what an evals row records as `checkpoint`).
+std::string resolve_model_path(const std::string& path);
+// config.json of a checkpoint, or the run config of an export (its PATH.json without the export's own keys).
 json load_checkpoint_config(const std::string& path);
 TrainerState load_trainer_state(const std::string& path);
 // model.json: what the checkpoint's model was (written by save_checkpoint; every field optional, older
@@ -63,8 +74,8 @@ CheckpointModelMeta parse_model_meta(const json& meta, const std::string& file);
 CheckpointModelMeta read_model_meta(const std::string& checkpoint_dir);
 // The backbone a resolved run config trains (tasks/mad_tasks.h task_backbone).
 std::string backbone_kind(const json& resolved_config);
-// Builds the backbone from the checkpoint's config and loads the weights (Error if incompatible),
-// in eval mode on `device`.
+// Builds the backbone from the checkpoint's (or export's) config and loads the weights (Error if
+// incompatible), in eval mode on `device`.
 Backbone load_backbone(const std::string& path, const torch::Device& device);
 // The same for a language model (generation); Error for an autoencoder checkpoint.
 LanguageModel load_model(const std::string& path, const torch::Device& device);
@@ -72,7 +83,7 @@ LanguageModel load_model(const std::string& path, const torch::Device& device);
 // describes `model`: backbone kind, vocab_size, layer mixers.
 void check_checkpoint_model(const std::string& path, const Backbone& model);
 // Loads the weights of a checkpoint into an existing backbone (resume); Error naming the first
-// parameter whose shape differs.
+// parameter whose shape or dtype differs.
 void load_weights(const std::string& path, Backbone& model);
 void load_optimizer(const std::string& path, torch::optim::Optimizer& optimizer);
 

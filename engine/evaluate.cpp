@@ -56,7 +56,7 @@ std::function<void(const std::vector<EvalCell>&)> eval_rows_sink(ResultsDB& db, 
 
 int64_t checkpoint_run_id(ResultsDB& db, const std::string& checkpoint) {
   namespace fs = std::filesystem;
-  const std::string ckpt = resolve_checkpoint_path(checkpoint);
+  const std::string ckpt = resolve_model_path(checkpoint);  // a checkpoint folder or an export's .safetensors
   std::string hash;
   try {
     hash = config_hash(resolve_run_config(load_checkpoint_config(ckpt)));
@@ -67,7 +67,10 @@ int64_t checkpoint_run_id(ResultsDB& db, const std::string& checkpoint) {
     fs::path c = fs::weakly_canonical(p, ec);
     return ec ? p.lexically_normal() : c;
   };
-  const fs::path run_dir = canonical(fs::path(ckpt).parent_path());
+  // RUN/checkpoint -> RUN; an export RUN/export/model.safetensors -> RUN.
+  fs::path parent = fs::path(ckpt).parent_path();
+  if (fs::path(ckpt).extension() == ".safetensors" && parent.filename() == "export") parent = parent.parent_path();
+  const fs::path run_dir = canonical(parent);
   auto same_dir = [&](const std::string& out_dir) { return !out_dir.empty() && canonical(out_dir) == run_dir; };
   TrainerState st;
   try {
@@ -131,7 +134,7 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     LanguageModelAdapter adapter(*model.language_model, device);
     EvalContext ctx(adapter);
     ctx.options = eval_options;
-    const std::string model_name = ckpt_cfg.value("model", ""), checkpoint = resolve_checkpoint_path(a.checkpoint);
+    const std::string model_name = ckpt_cfg.value("model", ""), checkpoint = resolve_model_path(a.checkpoint);
     ctx.record = eval_rows_sink(db, model_name, checkpoint, run_id, a.keep_previous);
     ctx.log = log;
     json out = ev->evaluate(ctx);
@@ -157,7 +160,7 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     r.task = task_name;
     r.metric = m;
     r.setting_json = task->params().dump();
-    r.checkpoint = resolve_checkpoint_path(a.checkpoint);
+    r.checkpoint = resolve_model_path(a.checkpoint);
     r.value = metrics[m].get<double>();
     r.n = metrics.value("n", int64_t{0});
     rows.push_back(r);

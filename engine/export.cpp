@@ -43,6 +43,8 @@ Backbone build_checkpoint_backbone(const std::string& dir) {
   return make_backbone(meta.backbone ? *meta.backbone : backbone_kind(resolved), mc);
 }
 
+}  // namespace
+
 // The tensors of model.pt exactly as stored (dtype included), named and ordered as `model`'s state. Read from the
 // archive directly: torch::load into a module of another dtype reinterprets the bytes (LibTorch 1.13).
 std::vector<std::pair<std::string, torch::Tensor>> stored_state(const std::string& file, const Backbone& model) {
@@ -51,7 +53,7 @@ std::vector<std::pair<std::string, torch::Tensor>> stored_state(const std::strin
     root.load_from(file);
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();
-    throw Error("cannot read the checkpoint " + file + ": " + what.substr(0, what.find('\n')));
+    throw Error("incompatible or corrupted checkpoint " + file + ": " + what.substr(0, what.find('\n')));
   }
   std::vector<std::pair<std::string, torch::Tensor>> out;
   size_t n_params = model.module->named_parameters().size();
@@ -70,14 +72,12 @@ std::vector<std::pair<std::string, torch::Tensor>> stored_state(const std::strin
     if (found) found = a->try_read(name.substr(start), t, /*is_buffer=*/out.size() >= n_params);
     if (!found) throw Error("checkpoint " + file + " does not fit its config: '" + name + "' is missing");
     if (t.sizes() != expected.sizes())
-      throw Error("checkpoint " + file + " does not fit its config: '" + name + "' is " + shape_text(t) +
-                  ", the model's " + shape_text(expected));
+      throw Error("checkpoint " + file + " does not fit this model: '" + name + "' is " + shape_text(t) +
+                  " in the checkpoint, " + shape_text(expected) + " in the model (a size such as vocab_size differs)");
     out.emplace_back(name, t);
   }
   return out;
 }
-
-}  // namespace
 
 std::vector<std::pair<std::string, torch::Tensor>> backbone_state(const Backbone& model) {
   std::vector<std::pair<std::string, torch::Tensor>> out;
@@ -146,16 +146,21 @@ void load_backbone_state(Backbone& model, const std::map<std::string, torch::Ten
   }
 }
 
-Backbone load_backbone_safetensors(const std::string& safetensors_path, const std::string& config_json_path,
-                                   const torch::Device& device) {
+std::pair<json, json> export_run_config(const std::string& config_json_path) {
   json cfg = read_json_file(config_json_path);
   if (!cfg.is_object()) throw Error(config_json_path + " is not a JSON object");
   if (cfg.value("format", json()) != json(kSafetensorsExportFormat))
     throw Error(config_json_path + ": \"format\" is " + cfg.value("format", json()).dump() + ", expected \"" +
                 kSafetensorsExportFormat + "\" (not a mnemo export)");
-  const json meta = cfg.value("mnemo_model", json::object());
+  json meta = cfg.value("mnemo_model", json::object());
   cfg.erase("format");
   cfg.erase("mnemo_model");
+  return {cfg, meta};
+}
+
+Backbone load_backbone_safetensors(const std::string& safetensors_path, const std::string& config_json_path,
+                                   const torch::Device& device) {
+  const auto [cfg, meta] = export_run_config(config_json_path);
   json resolved;
   try {
     resolved = resolve_run_config(cfg);

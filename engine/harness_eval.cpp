@@ -446,8 +446,12 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
 
 std::string default_harness_output_path(const std::string& checkpoint) {
   if (checkpoint.empty()) return "out/eval/requests";
-  fs::path p = fs::path(resolve_checkpoint_path(checkpoint)).lexically_normal();
+  fs::path p = fs::path(resolve_model_path(checkpoint)).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();
+  if (p.extension() == ".safetensors" && p.has_parent_path()) {  // an export: RUN/export/model.safetensors -> RUN
+    p = p.parent_path();
+    if (p.filename() == "export" && p.has_parent_path()) p = p.parent_path();
+  }
   if (p.filename().string().rfind("checkpoint", 0) == 0 && p.has_parent_path()) p = p.parent_path();
   fs::path name = p.filename();
   if (name.empty() || name == "." || name == "..") name = fs::absolute(p).lexically_normal().filename();
@@ -480,7 +484,7 @@ json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(cons
     return run_harness(nullptr, *tok, o, log);
   }
   if (a.checkpoint.empty()) throw Error("eval --tasks: give --checkpoint DIR (or --requests-only to write the requests)");
-  const std::string ckpt = resolve_checkpoint_path(a.checkpoint);
+  const std::string ckpt = resolve_model_path(a.checkpoint);  // a checkpoint folder or an export's .safetensors
   const json cfg = load_checkpoint_config(ckpt);
   const auto tok = checkpoint_tokenizer(cfg, a.tokenizer, ckpt, log);
   if (a.max_length) {

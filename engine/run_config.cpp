@@ -162,7 +162,9 @@ std::string config_hash(const json& resolved) {
            {"ns_granularity", "token"}, {"ns_precision", "fp32"}, {"atlas_recompute", true},
            // Issue 17's MQAR mixture keys (tasks/mqar_task.cpp): empty lists keep earlier MQAR cells.
            {"train_num_kv_pairs", json::array()}, {"train_kv_weights", json::array()},
-           {"test_num_kv_pairs", json::array()}})
+           {"test_num_kv_pairs", json::array()},
+           // Issue 15's Titans inner-gradient clamp (spec §12.8): off, earlier Titans cells keep their hashes.
+           {"inner_grad_clip", 0.0}})
     if (c.contains(k) && c[k] == v) c.erase(k);
   // Issue 17's optional short conv of the transformer: off, earlier Transformer++ cells keep their hashes.
   if (c.value("model", "") == "transformer" && c.value("short_conv", true) == false && c.value("conv_size", 0) == 4) {

@@ -91,10 +91,15 @@ namespace {
 
 std::string describe(const json& cell) {
   std::string s = cell.value("model", "?") + " " + cell.value("task", "?");
-  for (auto it = cell.begin(); it != cell.end(); ++it)
-    if (it.key() != "model" && it.key() != "task" && (it.key() == "d_model" || it.key() == "lr" ||
-                                                      it.key() == "seq_len" || it.key() == "num_kv_pairs"))
-      s += " " + it.key() + "=" + it.value().dump();
+  // An MQAR mixture trains on train_num_kv_pairs: its num_kv_pairs is not what the run trains on.
+  const bool mixture = cell.contains("train_num_kv_pairs") && cell["train_num_kv_pairs"].is_array() &&
+                       !cell["train_num_kv_pairs"].empty();
+  for (auto it = cell.begin(); it != cell.end(); ++it) {
+    const std::string& k = it.key();
+    const bool shown = k == "d_model" || k == "lr" || k == "seq_len" || (k == "num_kv_pairs" && !mixture) ||
+                       (k == "train_num_kv_pairs" && mixture);
+    if (shown) s += " " + k + "=" + it.value().dump();
+  }
   return s;
 }
 

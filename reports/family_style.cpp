@@ -20,7 +20,8 @@ struct GroupDef {
   std::vector<std::pair<const char*, Colour>> families;
 };
 
-// Within a group every family has its own palette colour; across groups the marker tells them apart.
+// Within a group every family has its own palette colour; across groups the marker tells them apart (bar
+// charts have no marker: their bars are named). Black is the attention baseline's alone.
 const std::vector<GroupDef>& table() {
   static const std::vector<GroupDef> t = {
       {"attention", 7, {{"transformer", kBlack}, {"swa", kGrey}}},
@@ -44,7 +45,7 @@ const std::vector<GroupDef>& table() {
         {"memora", kGrey},
         {"dla", kOlive},
         {"swla", kCyan},
-        {"omeganet", kBlack}}},
+        {"omeganet", kGold}}},
       {"Atlas family",
        13,
        {{"atlas", kRed},

@@ -496,4 +496,46 @@ TEST_CASE("mnemo export on the command line", "[export][cli]") {
   auto bad = test::run_mnemo("export --checkpoint " + dir.string() + " --format onnx");
   REQUIRE(bad.exit_code == 1);
   REQUIRE_THAT(bad.output, Catch::Contains("mnemo: error: export: unknown --format 'onnx' (supported: safetensors)"));
+
+  // `mnemo eval` takes the export wherever it takes a checkpoint, with the checkpoint's result.
+  const std::string db = (dir / "db.sqlite").string();
+  auto accuracy = [&](const std::string& model) {
+    auto ev = test::run_mnemo("eval --checkpoint " + model + " --n 16 --seed 5 --db " + db);
+    INFO(ev.output);
+    REQUIRE(ev.exit_code == 0);
+    std::string out = ev.output;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    const json last_line = json::parse(out.substr(out.rfind('\n') + 1));  // stdout's JSON comes last
+    return last_line.at("metrics").at("accuracy").get<double>();
+  };
+  const double from_checkpoint = accuracy(dir.string());
+  const fs::path moved = dir / "elsewhere";
+  fs::create_directories(moved);
+  fs::copy(dir / "export", moved / "export");
+  REQUIRE(accuracy((moved / "export").string()) == from_checkpoint);
+  REQUIRE(accuracy((moved / "export" / "model.safetensors").string()) == from_checkpoint);
+  REQUIRE(accuracy(moved.string()) == from_checkpoint);  // a run folder with an export and no checkpoint
+  REQUIRE_FALSE(find_export(dir.string()).has_value());  // the checkpoint wins over the export beside it
+  fs::remove(moved / "export" / "model.json");
+  auto no_config = test::run_mnemo("eval --checkpoint " + (moved / "export").string() + " --n 4 --db " + db);
+  REQUIRE(no_config.exit_code == 1);
+  REQUIRE_THAT(no_config.output, Catch::Contains("mnemo: error: export ") && Catch::Contains("model.json is missing"));
+}
+
+TEST_CASE("load_weights refuses a checkpoint saved at another precision", "[export]") {
+  auto dir = test::temp_dir("dtype_mismatch");
+  Backbone saved = save_tiny(dir, {{"model", "transformer"}}, torch::kFloat64);  // the config says fp32
+  json user = {{"task", "mqar"}, {"vocab_size", 64}, {"seq_len", 32}, {"d_model", 32}, {"n_layers", 2},
+               {"n_heads", 4}, {"model", "transformer"}};
+  ModelConfig mc = model_config_from_json(resolve_run_config(user));
+  mc.vocab_size = 64;
+  Backbone fp32 = make_backbone("language_model", mc);
+  REQUIRE_THROWS_WITH(load_weights(dir.string(), fp32),
+                      Catch::Contains("'embed.weight' is stored as Double, the model holds Float") &&
+                          Catch::Contains("another precision"));
+  Backbone fp64 = make_backbone("language_model", mc);
+  fp64.module->to(torch::kFloat64);
+  load_weights(dir.string(), fp64);
+  torch::NoGradGuard g;
+  REQUIRE(torch::equal(fp64.forward(sample_ids()), saved.forward(sample_ids())));
 }

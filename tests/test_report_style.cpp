@@ -59,6 +59,8 @@ TEST_CASE("report style: every registered family has a style, distinct colours w
     INFO(group);
     CHECK(colours.size() == members[group]);  // no two families of a group share a colour
   }
+  for (const std::string& f : registered)  // the attention baseline's black is its own in every figure
+    if (f != "transformer") CHECK(family_style(f).colour != family_style("transformer").colour);
   CHECK(family_style("gated_deltanet").group == "linear recurrent");
   CHECK(family_style("titans_mal").group == "hybrids");
   CHECK(family_style("dot").group == "Atlas family");

@@ -21,7 +21,9 @@ void add_eval_command(CLI::App& app) {
                                  "options are flags, e.g. --seq-len 128 --num-kv-pairs 8; S-NIAH: --lengths 1024,2048 "
                                  "--depths 0,50,100) or --tasks piqa,arc_easy,...|commonsense (zero-shot, lm-eval's "
                                  "requests and metrics)");
-  sub->add_option("--checkpoint", a.checkpoint, "Run directory or its checkpoint/ folder (not with --requests-only)");
+  sub->add_option("--checkpoint", a.checkpoint,
+                  "Run directory, its checkpoint/ folder, or an export (PATH.safetensors, or a folder holding "
+                  "model.safetensors + model.json; see `mnemo export`); not with --requests-only");
   sub->add_option("--task", a.task, "Task name (default: the task the model was trained on)");
   sub->add_option("--tasks", tasks, "lm-eval tasks, comma separated, or groups (commonsense, ...)");
   auto* n_opt = sub->add_option("--n", a.n, "Examples to evaluate (generation tasks: samples per cell)")

@@ -154,6 +154,21 @@ RankOneTerms memory_grad_terms(const DeepMemorySpec& spec, const MemoryWeights& 
   return t;
 }
 
+RankOneTerms clip_grad_terms(const RankOneTerms& terms, double tau) {
+  if (!(tau > 0)) return terms;
+  torch::Tensor sq;  // ||g_n||² [B, H, N]
+  for (size_t l = 0; l < terms.cols.size(); ++l) {
+    auto s = terms.cols[l].pow(2).sum(-1) * terms.rows[l].pow(2).sum(-1);
+    sq = sq.defined() ? sq + s : s;
+  }
+  // τ / max(τ, ||g||) = τ · rsqrt(max(τ², ||g||²)): no sqrt at 0, so the backward stays finite.
+  auto scale = (tau * torch::rsqrt(torch::clamp_min(sq, tau * tau))).unsqueeze(-1);
+  RankOneTerms out;
+  out.rows = terms.rows;
+  for (const auto& c : terms.cols) out.cols.push_back(c * scale);
+  return out;
+}
+
 MemoryWeights weighted_outer_sum(const RankOneTerms& terms, const torch::Tensor& c) {
   MemoryWeights out;
   for (size_t l = 0; l < terms.cols.size(); ++l)

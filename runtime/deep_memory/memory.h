@@ -92,6 +92,12 @@ struct RankOneTerms {
 RankOneTerms memory_grad_terms(const DeepMemorySpec& spec, const MemoryWeights& w, const MemoryActivations& acts,
                                const torch::Tensor& g_y, const MemoryNorm& norm = {});
 
+// Spec §12.8 `inner_grad_clip`: the per-token (and per-head) gradient-norm soft clamp g ← g · τ/max(τ, ||g||),
+// ||g||² = Σ_l ||cols_l[n]||² ||rows_l[n]||² (each weight's gradient is one outer product), applied to the cols.
+// Scaling the terms, not a materialised gradient, keeps the chunked and token-by-token forms one function.
+// tau <= 0: the terms unchanged.
+RankOneTerms clip_grad_terms(const RankOneTerms& terms, double tau);
+
 // Σ_n c[n] cols[n] rows[n]^T for every weight; c: [B, H, N] -> weights [B, H, out, in].
 MemoryWeights weighted_outer_sum(const RankOneTerms& terms, const torch::Tensor& c);
 // Per-token gradients materialised, [B, H, N, out, in] per weight (tests, references).

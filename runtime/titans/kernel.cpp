@@ -9,8 +9,10 @@ namespace {
 
 void check_inputs(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                   const torch::Tensor& log_keep, const torch::Tensor& log_eta, const torch::Tensor& theta,
-                  const TitansMemoryState& init, int64_t chunk_size) {
+                  const TitansMemoryState& init, int64_t chunk_size, double inner_grad_clip) {
   if (chunk_size < 1) throw Error("titans: chunk_size must be >= 1, got " + std::to_string(chunk_size));
+  if (!(inner_grad_clip >= 0))
+    throw Error("titans: inner_grad_clip must be >= 0 (0 = off), got " + std::to_string(inner_grad_clip));
   if (q.dim() != 4 || k.sizes() != q.sizes())
     throw Error("titans: q and k must be [B, T, H, d_in] of one shape, got " + c10::str(q.sizes()) + " and " +
                 c10::str(k.sizes()));
@@ -71,9 +73,10 @@ Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
 
 TitansLmmResult titans_lmm_chunk(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& v, const torch::Tensor& log_keep, const torch::Tensor& log_eta,
-                                 const torch::Tensor& theta, const TitansMemoryState& init, int64_t chunk_size) {
+                                 const torch::Tensor& theta, const TitansMemoryState& init, int64_t chunk_size,
+                                 double inner_grad_clip) {
   const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
-  check_inputs(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size);
+  check_inputs(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size, inner_grad_clip);
   auto p = prepare(q, k, v, log_keep, log_eta, theta, init);
   const int64_t T = q.size(1);
   int64_t off = init.offset;
@@ -86,7 +89,7 @@ TitansLmmResult titans_lmm_chunk(const DeepMemorySpec& spec, const torch::Tensor
     auto lec = p.le.defined() ? bh(p.le, pos, n) : torch::Tensor();
     // Inner gradients at the anchor (ℓ2: g_y = M^0(k) - v), as rank-1 terms.
     auto acts = memory_forward(spec, p.anchor, kc);
-    auto terms = memory_grad_terms(spec, p.anchor, acts, acts.out - vc);
+    auto terms = clip_grad_terms(memory_grad_terms(spec, p.anchor, acts, acts.out - vc), inner_grad_clip);
     auto coef = momentum_chunk_coefficients(lkc, lec, thc);
     ys.push_back(dual_form_readout(spec, p.w, p.s, coef.dual, terms, qc));
     // Chunk-end state (token n-1 of this piece).
@@ -109,9 +112,9 @@ TitansLmmResult titans_lmm_chunk(const DeepMemorySpec& spec, const torch::Tensor
 TitansLmmResult titans_lmm_recurrent(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
                                      const torch::Tensor& v, const torch::Tensor& log_keep,
                                      const torch::Tensor& log_eta, const torch::Tensor& theta,
-                                     const TitansMemoryState& init, int64_t chunk_size) {
+                                     const TitansMemoryState& init, int64_t chunk_size, double inner_grad_clip) {
   const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
-  check_inputs(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size);
+  check_inputs(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size, inner_grad_clip);
   auto p = prepare(q, k, v, log_keep, log_eta, theta, init);
   const int64_t T = q.size(1);
   int64_t off = init.offset;
@@ -119,7 +122,7 @@ TitansLmmResult titans_lmm_recurrent(const DeepMemorySpec& spec, const torch::Te
   for (int64_t t = 0; t < T; ++t) {
     auto kt = bh(p.k, t, 1), vt = bh(p.v, t, 1), qt = bh(p.q, t, 1);  // [B, H, 1, d]
     auto acts = memory_forward(spec, p.anchor, kt);
-    auto terms = memory_grad_terms(spec, p.anchor, acts, acts.out - vt);
+    auto terms = clip_grad_terms(memory_grad_terms(spec, p.anchor, acts, acts.out - vt), inner_grad_clip);
     auto at = [&](const torch::Tensor& x) { return x.select(1, t); };  // [B, H]
     auto keep = p.lk.defined() ? at(p.lk).exp() : torch::Tensor();
     auto eta = p.le.defined() ? at(p.le).exp() : torch::Tensor();

@@ -17,6 +17,8 @@ LmmCoreImpl::LmmCoreImpl(const LmmCoreOptions& o) : opt(o) {
   if (o.chunk_size < 1) throw Error(who + ": chunk_size must be >= 1, got " + std::to_string(o.chunk_size));
   if (o.conv_size < 1) throw Error(who + ": conv_size must be >= 1, got " + std::to_string(o.conv_size));
   if (!(o.theta_max > 0)) throw Error(who + ": theta_max must be > 0, got " + std::to_string(o.theta_max));
+  if (!(o.inner_grad_clip >= 0))
+    throw Error(who + ": inner_grad_clip must be >= 0 (0 = off), got " + std::to_string(o.inner_grad_clip));
   spec.kind = o.memory_depth == 1 ? MemoryKind::Linear : MemoryKind::ResidualMLP;
   spec.d_in = spec.d_out = o.head_dim;
   spec.expansion = o.expansion;
@@ -110,8 +112,9 @@ torch::Tensor LmmCoreImpl::forward(const torch::Tensor& x, LayerState* state, bo
     }
   }
   const bool recurrent = opt.recurrent || (state != nullptr && T == 1);
-  auto r = recurrent ? titans_lmm_recurrent(spec, q, k, v, log_keep, log_eta, theta, init, opt.chunk_size)
-                     : titans_lmm_chunk(spec, q, k, v, log_keep, log_eta, theta, init, opt.chunk_size);
+  const double clip = opt.inner_grad_clip;
+  auto r = recurrent ? titans_lmm_recurrent(spec, q, k, v, log_keep, log_eta, theta, init, opt.chunk_size, clip)
+                     : titans_lmm_chunk(spec, q, k, v, log_keep, log_eta, theta, init, opt.chunk_size, clip);
   if (state) {
     for (size_t l = 0; l < r.state.w.size(); ++l) {
       const auto i = std::to_string(l);

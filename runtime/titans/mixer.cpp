@@ -43,6 +43,7 @@ LmmCoreOptions titans_core_options(const std::string& family, const MixerContext
   o.eta_bias = a.at("eta_bias").get<double>();
   o.theta_bias = a.at("theta_bias").get<double>();
   o.theta_max = a.at("theta_max").get<double>();
+  o.inner_grad_clip = a.at("inner_grad_clip").get<double>();
   const std::string form = a.at("form").get<std::string>();
   check_form(family, form);
   o.recurrent = form == "recurrent";

@@ -37,12 +37,13 @@ struct TitansLmmResult {
 // Compute dtype fp64 if q is fp64, else fp32; y returned in v's dtype.
 TitansLmmResult titans_lmm_chunk(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& v, const torch::Tensor& log_keep, const torch::Tensor& log_eta,
-                                 const torch::Tensor& theta, const TitansMemoryState& init, int64_t chunk_size);
+                                 const torch::Tensor& theta, const TitansMemoryState& init, int64_t chunk_size,
+                                 double inner_grad_clip = 0);
 // Token-by-token with materialised weights: the reference and the decode step.
 TitansLmmResult titans_lmm_recurrent(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
                                      const torch::Tensor& v, const torch::Tensor& log_keep,
                                      const torch::Tensor& log_eta, const torch::Tensor& theta,
-                                     const TitansMemoryState& init, int64_t chunk_size);
+                                     const TitansMemoryState& init, int64_t chunk_size, double inner_grad_clip = 0);
 
 // Options of the LMM core (memory + its q/k/v paths + gates + learned initial memory).
 struct LmmCoreOptions {
@@ -52,6 +53,7 @@ struct LmmCoreOptions {
   bool use_momentum = true, use_decay = true, use_conv = true;
   int64_t conv_size = 4;
   double alpha_bias = -6.0, eta_bias = 2.0, theta_bias = 0.0, theta_max = 0.1;
+  double inner_grad_clip = 0;  // τ of the per-token gradient soft clamp (§12.8); 0 = off
   bool recurrent = false;  // full forwards token by token (same function)
   std::string key = "lmm";  // prefix of the state keys
 };
@@ -99,10 +101,14 @@ struct TitansLmmArgs {
   double eta_bias = 2.0;     // η = σ(x w_η + b_η)
   double theta_bias = 0.0;   // θ = θ_max σ(x w_θ + b_θ)
   double theta_max = 0.1;
+  // τ: per-token inner gradient g ← g·τ/max(τ, ||g||) (§12.8; 0 = off). On by default, unlike the spec: with it
+  // off, Titans gives NaN in its first forward at context 256 on real text (64-token chunks of anchor gradients,
+  // amplified ~1/(1-η) by momentum, overshoot the inner loss's curvature; fp64 too).
+  double inner_grad_clip = 1.0;
   std::string form = "chunk";  // "chunk" | "recurrent" (same function; decode steps are recurrent)
 };
 #define TITANS_LMM_ARG_NAMES                                                                                \
   num_heads, head_dim, memory_depth, expansion, chunk_size, n_persistent, use_momentum, use_decay, use_conv, \
-      conv_size, alpha_bias, eta_bias, theta_bias, theta_max, form
+      conv_size, alpha_bias, eta_bias, theta_bias, theta_max, inner_grad_clip, form
 
 }  // namespace mnemo
