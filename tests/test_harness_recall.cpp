@@ -385,7 +385,7 @@ TEST_CASE("recall through run_harness: contains, exact/F1, skipped documents rep
   fs::remove_all(dir);
 }
 
-TEST_CASE("recall on a tiny model: the driver's generation is greedy decoding of the truncated prompt, cut at \\n",
+TEST_CASE("recall on a tiny model: the driver's generation is greedy decoding of the truncated prompt, cut at the newline",
           "[harness][recall]") {
   const fs::path dir = fixture_data_dir("recall_tiny");
   ScopedDataDir scoped(dir);
