@@ -50,9 +50,12 @@ std::string py_str(double v) {
 }
 std::string py_str(bool b) { return b ? "True" : "False"; }
 
-// lm-eval keeps a YAML version (1.0) as a number; a string that is not a plain number stays a string.
+// lm-eval keeps a YAML version (1.0) as a number, a class's VERSION = 0 as an integer; a string that is not a plain
+// number stays a string ("default").
 json version_value(const std::string& v) {
   char* end = nullptr;
+  const long long i = std::strtoll(v.c_str(), &end, 10);
+  if (!v.empty() && end && *end == '\0') return json(static_cast<int64_t>(i));
   const double d = std::strtod(v.c_str(), &end);
   return (!v.empty() && end && *end == '\0') ? json(d) : json(v);
 }
@@ -77,7 +80,7 @@ struct Progress {
 struct TaskWork {
   std::string name;
   std::unique_ptr<harness::HarnessTask> task;
-  int64_t n_original = 0, n = 0, n_requests = 0;
+  int64_t n_original = 0, n = 0, n_requests = 0, skipped = 0;  // skipped: documents without requests
   std::vector<std::vector<Request>> reqs;  // per document, in idx order (lm-eval sorts instances by idx)
 };
 
@@ -94,6 +97,7 @@ void build_requests(TaskWork& w) {
                     std::to_string(want) + ")");
     }
     w.n_requests += static_cast<int64_t>(r.size());
+    if (r.empty()) ++w.skipped;
     w.reqs[static_cast<size_t>(d)] = std::move(r);
   }
 }
@@ -122,6 +126,12 @@ std::string generate_until(EvalModel& model, const Tokenizer& tok, const Request
   for (const auto& u : r.until)
     if (!u.empty()) text = text.substr(0, text.find(u));
   return text;
+}
+
+// " (3 skipped: the task's rule made no request for them)" or "".
+std::string skipped_note(const TaskWork& w) {
+  if (w.skipped == 0) return "";
+  return " (" + std::to_string(w.skipped) + " skipped: the task's rule made no request for them)";
 }
 
 // Answers every request of a task: loglikelihood and rolling windows through loglikelihood_tokens (all of the
@@ -157,7 +167,7 @@ std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok
   Progress p{w.name, static_cast<int64_t>(treq.size() + gens.size())};
   p.log = log;
   if (log)
-    log("[" + w.name + "] " + std::to_string(w.n) + " documents, " + std::to_string(w.n_requests) + " requests (" +
+    log("[" + w.name + "] " + std::to_string(w.n) + " documents" + skipped_note(w) + ", " + std::to_string(w.n_requests) + " requests (" +
         std::to_string(treq.size()) + " scored sequences, " + std::to_string(gens.size()) + " generations), batch " +
         std::to_string(o.batch_size) + ", max_length " + std::to_string(o.max_length));
   const auto order = loglikelihood_order(treq);
@@ -301,6 +311,9 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
   if (o.max_length < 1) throw Error("eval: --max-length must be >= 1, got " + std::to_string(o.max_length));
   if (o.output_path.empty()) throw Error("eval: the output path is empty (--output-path DIR)");
   if (!model && !o.requests_only) throw Error("eval: no model to evaluate (a checkpoint, or --requests-only)");
+  if (o.cutting_context && (o.answer_length < 0 || o.context_length - o.answer_length < 1))
+    throw Error("eval: --context-length (" + std::to_string(o.context_length) + ") must exceed --answer-length (" +
+                std::to_string(o.answer_length) + " >= 0): the cut keeps context_length - answer_length tokens");
   if (model && tok.vocab_size() != model->vocab_size())
     throw Error("tokenizer " + tok.id() + " has " + std::to_string(tok.vocab_size()) +
                 " tokens but the model's vocab_size is " + std::to_string(model->vocab_size()) +
@@ -315,6 +328,15 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
     if (!w.task) throw Error("eval: unknown task '" + name + "'");
     works.push_back(std::move(w));
   }
+  harness::HarnessTaskContext task_ctx;
+  task_ctx.tokenizer = &tok;
+  task_ctx.add_bos = add_bos;
+  task_ctx.max_length = o.max_length;
+  task_ctx.cutting_context = o.cutting_context;
+  task_ctx.context_length = o.context_length;
+  task_ctx.answer_length = o.answer_length;
+  for (auto& w : works) w.task->configure(task_ctx);
+  json skipped = json::object();
   fs::create_directories(o.output_path);
   json files = json::array();
 
@@ -326,6 +348,7 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
       build_requests(w);
       std::vector<json> lines;
       for (int64_t d = 0; d < w.n; ++d) {
+        if (w.reqs[static_cast<size_t>(d)].empty()) continue;  // skipped: no line, as the reference sends nothing
         json args = json::array();
         for (const auto& r : w.reqs[static_cast<size_t>(d)]) args.push_back(r.arguments);
         lines.push_back({{"doc_id", d}, {"arguments", args}});
@@ -334,10 +357,12 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
       write_lines(path, lines);
       files.push_back(path);
       counts[w.name] = w.n_requests;
+      skipped[w.name] = w.skipped;
       if (log) log("[" + w.name + "] " + std::to_string(w.n_requests) + " requests of " + std::to_string(w.n) +
-                   " documents -> " + path);
+                   " documents" + skipped_note(w) + " -> " + path);
     }
-    return {{"requests_only", true}, {"files", files}, {"requests", counts}, {"output_path", o.output_path}};
+    return {{"requests_only", true}, {"files", files}, {"requests", counts}, {"skipped", skipped},
+            {"output_path", o.output_path}};
   }
 
   const double t_start = wall_seconds();
@@ -349,7 +374,9 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
   out["config"] = {{"model", o.model_name},  {"model_args", "checkpoint=" + o.checkpoint},
                    {"checkpoint", o.checkpoint}, {"tokenizer", tok.id()}, {"add_bos", add_bos},
                    {"max_length", o.max_length}, {"limit", limit_json}, {"batch_size", o.batch_size},
-                   {"bootstrap_iters", 100000}, {"device", o.device}, {"num_fewshot", 0}};
+                   {"bootstrap_iters", 100000}, {"device", o.device}, {"num_fewshot", 0},
+                   {"cutting_context", o.cutting_context}, {"context_length", o.context_length},
+                   {"answer_length", o.answer_length}};
   for (auto& w : works) {
     const double t0 = wall_seconds();
     w.n_original = w.task->num_docs();
@@ -359,7 +386,11 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
     const auto specs = w.task->metrics();
     std::map<std::string, std::vector<json>> values;
     std::vector<json> samples;
+    if (w.skipped == w.n)
+      throw Error("task " + w.name + ": every one of its " + std::to_string(w.n) +
+                  " documents was skipped (no requests): nothing to score");
     for (int64_t d = 0; d < w.n; ++d) {
+      if (w.reqs[static_cast<size_t>(d)].empty()) continue;  // skipped
       const json doc = w.task->doc(d);
       const json m = w.task->process_results(doc, resp[static_cast<size_t>(d)]);
       if (!m.is_object()) throw Error("task " + w.name + ": process_results of document " + std::to_string(d) +
@@ -390,9 +421,12 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
       c.task = w.name;
       c.metric = s.name;
       c.value = value;
-      c.n = w.n;
+      c.n = w.n - w.skipped;
       c.setting = {{"suite", "lm-eval"}, {"num_fewshot", 0}, {"limit", limit_json}, {"max_length", o.max_length},
                    {"add_bos", add_bos}, {"version", w.task->version()}};
+      if (o.cutting_context)
+        c.setting.update({{"cutting_context", true}, {"context_length", o.context_length},
+                          {"answer_length", o.answer_length}});
       c.details = {{"stderr", std::isfinite(se) ? json(se) : json(nullptr)},
                    {"aggregation", s.aggregation},
                    {"higher_is_better", s.higher_is_better},
@@ -402,6 +436,7 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
                    {"wall_s", wall_s},
                    {"requests", w.n_requests},
                    {"docs_total", w.n_original},
+                   {"docs_skipped", w.skipped},
                    {"mnemo_version", sys.value("mnemo", "")},
                    {"git_commit", git_commit()},
                    {"torch_version", torch_version()},
@@ -417,7 +452,8 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
     out["versions"][w.name] = version_value(w.task->version());
     out["n-shot"][w.name] = 0;
     out["higher_is_better"][w.name] = hib;
-    out["n-samples"][w.name] = {{"original", w.n_original}, {"effective", w.n}};
+    out["n-samples"][w.name] = {{"original", w.n_original}, {"effective", w.n}, {"skipped", w.skipped}};
+    skipped[w.name] = w.skipped;
     out["data_files"][w.name] = data_files;
     if (o.log_samples) {
       const std::string path = (fs::path(o.output_path) / ("samples_" + w.name + ".jsonl")).string();
@@ -428,7 +464,7 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
     if (log) {
       std::string line = "[" + w.name + "] done in " + fixed(wall_s, 1) + " s:";
       for (const auto& s : specs) line += " " + s.name + " " + fixed(res[s.name + ",none"].get<double>(), 4);
-      log(line);
+      log(line + skipped_note(w));
     }
   }
   out["git_hash"] = git_commit();
@@ -440,7 +476,7 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
   const std::string results_path = (fs::path(o.output_path) / "results.json").string();
   write_file_atomic(results_path, out.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
   files.insert(files.begin(), results_path);
-  return {{"results", out}, {"table", harness_results_table(out, o.tasks)}, {"files", files},
+  return {{"results", out}, {"table", harness_results_table(out, o.tasks)}, {"files", files}, {"skipped", skipped},
           {"output_path", o.output_path}};
 }
 

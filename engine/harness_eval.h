@@ -30,6 +30,10 @@ struct HarnessOptions {
   bool log_samples = false;
   std::string output_path;         // folder of results.json / samples_<task>.jsonl / <task>.jsonl (requests_only)
   bool requests_only = false;      // write the requests and stop (no model needed)
+  // The recall tasks' context cutting (spec tasks.md §5.3; the Based lm-eval fork's --cutting_context
+  // --context_length --answer_length; these defaults are MoM's command). Other tasks ignore it.
+  bool cutting_context = false;
+  int64_t context_length = 2048, answer_length = 48;
   // For the record (results.json "config", evals rows).
   std::string model_name, checkpoint, device;
   // Receives each task's cells (one per metric) once the task is done; may be empty.
@@ -40,7 +44,9 @@ struct HarnessOptions {
 };
 
 // Runs every task of `o` on `model` (null: requests_only). Returns {"results": <results.json>, "table": <markdown>,
-// "files": [written paths]} or, with requests_only, {"requests_only": true, "files", "requests": {task: n}}.
+// "files": [written paths], "skipped": {task: n}} or, with requests_only, {"requests_only": true, "files",
+// "requests": {task: n}, "skipped": {task: n}}. A document for which the task makes no request is skipped (the
+// recall tasks' rule): counted in results.json "n-samples" and the log, not scored, not in the samples.
 // Progress lines (task, requests done / total, requests/s, ETA) go to `log` (may be empty). Errors: limit <= 0, an
 // unknown task (the factory's Error), a tokenizer whose vocabulary differs from the model's, bad batch/max_length.
 json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o,

@@ -248,7 +248,7 @@ TEST_CASE("harness driver: results.json, samples, table, evals cells, requests-o
   CHECK(r.at("acc_stderr,none").get<double>() == Approx(se).margin(1e-12));
   CHECK(res.at("versions").at("test_two_choice") == 1.0);
   CHECK(res.at("n-shot").at("test_two_choice") == 0);
-  CHECK(res.at("n-samples").at("test_two_choice") == json({{"original", 2}, {"effective", 2}}));
+  CHECK(res.at("n-samples").at("test_two_choice") == json({{"original", 2}, {"effective", 2}, {"skipped", 0}}));
   CHECK(res.at("higher_is_better").at("test_two_choice").at("acc") == true);
   const json& cfg = res.at("config");
   CHECK(cfg.at("model") == "transformer");

@@ -2,6 +2,7 @@
 // `mnemo eval --checkpoint DIR --tasks piqa,arc_easy,...|commonsense [--limit N] [--batch-size B] [--max-length L]
 //             [--log-samples] [--output-path DIR] [--tokenizer SPEC] [--db FILE]`   (lm-eval's conventions)
 // `mnemo eval --tasks T --requests-only [--limit N] [--output-path DIR]`             (no checkpoint)
+// Recall tasks (--tasks recall): [--cutting-context [--context-length 2048] [--answer-length 48]]
 #include <iostream>
 
 #include "cli/commands/commands.h"
@@ -14,8 +15,8 @@ namespace mnemo::cli {
 void add_eval_command(CLI::App& app) {
   static EvalRequest a;
   static std::string tasks, tokenizer, output_path;
-  static int64_t limit = 0, max_length = 0;
-  static bool log_samples = false, requests_only = false;
+  static int64_t limit = 0, max_length = 0, context_length = 2048, answer_length = 48;
+  static bool log_samples = false, requests_only = false, cutting_context = false;
   auto* sub = app.add_subcommand("eval",
                                  "Evaluate a checkpoint: --task NAME (a mnemo task; task parameters and evaluation "
                                  "options are flags, e.g. --seq-len 128 --num-kv-pairs 8; S-NIAH: --lengths 1024,2048 "
@@ -41,6 +42,14 @@ void add_eval_command(CLI::App& app) {
                                   "--tasks: folder of results.json and samples (default out/eval/<run folder>)");
   sub->add_flag("--requests-only", requests_only,
                 "--tasks: write <task>.jsonl with the requests (doc_id, arguments) and stop; no checkpoint needed");
+  auto* cut_opt = sub->add_flag("--cutting-context", cutting_context,
+                                "--tasks, recall tasks: cut each context to --context-length minus --answer-length "
+                                "tokens around its answer first (the Based lm-eval fork's --cutting_context; MoM's "
+                                "\"inputs truncated to 2K\")");
+  auto* ctx_len_opt = sub->add_option("--context-length", context_length,
+                                      "--cutting-context: the context budget in tokens (default 2048, MoM's)");
+  auto* ans_len_opt = sub->add_option("--answer-length", answer_length,
+                                      "--cutting-context: tokens of the budget left for the answer (default 48, MoM's)");
   auto* tok_opt = sub->add_option("--tokenizer", tokenizer,
                                   "byte | byte:plain | a SentencePiece .model (default: the checkpoint's)");
   sub->add_option("--db", a.db, std::string("Results database (default ") + kDefaultDbPath + ")");
@@ -49,10 +58,11 @@ void add_eval_command(CLI::App& app) {
                 "Keep the earlier rows of cells evaluated before (the new rows say how many in "
                 "details_json.kept_previous); by default a cell's new value replaces them");
   sub->allow_extras();
-  sub->callback([sub, seed_opt, n_opt, batch_opt, limit_opt, max_len_opt, out_opt, tok_opt] {
+  sub->callback([sub, seed_opt, n_opt, batch_opt, limit_opt, max_len_opt, out_opt, tok_opt, cut_opt, ctx_len_opt,
+                 ans_len_opt] {
     const auto log = [](const std::string& line) { std::cerr << line << "\n"; };
     if (tasks.empty()) {
-      for (auto* opt : {limit_opt, max_len_opt, out_opt})
+      for (auto* opt : {limit_opt, max_len_opt, out_opt, cut_opt, ctx_len_opt, ans_len_opt})
         if (opt->count() > 0)
           throw Error("eval: " + opt->get_name() + " goes with --tasks (the lm-eval suite); --task T takes --n N");
       if (log_samples || requests_only)
@@ -85,17 +95,34 @@ void add_eval_command(CLI::App& app) {
     h.options.log_samples = log_samples;
     h.options.output_path = output_path;
     h.options.requests_only = requests_only;
+    if (!cutting_context && (ctx_len_opt->count() > 0 || ans_len_opt->count() > 0))
+      throw Error("eval: --context-length and --answer-length go with --cutting-context");
+    h.options.cutting_context = cutting_context;
+    h.options.context_length = context_length;
+    h.options.answer_length = answer_length;
     const json out = evaluate_harness(h, log);
+    // Skipped documents (the recall tasks' rule under --cutting-context) are never silent.
+    std::string skipped;
+    for (auto it = out.at("skipped").begin(); it != out.at("skipped").end(); ++it)
+      if (it.value().get<int64_t>() > 0) skipped += (skipped.empty() ? "" : ", ") + it.key() + " " + it.value().dump();
     if (requests_only) {
       for (const auto& f : out.at("files")) std::cout << "wrote " << f.get<std::string>() << "\n";
+      if (!skipped.empty()) std::cout << "documents skipped (no requests): " << skipped << "\n";
       return;
     }
     const json& cfg = out.at("results").at("config");
     std::cout << cfg.value("model", "") << " (checkpoint=" << cfg.value("checkpoint", "") << "), limit: "
               << cfg.at("limit").dump() << ", num_fewshot: 0, batch_size: " << cfg.at("batch_size").dump()
               << ", max_length: " << cfg.at("max_length").dump() << ", add_bos: " << cfg.at("add_bos").dump()
-              << ", tokenizer: " << cfg.value("tokenizer", "") << "\n"
+              << ", tokenizer: " << cfg.value("tokenizer", "")
+              << (cutting_context ? ", cutting_context: context_length " + std::to_string(context_length) +
+                                        ", answer_length " + std::to_string(answer_length)
+                                  : std::string())
+              << "\n"
               << out.at("table").get<std::string>();
+    if (!skipped.empty())
+      std::cout << "documents skipped (an answer string is empty or one character long, truncate_context's rule; "
+                   "not scored): " << skipped << "\n";
     for (const auto& f : out.at("files")) std::cout << "wrote " << f.get<std::string>() << "\n";
   });
 }

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "tasks/harness/py_compat.h"
 
@@ -62,11 +63,39 @@ std::vector<double> numbers(const std::vector<json>& values, const std::string& 
 void require_values(const std::vector<json>& values, const std::string& aggregation) {
   if (values.empty()) throw Error("aggregation '" + aggregation + "': no documents to aggregate");
 }
+
+// Hugging Face datasets' squad_v2 metric (_compute, make_eval_dict, apply_no_ans_threshold) over the per-document
+// objects {"id", "exact", "f1", "has_ans", "no_answer_probability"}: questions are keyed by id (a later document
+// with the same id replaces the earlier one's scores and keeps its place), no_answer_probability is stored as
+// float32 and a question whose probability exceeds no_answer_threshold 1.0 scores float(not has_ans); the result is
+// 100 * the sum (in first-occurrence order) / the number of ids.
+double squad_v2(const std::string& aggregation, const std::vector<json>& values) {
+  const std::string key = aggregation == "squad_v2_exact" ? "exact" : "f1";
+  std::vector<std::string> order;
+  std::map<std::string, const json*> last;
+  for (const auto& v : values) {
+    if (!v.is_object() || !v.contains("id") || !v.contains(key) || !v.contains("has_ans") ||
+        !v.contains("no_answer_probability"))
+      throw Error("aggregation '" + aggregation +
+                  "': expected {id, exact, f1, has_ans, no_answer_probability} per document, got " + v.dump());
+    const std::string id = v["id"].is_string() ? v["id"].get<std::string>() : v["id"].dump();
+    if (!last.count(id)) order.push_back(id);
+    last[id] = &v;
+  }
+  double sum = 0;
+  for (const auto& id : order) {
+    const json& v = *last[id];
+    const float na = static_cast<float>(number(v["no_answer_probability"], aggregation));
+    sum += static_cast<double>(na) > 1.0 ? (v["has_ans"].get<bool>() ? 0.0 : 1.0) : number(v[key], aggregation);
+  }
+  return 100.0 * sum / static_cast<double>(order.size());
+}
 }  // namespace
 
 double aggregate(const std::string& aggregation, const std::vector<json>& values) {
   require_values(values, aggregation);
-  if (aggregation == "mean") return mean(numbers(values, aggregation));
+  if (aggregation == "mean" || aggregation == "np_mean") return mean(numbers(values, aggregation));
+  if (aggregation == "squad_v2_exact" || aggregation == "squad_v2_f1") return squad_v2(aggregation, values);
   if (aggregation == "perplexity") return std::exp(-mean(numbers(values, aggregation)));
   if (aggregation == "weighted_perplexity" || aggregation == "bits_per_byte") {
     std::vector<std::pair<double, double>> items;
@@ -76,7 +105,7 @@ double aggregate(const std::string& aggregation, const std::vector<json>& values
     return aggregation == "bits_per_byte" ? -wm / std::log(2.0) : std::exp(-wm);
   }
   throw Error("unknown aggregation '" + aggregation +
-              "' (known: mean, perplexity, weighted_perplexity, bits_per_byte)");
+              "' (known: mean, np_mean, perplexity, weighted_perplexity, bits_per_byte, squad_v2_exact, squad_v2_f1)");
 }
 
 double aggregate_stderr(const std::string& aggregation, const std::vector<json>& values, int64_t bootstrap_iters) {
@@ -100,8 +129,10 @@ double aggregate_stderr(const std::string& aggregation, const std::vector<json>&
     return sample_stddev(replicates);
   }
   if (aggregation == "weighted_perplexity" || aggregation == "bits_per_byte") return kNaN;  // not bootstrappable
+  // numpy.mean and the squad_v2 aggregations are functions lm-eval's stderr_for_metric does not know: "N/A".
+  if (aggregation == "np_mean" || aggregation == "squad_v2_exact" || aggregation == "squad_v2_f1") return kNaN;
   throw Error("unknown aggregation '" + aggregation +
-              "' (known: mean, perplexity, weighted_perplexity, bits_per_byte)");
+              "' (known: mean, np_mean, perplexity, weighted_perplexity, bits_per_byte, squad_v2_exact, squad_v2_f1)");
 }
 
 }  // namespace mnemo::harness

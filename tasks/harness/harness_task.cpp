@@ -1,9 +1,10 @@
-// The zero-shot task registry and the paper groups (spec tasks.md §8.11).
+// The zero-shot task registry and the paper groups (spec tasks.md §8.11, §5).
 #include "tasks/harness/harness_task.h"
 
 #include <algorithm>
 
 #include "tasks/harness/py_compat.h"
+#include "tasks/harness/recall_tasks.h"
 #include "tasks/harness/task_common.h"
 
 namespace mnemo::harness {
@@ -22,6 +23,10 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& groups() {
       // Lattice: PIQA, Hella, Wino, ARC-e, ARC-c, CSQA, BoolQ.
       {"commonsense_lattice",
        {"piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "commonsense_qa", "boolq"}},
+      // spec tasks.md §5: the recall-intensive tasks in MoM Table 2's column order (FDA, SWDE, SQuAD, NQ, TriviaQA,
+      // Drop); their "Just read twice" prompts (JRT) as a group of their own.
+      {"recall", {"fda", "swde", "squad_completion", "nq", "triviaqa", "drop"}},
+      {"recall_twice", {"fda_twice", "swde_twice", "squad_completion_twice", "nq_twice", "triviaqa_twice", "drop_twice"}},
   };
   return g;
 }
@@ -68,6 +73,7 @@ Error unknown_name(const std::string& name, bool allow_groups) {
 std::vector<std::string> harness_task_names() {
   std::vector<std::string> names = spec_task_names();
   for (const char* n : {"winogrande", "lambada_openai", "wikitext"}) names.push_back(n);
+  for (const auto& n : recall_task_names()) names.push_back(n);
   return names;
 }
 
@@ -76,6 +82,7 @@ std::unique_ptr<HarnessTask> make_harness_task(const std::string& name) {
   if (name == "winogrande") return make_winogrande_task();
   if (name == "lambada_openai") return make_lambada_openai_task();
   if (name == "wikitext") return make_wikitext_task();
+  if (auto t = make_recall_task(name)) return t;
   throw unknown_name(name, false);
 }
 
@@ -103,7 +110,11 @@ std::vector<std::string> expand_harness_tasks(const std::vector<std::string>& na
       }
     }
   }
-  if (out.empty()) throw Error("no task named (give task names or a group: commonsense, commonsense_mom, commonsense_lattice)");
+  if (out.empty()) {
+    std::string names;
+    for (const auto& [g, members] : groups()) names += (names.empty() ? "" : ", ") + g;
+    throw Error("no task named (give task names or a group: " + names + ")");
+  }
   return out;
 }
 

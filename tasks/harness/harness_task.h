@@ -13,6 +13,16 @@
 
 namespace mnemo::harness {
 
+// What a task may need from the evaluation before it builds requests (run_harness calls configure once per task,
+// before the first request): the evaluation's tokenizer (the recall tasks cut contexts in its tokens) and options.
+struct HarnessTaskContext {
+  const Tokenizer* tokenizer = nullptr;
+  bool add_bos = false;          // the driver prepends BOS to every request
+  int64_t max_length = 2048;
+  bool cutting_context = false;  // the recall tasks' truncate_context (spec tasks.md §5.3)
+  int64_t context_length = 2048, answer_length = 48;
+};
+
 struct MetricSpec {
   std::string name;         // "acc", "acc_norm", "perplexity", "word_perplexity", "byte_perplexity", "bits_per_byte"
   std::string aggregation;  // "mean", "perplexity", "weighted_perplexity", "bits_per_byte"
@@ -31,6 +41,7 @@ class HarnessTask {
   virtual int64_t num_docs() const = 0;
   virtual json doc(int64_t doc_id) const = 0;     // the document after the task's preprocessing
   virtual std::string target(const json& doc) const = 0;  // lm-eval's `target` field of the samples schema
+  // No requests = the document is skipped (the recall tasks' rule): the driver counts it and does not score it.
   virtual std::vector<Request> requests(int64_t doc_id) const = 0;
   // Per-document values of every metric (lm-eval process_results); for weighted_perplexity / bits_per_byte
   // a metric's value is [loglikelihood, weight] (words or bytes), as lm-eval keeps them.
@@ -38,6 +49,7 @@ class HarnessTask {
   // Data files read, with their SHA-256, and whether they equal lm-eval's copies (MANIFEST): {"file", "sha256",
   // "matches_reference": bool, "note": "..."}.
   virtual json data_files() const = 0;
+  virtual void configure(const HarnessTaskContext&) {}
 };
 
 std::unique_ptr<HarnessTask> make_harness_task(const std::string& name);  // Error naming close task names

@@ -92,7 +92,6 @@ std::string rstrip(const std::string& s) { return s.substr(0, strip_range(s, fal
 
 int64_t len(const std::string& s) { return static_cast<int64_t>(decode_utf8(s).size()); }
 
-namespace {
 char32_t lower(char32_t c) {
   if ((c >= 'A' && c <= 'Z') || (c >= 0xC0 && c <= 0xDE && c != 0xD7)) return c + 32;
   return c;
@@ -101,7 +100,10 @@ char32_t upper(char32_t c) {
   if ((c >= 'a' && c <= 'z') || (c >= 0xE0 && c <= 0xFE && c != 0xF7)) return c - 32;
   return c;
 }
-}  // namespace
+std::u32string lower(std::u32string s) {
+  for (auto& c : s) c = lower(c);
+  return s;
+}
 
 std::string capitalize(const std::string& s) {
   std::u32string u = decode_utf8(s);

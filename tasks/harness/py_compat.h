@@ -25,6 +25,11 @@ int64_t len(const std::string& s);  // len(str): code points
 // str.capitalize(): first character upper-cased, the rest lower-cased. Case mapping covers ASCII and Latin-1
 // (U+00C0–U+00FE); other characters are kept as they are.
 std::string capitalize(const std::string& s);
+// The one-character case mapping behind capitalize (ASCII and Latin-1; other characters unchanged), and str.lower()
+// of a decoded string under that mapping (length-preserving, so Python's slicing arithmetic carries over).
+char32_t lower(char32_t c);
+char32_t upper(char32_t c);
+std::u32string lower(std::u32string s);
 // len(re.split(r"\s+", s)): 1 + the number of maximal runs of whitespace.
 int64_t count_split_whitespace(const std::string& s);
 // Every non-overlapping occurrence of `from` replaced by `to` (str.replace).
