@@ -169,6 +169,7 @@ int main(int argc, char** argv) {
   add_runs_command(app);
   add_export_commands(app);
   add_db_command(app);
+  add_data_command(app);
   add_global_options(app);  // after the commands: every command gets them
   clarify_range_checks(app);
 

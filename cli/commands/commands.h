@@ -25,6 +25,7 @@ void add_run_command(CLI::App& app);        // run learnability (Atlas experimen
 void add_runs_command(CLI::App& app);       // list runs with their observed status
 void add_export_commands(CLI::App& app);    // export (safetensors) | import-fla
 void add_db_command(CLI::App& app);         // db merge (a sharded sweep's databases into one)
+void add_data_command(CLI::App& app);       // data fetch recall (download the recall QA sets)
 // (new commands: declare here, define in their own file, add to the list in cli/main.cpp)
 
 // `--name value` pairs left over by CLI11 (allow_extras) -> {"name": value} with '-' -> '_',
