@@ -1,9 +1,15 @@
-// Reading a file whole in the tests.
+// Files in the tests: reading one whole, writing one, a temporary folder, a scoped data directory.
 #pragma once
+#include <unistd.h>
+
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <system_error>
+
+#include "core/common.h"
 
 namespace mnemo::test {
 
@@ -14,5 +20,35 @@ inline std::string slurp(const std::filesystem::path& p) {
   s << f.rdbuf();
   return s.str();
 }
+
+// Writes `text` to `p`, creating its folders.
+inline void write_text_file(const std::filesystem::path& p, const std::string& text) {
+  std::filesystem::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+// A fresh directory under the system temp dir (unique per process and object), removed at scope exit.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag) {
+    path = std::filesystem::temp_directory_path() /
+           ("mnemo_test_" + tag + "_" + std::to_string(::getpid()) + "_" +
+            std::to_string(reinterpret_cast<uintptr_t>(this)));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+// Points the data directory at `dir` for the lifetime of the object.
+struct ScopedDataDir {
+  std::string old = data_dir();
+  explicit ScopedDataDir(const std::filesystem::path& dir) { set_data_dir(dir.string()); }
+  ~ScopedDataDir() { set_data_dir(old); }
+};
 
 }  // namespace mnemo::test

@@ -22,22 +22,10 @@ using mnemo::test::HttpRequest;
 using mnemo::test::HttpTestServer;
 using mnemo::test::slurp;
 namespace fs = std::filesystem;
+using test::TempDir;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("mnemo_test_" + tag + "_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // A build without libcurl (cmake -DMNEMO_CURL=OFF) has no HTTP client to test.
 #define SKIP_WITHOUT_CURL()                                              \

@@ -8,29 +8,15 @@
 
 #include <unistd.h>
 
+#include "tests/file_util.h"
 #include "results/db.h"
 
 using namespace mnemo;
 namespace fs = std::filesystem;
+using test::TempDir;
 
 namespace {
 
-// A fresh directory under the system temp dir, removed at scope exit.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() /
-           ("mnemo_test_" + tag + "_" + std::to_string(::getpid()) + "_" +
-            std::to_string(reinterpret_cast<uintptr_t>(this)));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 RunInfo sample_run(const std::string& model, const std::string& hash) {
   RunInfo r;

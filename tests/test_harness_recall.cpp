@@ -18,31 +18,24 @@
 #include "tasks/harness/recall_tasks.h"
 #include "tasks/harness/task_common.h"
 #include "tasks/tokenizer.h"
+#include "tests/file_util.h"
 #include "test_util.h"
 
 using namespace mnemo;
 using namespace mnemo::harness;
 namespace fs = std::filesystem;
+using test::ScopedDataDir;
 
 namespace {
 const std::string kRecall = std::string(MNEMO_SOURCE_DIR) + "/tests/data/harness/recall/";
 
-struct ScopedDataDir {
-  std::string old = data_dir();
-  explicit ScopedDataDir(const fs::path& dir) { set_data_dir(dir.string()); }
-  ~ScopedDataDir() { set_data_dir(old); }
-};
 
-void write_file(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-}
 
 // A data directory holding the fixture's records as <dir>/eval/recall/<file>.jsonl.
 fs::path fixture_data_dir(const std::string& name) {
   const fs::path dir = test::temp_dir(name);
   for (const auto& e : fs::directory_iterator(kRecall + "inputs"))
-    write_file(dir / "eval" / "recall" / e.path().filename(), read_text_file(e.path().string()));
+    test::write_text_file(dir / "eval" / "recall" / e.path().filename(), read_text_file(e.path().string()));
   return dir;
 }
 
@@ -181,16 +174,16 @@ TEST_CASE("recall data: a missing file names the path and `mnemo data fetch reca
   CHECK_THROWS_WITH(make_harness_task("nq_twice")->num_docs(),
                     Catch::Contains("eval/recall/nq.jsonl") && Catch::Contains("mnemo data fetch recall"));
   const std::string good = "{\"text\": \"t\", \"key\": \"k\", \"value\": \"v\"}\n";
-  write_file(dir / "eval/recall/fda.jsonl", good + "{\"text\": \"t\", \"key\": 3, \"value\": \"v\"}\n");
+  test::write_text_file(dir / "eval/recall/fda.jsonl", good + "{\"text\": \"t\", \"key\": 3, \"value\": \"v\"}\n");
   CHECK_THROWS_WITH(make_harness_task("fda")->num_docs(), Catch::Contains("eval/recall/fda.jsonl:2") && Catch::Contains("'key'"));
-  write_file(dir / "eval/recall/fda.jsonl", good + "{not json\n");
+  test::write_text_file(dir / "eval/recall/fda.jsonl", good + "{not json\n");
   CHECK_THROWS_WITH(make_harness_task("fda")->num_docs(), Catch::Contains("eval/recall/fda.jsonl:2"));
-  write_file(dir / "eval/recall/swde.jsonl", good);
+  test::write_text_file(dir / "eval/recall/swde.jsonl", good);
   CHECK_THROWS_WITH(make_harness_task("swde")->num_docs(),
                     Catch::Contains("swde.jsonl:1") && Catch::Contains("Summary of information above..."));
-  write_file(dir / "eval/recall/triviaqa.jsonl", "{\"context\": \"c\", \"question\": \"q\", \"answers\": []}\n");
+  test::write_text_file(dir / "eval/recall/triviaqa.jsonl", "{\"context\": \"c\", \"question\": \"q\", \"answers\": []}\n");
   CHECK_THROWS_WITH(make_harness_task("triviaqa")->num_docs(), Catch::Contains("triviaqa.jsonl:1") && Catch::Contains("'answers'"));
-  write_file(dir / "eval/recall/drop.jsonl", "{\"context\": \"c\", \"question\": \"q\", \"answers\": [\"a\"]}\n");
+  test::write_text_file(dir / "eval/recall/drop.jsonl", "{\"context\": \"c\", \"question\": \"q\", \"answers\": [\"a\"]}\n");
   CHECK(make_harness_task("drop")->num_docs() == 1);
   CHECK_THROWS_WITH(make_harness_task("drop_twice")->num_docs(), Catch::Contains("drop.jsonl:1") && Catch::Contains("'orig_question'"));
   const json files = make_harness_task("drop")->data_files();
@@ -199,7 +192,7 @@ TEST_CASE("recall data: a missing file names the path and `mnemo data fetch reca
   CHECK(files[0]["sha256"].get<std::string>().size() == 64);
   CHECK(files[0]["note"].get<std::string>().find("not checked against a reference copy") != std::string::npos);
   // SQuAD's rows lack new_id (the reference needs it without cutting): the document's index stands in.
-  write_file(dir / "eval/recall/squad_completion.jsonl", "{\"text\": \"a b\", \"value\": \"b\"}\n");
+  test::write_text_file(dir / "eval/recall/squad_completion.jsonl", "{\"text\": \"a b\", \"value\": \"b\"}\n");
   CHECK(make_harness_task("squad_completion")->doc(0).at("new_id") == 0);
   fs::remove_all(dir);
 }
@@ -375,7 +368,7 @@ TEST_CASE("recall through run_harness: contains, exact/F1, skipped documents rep
   CHECK(req_lines[3].at("doc_id") == 6);
 
   // Every document skipped: an Error, as the reference's assert.
-  write_file(dir / "eval/recall/fda.jsonl", "{\"text\": \"t\", \"key\": \"k\", \"value\": \"v\"}\n");
+  test::write_text_file(dir / "eval/recall/fda.jsonl", "{\"text\": \"t\", \"key\": \"k\", \"value\": \"v\"}\n");
   o.tasks = {"fda"};
   CHECK_THROWS_WITH(run_harness(&model, tok, o, {}), Catch::Contains("skipped"));
   o.cutting_context = true;

@@ -14,10 +14,12 @@
 #include "tasks/harness/request.h"
 #include "tasks/harness/task_common.h"
 #include "tasks/tokenizer.h"
+#include "tests/file_util.h"
 
 using namespace mnemo;
 using namespace mnemo::harness;
 namespace fs = std::filesystem;
+using test::ScopedDataDir;
 
 namespace {
 const std::string kFixtures = std::string(MNEMO_SOURCE_DIR) + "/tests/data/harness/";
@@ -35,17 +37,7 @@ fs::path temp_dir(const std::string& name) {
   return p;
 }
 
-// Points the data directory at `dir` for the lifetime of the object.
-struct ScopedDataDir {
-  std::string old = data_dir();
-  explicit ScopedDataDir(const fs::path& dir) { set_data_dir(dir.string()); }
-  ~ScopedDataDir() { set_data_dir(old); }
-};
 
-void write_file(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-}
 
 json arguments_of(const std::vector<Request>& reqs) {
   json a = json::array();
@@ -101,7 +93,7 @@ TEST_CASE("encode_pair takes the continuation after len(encode(context)), merges
   const fs::path dir = temp_dir("sp");
   std::string corpus;
   for (int i = 0; i < 400; ++i) corpus += "foobar foo the foobar bar baz foo foobar\n";
-  write_file(dir / "corpus.txt", corpus);
+  test::write_text_file(dir / "corpus.txt", corpus);
   SentencePieceTrainOptions opt;
   opt.inputs = {(dir / "corpus.txt").string()};
   opt.vocab_size = 32;
@@ -248,10 +240,10 @@ TEST_CASE("a malformed record is an Error naming file:line and the field", "[har
   ScopedDataDir scoped(dir);
   const std::string good = read_text_file(kFixtures + "hellaswag_val_sample.jsonl");
   const std::string first = good.substr(0, good.find('\n') + 1);
-  write_file(dir / "eval/hellaswag/hellaswag_val.jsonl", first + "{\"ind\": 1, \"ctx_b\": \"x\"}\n");
+  test::write_text_file(dir / "eval/hellaswag/hellaswag_val.jsonl", first + "{\"ind\": 1, \"ctx_b\": \"x\"}\n");
   CHECK_THROWS_WITH(make_harness_task("hellaswag")->num_docs(),
                     Catch::Contains("eval/hellaswag/hellaswag_val.jsonl:2") && Catch::Contains("ctx_a"));
-  write_file(dir / "eval/hellaswag/hellaswag_val.jsonl", first + "{not json\n");
+  test::write_text_file(dir / "eval/hellaswag/hellaswag_val.jsonl", first + "{not json\n");
   CHECK_THROWS_WITH(make_harness_task("hellaswag")->num_docs(), Catch::Contains("hellaswag_val.jsonl:2"));
   fs::remove_all(dir);
 }
@@ -261,7 +253,7 @@ TEST_CASE("a missing or altered data file is an Error naming it and what is expe
   ScopedDataDir scoped(dir);
   CHECK_THROWS_WITH(make_harness_task("commonsense_qa")->num_docs(),
                     Catch::Contains("eval/commonsense_qa/validation.jsonl"));
-  write_file(dir / "eval/piqa/valid.jsonl", "{\"goal\": \"g\", \"sol1\": \"a\", \"sol2\": \"b\"}\n");
+  test::write_text_file(dir / "eval/piqa/valid.jsonl", "{\"goal\": \"g\", \"sol1\": \"a\", \"sol2\": \"b\"}\n");
   CHECK_THROWS_WITH(make_harness_task("piqa")->num_docs(),
                     Catch::Contains("valid.jsonl") &&
                         Catch::Contains("93503cc97c679e459b065c3d13e848282e44b2a25213985bed3e5d458abef72d"));
@@ -312,7 +304,7 @@ TEST_CASE("requests equal lm-eval's, string for string (first documents)", "[har
 TEST_CASE("HellaSwag's importer applies lm-eval's process_docs to the original schema", "[harness]") {
   const fs::path dir = temp_dir("hellaswag");
   ScopedDataDir scoped(dir);
-  write_file(dir / "eval/hellaswag/hellaswag_val.jsonl", read_text_file(kFixtures + "hellaswag_val_sample.jsonl"));
+  test::write_text_file(dir / "eval/hellaswag/hellaswag_val.jsonl", read_text_file(kFixtures + "hellaswag_val_sample.jsonl"));
   auto task = make_harness_task("hellaswag");
   for (const auto& row : fixture_jsonl("requests_hellaswag.jsonl")) {
     INFO("doc " << row["doc_id"]);
