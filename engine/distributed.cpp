@@ -23,8 +23,11 @@
 #endif
 #include <unistd.h>
 
+#include <torch/csrc/autograd/function_hook.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "core/common.h"
 #include "core/parse_int.h"
@@ -214,7 +217,6 @@ Distributed::Distributed(const DistEnv& env, const torch::Device& device, std::c
   }
 }
 
-Distributed::~Distributed() = default;
 
 void Distributed::fail(const char* what, int64_t step, const std::exception& e) const {
   // A peer's sockets close while it is still exiting: look again for up to 2 s.
@@ -268,51 +270,153 @@ void Distributed::broadcast_module(torch::nn::Module& module) {
   }
 }
 
-void Distributed::all_reduce_gradients(const std::vector<torch::Tensor>& params, double scale, int64_t step) {
-  torch::NoGradGuard no_grad;
-  const double t0 = wall_seconds();
-  // Buckets in reverse parameter order (the order backward produces them, as DDP's): one dtype and device each.
+// The parameters' gradient buckets and the hooks that launch them (see attach_gradients in distributed.h).
+struct Distributed::GradientBuckets {
   struct Bucket {
-    std::vector<torch::Tensor> grads;
+    std::vector<size_t> params;    // indices into `params`, in the bucket's order
+    std::vector<int64_t> offsets;  // element offset of each in `flat`
     torch::Tensor flat;
+    size_t reported = 0;
     c10::intrusive_ptr<c10d::Work> work;
   };
+  std::vector<torch::Tensor> params;
+  std::vector<std::pair<size_t, size_t>> place;  // parameter -> (bucket, slot)
+  std::vector<char> reported;                    // this step, per parameter
   std::vector<Bucket> buckets;
+  // The AccumulateGrad nodes carrying the hooks: a leaf holds its node weakly, so without these references a
+  // node (and its hook) would be rebuilt for every backward.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<uintptr_t> hook_keys;
+  size_t next_launch = 0;
+  bool armed = false, overlap = true;
+  int64_t step = -1;
+  std::optional<std::string> error;  // the first failure inside a hook, rethrown by finish_gradient_sync
+};
+
+Distributed::~Distributed() {
+  if (!grads_) return;
+  for (size_t i = 0; i < grads_->accumulators.size(); ++i) grads_->accumulators[i]->del_post_hook(grads_->hook_keys[i]);
+}
+
+namespace {
+// Runs after a parameter's AccumulateGrad node (its .grad then holds this step's gradient so far): DDP's
+// Reducer hooks the same node.
+class GradientReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  explicit GradientReadyHook(std::function<void()> ready) : ready_(std::move(ready)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    ready_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> ready_;
+};
+}  // namespace
+
+void Distributed::attach_gradients(const std::vector<torch::Tensor>& params, int64_t bucket_bytes, bool overlap) {
+  if (grads_) throw Error("attach_gradients: the gradients are attached already");
+  grads_ = std::make_unique<GradientBuckets>();
+  auto& G = *grads_;
+  G.params = params;
+  G.overlap = overlap;
+  G.place.resize(params.size());
+  G.reported.assign(params.size(), 0);
   int64_t bytes = 0;
-  for (auto it = params.rbegin(); it != params.rend(); ++it) {
-    torch::Tensor g = it->grad();
-    if (!g.defined()) {  // a parameter this rank's batch did not reach: its zero gradient still joins the sum
-      it->mutable_grad() = torch::zeros_like(*it);
-      g = it->grad();
-    }
-    const int64_t nb = g.numel() * static_cast<int64_t>(g.element_size());
-    if (buckets.empty() || bytes + nb > bucket_bytes_ || buckets.back().grads.front().scalar_type() != g.scalar_type() ||
-        buckets.back().grads.front().device() != g.device()) {
-      buckets.emplace_back();
+  for (size_t k = params.size(); k-- > 0;) {
+    const torch::Tensor& p = params[k];
+    const int64_t nb = p.numel() * static_cast<int64_t>(p.element_size());
+    if (G.buckets.empty() || bytes + nb > bucket_bytes ||
+        G.params[G.buckets.back().params.front()].scalar_type() != p.scalar_type() ||
+        G.params[G.buckets.back().params.front()].device() != p.device()) {
+      G.buckets.emplace_back();
       bytes = 0;
     }
-    buckets.back().grads.push_back(g);
+    auto& b = G.buckets.back();
+    G.place[k] = {G.buckets.size() - 1, b.params.size()};
+    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + G.params[b.params.back()].numel());
+    b.params.push_back(k);
     bytes += nb;
   }
+  for (auto& b : G.buckets) {
+    const torch::Tensor& last = G.params[b.params.back()];
+    b.flat = torch::zeros({b.offsets.back() + last.numel()}, last.options().requires_grad(false));
+  }
+  for (size_t k = 0; k < params.size(); ++k) {
+    if (!params[k].requires_grad()) continue;
+    auto acc = torch::autograd::impl::grad_accumulator(params[k]);
+    G.hook_keys.push_back(acc->add_post_hook(std::make_unique<GradientReadyHook>([this, k] { gradient_ready(k); })));
+    G.accumulators.push_back(std::move(acc));
+  }
+}
+
+void Distributed::begin_gradient_sync(int64_t step) {
+  if (!grads_) throw Error("begin_gradient_sync before attach_gradients");
+  auto& G = *grads_;
+  std::fill(G.reported.begin(), G.reported.end(), 0);
+  for (auto& b : G.buckets) b.reported = 0, b.work.reset();
+  G.next_launch = 0;
+  G.step = step;
+  G.error.reset();
+  G.armed = G.overlap;
+}
+
+// A parameter's gradient is final for this step: copy it into its bucket; launch every bucket, in order, whose
+// parameters have all reported. Inside the autograd engine: never throws (the error waits for finish).
+void Distributed::gradient_ready(size_t k) {
+  auto& G = *grads_;
+  if (!G.armed || G.error || G.reported[k]) return;
   try {
-    for (auto& b : buckets) {  // launched one after another: Gloo/NCCL work through them while the next is packed
-      std::vector<torch::Tensor> flat_views;
-      for (auto& g : b.grads) flat_views.push_back(g.reshape({-1}));
-      b.flat = torch::cat(flat_views);
+    torch::NoGradGuard no_grad;
+    const auto [bi, slot] = G.place[k];
+    auto& b = G.buckets[bi];
+    const torch::Tensor& g = G.params[k].grad();
+    b.flat.narrow(0, b.offsets[slot], G.params[k].numel()).copy_(g.reshape({-1}));
+    G.reported[k] = 1;
+    ++b.reported;
+    while (G.next_launch < G.buckets.size() &&
+           G.buckets[G.next_launch].reported == G.buckets[G.next_launch].params.size()) {
+      std::vector<torch::Tensor> one = {G.buckets[G.next_launch].flat};
+      G.buckets[G.next_launch++].work = pg_->group->allreduce(one);
+      ++launched_in_backward_;
+    }
+  } catch (const std::exception& e) {
+    G.error = first_line(e);
+  }
+}
+
+void Distributed::finish_gradient_sync(double scale) {
+  torch::NoGradGuard no_grad;
+  auto& G = *grads_;
+  G.armed = false;
+  const double t0 = wall_seconds();
+  try {
+    if (G.error) throw std::runtime_error(*G.error);
+    for (size_t bi = G.next_launch; bi < G.buckets.size(); ++bi) {  // the rest, in order
+      auto& b = G.buckets[bi];
+      for (size_t slot = 0; slot < b.params.size(); ++slot) {
+        const size_t k = b.params[slot];
+        if (G.reported[k]) continue;
+        torch::Tensor& p = G.params[k];
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // not reached: a zero share of the sum
+        b.flat.narrow(0, b.offsets[slot], p.numel()).copy_(p.grad().reshape({-1}));
+      }
       std::vector<torch::Tensor> one = {b.flat};
       b.work = pg_->group->allreduce(one);
     }
-    for (auto& b : buckets) {
+    G.next_launch = G.buckets.size();
+    for (auto& b : G.buckets) {
       b.work->wait();
       if (scale != 1.0) b.flat.mul_(scale);
-      int64_t off = 0;
-      for (auto& g : b.grads) {
-        g.copy_(b.flat.narrow(0, off, g.numel()).view_as(g));
-        off += g.numel();
+      for (size_t slot = 0; slot < b.params.size(); ++slot) {
+        torch::Tensor& p = G.params[b.params[slot]];
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+        p.mutable_grad().copy_(b.flat.narrow(0, b.offsets[slot], p.numel()).view_as(p));
       }
     }
   } catch (const std::exception& e) {
-    fail("gradient all-reduce", step, e);
+    fail("gradient all-reduce", G.step, e);
   }
   all_reduce_s_ += wall_seconds() - t0;
 }

@@ -58,23 +58,38 @@ class Distributed {
   void check_same_config(const std::string& config_hash);
   // Parameters and buffers of `module` from rank 0 to all (identical starting weights).
   void broadcast_module(torch::nn::Module& module);
-  // Sum over ranks of every gradient of `params`, in buckets of at most `bucket_bytes` (flattened per dtype and
-  // device, launched asynchronously one after another, then waited on), scaled by `scale` (1/world: the mean).
-  void all_reduce_gradients(const std::vector<torch::Tensor>& params, double scale, int64_t step);
+  // Gradient sum over ranks, overlapped with the backward (DDP's Reducer, on LibTorch's public tensor hooks):
+  // attach_gradients (once, after broadcast_module) lays the parameters out in buckets of at most bucket_bytes
+  // (reverse parameter order — the order backward produces them — one dtype and device each) and puts a hook on
+  // each. Between begin_gradient_sync(step) and the step's last backward, a parameter's hook copies its finished
+  // gradient (the .grad of earlier micro-batches + this backward's part) into its bucket; a bucket whose every
+  // parameter has reported is all-reduced asynchronously at once — strictly in bucket order, so every rank issues
+  // the same collectives in the same order — while backward goes on with earlier layers. finish_gradient_sync
+  // gives parameters the graph did not reach a zero gradient, launches the remaining buckets, waits for all and
+  // writes the sums (times `scale`) back into .grad. overlap = false: the hooks stay idle and every bucket is
+  // launched by finish_gradient_sync (the pre-overlap behaviour, for comparison).
+  void attach_gradients(const std::vector<torch::Tensor>& params, int64_t bucket_bytes, bool overlap);
+  void begin_gradient_sync(int64_t step);
+  void finish_gradient_sync(double scale);
   // Element-wise sum over ranks of a small fp64 vector (flags, counts): the per-step control message.
   std::vector<double> all_reduce_sum(const std::vector<double>& values, int64_t step, const char* what);
   void barrier(const char* what);
 
-  double all_reduce_seconds() const { return all_reduce_s_; }  // time spent in gradient all-reduces so far
+  // Seconds spent in finish_gradient_sync so far: the all-reduce time the backward did not hide.
+  double all_reduce_seconds() const { return all_reduce_s_; }
+  int64_t buckets_launched_in_backward() const { return launched_in_backward_; }  // so far (overlap evidence)
 
  private:
   [[noreturn]] void fail(const char* what, int64_t step, const std::exception& e) const;
+  void gradient_ready(size_t param_index);  // a parameter's AccumulateGrad post-hook
   DistEnv env_;
   torch::Device device_;
   std::string backend_;
   std::unique_ptr<ProcessGroupHandle> pg_;
-  int64_t bucket_bytes_ = 25 << 20;  // as DDP's default bucket_cap_mb = 25
+  struct GradientBuckets;  // distributed.cpp
+  std::unique_ptr<GradientBuckets> grads_;
   double all_reduce_s_ = 0;
+  int64_t launched_in_backward_ = 0;
 };
 
 }  // namespace mnemo

@@ -143,7 +143,8 @@ StepResult optimiser_step(Backbone& model, torch::optim::Optimizer& optimizer, D
   optimizer.zero_grad();
   double loss_sum = 0, aux_sum = 0;
   bool has_aux = false;
-  for (const TrainBatch& b : micro) {
+  for (size_t m = 0; m < micro.size(); ++m) {
+    const TrainBatch& b = micro[m];
     torch::Tensor loss, aux;
     {
       const AutocastScope autocast(device, precision);  // forward and loss; backward outside (as torch.amp)
@@ -154,13 +155,14 @@ StepResult optimiser_step(Backbone& model, torch::optim::Optimizer& optimizer, D
       aux = model.aux_loss();
     }
     auto total = aux.defined() ? loss + aux / double(accum * world) : loss;
+    if (dist && m + 1 == micro.size()) dist->begin_gradient_sync(step);  // buckets all-reduce during this backward
     total.backward();
     loss_sum += loss.item<double>();
     if (aux.defined()) aux_sum += aux.item<double>() / double(accum), has_aux = true;
     r.tokens += b.tokens;
   }
   if (dist) {  // gradients summed over ranks, then the step's figures and stop requests (one small message)
-    dist->all_reduce_gradients(model.module->parameters(), 1.0, step);
+    dist->finish_gradient_sync(1.0);
     const auto c = dist->all_reduce_sum({loss_sum, aux_sum / world, has_aux ? 1.0 : 0.0, double(r.tokens),
                                          stop_requested() ? 1.0 : 0.0},
                                         step, "step's control message");
@@ -296,7 +298,10 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     model.module->to(device);
     load_optimizer(result.out_dir, *optimizer);
   }
-  if (dist) dist->broadcast_module(*model.module);  // identical starting weights (rank 0's)
+  if (dist) {
+    dist->broadcast_module(*model.module);  // identical starting weights (rank 0's)
+    dist->attach_gradients(model.module->parameters(), opt.dist_bucket_bytes, opt.dist_overlap);
+  }
   auto source = make_rank_share(make_source(data, cfg, device), opt.dist.rank, world);
   auto objective = make_objective(data, cfg, device);
   const bool has_eval = objective->has_eval();
@@ -337,6 +342,8 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
       recorded["rank_batch_size"] = cfg.at("batch_size").get<int64_t>() / world;
       recorded["global_batch_size"] = cfg.at("batch_size").get<int64_t>() * accum;
       recorded["dist_backend"] = dist->backend();
+      recorded["dist_bucket_bytes"] = opt.dist_bucket_bytes;
+      recorded["dist_overlap"] = opt.dist_overlap;
     }
     r.config_json = recorded.dump();
     r.config_hash = hash;
@@ -518,7 +525,11 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     }
     if (saved_step != step) checkpoint_now(step);  // a resume of a run stopped at its last step
     fill_result(step);
-    if (dist) result.allreduce_s_per_step = dist->all_reduce_seconds() / double(std::max<int64_t>(1, step - first_step));
+    if (dist) {
+      const double steps_run = double(std::max<int64_t>(1, step - first_step));
+      result.allreduce_s_per_step = dist->all_reduce_seconds() / steps_run;
+      result.buckets_in_backward_per_step = double(dist->buckets_launched_in_backward()) / steps_run;
+    }
     if (!main_rank) return result;
     // ---- summary rows ----
     std::vector<MetricRow> summary = {{state.run_id, step, "summary", "wall_s", result.wall_s, result.wall_s},
@@ -530,7 +541,8 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     if (train_seconds > 0) add("data_wait_share", data_seconds / train_seconds);  // this invocation
     if (dist) {
       add("world_size", world);
-      add("allreduce_s_per_step", result.allreduce_s_per_step);  // this invocation
+      add("allreduce_s_per_step", result.allreduce_s_per_step);  // this invocation: not hidden by the backward
+      add("buckets_in_backward_per_step", result.buckets_in_backward_per_step);
     }
     if (is_lm) {
       add("train_tokens", double(tokens_seen()));

@@ -26,6 +26,8 @@ struct TrainOptions {
   // the progress lines. A collective that does not complete within dist_timeout ends every rank with an Error.
   DistEnv dist;
   std::chrono::milliseconds dist_timeout{std::chrono::minutes(30)};
+  int64_t dist_bucket_bytes = 25 << 20;  // gradient buckets (DDP's bucket_cap_mb = 25)
+  bool dist_overlap = true;              // all-reduce each bucket during the backward (Distributed::attach_gradients)
 };
 
 // Test figures are NaN when the run has no test set (n_test 0). tokens_per_s and wall_s add up
@@ -42,7 +44,9 @@ struct TrainResult {
   bool stopped = false;            // status 'stopped' (--stop-after or a signal): --resume continues
   int stop_signal = 0;             // SIGINT / SIGTERM that stopped it (core/signals.h), else 0
   int world_size = 1, rank = 0;    // data-parallel: the job's ranks and this process's
-  double allreduce_s_per_step = 0;  // data-parallel: mean seconds per step in the gradient all-reduce
+  double allreduce_s_per_step = 0;  // data-parallel: mean seconds per step waiting for the gradient all-reduce
+                                    // after the backward (the part the backward did not hide)
+  double buckets_in_backward_per_step = 0;  // data-parallel: gradient buckets launched during the backward
 };
 
 // `user_config` is resolved (defaults merged, unknown keys rejected) and the run validated (output

@@ -142,6 +142,54 @@ TEST_CASE("distributed: 2 ranks over Gloo train as 1 rank with the same global b
   REQUIRE(recorded["dist_backend"] == "gloo");
   REQUIRE(db.runs()[0].config_hash == da.runs()[0].config_hash);
   REQUIRE(db.runs()[0].status == "completed");
+  REQUIRE(recorded["dist_overlap"] == true);
+  fs::remove_all(dir);
+}
+
+// The all-reduce overlapped with the backward (Distributed::attach_gradients): with buckets of ~1 KB the model's
+// gradients fill many buckets, each launched from a parameter's AccumulateGrad hook while the backward goes on;
+// the trajectory must be the one-rank run's, with gradient accumulation too (a bucket then carries the .grad of the
+// earlier micro-batch plus the last one's part), and the same as all-reducing after the backward.
+TEST_CASE("distributed: bucketed all-reduce overlapped with the backward gives the one-rank trajectory",
+          "[distributed][cli]") {
+  auto dir = test::temp_dir("ddp_overlap");
+  json run = json::parse(kTinyRun);
+  run["grad_accum"] = 2;
+  run["batch_size"] = 4;
+  write_text(dir / "run.json", run.dump());
+  const std::string cfg = (dir / "run.json").string();
+  auto train = [&](const std::string& name, const std::string& flags) {
+    auto r = test::run_mnemo("train " + flags + " --config " + cfg + " --db " + (dir / (name + ".sqlite")).string() +
+                             " --out " + (dir / name).string() + " --quiet");
+    INFO(name << ": " << r.output);
+    REQUIRE(r.exit_code == 0);
+    return r.output;
+  };
+  train("one", "");
+  const std::string overlapped = train("overlap", "--nproc 2 --dist-bucket-mb 0.001");
+  const std::string after = train("after", "--nproc 2 --dist-bucket-mb 0.001 --no-dist-overlap");
+  auto summary = [](const std::string& out) {  // the last line: the JSON summary
+    const size_t start = out.rfind("\n{");
+    return json::parse(out.substr(start == std::string::npos ? 0 : start + 1));
+  };
+  const json s_overlap = summary(overlapped), s_after = summary(after);
+  INFO(s_overlap.dump() << "\n" << s_after.dump());
+  REQUIRE(s_overlap["buckets_in_backward_per_step"].get<double>() > 4);  // many buckets, launched during backward
+  REQUIRE(s_after["buckets_in_backward_per_step"].get<double>() == 0);
+  const auto a = train_rows((dir / "one.sqlite").string());
+  for (const std::string name : {"overlap", "after"}) {
+    const auto b = train_rows((dir / (name + ".sqlite")).string());
+    REQUIRE(a.size() == b.size());
+    for (const auto& [key, v] : a) {
+      INFO(name << " step " << key.first << " " << key.second);
+      REQUIRE(b.count(key) == 1);
+      REQUIRE(std::abs(b.at(key) - v) <= 1e-9 * std::max(1.0, std::abs(v)));
+    }
+  }
+  ResultsDB db((dir / "after.sqlite").string(), OpenMode::read_only);
+  const json recorded = json::parse(db.runs()[0].config_json);
+  REQUIRE(recorded["dist_overlap"] == false);
+  REQUIRE(recorded["dist_bucket_bytes"] == 1048);
   fs::remove_all(dir);
 }
 

@@ -21,6 +21,8 @@ struct TrainArgs {
   int64_t stop_after = 0;
   int nproc = 0;
   double dist_timeout_s = 1800;
+  double dist_bucket_mb = 25;
+  bool no_dist_overlap = false;
 };
 
 std::string train_footer() {
@@ -54,10 +56,16 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--dist-timeout", a.dist_timeout_s,
                   "Data-parallel: seconds a rank waits for the others (rendezvous, each collective) before it "
                   "ends with an error (default 1800)");
+  sub->add_option("--dist-bucket-mb", a.dist_bucket_mb,
+                  "Data-parallel: gradient bucket size in MB (default 25, as DDP's bucket_cap_mb)");
+  sub->add_flag("--no-dist-overlap", a.no_dist_overlap,
+                "Data-parallel: all-reduce the gradients after the backward instead of during it (comparison)");
   sub->footer(train_footer());
   sub->callback([] {
     if (a.nproc < 0 || a.nproc > 1024) throw Error("--nproc " + std::to_string(a.nproc) + " is outside [1, 1024]");
     if (!(a.dist_timeout_s > 0)) throw Error("--dist-timeout must be > 0 seconds");
+    if (!(a.dist_bucket_mb > 0) || a.dist_bucket_mb > 1e6)
+      throw Error("--dist-bucket-mb must be in (0, 1e6] MB, got " + std::to_string(a.dist_bucket_mb));
     if (a.nproc > 1) {  // the launcher: the ranks are this same command without --nproc
       const int code = launch_local_ranks(a.nproc, without_option(own_command_line(), "--nproc"), 30.0);
       if (code != 0) std::exit(code);
@@ -80,6 +88,8 @@ void add_train_command(CLI::App& app) {
     opt.stop_after = a.stop_after;
     opt.dist = dist_env_from_process();
     opt.dist_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.dist_timeout_s * 1000));
+    opt.dist_bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(a.dist_bucket_mb * 1024 * 1024));
+    opt.dist_overlap = !a.no_dist_overlap;
     // SIGINT / SIGTERM: the loop checkpoints, marks the run 'stopped' and returns; exit 128 + signal.
     install_stop_handlers();
     auto r = train(cfg, opt);
@@ -111,6 +121,7 @@ void add_train_command(CLI::App& app) {
     if (r.world_size > 1) {
       summary["world_size"] = r.world_size;
       summary["allreduce_s_per_step"] = r.allreduce_s_per_step;
+      summary["buckets_in_backward_per_step"] = r.buckets_in_backward_per_step;
     }
     if (r.stopped) summary["stopped"] = true;
     std::cout << summary.dump() << "\n";
