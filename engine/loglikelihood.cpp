@@ -98,9 +98,10 @@ std::vector<std::pair<double, bool>> language_model_loglikelihood(LanguageModelI
         }
       }
       const auto ids_t = torch::from_blob(ids.data(), {B, padlen}, i64).clone().to(device);
-      const auto logits = model.forward(ids_t);  // [B, padlen, V]
-      auto sel = logits.index({torch::from_blob(rows.data(), {(int64_t)rows.size()}, i64).clone().to(device),
-                               torch::from_blob(pos.data(), {(int64_t)pos.size()}, i64).clone().to(device)});
+      // The LM head at the continuation positions alone (the context's logits are never read).
+      std::vector<int64_t> flat(rows.size());
+      for (size_t k = 0; k < rows.size(); ++k) flat[k] = rows[k] * padlen + pos[k];
+      auto sel = model.forward_rows(ids_t, torch::from_blob(flat.data(), {(int64_t)flat.size()}, i64).clone().to(device));
       if (sel.scalar_type() != torch::kFloat64) sel = sel.to(torch::kFloat32);  // fp32 log_softmax (fp64 stays)
       const auto lp = torch::log_softmax(sel, -1);
       const auto tgt = torch::from_blob(targets.data(), {(int64_t)targets.size()}, i64).clone().to(device);

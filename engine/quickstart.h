@@ -16,6 +16,8 @@ std::vector<std::string> quickstart_mqar_models();
 // Families the language-modelling stage runs by default.
 std::vector<std::string> quickstart_lm_models();
 
+// The learning rate the MQAR stage gives a family (the best of the probe sweep configs/mqar_quickstart_lr.json).
+double quickstart_mqar_lr(const std::string& model);
 json quickstart_mqar_sweep(const std::vector<std::string>& models);
 json quickstart_lm_sweep(const std::vector<std::string>& models);
 

@@ -173,6 +173,19 @@ LanguageModelImpl::LanguageModelImpl(const ModelConfig& cfg) : cfg_(cfg) {
 }
 
 torch::Tensor LanguageModelImpl::forward(const torch::Tensor& ids, ModelState* state) {
+  return head(hidden(ids, state));
+}
+
+torch::Tensor LanguageModelImpl::forward_rows(const torch::Tensor& ids, const torch::Tensor& rows) {
+  auto h = hidden(ids, nullptr);
+  return head(h.reshape({-1, h.size(-1)}).index_select(0, rows));
+}
+
+torch::Tensor LanguageModelImpl::head(const torch::Tensor& h) {
+  return cfg_.tie_embeddings ? torch::matmul(h, embed_->weight.t()) : lm_head_(h);
+}
+
+torch::Tensor LanguageModelImpl::hidden(const torch::Tensor& ids, ModelState* state) {
   if (ids.dim() != 2) throw Error("model input must be [batch, time] token ids");
   if (state && state->size() != blocks_.size()) *state = initial_state();
   auto h = embed_(ids);
@@ -183,8 +196,7 @@ torch::Tensor LanguageModelImpl::forward(const torch::Tensor& ids, ModelState* s
     h = blocks_[i]->forward(h, ls);
     if (ls) ls->pos += ids.size(1);
   }
-  h = final_norm_(h);
-  return cfg_.tie_embeddings ? torch::matmul(h, embed_->weight.t()) : lm_head_(h);
+  return final_norm_(h);
 }
 
 torch::Tensor LanguageModelImpl::aux_loss() const {

@@ -61,6 +61,10 @@ class LanguageModelImpl : public torch::nn::Module {
   explicit LanguageModelImpl(const ModelConfig& cfg);
   // ids: [B, T] int64 -> logits [B, T, V]. With a state, continues from it (see Mixer).
   torch::Tensor forward(const torch::Tensor& ids, ModelState* state = nullptr);
+  // The logits of the flattened positions `rows` (int64 indices into [B·T]) alone: [rows, V]. The same values as
+  // forward(ids).reshape({-1, V}).index_select(0, rows), without the LM head's work at the other positions (a
+  // log-likelihood request scores only its continuation, engine/loglikelihood.cpp).
+  torch::Tensor forward_rows(const torch::Tensor& ids, const torch::Tensor& rows);
   ModelState initial_state() const { return ModelState(blocks_.size()); }
   torch::Tensor aux_loss() const;  // sum of the mixers' auxiliary losses of the last forward
   int64_t num_parameters() const;
@@ -72,6 +76,8 @@ class LanguageModelImpl : public torch::nn::Module {
   std::vector<Block> blocks_;
   RMSNorm final_norm_{nullptr};
   torch::nn::Linear lm_head_{nullptr};  // only when embeddings are not tied
+  torch::Tensor hidden(const torch::Tensor& ids, ModelState* state);  // the final norm's output [B, T, d]
+  torch::Tensor head(const torch::Tensor& h);                          // tied embedding or lm_head
 };
 TORCH_MODULE(LanguageModel);
 

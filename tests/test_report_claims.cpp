@@ -121,7 +121,10 @@ TEST_CASE("quickstart: its sweeps name real families and the catalog leaves out 
   const json mqar = quickstart_mqar_sweep(quickstart_mqar_models());
   CHECK(mqar["base"]["test_num_kv_pairs"].size() == 3);
   CHECK(mqar["cases"].size() == quickstart_mqar_models().size());
-  CHECK(mqar["cases"][0] == json({{"model", "transformer"}, {"short_conv", true}}));
+  CHECK(mqar["cases"][0] == json({{"model", "transformer"}, {"short_conv", true}, {"lr", 4e-3}}));
+  CHECK(mqar["cases"][1] == json({{"model", "linear_attn"}, {"lr", 2e-3}}));
+  CHECK(mqar["base"]["vocab_size"] == 512);
+  CHECK_FALSE(mqar["base"].contains("lr"));  // each case carries its own
   const json catalog = quickstart_catalog();
   for (const std::string& m : quickstart_mqar_models()) CHECK_FALSE(catalog["left_out"].contains(m));
   CHECK(catalog["left_out"].contains("titans_lmm"));
