@@ -25,7 +25,9 @@ struct DistEnv {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string source = "none";  // "torchrun", "slurm" or "none"
-  bool distributed() const { return world_size > 1; }
+  // torchrun's variables form a process group even for one process (as torch.distributed does: on a GPU, a
+  // one-rank NCCL group); Slurm's only for more than one task.
+  bool distributed() const { return world_size > 1 || source == "torchrun"; }
 };
 
 // `env` maps variable names to values (tests); the process environment when empty. Inconsistent variables

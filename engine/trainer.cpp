@@ -206,6 +206,7 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
     if (device.is_cuda()) device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(opt.dist.local_rank));
     dist = std::make_unique<Distributed>(opt.dist, device, opt.dist_timeout);
     dist->check_same_config(hash);
+    result.dist_backend = dist->backend();
   }
   const bool main_rank = !dist || dist->is_main();
   const bool quiet = opt.quiet || !main_rank;

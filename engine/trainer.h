@@ -44,6 +44,7 @@ struct TrainResult {
   bool stopped = false;            // status 'stopped' (--stop-after or a signal): --resume continues
   int stop_signal = 0;             // SIGINT / SIGTERM that stopped it (core/signals.h), else 0
   int world_size = 1, rank = 0;    // data-parallel: the job's ranks and this process's
+  std::string dist_backend;        // data-parallel: "gloo" | "nccl"; empty = not a job
   double allreduce_s_per_step = 0;  // data-parallel: mean seconds per step waiting for the gradient all-reduce
                                     // after the backward (the part the backward did not hide)
   double buckets_in_backward_per_step = 0;  // data-parallel: gradient buckets launched during the backward

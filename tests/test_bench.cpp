@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "engine/bench.h"
+#include "engine/op_profile.h"
 #include "runtime/device.h"
 #include "runtime/ops/kernel_ops.h"
 #include "test_util.h"
@@ -243,5 +244,40 @@ TEST_CASE("bench: every kernel op's random inputs are valid for all its forms", 
         CHECK(torch::allclose(out.at(k), expected, 1e-8, 1e-8));
       }
     }
+  }
+}
+
+TEST_CASE("bench: --profile attributes host self time to operators", "[bench]") {
+  SECTION("the profiler around known work") {
+    torch::NoGradGuard no_grad;
+    auto a = torch::randn({64, 64});
+    OpProfiler profiler(torch::Device(torch::kCPU));
+    for (int i = 0; i < 7; ++i) a = torch::mm(a, a).tanh();
+    OpProfileTables t = profiler.finish();
+    auto find = [&](const std::string& name) {
+      for (const auto& o : t.host_self)
+        if (o.name == name) return o;
+      return OpTime{};
+    };
+    CHECK(find("aten::mm").calls == 7);
+    CHECK(find("aten::tanh").calls == 7);
+    CHECK(t.device_kernels.empty());
+    double sum = 0;
+    for (const auto& o : t.host_self) {
+      CHECK(o.total_ms >= 0);
+      sum += o.total_ms;
+    }
+    CHECK(sum == Approx(t.host_total_ms));
+    std::string text = format_profile(t, 1);
+    CHECK(text.find("host self time by operator") != std::string::npos);
+    CHECK(text.find("more") != std::string::npos);
+  }
+  SECTION("the CLI prints the table") {
+    auto r = test::run_mnemo("bench --model gated_deltanet --seq-lens 32 --d-model 32 --n-heads 2 --mode fwdbwd "
+                             "--warmup 0 --repeats 1 --device cpu --no-db --profile --profile-top 5");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find("host self time by operator") != std::string::npos);
+    CHECK(r.output.find("aten::") != std::string::npos);
   }
 }

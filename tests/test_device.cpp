@@ -304,4 +304,18 @@ TEST_CASE("cuda: train (bf16) on a corpus, check-kernel and bench end to end", "
   INFO(b.output);
   CHECK(b.exit_code == 0);
   CHECK(b.output.find("CUDA events") != std::string::npos);
+  auto p = test::run_mnemo("bench --model gated_deltanet --device cuda --precision bf16 --mode fwdbwd --seq-lens 256 "
+                           "--warmup 1 --repeats 1 --no-db --profile --profile-trace " + (dir / "trace.json").string());
+  INFO(p.output);
+  CHECK(p.exit_code == 0);
+  CHECK(p.output.find("device kernel time by launching operator") != std::string::npos);
+  CHECK(std::filesystem::exists(dir / "trace.json"));
+  // Data-parallel on CUDA: a one-rank NCCL job (the one GPU of the machine).
+  auto n = test::run_mnemo(
+      "train --nproc 1 --model transformer --task mqar --device cuda --set d_model=32 --set n_layers=1 --set steps=4 "
+      "--set eval_every=4 --set batch_size=8 --set n_test=16 --db " + (dir / "n.sqlite").string() + " --out " +
+      (dir / "nccl").string());
+  INFO(n.output);
+  CHECK(n.exit_code == 0);
+  CHECK(n.output.find("\"dist_backend\":\"nccl\"") != std::string::npos);
 }

@@ -91,7 +91,9 @@ TEST_CASE("distributed: the rank's place from torchrun's or Slurm's environment"
                              {"SLURM_JOB_NODELIST", "gpu[03-05,07],cpu1"}});
   REQUIRE((s.rank == 5 && s.world_size == 8 && s.local_rank == 1 && s.master_addr == "gpu03" &&
            s.master_port == 29500 && s.source == "slurm"));
-  REQUIRE(dist_env_from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}).world_size == 1);  // one task: no job
+  REQUIRE_FALSE(dist_env_from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}).distributed());  // one task: no job
+  // torchrun with one process is a one-rank job (a one-rank group, as torch.distributed forms).
+  REQUIRE(dist_env_from({{"RANK", "0"}, {"WORLD_SIZE", "1"}}).distributed());
   REQUIRE_THROWS_WITH(dist_env_from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}), Catch::Contains("SLURM_JOB_NODELIST"));
   REQUIRE(first_slurm_host("node7") == "node7");
   REQUIRE(first_slurm_host("a[1-2],b3") == "a1");
@@ -115,8 +117,16 @@ TEST_CASE("distributed: 2 ranks over Gloo train as 1 rank with the same global b
   REQUIRE_THAT(two.output, Catch::Contains("step 6/6"));  // rank 0's progress lines (once: the other rank is quiet)
   REQUIRE(two.output.find("step 6/6") == two.output.rfind("step 6/6"));
 
+  // --nproc 1: a one-rank job (a one-rank Gloo group; on CUDA a one-rank NCCL group).
+  auto job1 = test::run_mnemo("train --nproc 1 --config " + cfg + " --db " + (dir / "job1.sqlite").string() +
+                              " --out " + (dir / "job1").string());
+  INFO(job1.output);
+  REQUIRE(job1.exit_code == 0);
+  REQUIRE_THAT(job1.output, Catch::Contains("\"dist_backend\":\"gloo\"") && Catch::Contains("\"world_size\":1"));
+
   // The same loss trajectory, gradient norms and held-out figures, within fp64 rounding.
   const auto a = train_rows((dir / "one.sqlite").string()), b = train_rows((dir / "two.sqlite").string());
+  REQUIRE(train_rows((dir / "job1.sqlite").string()) == a);  // one rank: bit for bit
   REQUIRE(a.size() == b.size());
   REQUIRE(a.size() >= 6 * 2 + 2);
   for (const auto& [key, v] : a) {

@@ -14,6 +14,7 @@
 #include "core/parse_int.h"
 #include "core/defaults.h"
 #include "engine/bench.h"
+#include "engine/op_profile.h"
 #include "runtime/device.h"
 #include "runtime/ops/kernel_ops.h"
 
@@ -28,6 +29,9 @@ struct BenchArgs {
   std::vector<std::string> sets;
   std::string db = kDefaultDbPath;
   bool no_db = false;
+  bool profile = false;
+  std::string profile_trace;  // chrome trace path (implies --profile)
+  int profile_top = 20;
 };
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -122,6 +126,12 @@ void add_bench_command(CLI::App& app) {
                   "fp32 | bf16 (bf16 autocast: matmuls in bf16, recurrences in fp32; model and mixer scopes)")
       ->capture_default_str();
   sub->add_option("--seed", a->opt.seed, "Seed of the model initialisation and random tokens")->capture_default_str();
+  sub->add_flag("--profile", a->profile,
+                "Run under the PyTorch profiler: print host self time by operator and (CUDA) kernel time by "
+                "launching operator");
+  sub->add_option("--profile-trace", a->profile_trace,
+                  "With --profile: save the chrome trace to this file (needs a LibTorch built with Kineto)");
+  sub->add_option("--profile-top", a->profile_top, "Lines per profile table")->capture_default_str();
   sub->callback([a, d_model_opt, n_layers_opt, n_heads_opt] {
     BenchOptions opt = a->opt;
     opt.seq_lens = parse_lengths(a->seq_lens);
@@ -148,10 +158,19 @@ void add_bench_command(CLI::App& app) {
     std::cout << bench_method_text(opt, device) << "\n";
     std::printf("%-23s %7s %5s %11s %11s %11s %12s %10s %9s\n", "mode", "T", "B", "median ms", "p20 ms",
                 "p80 ms", "tokens/s", "peak MB", "GFLOP/s");
+    std::unique_ptr<OpProfiler> profiler;
+    if (a->profile || !a->profile_trace.empty()) profiler = std::make_unique<OpProfiler>(device);
     auto rows = run_benchmarks(opt, [&](const BenchRow& r) {
       print_row(r);
       if (db) db->add_bench(r);
     });
+    if (profiler) {
+      std::cout << format_profile(profiler->finish(), a->profile_top);
+      if (!a->profile_trace.empty()) {
+        profiler->save_trace(a->profile_trace);
+        std::cout << "chrome trace: " << a->profile_trace << "\n";
+      }
+    }
     if (!opt.kernel.empty()) print_form_speedups(rows);
     if (db) std::cout << "\n" << rows.size() << " rows recorded in " << db->path() << "\n";
   });

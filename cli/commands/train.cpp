@@ -66,7 +66,7 @@ void add_train_command(CLI::App& app) {
     if (!(a.dist_timeout_s > 0)) throw Error("--dist-timeout must be > 0 seconds");
     if (!(a.dist_bucket_mb > 0) || a.dist_bucket_mb > 1e6)
       throw Error("--dist-bucket-mb must be in (0, 1e6] MB, got " + std::to_string(a.dist_bucket_mb));
-    if (a.nproc > 1) {  // the launcher: the ranks are this same command without --nproc
+    if (a.nproc >= 1) {  // the launcher: the ranks are this same command without --nproc (1: a one-rank job)
       const int code = launch_local_ranks(a.nproc, without_option(own_command_line(), "--nproc"), 30.0);
       if (code != 0) std::exit(code);
       return;
@@ -118,8 +118,9 @@ void add_train_command(CLI::App& app) {
       summary["final_" + r.primary_metric] = number(r.final_primary);
     }
     if (r.already_completed) summary["already_completed"] = true;
-    if (r.world_size > 1) {
+    if (!r.dist_backend.empty()) {
       summary["world_size"] = r.world_size;
+      summary["dist_backend"] = r.dist_backend;
       summary["allreduce_s_per_step"] = r.allreduce_s_per_step;
       summary["buckets_in_backward_per_step"] = r.buckets_in_backward_per_step;
     }
