@@ -47,6 +47,33 @@ inline void set_autocast(c10::DeviceType type, bool enabled, at::ScalarType dtyp
 #endif
 }
 
+// A profiler event's start and duration (torch::autograd::profiler::KinetoEvent, engine/op_profile.cpp): 1.13 has
+// startUs()/durationUs(), newer versions startNs()/durationNs(). Chosen by which member exists, in nanoseconds.
+template <class Event>
+auto event_start_ns(const Event& e, int) -> decltype(static_cast<uint64_t>(e.startNs())) {
+  return e.startNs();
+}
+template <class Event>
+uint64_t event_start_ns(const Event& e, long) {
+  return e.startUs() * 1000;
+}
+template <class Event>
+auto event_duration_ns(const Event& e, int) -> decltype(static_cast<uint64_t>(e.durationNs())) {
+  return e.durationNs();
+}
+template <class Event>
+uint64_t event_duration_ns(const Event& e, long) {
+  return e.durationUs() * 1000;
+}
+template <class Event>
+uint64_t event_start_ns(const Event& e) {
+  return event_start_ns(e, 0);
+}
+template <class Event>
+uint64_t event_duration_ns(const Event& e) {
+  return event_duration_ns(e, 0);
+}
+
 }  // namespace mnemo::torch_compat
 
 // c10d (engine/distributed.cpp): a process group's collectives live on c10d::ProcessGroup in 1.13; from 2.0 each

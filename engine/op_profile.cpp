@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/common.h"
+#include "core/torch_compat.h"
 
 namespace mnemo {
 
@@ -40,8 +41,8 @@ void add(std::map<std::string, OpTime>& by_name, const std::string& name, double
 
 struct HostEvent {
   std::string name;
-  uint64_t start_us, duration_us;
-  uint64_t children_us = 0;
+  uint64_t start_ns, duration_ns;
+  uint64_t children_ns = 0;
 };
 
 // Self time = span - direct children's spans, nesting by time on each thread.
@@ -49,21 +50,21 @@ void host_self_times(std::unordered_map<uint64_t, std::vector<HostEvent>>& by_th
                      std::map<std::string, OpTime>& out) {
   for (auto& [thread, events] : by_thread) {
     std::sort(events.begin(), events.end(), [](const HostEvent& a, const HostEvent& b) {
-      return a.start_us != b.start_us ? a.start_us < b.start_us : a.duration_us > b.duration_us;
+      return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.duration_ns > b.duration_ns;
     });
     std::vector<size_t> open;
     for (size_t i = 0; i < events.size(); ++i) {
       while (!open.empty()) {
         const HostEvent& top = events[open.back()];
-        if (top.start_us + top.duration_us > events[i].start_us) break;
+        if (top.start_ns + top.duration_ns > events[i].start_ns) break;
         open.pop_back();
       }
-      if (!open.empty()) events[open.back()].children_us += events[i].duration_us;
+      if (!open.empty()) events[open.back()].children_ns += events[i].duration_ns;
       open.push_back(i);
     }
     for (const auto& e : events) {
-      uint64_t self = e.duration_us > e.children_us ? e.duration_us - e.children_us : 0;
-      add(out, e.name, self / 1e3);
+      uint64_t self = e.duration_ns > e.children_ns ? e.duration_ns - e.children_ns : 0;
+      add(out, e.name, self / 1e6);
     }
   }
 }
@@ -106,16 +107,17 @@ OpProfileTables OpProfiler::finish() {
     std::string name = e.name();
     if (is_runtime_call(name)) {
       t.cuda_runtime.calls += 1;
-      t.cuda_runtime.total_ms += e.durationUs() / 1e3;
+      t.cuda_runtime.total_ms += torch_compat::event_duration_ns(e) / 1e6;
       continue;
     }
     if (e.correlationId() > 0) op_by_correlation[e.correlationId()] = name;
-    host_by_thread[e.startThreadId()].push_back({name, e.startUs(), e.durationUs()});
+    host_by_thread[e.startThreadId()].push_back(
+        {name, torch_compat::event_start_ns(e), torch_compat::event_duration_ns(e)});
   }
   host_self_times(host_by_thread, host);
   for (const auto& e : result->events()) {
     if (e.deviceType() != c10::DeviceType::CUDA) continue;
-    double ms = e.durationUs() / 1e3;
+    double ms = torch_compat::event_duration_ns(e) / 1e6;
     auto op = op_by_correlation.find(e.linkedCorrelationId());
     add(device_by_op, op == op_by_correlation.end() ? "(no launching operator)" : op->second, ms);
     add(kernels, e.name(), ms);
