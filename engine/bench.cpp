@@ -1,5 +1,6 @@
 // Benchmark measurements (spec tasks.md §10.2); see bench.h for the protocol.
 #include "engine/bench.h"
+#include "engine/op_profile.h"
 
 #include "runtime/device.h"
 
@@ -128,9 +129,11 @@ Measured measure(LanguageModel& model, const BenchOptions& opt, const std::strin
 
   const Precision precision = parse_precision(opt.precision);
   DeviceTimer timer(device);
+  TimedSection section(opt.on_timed, device);
   probe.start();
   for (int64_t i = 0; i < opt.warmup + opt.repeats; ++i) {
     bool timed = i >= opt.warmup;
+    section.before(i, opt.warmup);
     if (mode == "fwd" || mode == "fwdbwd") {
       synchronize(device);
       timer.start();
@@ -179,6 +182,7 @@ Measured measure(LanguageModel& model, const BenchOptions& opt, const std::strin
       }
     }
   }
+  section.end();
   m.peak_mb = probe.peak_mb();
   if (adamw) model->zero_grad(true);  // free the gradients before the next measurement
   return m;
@@ -193,9 +197,11 @@ Measured measure_mixer(Mixer& mixer, const BenchOptions& opt, const std::string&
   mixer.train(mode == "fwdbwd");
   const Precision precision = parse_precision(opt.precision);
   DeviceTimer timer(device);
+  TimedSection section(opt.on_timed, device);
   probe.start();
   for (int64_t i = 0; i < opt.warmup + opt.repeats; ++i) {
     bool timed = i >= opt.warmup;
+    section.before(i, opt.warmup);
     synchronize(device);
     double t0 = now_s();
     timer.start();
@@ -236,6 +242,7 @@ Measured measure_mixer(Mixer& mixer, const BenchOptions& opt, const std::string&
     const double elapsed = timer.stop_seconds();
     if (timed) m.times_s.push_back(elapsed);
   }
+  section.end();
   m.peak_mb = probe.peak_mb();
   mixer.zero_grad();
   return m;
@@ -243,14 +250,17 @@ Measured measure_mixer(Mixer& mixer, const BenchOptions& opt, const std::string&
 
 // One kernel op alone (scope "kernel"): random inputs from the op, every timed repeat on the same inputs.
 Measured measure_kernel(const KernelOp& op, const KernelBenchInputs& in, const std::string& form, int64_t chunk,
-                        const std::string& mode, int64_t warmup, int64_t repeats, const torch::Device& device) {
+                        const std::string& mode, int64_t warmup, int64_t repeats, const torch::Device& device,
+                        const std::function<void(bool)>& on_timed) {
   Measured m;
   TensorMap inputs;
   for (const auto& [name, t] : in.inputs) inputs[name] = t.to(device);
   PeakMemoryProbe probe(device);
   DeviceTimer timer(device);
+  TimedSection section(on_timed, device);
   probe.start();
   for (int64_t i = 0; i < warmup + repeats; ++i) {
+    section.before(i, warmup);
     synchronize(device);
     timer.start();
     if (mode == "fwd") {
@@ -270,6 +280,7 @@ Measured measure_kernel(const KernelOp& op, const KernelBenchInputs& in, const s
     const double elapsed = timer.stop_seconds();
     if (i >= warmup) m.times_s.push_back(elapsed);
   }
+  section.end();
   m.peak_mb = probe.peak_mb();
   return m;
 }
@@ -322,7 +333,7 @@ std::vector<BenchRow> run_kernel_benchmarks(const BenchOptions& opt,
       torch::manual_seed(opt.seed);
       KernelBenchInputs in = op.random_inputs(opt.batch, T, H, D);
       for (const std::string& form : kernel_forms(op, opt.form)) {
-        Measured m = measure_kernel(op, in, form, chunk, mode, opt.warmup, opt.repeats, device);
+        Measured m = measure_kernel(op, in, form, chunk, mode, opt.warmup, opt.repeats, device, opt.on_timed);
         TimeStats st = time_stats(m.times_s);
         BenchRow r = timed_row(conditions, device, st, opt.repeats);
         r.model = op.name;

@@ -39,6 +39,9 @@ struct BenchOptions {
   std::string device = "auto";  // cpu | cuda | cuda:N | auto
   std::string precision = "fp32";  // fp32 | bf16 (autocast; runtime/mixed_precision.h), model and mixer scopes
   uint64_t seed = 0;
+  // Called with true just before the first timed repetition of each measurement and with false after its last
+  // (bench --profile profiles only these); empty = nothing.
+  std::function<void(bool begin)> on_timed;
 };
 
 // Check the options; throws Error naming the bad option and value.

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 
+#include "core/file_tree.h"
 #include "engine/export.h"
 #include "engine/run_config.h"
 #include "tasks/mad_tasks.h"
@@ -82,7 +83,7 @@ void rename_or_throw(const fs::path& from, const fs::path& to) {
 
 void remove_or_throw(const fs::path& p) {
   std::error_code ec;
-  fs::remove_all(p, ec);
+  remove_tree(p.string(), ec);  // not fs::remove_all: core/file_tree.h says why
   if (ec) throw Error("cannot remove " + p.string() + ": " + ec.message());
 }
 

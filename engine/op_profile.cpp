@@ -71,7 +71,18 @@ void host_self_times(std::unordered_map<uint64_t, std::vector<HostEvent>>& by_th
 
 }  // namespace
 
-OpProfiler::OpProfiler(const torch::Device& device) : cuda_(device.is_cuda()) {
+OpProfiler::OpProfiler(const torch::Device& device) : cuda_(device.is_cuda()) {}
+
+OpProfiler::~OpProfiler() {
+  if (!running_) return;
+  try {
+    prof::disableProfiler();
+  } catch (...) {
+  }
+}
+
+void OpProfiler::resume() {
+  if (running_) throw Error("bench --profile: a profiled section is already open");
   std::set<impl::ActivityType> activities{impl::ActivityType::CPU};
   if (cuda_) activities.insert(impl::ActivityType::CUDA);
   impl::ProfilerConfig config(impl::ProfilerState::KINETO);
@@ -84,57 +95,51 @@ OpProfiler::OpProfiler(const torch::Device& device) : cuda_(device.is_cuda()) {
   running_ = true;
 }
 
-OpProfiler::~OpProfiler() {
-  if (!running_) return;
-  try {
-    prof::disableProfiler();
-  } catch (...) {
-  }
-}
-
-OpProfileTables OpProfiler::finish() {
-  if (!running_) throw Error("bench --profile: the profiler is not running");
+void OpProfiler::pause() {
+  if (!running_) throw Error("bench --profile: no profiled section is open");
   if (cuda_) torch::cuda::synchronize();
   running_ = false;
-  result_ = prof::disableProfiler();
-  const auto& result = result_;
-  OpProfileTables t;
+  std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
   std::unordered_map<uint64_t, std::string> op_by_correlation;
   std::unordered_map<uint64_t, std::vector<HostEvent>> host_by_thread;
-  std::map<std::string, OpTime> host, device_by_op, kernels;
   for (const auto& e : result->events()) {
     if (e.deviceType() != c10::DeviceType::CPU) continue;
     std::string name = e.name();
     if (is_runtime_call(name)) {
-      t.cuda_runtime.calls += 1;
-      t.cuda_runtime.total_ms += torch_compat::event_duration_ns(e) / 1e6;
+      tables_.cuda_runtime.calls += 1;
+      tables_.cuda_runtime.total_ms += torch_compat::event_duration_ns(e) / 1e6;
       continue;
     }
     if (e.correlationId() > 0) op_by_correlation[e.correlationId()] = name;
     host_by_thread[e.startThreadId()].push_back(
         {name, torch_compat::event_start_ns(e), torch_compat::event_duration_ns(e)});
   }
-  host_self_times(host_by_thread, host);
+  host_self_times(host_by_thread, host_);
   for (const auto& e : result->events()) {
     if (e.deviceType() != c10::DeviceType::CUDA) continue;
     double ms = torch_compat::event_duration_ns(e) / 1e6;
     auto op = op_by_correlation.find(e.linkedCorrelationId());
-    add(device_by_op, op == op_by_correlation.end() ? "(no launching operator)" : op->second, ms);
-    add(kernels, e.name(), ms);
-    t.device_total_ms += ms;
+    add(device_by_op_, op == op_by_correlation.end() ? "(no launching operator)" : op->second, ms);
+    add(kernels_, e.name(), ms);
   }
-  t.host_self = sorted(host);
-  for (const auto& o : t.host_self) t.host_total_ms += o.total_ms;
-  t.device_by_op = sorted(device_by_op);
-  t.device_kernels = sorted(kernels);
-  return t;
+  if (!first_) first_ = std::move(result);
+}
+
+const OpProfileTables& OpProfiler::tables() {
+  tables_.host_self = sorted(host_);
+  tables_.device_by_op = sorted(device_by_op_);
+  tables_.device_kernels = sorted(kernels_);
+  tables_.host_total_ms = tables_.device_total_ms = 0;
+  for (const auto& o : tables_.host_self) tables_.host_total_ms += o.total_ms;
+  for (const auto& o : tables_.device_kernels) tables_.device_total_ms += o.total_ms;
+  return tables_;
 }
 
 void OpProfiler::save_trace(const std::string& path) {
-  if (!result_) throw Error("bench --profile-trace: no finished profile to save");
+  if (!first_) throw Error("bench --profile-trace: nothing was profiled");
   std::string tmp = path + ".tmp";
   try {
-    result_->save(tmp);
+    first_->save(tmp);
   } catch (const std::exception& e) {
     std::filesystem::remove(tmp);
     throw Error("bench --profile-trace " + path + ": " + e.what());
@@ -142,6 +147,26 @@ void OpProfiler::save_trace(const std::string& path) {
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) throw Error("bench --profile-trace: cannot write " + path + ": " + ec.message());
+}
+
+namespace {
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
+}
+}  // namespace
+
+void TimedSection::before(int64_t i, int64_t warmup) {
+  if (!hook_ || open_ || i < warmup) return;
+  synchronize(device_);
+  hook_(true);
+  open_ = true;
+}
+
+void TimedSection::end() {
+  if (!open_) return;
+  synchronize(device_);
+  open_ = false;
+  hook_(false);
 }
 
 namespace {
@@ -167,7 +192,7 @@ void table(std::ostringstream& s, const std::string& title, const std::vector<Op
 
 std::string format_profile(const OpProfileTables& t, int top) {
   std::ostringstream s;
-  s << "\nprofile (PyTorch profiler; the whole bench run: model set-up, warm-up and timed repetitions)\n";
+  s << "\nprofile (PyTorch profiler; the timed repetitions only, their times above include its overhead)\n";
   table(s, "host self time by operator", t.host_self, t.host_total_ms, top);
   if (t.cuda_runtime.calls > 0) {
     char line[160];

@@ -17,6 +17,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/file_tree.h"
+
 namespace mnemo {
 
 namespace fs = std::filesystem;
@@ -519,7 +521,7 @@ int64_t largest_trainable_vocab(SpmArgs kw, int64_t lo, int64_t hi) {
     }
   }
   std::error_code ec;
-  fs::remove_all(scratch, ec);
+  remove_tree(scratch.string(), ec);  // not fs::remove_all: core/file_tree.h says why
   return best;
 }
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 
+#include "core/file_tree.h"
 #include "core/signals.h"
 #include "engine/checkpoint.h"
 #include "engine/run_config.h"
@@ -379,5 +380,30 @@ TEST_CASE("SIGINT / SIGTERM during mnemo train: checkpoint, status stopped, exit
   REQUIRE(rdb.runs().size() == 1);  // the same run, resumed
   REQUIRE(rdb.runs()[0].status == "stopped");
   REQUIRE(rdb.runs()[0].last_step > stopped_at);
+  fs::remove_all(dir);
+}
+
+// The checkpoint rotation removes folders with remove_tree, not std::filesystem::remove_all (core/file_tree.h).
+TEST_CASE("remove_tree removes a folder tree, links but not their targets; a missing path is no error",
+          "[lifecycle]") {
+  namespace fs = std::filesystem;
+  auto dir = test::temp_dir("remove_tree");
+  fs::create_directories(dir / "tree/a/b");
+  fs::create_directories(dir / "kept");
+  std::ofstream(dir / "tree/a/b/file.txt") << "x";
+  std::ofstream(dir / "tree/top.txt") << "y";
+  std::ofstream(dir / "kept/target.txt") << "z";
+  fs::create_symlink(dir / "kept", dir / "tree/a/link_to_kept");
+  std::error_code ec;
+  remove_tree((dir / "tree").string(), ec);
+  CHECK_FALSE(ec);
+  CHECK_FALSE(fs::exists(dir / "tree"));
+  CHECK(fs::exists(dir / "kept/target.txt"));  // the link went, not what it pointed to
+  remove_tree((dir / "tree").string(), ec);
+  CHECK_FALSE(ec);
+  std::ofstream(dir / "single.txt") << "w";
+  remove_tree((dir / "single.txt").string(), ec);
+  CHECK_FALSE(ec);
+  CHECK_FALSE(fs::exists(dir / "single.txt"));
   fs::remove_all(dir);
 }

@@ -108,6 +108,8 @@ void add_bench_command(CLI::App& app) {
   auto* d_model_opt = sub->add_option("--d-model", a->opt.d_model, "Model width")->capture_default_str();
   auto* n_layers_opt = sub->add_option("--n-layers", a->opt.n_layers, "Number of blocks")->capture_default_str();
   auto* n_heads_opt = sub->add_option("--n-heads", a->opt.n_heads, "Number of heads")->capture_default_str();
+  auto* vocab_opt = sub->add_option("--vocab-size", a->opt.vocab_size, "Vocabulary (random tokens below it)")
+                        ->capture_default_str();
   sub->add_option("--mode", a->modes, "fwd | fwdbwd | decode (comma-separated for several)")->capture_default_str();
   sub->add_option("--form", a->opt.form,
                   "chunk | recurrent (recurrent families' computation form); with --kernel one of the op's forms");
@@ -130,9 +132,9 @@ void add_bench_command(CLI::App& app) {
                 "Run under the PyTorch profiler: print host self time by operator and (CUDA) kernel time by "
                 "launching operator");
   sub->add_option("--profile-trace", a->profile_trace,
-                  "With --profile: save the chrome trace to this file (needs a LibTorch built with Kineto)");
+                  "With --profile: save the chrome trace of the first measurement to this file (needs a LibTorch built with Kineto)");
   sub->add_option("--profile-top", a->profile_top, "Lines per profile table")->capture_default_str();
-  sub->callback([a, d_model_opt, n_layers_opt, n_heads_opt] {
+  sub->callback([a, d_model_opt, n_layers_opt, n_heads_opt, vocab_opt] {
     BenchOptions opt = a->opt;
     opt.seq_lens = parse_lengths(a->seq_lens);
     opt.modes = split_list(a->modes);
@@ -140,7 +142,8 @@ void add_bench_command(CLI::App& app) {
     // A key that a dedicated flag also sets: --set wins over the flag's default; both given is an error.
     for (auto [key, flag, value] : {std::tuple{"d_model", d_model_opt, &opt.d_model},
                                     std::tuple{"n_layers", n_layers_opt, &opt.n_layers},
-                                    std::tuple{"n_heads", n_heads_opt, &opt.n_heads}}) {
+                                    std::tuple{"n_heads", n_heads_opt, &opt.n_heads},
+                                    std::tuple{"vocab_size", vocab_opt, &opt.vocab_size}}) {
       if (!opt.set.contains(key)) continue;
       if (flag->count() > 0)
         throw Error(std::string("bench: ") + key + " is given twice (" + flag->get_name() + " and --set " + key + ")");
@@ -159,13 +162,16 @@ void add_bench_command(CLI::App& app) {
     std::printf("%-23s %7s %5s %11s %11s %11s %12s %10s %9s\n", "mode", "T", "B", "median ms", "p20 ms",
                 "p80 ms", "tokens/s", "peak MB", "GFLOP/s");
     std::unique_ptr<OpProfiler> profiler;
-    if (a->profile || !a->profile_trace.empty()) profiler = std::make_unique<OpProfiler>(device);
+    if (a->profile || !a->profile_trace.empty()) {
+      profiler = std::make_unique<OpProfiler>(device);
+      opt.on_timed = [&profiler](bool begin) { begin ? profiler->resume() : profiler->pause(); };
+    }
     auto rows = run_benchmarks(opt, [&](const BenchRow& r) {
       print_row(r);
       if (db) db->add_bench(r);
     });
     if (profiler) {
-      std::cout << format_profile(profiler->finish(), a->profile_top);
+      std::cout << format_profile(profiler->tables(), a->profile_top);
       if (!a->profile_trace.empty()) {
         profiler->save_trace(a->profile_trace);
         std::cout << "chrome trace: " << a->profile_trace << "\n";
