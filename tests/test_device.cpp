@@ -290,9 +290,11 @@ TEST_CASE("cuda: train (bf16) on a corpus, check-kernel and bench end to end", "
   auto dir = test::temp_dir("cuda_cli");
   auto r = test::run_mnemo(
       "train --model gated_deltanet --task lm --device cuda --set precision=bf16 --set size=tiny --set seq_len=128 "
-      "--set batch_size=8 --set steps=30 --set eval_every=30 --set val_tokens=4096 "
+      "--set batch_size=8 --set steps=30 --set eval_every=10 --set val_tokens=4096 "
       "--set corpus=corpus/tinyshakespeare.txt --set tokenizer=byte --set cache_dir=" + (dir / "cache").string() +
       " --db " + (dir / "r.sqlite").string() + " --out " + (dir / "run").string());
+  // Three checkpoints: the second and third replace the one before (this crashed once on torch 2.11, see
+  // core/file_tree.h).
   INFO(r.output);
   CHECK(r.exit_code == 0);
   auto k = test::run_mnemo("check-kernel " + fixtures_dir() + " --device cuda --skip-unknown");
