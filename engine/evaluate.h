@@ -36,6 +36,13 @@ std::function<void(const std::vector<EvalCell>&)> eval_rows_sink(ResultsDB& db, 
 // that folder; else the only completed run with the checkpoint's config hash.
 int64_t checkpoint_run_id(ResultsDB& db, const std::string& checkpoint);
 
+// A generation task (S-NIAH, BABILong) on ctx.model: per cell of task.generation_plan(ctx), its requests through
+// the shared generate_until (engine/generate_until.h; BOS first when the tokenizer has one, no truncation), each
+// answer scored by task.process_results, the cell's value mean_percent of the scores; one EvalCell per cell
+// (details: the plan's, "wall_s" and "samples", the process_results records) handed to ctx.record once all are done.
+// Returns {"task", "metric", "tokenizer", "cells": [setting + "value", "n"]}.
+json evaluate_generation_task(const GenerationTask& task, EvalContext& ctx);
+
 // Returns the result JSON the CLI prints; progress lines go to `log` (may be empty).
 json evaluate_checkpoint(const EvalRequest& request, const std::function<void(const std::string&)>& log);
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/common.h"
+#include "tasks/harness/request.h"
 #include "tasks/model_api.h"
 #include "tasks/task.h"
 #include "tasks/tokenizer.h"
@@ -60,6 +61,37 @@ class EvalTask {
   virtual double score_prediction(const json& row, const std::string& mode, const std::string& where) const = 0;
   // The metric name score_prediction's mean (in %) is reported as, for `mode`.
   virtual std::string score_metric(const std::string& mode) const = 0;
+};
+
+// A generation evaluation declared as data (S-NIAH, BABILong): the cells of its settings grid, each with one
+// lm-eval generate_until request per sample and the sample's doc; the engine answers the requests
+// (engine/generate_until.h, the one generate_until of every task), scores each answer with
+// GenerationTask::process_results and records one EvalCell per cell (engine/evaluate.h evaluate_generation_task).
+struct GenerationCell {
+  json setting;                            // e.g. {"length": 4096, "depth": 50}
+  json details;                            // the cell's details; the engine adds "wall_s" and "samples"
+  std::vector<json> docs;                  // per sample: what process_results reads (target, question, ...)
+  std::vector<harness::Request> requests;  // per sample: its generate_until (context, until, max_gen_toks)
+  std::string label;                       // the cell in progress lines, e.g. "sniah_1 length 4096 depth 50"
+};
+
+struct GenerationPlan {
+  std::string task, metric;
+  std::string mode;                     // the scorer variant handed to process_results (BABILong: strict|substring)
+  std::shared_ptr<Tokenizer> tokenizer;  // encodes the requests; BOS first when it has one (encode_with_bos)
+  int64_t n_cells = 0;
+  std::function<GenerationCell(int64_t)> cell;  // cell i, built when the engine reaches it (prompts can be long)
+};
+
+class GenerationTask : public EvalTask {
+ public:
+  // The settings grid and samples for ctx.options (lengths, depths, n, seed, ...); Errors for bad options and a
+  // tokenizer that does not fit the model (checked before any generation).
+  virtual GenerationPlan generation_plan(const EvalContext& ctx) const = 0;
+  // lm-eval's process_results for one sample: `generation` (the model's answer to the sample's request) scored
+  // against `doc`; returns the sample's record {"prediction", "target", ..., "score"} with "score" in [0, 1].
+  // `mnemo score --predictions` goes through it too (score_prediction).
+  virtual json process_results(const json& doc, const std::string& generation, const std::string& mode) const = 0;
 };
 
 // A string field of a prediction row; Error naming `where` and the field otherwise.
