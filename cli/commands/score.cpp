@@ -1,6 +1,8 @@
 // `mnemo score --task TASK --predictions FILE.jsonl [--mode strict|substring]`: score predictions
 // produced elsewhere with the task's own scorer (engine/score.h) and print the metric as JSON.
 // Each line: {"prediction": ..., <the target fields `mnemo generate` writes>}.
+// `mnemo score --task T --samples samples_T.jsonl [--skip-malformed]`: re-score an lm-eval samples file (from
+// `mnemo eval --tasks T --log-samples`) through the task's process_results, without the model.
 #include <iostream>
 
 #include "cli/commands/commands.h"
@@ -9,14 +11,34 @@
 namespace mnemo::cli {
 
 void add_score_command(CLI::App& app) {
-  static std::string task, predictions, mode = "strict";
+  static std::string task, predictions, samples, mode = "strict";
+  static bool skip_malformed = false;
   auto* sub = app.add_subcommand("score", "Score predictions (JSONL with \"prediction\" and the generated target "
-                                          "fields) with a task's scorer; prints the metric as JSON");
-  sub->add_option("--task", task, "a task with a text scorer: sniah_1|sniah_2|sniah_3|babilong_qa1..babilong_qa20")
+                                          "fields) with a task's scorer, or re-score an lm-eval samples file "
+                                          "(--samples) without the model; prints the metrics as JSON");
+  sub->add_option("--task", task,
+                  "sniah_1|sniah_2|sniah_3|babilong_qa1..babilong_qa20 (--predictions), or an lm-eval task such as "
+                  "piqa, winogrande, wikitext (--samples)")
       ->required();
-  sub->add_option("--predictions", predictions, "JSONL file, one prediction per line")->required();
-  sub->add_option("--mode", mode, "BABILong scorer: strict (label sets, default) | substring");
-  sub->callback([] { std::cout << score_predictions(task, predictions, mode).dump() << "\n"; });
+  auto* pred_opt = sub->add_option("--predictions", predictions, "JSONL file, one prediction per line");
+  auto* samples_opt = sub->add_option("--samples", samples,
+                                      "samples_<task>.jsonl written by `mnemo eval --tasks T --log-samples`: each "
+                                      "line's doc and arguments are checked against the task, its resps re-scored "
+                                      "and the stored per-document metrics compared");
+  auto* mode_opt = sub->add_option("--mode", mode, "BABILong scorer: strict (label sets, default) | substring");
+  auto* skip_opt = sub->add_flag("--skip-malformed", skip_malformed,
+                                 "--samples: read the task's data as `eval --skip-malformed` did");
+  sub->callback([pred_opt, samples_opt, mode_opt, skip_opt] {
+    if ((pred_opt->count() > 0) == (samples_opt->count() > 0))
+      throw Error("score: give --predictions FILE (S-NIAH, BABILong) or --samples FILE (lm-eval tasks), one of them");
+    if (samples_opt->count() > 0) {
+      if (mode_opt->count() > 0) throw Error("score: --mode goes with --predictions (BABILong's scorer)");
+      std::cout << score_samples(task, samples, skip_malformed).dump() << "\n";
+      return;
+    }
+    if (skip_opt->count() > 0) throw Error("score: --skip-malformed goes with --samples");
+    std::cout << score_predictions(task, predictions, mode).dump() << "\n";
+  });
 }
 
 }  // namespace mnemo::cli
