@@ -170,6 +170,9 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
   const torch::Device device = resolve_device(a.device);
   Backbone model = load_backbone(a.checkpoint, device);
   if (auto* ev = dynamic_cast<EvalTask*>(task.get())) {
+    auto* generation = dynamic_cast<GenerationTask*>(ev);
+    auto* direct = dynamic_cast<DirectEvalTask*>(ev);
+    if (!generation && !direct) throw Error("task '" + task_name + "' has no evaluation on a checkpoint");
     if (!model.language_model)
       throw Error("task '" + task_name + "' generates text, but the checkpoint holds a " + model.kind);
     ResultsDB db(a.db);
@@ -180,7 +183,7 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     const std::string model_name = ckpt_cfg.value("model", ""), checkpoint = resolve_model_path(a.checkpoint);
     ctx.record = eval_rows_sink(db, model_name, checkpoint, run_id, a.keep_previous);
     ctx.log = log;
-    json out = ev->evaluate(ctx);
+    json out = generation ? evaluate_generation_task(*generation, ctx) : direct->evaluate(ctx);
     out["model"] = model_name;
     out["run_id"] = run_id;
     return out;

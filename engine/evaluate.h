@@ -1,6 +1,6 @@
 // `mnemo eval`: a checkpoint on a task. Token tasks (MQAR, MAD) give loss + per-example accuracy on
-// fresh test examples; generation tasks (S-NIAH, BABILong) run through EvalTask::evaluate. One
-// `evals` row per (metric, setting) lands in the results DB.
+// fresh test examples; generation tasks (S-NIAH, BABILong) run through evaluate_generation_task, lm_ppl through
+// DirectEvalTask::evaluate. One `evals` row per (metric, setting) lands in the results DB.
 #pragma once
 #include <functional>
 #include <string>

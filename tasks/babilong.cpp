@@ -263,64 +263,6 @@ json BabilongTask::eval_options_help() const {
           {"prefill_chunk", "prefill the prompt in chunks of this many tokens (0 = whole prompt)"}};
 }
 
-json BabilongTask::evaluate(EvalContext& ctx) const {
-  const auto tok = eval_tokenizer(ctx, params_.at("tokenizer").get<std::string>());
-  const auto lengths = option_int_list(ctx.options, "lengths", {length_});
-  const int64_t n = option_int(ctx.options, "n", 100);
-  const int64_t seed = option_int(ctx.options, "seed", 42);
-  const int64_t max_new = option_int(ctx.options, "max_new_tokens", max_new_tokens_);
-  const std::string mode = option_string(ctx.options, "mode", mode_);
-  babilong_score(task_, mode, "", "x", "");  // validates the mode
-  if (n < 1) throw Error(name() + ": eval option n must be >= 1");
-  const std::vector<std::string> stops = format_ == "finetune" ? std::vector<std::string>{"\n"}
-                                                               : std::vector<std::string>{};
-  const std::string metric = mode == "strict" ? "accuracy" : "substring_accuracy";
-
-  json cells = json::array();
-  std::vector<EvalCell> rows;
-  for (int64_t length : lengths) {
-    std::vector<double> scores;
-    json samples = json::array();
-    const double t0 = wall_seconds();
-    for (int64_t i = 0; i < n; ++i) {
-      const Item it = make_item(Split::test, i, static_cast<uint64_t>(seed), length, *tok);
-      const std::string pred = generate_text(ctx, *tok, it.prompt, max_new, stops);
-      const double score = babilong_score(task_, mode, pred, it.sample.target, it.sample.question);
-      scores.push_back(score);
-      samples.push_back({{"prediction", pred}, {"target", it.sample.target}, {"score", score}});
-    }
-    const double value = mean_percent(scores);
-    const std::string haystack = length > 0 ? haystack_label() : "none";
-    json setting = {{"length", length}, {"haystack", haystack}, {"format", format_}, {"scorer", mode}};
-    if (format_ == "prompted") {
-      setting["with_instruction"] = flags_.instruction;
-      setting["with_examples"] = flags_.examples;
-      setting["with_post_prompt"] = flags_.post_prompt;
-    }
-    json details = {{"tokenizer", tok->id()},       {"add_bos", tok->adds_bos()},
-                    {"seed", seed},                 {"max_new_tokens", max_new},
-                    {"prompt_reserve", prompt_reserve_},
-                    {"corpus", length > 0 ? corpus()->fingerprint() : ""},
-                    {"babi_dir", babi_dir_},        {"generator", "reference-style"},
-                    {"wall_s", wall_seconds() - t0}, {"samples", samples}};
-    EvalCell row;
-    row.task = name();
-    row.metric = metric;
-    row.setting = setting;
-    row.value = value;
-    row.n = n;
-    row.details = details;
-    rows.push_back(row);
-    json cell = setting;
-    cell["value"] = value;
-    cell["n"] = n;
-    cells.push_back(cell);
-    if (ctx.log) ctx.log(name() + " length " + std::to_string(length) + ": " + metric + " " + std::to_string(value));
-  }
-  record_cells(ctx, rows);
-  return {{"task", name()}, {"metric", metric}, {"tokenizer", tok->id()}, {"cells", cells}};
-}
-
 GenerationPlan BabilongTask::generation_plan(const EvalContext& ctx) const {
   const auto tok = eval_tokenizer(ctx, params_.at("tokenizer").get<std::string>());
   const auto lengths = option_int_list(ctx.options, "lengths", {length_});

@@ -66,7 +66,6 @@ class BabilongTask : public TokenTask, public GenerationTask {
   int64_t vocab_size() const override { return tok_->vocab_size(); }
   int64_t seq_len() const override { return length_; }
   std::vector<TokenExample> examples(Split split, int64_t n, uint64_t seed) const override;
-  json evaluate(EvalContext& ctx) const override;
   json eval_options_help() const override;
   // One cell per length of `n` samples; one generate_until per sample (stop "\n" in the fine-tune format, EOS only
   // in the prompted one; max_gen_toks = max_new_tokens); doc = {"target", "question"}.

@@ -1,7 +1,9 @@
-// Tasks that evaluate a trained model by generation (S-NIAH, BABILong): the engine builds an
-// EvalContext around the checkpoint's model (tasks/model_api.h) and calls EvalTask::evaluate,
-// which generates the samples, decodes greedily, scores with tasks/scoring.h and hands one
-// EvalCell per (task, metric, setting) to ctx.record (the engine stores them as `evals` rows).
+// Tasks that evaluate a trained model (`mnemo eval --task`): the engine builds an EvalContext around the
+// checkpoint's model (tasks/model_api.h). Generation tasks (S-NIAH, BABILong: GenerationTask) declare their
+// samples as lm-eval generate_until requests plus a process_results per sample, and the engine runs them
+// (engine/evaluate.h evaluate_generation_task, on the one generate_until of engine/generate_until.h); lm_ppl
+// (DirectEvalTask) scores the model itself. Either way one EvalCell per (task, metric, setting) reaches ctx.record
+// (the engine stores them as `evals` rows).
 //
 // EvalTask is an interface mixed into a Task subclass; find it with
 //   auto* ev = dynamic_cast<EvalTask*>(task.get());
@@ -50,9 +52,6 @@ struct EvalContext {
 class EvalTask {
  public:
   virtual ~EvalTask() = default;
-  // Runs the evaluation; returns {"task", "metric", "cells": [{setting..., "value", "n"}], ...}
-  // and hands the same cells to ctx.record.
-  virtual json evaluate(EvalContext& ctx) const = 0;
   // Option name -> one-line help, for `mnemo eval --help`-style listings.
   virtual json eval_options_help() const = 0;
   // The task's scorer on one prediction made elsewhere (`mnemo score`): `row` holds "prediction" and
@@ -61,6 +60,14 @@ class EvalTask {
   virtual double score_prediction(const json& row, const std::string& mode, const std::string& where) const = 0;
   // The metric name score_prediction's mean (in %) is reported as, for `mode`.
   virtual std::string score_metric(const std::string& mode) const = 0;
+};
+
+// A task that evaluates the model itself (lm_ppl: log-likelihood over blocks of the validation stream).
+class DirectEvalTask : public EvalTask {
+ public:
+  // Runs the evaluation; returns {"task", "metric", "cells": [{setting..., "value", "n"}], ...}
+  // and hands the same cells to ctx.record.
+  virtual json evaluate(EvalContext& ctx) const = 0;
 };
 
 // A generation evaluation declared as data (S-NIAH, BABILong): the cells of its settings grid, each with one
@@ -113,11 +120,6 @@ std::optional<TokenExample> make_answer_example(const Tokenizer& tok, const std:
                                                 const std::string& answer, int64_t seq_len);
 // Number of tokens the model sees for `prompt` (BOS included when the tokenizer has one).
 int64_t prompt_token_count(const Tokenizer& tok, const std::string& prompt);
-
-// Greedy answer of the model to a text prompt: encode_with_bos(prompt), generate until EOS, a stop
-// string (the output is cut before it) or max_new_tokens; returns the decoded text.
-std::string generate_text(EvalContext& ctx, const Tokenizer& tok, const std::string& prompt, int64_t max_new_tokens,
-                          const std::vector<std::string>& stop_strings);
 
 // The tokenizer an evaluation uses: ctx.tokenizer if set, else load_tokenizer(spec); Error when
 // its vocabulary does not fit the model's.

@@ -269,56 +269,6 @@ json SniahTask::eval_options_help() const {
           {"prefill_chunk", "prefill the prompt in chunks of this many tokens (0 = whole prompt)"}};
 }
 
-json SniahTask::evaluate(EvalContext& ctx) const {
-  const auto tok = eval_tokenizer(ctx, params_.at("tokenizer").get<std::string>());
-  const auto lengths = option_int_list(ctx.options, "lengths", {length_});
-  const auto depths = option_int_list(ctx.options, "depths", {depth_});
-  const int64_t n = option_int(ctx.options, "n", 500);
-  const int64_t seed = option_int(ctx.options, "seed", 42);
-  if (n < 1) throw Error(name() + ": eval option n must be >= 1");
-  if (option_int(ctx.options, "tokens_to_generate", tokens_to_generate_) != tokens_to_generate_)
-    throw Error(name() + ": set tokens_to_generate as a task parameter (it is part of the length budget)");
-
-  json cells = json::array();
-  std::vector<EvalCell> rows;
-  for (int64_t length : lengths) {
-    for (int64_t depth : depths) {
-      std::vector<double> scores;
-      json samples = json::array();
-      const double t0 = wall_seconds();
-      for (int64_t i = 0; i < n; ++i) {
-        const SniahSample s = make_sample(Split::test, i, static_cast<uint64_t>(seed), length, depth, *tok);
-        const std::string pred = ruler_postprocess(generate_text(ctx, *tok, s.input, tokens_to_generate_, {}));
-        const double score = string_match_all(pred, {s.value});
-        scores.push_back(score);
-        samples.push_back({{"prediction", pred}, {"target", s.value}, {"depth", s.depth}, {"score", score}});
-      }
-      const double value = mean_percent(scores);
-      const json setting = {{"length", length}, {"depth", depth}};
-      const json details = {{"tokenizer", tok->id()},          {"add_bos", tok->adds_bos()},
-                            {"haystack", haystack_label_},      {"haystack_sha256", haystack_sha256_},
-                            {"wordlists_sha256", wordlists_sha256_},
-                            {"tokens_to_generate", tokens_to_generate_},
-                            {"seed", seed},                     {"generator", "reference-style"},
-                            {"wall_s", wall_seconds() - t0},     {"samples", samples}};
-      EvalCell row;
-      row.task = name();
-      row.metric = "string_match_all";
-      row.setting = setting;
-      row.value = value;
-      row.n = n;
-      row.details = details;
-      rows.push_back(row);
-      cells.push_back({{"length", length}, {"depth", depth}, {"value", value}, {"n", n}});
-      if (ctx.log)
-        ctx.log(name() + " length " + std::to_string(length) + " depth " + std::to_string(depth) +
-                ": string_match_all " + std::to_string(value));
-    }
-  }
-  record_cells(ctx, rows);
-  return {{"task", name()}, {"metric", "string_match_all"}, {"tokenizer", tok->id()}, {"cells", cells}};
-}
-
 namespace {
 // The references of a sample or prediction row: "outputs" (a list) or "target" (a string or a list).
 std::vector<std::string> sniah_references(const json& row, const std::string& where) {

@@ -41,7 +41,6 @@ class SniahTask : public TokenTask, public GenerationTask {
   int64_t vocab_size() const override { return tok_->vocab_size(); }
   int64_t seq_len() const override { return length_; }
   std::vector<TokenExample> examples(Split split, int64_t n, uint64_t seed) const override;
-  json evaluate(EvalContext& ctx) const override;
   json eval_options_help() const override;
   // Cells lengths × depths of `n` samples each; one generate_until per sample (the prompt, no stop string:
   // RULER stops at EOS, max_gen_toks = tokens_to_generate); doc = {"outputs": [value], "depth"}.

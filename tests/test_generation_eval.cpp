@@ -1,10 +1,12 @@
 // S-NIAH and BABILong on the shared generate_until (engine/generate_until.h, engine/evaluate.h
-// evaluate_generation_task): the cells, samples and predictions equal those of the per-task loop they replaced
-// (fp64 tiny model), and generate_until's own rules (BOS, truncation, stop strings, EOS) on a scripted model.
+// evaluate_generation_task): the cells, rows, samples and predictions equal those of the per-task loop they
+// replaced (written out here; fp64 tiny models and a prompt-reading oracle), and generate_until's own rules (BOS,
+// truncation, stop strings, EOS) on a scripted model.
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
 #include <set>
+#include <tuple>
 
 #include "engine/evaluate.h"
 #include "engine/generate_until.h"
@@ -33,6 +35,13 @@ LanguageModel tiny_model(const std::string& family) {
   torch::NoGradGuard no_grad;
   for (auto& p : m->parameters()) p.mul_(4);  // a sharper random model: varied greedy outputs, not one repeated token
   return m;
+}
+
+template <class T>
+std::shared_ptr<T> make_task(const std::string& name, const json& params) {
+  auto t = std::dynamic_pointer_cast<T>(TaskRegistry::instance().make(name, params));
+  REQUIRE(t);
+  return t;
 }
 
 // A model that answers with a fixed script of tokens, following runtime/generation.cpp's loop (a stop id ends it
@@ -119,65 +128,175 @@ harness::Request gen_request(const std::string& context, std::vector<std::string
   return r;
 }
 
-struct Recorded {
-  json out;
-  json details = json::array();
+// The per-task loop S-NIAH and BABILong ran before they moved onto the shared generate_until (tasks/eval_task.cpp
+// generate_text and the evaluate loops of tasks/sniah.cpp and tasks/babilong.cpp, as they were), written out:
+// encode_with_bos(prompt), greedy until EOS / a stop string (the text cut before it) / max_new_tokens.
+std::string reference_generate_text(EvalModel& model, const Tokenizer& tok, const std::string& prompt,
+                                    int64_t max_new_tokens, const std::vector<std::string>& stop_strings) {
+  GenerationRequest o;
+  o.max_new_tokens = max_new_tokens;
+  if (tok.eos_id() >= 0) o.stop_ids.push_back(tok.eos_id());
+  if (!stop_strings.empty()) {
+    o.should_stop = [&](const std::vector<int64_t>& ids) {
+      const std::string text = tok.decode(ids);
+      for (const auto& s : stop_strings)
+        if (text.find(s) != std::string::npos) return true;
+      return false;
+    };
+  }
+  std::string text = tok.decode(model.generate_greedy(tok.encode_with_bos(prompt), o));
+  for (const auto& s : stop_strings) {
+    const auto p = text.find(s);
+    if (p != std::string::npos) text.erase(p);
+  }
+  return text;
+}
+
+struct ReferenceCell {
+  json setting, details;  // details without wall_s
+  double value = 0;
+  int64_t n = 0;
 };
 
-template <class F>
-Recorded run(EvalModel& model, const json& options, F&& evaluate) {
-  EvalContext ctx(model);
-  ctx.options = options;
-  Recorded r;
-  ctx.record = [&](const std::vector<EvalCell>& cells) {
-    for (const auto& c : cells)
-      r.details.push_back({{"task", c.task}, {"metric", c.metric}, {"setting", c.setting}, {"value", c.value},
-                           {"n", c.n}, {"details", c.details}});
-  };
-  r.out = evaluate(ctx);
-  for (auto& d : r.details) d["details"].erase("wall_s");
-  return r;
+std::vector<ReferenceCell> reference_sniah(const SniahTask& task, EvalModel& model, const Tokenizer& tok,
+                                           const std::vector<int64_t>& lengths, const std::vector<int64_t>& depths,
+                                           int64_t n, int64_t seed) {
+  const json p = task.params();
+  std::vector<ReferenceCell> cells;
+  for (int64_t length : lengths)
+    for (int64_t depth : depths) {
+      std::vector<double> scores;
+      json samples = json::array();
+      for (int64_t i = 0; i < n; ++i) {
+        const SniahSample s = task.make_sample(Split::test, i, static_cast<uint64_t>(seed), length, depth, tok);
+        const std::string pred =
+            ruler_postprocess(reference_generate_text(model, tok, s.input, p["tokens_to_generate"].get<int64_t>(), {}));
+        const double score = string_match_all(pred, {s.value});
+        scores.push_back(score);
+        samples.push_back({{"prediction", pred}, {"target", s.value}, {"depth", s.depth}, {"score", score}});
+      }
+      cells.push_back({{{"length", length}, {"depth", depth}},
+                       {{"tokenizer", tok.id()}, {"add_bos", tok.adds_bos()}, {"tokens_to_generate", p["tokens_to_generate"]},
+                        {"seed", seed}, {"generator", "reference-style"}, {"samples", samples}},
+                       mean_percent(scores), n});
+    }
+  return cells;
+}
+
+std::vector<ReferenceCell> reference_babilong(const BabilongTask& task, int qa, EvalModel& model, const Tokenizer& tok,
+                                              const std::vector<int64_t>& lengths, int64_t n, int64_t seed,
+                                              const std::string& mode) {
+  const json p = task.params();
+  const bool finetune = p["format"] == "finetune";
+  const std::vector<std::string> stops = finetune ? std::vector<std::string>{"\n"} : std::vector<std::string>{};
+  std::vector<ReferenceCell> cells;
+  for (int64_t length : lengths) {
+    std::vector<double> scores;
+    json samples = json::array();
+    for (int64_t i = 0; i < n; ++i) {
+      const auto it = task.make_item(Split::test, i, static_cast<uint64_t>(seed), length, tok);
+      const std::string pred = reference_generate_text(model, tok, it.prompt, p["max_new_tokens"].get<int64_t>(), stops);
+      const double score = babilong_score(qa, mode, pred, it.sample.target, it.sample.question);
+      scores.push_back(score);
+      samples.push_back({{"prediction", pred}, {"target", it.sample.target}, {"score", score}});
+    }
+    json setting = {{"length", length}, {"haystack", length > 0 ? "gutenberg" : "none"}, {"format", p["format"]},
+                    {"scorer", mode}};
+    if (!finetune)
+      setting.update({{"with_instruction", true}, {"with_examples", true}, {"with_post_prompt", true}});
+    cells.push_back({setting,
+                     {{"tokenizer", tok.id()}, {"add_bos", tok.adds_bos()}, {"seed", seed},
+                      {"max_new_tokens", p["max_new_tokens"]}, {"prompt_reserve", 300}, {"babi_dir", "babi/en-10k"},
+                      {"generator", "reference-style"}, {"samples", samples}},
+                     mean_percent(scores), n});
+  }
+  return cells;
+}
+
+// The new path's cells, with details reduced to what the reference computes (the haystack/corpus hashes are the
+// task's own fields, recorded unchanged).
+void check_cells(const std::vector<EvalCell>& got, const json& out, const std::vector<ReferenceCell>& want,
+                 const std::string& task, const std::string& metric, std::set<double>& scores,
+                 std::set<std::string>& predictions) {
+  REQUIRE(got.size() == want.size());
+  REQUIRE(out.at("cells").size() == want.size());
+  CHECK(out.at("task") == task);
+  CHECK(out.at("metric") == metric);
+  for (size_t c = 0; c < want.size(); ++c) {
+    INFO("cell " << want[c].setting.dump());
+    CHECK(got[c].task == task);
+    CHECK(got[c].metric == metric);
+    CHECK(got[c].setting == want[c].setting);
+    CHECK(got[c].value == want[c].value);
+    CHECK(got[c].n == want[c].n);
+    json summary = want[c].setting;
+    summary["value"] = want[c].value;
+    summary["n"] = want[c].n;
+    CHECK(out.at("cells")[c] == summary);
+    CHECK(got[c].details.contains("wall_s"));
+    for (auto it = want[c].details.begin(); it != want[c].details.end(); ++it) {
+      INFO(it.key());
+      CHECK(got[c].details.at(it.key()) == it.value());
+    }
+    const std::set<std::string> keys = task.rfind("sniah", 0) == 0
+        ? std::set<std::string>{"tokenizer", "add_bos", "haystack", "haystack_sha256", "wordlists_sha256",
+                                "tokens_to_generate", "seed", "generator", "wall_s", "samples"}
+        : std::set<std::string>{"tokenizer", "add_bos", "seed", "max_new_tokens", "prompt_reserve", "corpus",
+                                "babi_dir", "generator", "wall_s", "samples"};
+    std::set<std::string> got_keys;
+    for (auto it = got[c].details.begin(); it != got[c].details.end(); ++it) got_keys.insert(it.key());
+    CHECK(got_keys == keys);
+    for (const auto& sample : want[c].details.at("samples")) {
+      scores.insert(sample["score"].get<double>());
+      predictions.insert(sample["prediction"].get<std::string>());
+    }
+  }
 }
 
 }  // namespace
 
-TEST_CASE("S-NIAH and BABILong on the shared generate_until equal the per-task loop (fp64)", "[sniah][babilong]") {
+TEST_CASE("S-NIAH and BABILong on the shared generate_until equal the per-task loop they replaced (fp64)",
+          "[sniah][babilong]") {
   DefaultDtype f64(caffe2::TypeMeta::Make<double>());
   std::set<double> scores;
   std::set<std::string> predictions;
   for (const std::string family : {"transformer", "gated_deltanet", "oracle"}) {
+    INFO(family);
     auto model = tiny_model(family == "oracle" ? "transformer" : family);
     LanguageModelAdapter runtime(*model, torch::kCPU);
     OracleModel oracle;
     EvalModel& adapter = family == "oracle" ? static_cast<EvalModel&>(oracle) : runtime;
-    struct Case {
-      std::string task;
-      json params, options;
+    auto evaluate = [&](const GenerationTask& task, const json& options, std::vector<EvalCell>& cells) {
+      EvalContext ctx(adapter);
+      ctx.options = options;
+      ctx.record = [&](const std::vector<EvalCell>& c) { cells = c; };
+      return evaluate_generation_task(task, ctx);
     };
-    const std::vector<Case> cases = {
-        {"sniah_1", {{"length", 520}, {"tokens_to_generate", 12}}, {{"lengths", "460,520"}, {"depths", {0, 100}}, {"n", 2}}},
-        {"sniah_3", {{"length", 700}, {"tokens_to_generate", 10}, {"tokenizer", "byte:plain"}},
-         {{"lengths", "700"}, {"depths", {50}}, {"n", 2}}},
-        {"babilong_qa1", {{"length", 0}, {"max_new_tokens", 16}}, {{"lengths", {0, 400}}, {"n", 3}}},
-        {"babilong_qa2", {{"length", 0}, {"max_new_tokens", 8}, {"format", "prompted"}},
-         {{"lengths", {0}}, {"n", 2}, {"mode", "substring"}}},
-    };
-    for (const auto& c : cases) {
-      INFO(family << " " << c.task);
-      auto task = TaskRegistry::instance().make(c.task, c.params);
-      auto* gen = dynamic_cast<GenerationTask*>(task.get());
-      REQUIRE(gen);
-      const Recorded old_path = run(adapter, c.options, [&](EvalContext& ctx) { return gen->evaluate(ctx); });
-      const Recorded new_path = run(adapter, c.options, [&](EvalContext& ctx) { return evaluate_generation_task(*gen, ctx); });
-      CHECK(new_path.out == old_path.out);
-      REQUIRE(new_path.details.size() == old_path.details.size());
-      for (size_t i = 0; i < new_path.details.size(); ++i) {
-        CHECK(new_path.details[i] == old_path.details[i]);
-        for (const auto& sample : new_path.details[i]["details"]["samples"]) {
-          scores.insert(sample["score"].get<double>());
-          predictions.insert(sample["prediction"].get<std::string>());
-        }
-      }
+    // S-NIAH-1 (noise haystack, byte tokenizer with BOS/EOS) and S-NIAH-3 (essays, UUIDs, no BOS/EOS).
+    for (const auto& [name, params, lengths, depths] :
+         std::vector<std::tuple<std::string, json, std::vector<int64_t>, std::vector<int64_t>>>{
+             {"sniah_1", {{"length", 520}, {"tokens_to_generate", 12}}, {460, 520}, {0, 100}},
+             {"sniah_3", {{"length", 700}, {"tokens_to_generate", 10}, {"tokenizer", "byte:plain"}}, {700}, {50}}}) {
+      INFO(name);
+      auto task = make_task<SniahTask>(name, params);
+      std::vector<EvalCell> cells;
+      const json out = evaluate(*task, {{"lengths", lengths}, {"depths", depths}, {"n", 2}}, cells);
+      const auto tok = load_tokenizer(params.value("tokenizer", std::string("byte")));
+      check_cells(cells, out, reference_sniah(*task, adapter, *tok, lengths, depths, 2, 42), name,
+                  "string_match_all", scores, predictions);
+    }
+    // BABILong qa1 in the fine-tune format (stop "\n") and qa2 prompted (EOS only), strict and substring scorers.
+    for (const auto& [qa, params, lengths, mode] : std::vector<std::tuple<int, json, std::vector<int64_t>, std::string>>{
+             {1, {{"length", 0}, {"max_new_tokens", 16}}, {0, 400}, "strict"},
+             {2, {{"length", 0}, {"max_new_tokens", 8}, {"format", "prompted"}}, {0}, "substring"}}) {
+      INFO("babilong_qa" << qa);
+      auto task = make_task<BabilongTask>("babilong_qa" + std::to_string(qa), params);
+      std::vector<EvalCell> cells;
+      const json out = evaluate(*task, {{"lengths", lengths}, {"n", 3}, {"mode", mode}}, cells);
+      ByteTokenizer tok;
+      check_cells(cells, out, reference_babilong(*task, qa, adapter, tok, lengths, 3, 42, mode),
+                  "babilong_qa" + std::to_string(qa), mode == "strict" ? "accuracy" : "substring_accuracy", scores,
+                  predictions);
     }
   }
   CHECK(scores == std::set<double>{0.0, 1.0});  // both outcomes were compared
