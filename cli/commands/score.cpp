@@ -29,8 +29,11 @@ void add_score_command(CLI::App& app) {
   auto* skip_opt = sub->add_flag("--skip-malformed", skip_malformed,
                                  "--samples: read the task's data as `eval --skip-malformed` did");
   sub->callback([pred_opt, samples_opt, mode_opt, skip_opt] {
-    if ((pred_opt->count() > 0) == (samples_opt->count() > 0))
-      throw Error("score: give --predictions FILE (S-NIAH, BABILong) or --samples FILE (lm-eval tasks), one of them");
+    if (pred_opt->count() == 0 && samples_opt->count() == 0)
+      throw Error("score: --predictions is required (S-NIAH, BABILong predictions; or --samples FILE, an lm-eval "
+                  "task's samples file)");
+    if (pred_opt->count() > 0 && samples_opt->count() > 0)
+      throw Error("score: --predictions and --samples exclude each other: give one of them");
     if (samples_opt->count() > 0) {
       if (mode_opt->count() > 0) throw Error("score: --mode goes with --predictions (BABILong's scorer)");
       std::cout << score_samples(task, samples, skip_malformed).dump() << "\n";
