@@ -18,7 +18,14 @@ json score_predictions(const std::string& task, const std::string& predictions_p
 // refused at its first line); "resps" holds one response per request; and the per-document metric values stored
 // in the line equal the recomputed ones. Returns {"task", "samples", "n", "results": {"alias", "<m>,none",
 // "<m>_stderr,none", ...} (as results.json), "checked": "..."}. Errors name "file:line" and the field.
-// skip_malformed: the task's data are read as `eval --skip-malformed` read them.
-json score_samples(const std::string& task, const std::string& samples_path, bool skip_malformed = false);
+struct SamplesScoreOptions {
+  bool skip_malformed = false;  // read the task's data as `eval --skip-malformed` read them
+  // The recall tasks' --cutting-context as the evaluation ran it: the cut is made in the evaluation's tokens, so
+  // the tokenizer is needed (BOS counted when it has one, as eval's default add_bos).
+  bool cutting_context = false;
+  int64_t context_length = 2048, answer_length = 48;
+  std::string tokenizer = "byte";
+};
+json score_samples(const std::string& task, const std::string& samples_path, const SamplesScoreOptions& options = {});
 
 }  // namespace mnemo

@@ -10,6 +10,7 @@
 #include "tasks/harness/harness_task.h"
 #include "tasks/harness/task_common.h"
 #include "tasks/scoring.h"
+#include "tasks/tokenizer.h"
 
 namespace mnemo {
 
@@ -55,10 +56,19 @@ std::string arguments_difference(const json& got, const json& want) {
 
 }  // namespace
 
-json score_samples(const std::string& task_name, const std::string& path, bool skip_malformed) {
+json score_samples(const std::string& task_name, const std::string& path, const SamplesScoreOptions& o) {
   auto task = harness::make_harness_task(task_name);  // an unknown name: Error with the close names
+  if (o.cutting_context && (o.answer_length < 0 || o.context_length - o.answer_length < 1))
+    throw Error("score: --context-length (" + std::to_string(o.context_length) + ") must exceed --answer-length (" +
+                std::to_string(o.answer_length) + " >= 0)");
+  const auto tok = load_tokenizer(o.tokenizer);
   harness::HarnessTaskContext ctx;
-  ctx.skip_malformed = skip_malformed;
+  ctx.tokenizer = tok.get();
+  ctx.add_bos = tok->adds_bos();
+  ctx.skip_malformed = o.skip_malformed;
+  ctx.cutting_context = o.cutting_context;
+  ctx.context_length = o.context_length;
+  ctx.answer_length = o.answer_length;
   task->configure(ctx);
   if (std::filesystem::is_directory(path)) throw Error("score: samples file '" + path + "' is a directory");
   std::ifstream in(path);
@@ -97,7 +107,11 @@ json score_samples(const std::string& task_name, const std::string& path, bool s
     const json doc = task->doc(doc_id);
     if (harness::require_field(s, "doc", where) != doc)
       throw Error(where + ": field 'doc' differs from document " + std::to_string(doc_id) + " of task " + task_name +
-                  " (" + data_file + "): a samples file of another task, or of other data");
+                  " (" + data_file + "): a samples file of another task, or of other data" +
+                  (task->output_type() == "generate_until"
+                       ? std::string(" (a recall task evaluated with --cutting-context: give score the same "
+                                     "--cutting-context, --context-length, --answer-length and --tokenizer)")
+                       : std::string()));
     const auto reqs = document_requests(*task, doc_id);
     if (reqs.empty())
       throw Error(where + ": field 'doc_id' = " + std::to_string(doc_id) + ": task " + task_name +

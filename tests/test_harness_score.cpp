@@ -217,8 +217,10 @@ TEST_CASE("--skip-malformed: malformed records are skipped, counted and listed; 
   for (const auto& s : samples) ids.push_back(s.at("doc_id").get<int64_t>());
   CHECK(ids == std::vector<int64_t>{0, 1, 3, 5});
   const std::string samples_path = out_dir.file("eval/samples_piqa.jsonl");
-  CHECK(score_samples("piqa", samples_path, true).at("results") == res.at("results").at("piqa"));
-  CHECK_THROWS_WITH(score_samples("piqa", samples_path, false), Catch::Contains("--skip-malformed"));
+  SamplesScoreOptions skip;
+  skip.skip_malformed = true;
+  CHECK(score_samples("piqa", samples_path, skip).at("results") == res.at("results").at("piqa"));
+  CHECK_THROWS_WITH(score_samples("piqa", samples_path), Catch::Contains("--skip-malformed"));
 
   // Requests only: the same gaps.
   HarnessOptions q = o;
@@ -271,4 +273,39 @@ TEST_CASE("--skip-malformed on a file without a checksum: the first malformed re
   CHECK(task->requests(4).at(0).doc_id == 4);
   CHECK_THROWS_WITH(task->requests(1), Catch::Contains("malformed record") && Catch::Contains("fda.jsonl:2"));
   CHECK_THROWS_WITH(task->doc(3), Catch::Contains("fda.jsonl:4"));
+}
+
+TEST_CASE("score --samples of recall tasks: generations and loglikelihoods, --cutting-context as the evaluation ran it",
+          "[harness][score][recall]") {
+  test::TempDir data("score_recall");
+  const std::string inputs = std::string(MNEMO_SOURCE_DIR) + "/tests/data/harness/recall/inputs/";
+  for (const char* f : {"fda.jsonl", "squad_completion.jsonl"})
+    test::write_text_file(data.path / "eval/recall" / f, read_text_file(inputs + f));
+  test::ScopedDataDir scoped(data.path);
+  auto model = tiny_model();
+  LanguageModelAdapter adapter(*model, torch::kCPU);
+  ByteTokenizer tok;
+  HarnessOptions o;
+  o.tasks = {"fda", "squad_completion"};  // squad: a generate_until and a loglikelihood per document
+  o.limit = 6;
+  o.max_length = 256;
+  o.log_samples = true;
+  o.cutting_context = true;
+  o.context_length = 64;
+  o.answer_length = 16;
+  o.output_path = data.file("out");
+  const json out = run_harness(&adapter, tok, o, {});
+  SamplesScoreOptions cut;
+  cut.cutting_context = true;
+  cut.context_length = 64;
+  cut.answer_length = 16;
+  for (const std::string task : {"fda", "squad_completion"}) {
+    INFO(task);
+    const std::string samples = data.file("out/samples_" + task + ".jsonl");
+    CHECK(score_samples(task, samples, cut).at("results") == out.at("results").at("results").at(task));
+    // Without the cut the documents differ: the first line says so and names the flags.
+    CHECK_THROWS_WITH(score_samples(task, samples),
+                      Catch::Contains(samples + ":1: field 'doc'") && Catch::Contains("--cutting-context"));
+  }
+  CHECK(out.at("skipped").at("fda") == 3);  // records 3, 4, 5: answer strings too short to cut around
 }

@@ -1,8 +1,9 @@
 // `mnemo score --task TASK --predictions FILE.jsonl [--mode strict|substring]`: score predictions
 // produced elsewhere with the task's own scorer (engine/score.h) and print the metric as JSON.
 // Each line: {"prediction": ..., <the target fields `mnemo generate` writes>}.
-// `mnemo score --task T --samples samples_T.jsonl [--skip-malformed]`: re-score an lm-eval samples file (from
-// `mnemo eval --tasks T --log-samples`) through the task's process_results, without the model.
+// `mnemo score --task T --samples samples_T.jsonl [--skip-malformed] [--cutting-context [--context-length N]
+// [--answer-length N] [--tokenizer SPEC]]`: re-score an lm-eval samples file (from `mnemo eval --tasks T
+// --log-samples`) through the task's process_results, without the model.
 #include <iostream>
 
 #include "cli/commands/commands.h"
@@ -12,7 +13,7 @@ namespace mnemo::cli {
 
 void add_score_command(CLI::App& app) {
   static std::string task, predictions, samples, mode = "strict";
-  static bool skip_malformed = false;
+  static SamplesScoreOptions so;
   auto* sub = app.add_subcommand("score", "Score predictions (JSONL with \"prediction\" and the generated target "
                                           "fields) with a task's scorer, or re-score an lm-eval samples file "
                                           "(--samples) without the model; prints the metrics as JSON");
@@ -26,9 +27,16 @@ void add_score_command(CLI::App& app) {
                                       "line's doc and arguments are checked against the task, its resps re-scored "
                                       "and the stored per-document metrics compared");
   auto* mode_opt = sub->add_option("--mode", mode, "BABILong scorer: strict (label sets, default) | substring");
-  auto* skip_opt = sub->add_flag("--skip-malformed", skip_malformed,
+  auto* skip_opt = sub->add_flag("--skip-malformed", so.skip_malformed,
                                  "--samples: read the task's data as `eval --skip-malformed` did");
-  sub->callback([pred_opt, samples_opt, mode_opt, skip_opt] {
+  auto* cut_opt = sub->add_flag("--cutting-context", so.cutting_context,
+                                "--samples, recall tasks: the evaluation cut contexts (eval --cutting-context)");
+  auto* ctx_len_opt = sub->add_option("--context-length", so.context_length, "--cutting-context: as eval's (2048)");
+  auto* ans_len_opt = sub->add_option("--answer-length", so.answer_length, "--cutting-context: as eval's (48)");
+  auto* tok_opt = sub->add_option("--tokenizer", so.tokenizer,
+                                  "--cutting-context: the evaluation's tokenizer (byte | byte:plain | FILE.model; "
+                                  "default byte)");
+  sub->callback([pred_opt, samples_opt, mode_opt, skip_opt, cut_opt, ctx_len_opt, ans_len_opt, tok_opt] {
     if (pred_opt->count() == 0 && samples_opt->count() == 0)
       throw Error("score: --predictions is required (S-NIAH, BABILong predictions; or --samples FILE, an lm-eval "
                   "task's samples file)");
@@ -36,10 +44,14 @@ void add_score_command(CLI::App& app) {
       throw Error("score: --predictions and --samples exclude each other: give one of them");
     if (samples_opt->count() > 0) {
       if (mode_opt->count() > 0) throw Error("score: --mode goes with --predictions (BABILong's scorer)");
-      std::cout << score_samples(task, samples, skip_malformed).dump() << "\n";
+      if (!so.cutting_context)
+        for (auto* opt : {ctx_len_opt, ans_len_opt, tok_opt})
+          if (opt->count() > 0) throw Error("score: " + opt->get_name() + " goes with --cutting-context");
+      std::cout << score_samples(task, samples, so).dump() << "\n";
       return;
     }
-    if (skip_opt->count() > 0) throw Error("score: --skip-malformed goes with --samples");
+    for (auto* opt : {skip_opt, cut_opt, ctx_len_opt, ans_len_opt, tok_opt})
+      if (opt->count() > 0) throw Error("score: " + opt->get_name() + " goes with --samples");
     std::cout << score_predictions(task, predictions, mode).dump() << "\n";
   });
 }

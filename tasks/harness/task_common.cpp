@@ -41,7 +41,7 @@ LoadedFile load_data_file(const DataSource& source, const std::string& task, boo
     f.modified = source.checksum_required;
     f.note = "SHA-256 " + f.sha256 + " differs from the reference copy's " + source.sha256 +
              (f.modified ? " (read under --skip-malformed)" : "") + ": documents may differ from lm-eval's" +
-             (f.note.empty() ? "" : "; " + f.note);
+             (f.note.empty() || f.modified ? "" : "; " + f.note);  // the reference copy's note no longer holds
   }
   return f;
 }
