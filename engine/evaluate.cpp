@@ -45,6 +45,7 @@ json evaluate_generation_task(const GenerationTask& task, EvalContext& ctx) {
                   " samples but " + std::to_string(cell.requests.size()) + " requests");
     GenerateUntilOptions g;
     g.add_bos = plan.tokenizer->adds_bos();  // encode_with_bos, as the task sized its prompts
+    g.prefill_chunk = plan.prefill_chunk;
     const auto texts = generate_until(ctx.model, *plan.tokenizer, cell.requests, g);
     std::vector<double> scores;
     json samples = json::array();

@@ -24,6 +24,7 @@ std::string answer_one(EvalModel& model, const Tokenizer& tok, const harness::Re
     if (!u.empty()) until.push_back(u);
   GenerationRequest g;
   g.max_new_tokens = r.max_gen_toks;
+  g.prefill_chunk = o.prefill_chunk;
   if (tok.eos_id() >= 0) g.stop_ids = {tok.eos_id()};
   if (!until.empty()) {
     g.should_stop = [&](const std::vector<int64_t>& out) {
@@ -43,6 +44,9 @@ std::string answer_one(EvalModel& model, const Tokenizer& tok, const harness::Re
 std::vector<std::string> generate_until(EvalModel& model, const Tokenizer& tok,
                                         const std::vector<harness::Request>& requests,
                                         const GenerateUntilOptions& options) {
+  if (options.prefill_chunk < 0)
+    throw Error("generate_until: prefill_chunk must be >= 0 (0 = the whole prompt), got " +
+                std::to_string(options.prefill_chunk));
   for (const auto& r : requests) {
     if (r.type != harness::RequestType::generate_until)
       throw Error("generate_until: document " + std::to_string(r.doc_id) + " sent a " +

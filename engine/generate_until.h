@@ -19,6 +19,7 @@ namespace mnemo {
 struct GenerateUntilOptions {
   bool add_bos = true;                 // BOS (when the tokenizer has one) before the context
   std::optional<int64_t> max_length;  // unset: no truncation (S-NIAH/BABILong prompts are sized by the task)
+  int64_t prefill_chunk = 0;           // prompt tokens per forward through the model's state (0 = at once)
   std::function<void(int64_t done)> progress;  // after each request; may be empty
 };
 

@@ -96,7 +96,7 @@ bool scored(const TaskWork& w, int64_t d) {
   return !w.is_malformed[static_cast<size_t>(d)] && !w.reqs[static_cast<size_t>(d)].empty();
 }
 
-// " (3 skipped: the task's rule made no request for them)" or "".
+// " (3 skipped: the task's rule made no request for them)", " (2 malformed records skipped)", both, or "".
 std::string skipped_note(const TaskWork& w) {
   std::string note;
   if (w.skipped > 0) note += " (" + std::to_string(w.skipped) + " skipped: the task's rule made no request for them)";

@@ -280,6 +280,8 @@ GenerationPlan BabilongTask::generation_plan(const EvalContext& ctx) const {
   plan.metric = mode == "strict" ? "accuracy" : "substring_accuracy";
   plan.mode = mode;
   plan.tokenizer = tok;
+  plan.prefill_chunk = option_int(ctx.options, "prefill_chunk", 0);
+  if (plan.prefill_chunk < 0) throw Error(name() + ": eval option prefill_chunk must be >= 0 (0 = the whole prompt)");
   plan.n_cells = static_cast<int64_t>(lengths.size());
   plan.cell = [this, tok, lengths, n, seed, max_new, mode, stops](int64_t c) {
     const int64_t length = lengths[static_cast<size_t>(c)];

@@ -86,8 +86,11 @@ struct GenerationPlan {
   std::string task, metric;
   std::string mode;                     // the scorer variant handed to process_results (BABILong: strict|substring)
   std::shared_ptr<Tokenizer> tokenizer;  // encodes the requests; BOS first when it has one (encode_with_bos)
+  int64_t prefill_chunk = 0;            // the eval option: prompt tokens per forward (0 = the whole prompt)
   int64_t n_cells = 0;
-  std::function<GenerationCell(int64_t)> cell;  // cell i, built when the engine reaches it (prompts can be long)
+  // Cell i, built when the engine reaches it (prompts can be long). It refers to the task: the plan must not
+  // outlive the task that made it.
+  std::function<GenerationCell(int64_t)> cell;
 };
 
 class GenerationTask : public EvalTask {

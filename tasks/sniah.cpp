@@ -305,6 +305,8 @@ GenerationPlan SniahTask::generation_plan(const EvalContext& ctx) const {
   plan.task = name();
   plan.metric = "string_match_all";
   plan.tokenizer = tok;
+  plan.prefill_chunk = option_int(ctx.options, "prefill_chunk", 0);
+  if (plan.prefill_chunk < 0) throw Error(name() + ": eval option prefill_chunk must be >= 0 (0 = the whole prompt)");
   plan.n_cells = static_cast<int64_t>(lengths.size() * depths.size());
   plan.cell = [this, tok, lengths, depths, n, seed](int64_t c) {
     const int64_t length = lengths[static_cast<size_t>(c) / depths.size()];

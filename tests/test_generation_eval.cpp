@@ -303,6 +303,29 @@ TEST_CASE("S-NIAH and BABILong on the shared generate_until equal the per-task l
   CHECK(predictions.size() >= 8);
 }
 
+TEST_CASE("S-NIAH's prefill_chunk option reaches the model: chunked prefill gives the same answers (fp64)", "[sniah]") {
+  DefaultDtype f64(caffe2::TypeMeta::Make<double>());
+  for (const std::string family : {"transformer", "gated_deltanet"}) {
+    INFO(family);
+    auto model = tiny_model(family);
+    LanguageModelAdapter adapter(*model, torch::kCPU);
+    auto task = make_task<SniahTask>("sniah_1", {{"length", 520}, {"tokens_to_generate", 12}});
+    auto samples = [&](const json& options) {
+      EvalContext ctx(adapter);
+      ctx.options = options;
+      json out = json::array();
+      ctx.record = [&](const std::vector<EvalCell>& cells) {
+        for (const auto& c : cells) out.push_back(c.details.at("samples"));
+      };
+      evaluate_generation_task(*task, ctx);
+      return out;
+    };
+    const json whole = samples({{"n", 2}, {"depths", {30}}});
+    CHECK(samples({{"n", 2}, {"depths", {30}}, {"prefill_chunk", 64}}) == whole);
+    CHECK_THROWS_WITH(samples({{"n", 1}, {"prefill_chunk", -1}}), Catch::Contains("prefill_chunk"));
+  }
+}
+
 TEST_CASE("generate_until: BOS, left truncation to max_length - max_gen_toks, stop strings, EOS", "[sniah][harness]") {
   ByteTokenizer tok;  // BOS 256, EOS 257
   std::vector<int64_t> script = bytes_of("Paris\nLondon");

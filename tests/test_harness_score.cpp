@@ -158,7 +158,7 @@ TEST_CASE("score --samples: another task's file, malformed lines, missing or mis
   CHECK(r.output.find("one of them") != std::string::npos);
 }
 
-TEST_CASE("--skip-malformed: malformed records are skipped, counted and listed; doc_ids keep their gaps",
+TEST_CASE("eval with skip_malformed: malformed records are skipped, counted and listed, doc_ids keep their gaps",
           "[harness][score][cli]") {
   test::TempDir data("malformed_data");
   // A corrupted copy of PIQA: record 3 lost its "goal", record 5 is cut off.
@@ -248,7 +248,7 @@ TEST_CASE("--skip-malformed: malformed records are skipped, counted and listed; 
   CHECK(r.output.find("--skip-malformed goes with --tasks") != std::string::npos);
 }
 
-TEST_CASE("--skip-malformed on a file without a checksum: the first malformed record is the error without it",
+TEST_CASE("skip_malformed on a file without a checksum: the first malformed record is the error without it",
           "[harness][score]") {
   test::TempDir data("malformed_recall");
   test::ScopedDataDir scoped(data.path);
