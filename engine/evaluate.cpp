@@ -3,12 +3,14 @@
 #include <filesystem>
 
 #include "engine/checkpoint.h"
+#include "engine/generate_until.h"
 #include "engine/model_adapter.h"
 #include "engine/run_config.h"
 #include "engine/token_eval.h"
 #include "results/db.h"
 #include "runtime/device.h"
 #include "tasks/eval_task.h"
+#include "tasks/scoring.h"
 #include "tasks/task.h"
 
 namespace mnemo {
@@ -29,6 +31,48 @@ json eval_token_task(Backbone& model, TokenTask& task, const json& ckpt_cfg, con
   return out;
 }
 }  // namespace
+
+json evaluate_generation_task(const GenerationTask& task, EvalContext& ctx) {
+  const GenerationPlan plan = task.generation_plan(ctx);
+  if (!plan.tokenizer) throw Error("task " + plan.task + ": its generation plan names no tokenizer");
+  json cells = json::array();
+  std::vector<EvalCell> rows;
+  for (int64_t c = 0; c < plan.n_cells; ++c) {
+    const double t0 = wall_seconds();
+    const GenerationCell cell = plan.cell(c);
+    if (cell.docs.size() != cell.requests.size())
+      throw Error("task " + plan.task + ": cell " + cell.setting.dump() + " has " + std::to_string(cell.docs.size()) +
+                  " samples but " + std::to_string(cell.requests.size()) + " requests");
+    GenerateUntilOptions g;
+    g.add_bos = plan.tokenizer->adds_bos();  // encode_with_bos, as the task sized its prompts
+    g.prefill_chunk = plan.prefill_chunk;
+    const auto texts = generate_until(ctx.model, *plan.tokenizer, cell.requests, g);
+    std::vector<double> scores;
+    json samples = json::array();
+    for (size_t i = 0; i < texts.size(); ++i) {
+      json record = task.process_results(cell.docs[i], texts[i], plan.mode);
+      scores.push_back(record.at("score").get<double>());
+      samples.push_back(std::move(record));
+    }
+    EvalCell row;
+    row.task = plan.task;
+    row.metric = plan.metric;
+    row.setting = cell.setting;
+    row.value = mean_percent(scores);
+    row.n = static_cast<int64_t>(cell.requests.size());
+    row.details = cell.details;
+    row.details["wall_s"] = wall_seconds() - t0;
+    row.details["samples"] = std::move(samples);
+    json summary = cell.setting;
+    summary["value"] = row.value;
+    summary["n"] = row.n;
+    cells.push_back(std::move(summary));
+    if (ctx.log) ctx.log(cell.label + ": " + plan.metric + " " + std::to_string(row.value));
+    rows.push_back(std::move(row));
+  }
+  record_cells(ctx, rows);
+  return {{"task", plan.task}, {"metric", plan.metric}, {"tokenizer", plan.tokenizer->id()}, {"cells", cells}};
+}
 
 std::function<void(const std::vector<EvalCell>&)> eval_rows_sink(ResultsDB& db, const std::string& model_name,
                                                                   const std::string& checkpoint, int64_t run_id,
@@ -127,6 +171,9 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
   const torch::Device device = resolve_device(a.device);
   Backbone model = load_backbone(a.checkpoint, device);
   if (auto* ev = dynamic_cast<EvalTask*>(task.get())) {
+    auto* generation = dynamic_cast<GenerationTask*>(ev);
+    auto* direct = dynamic_cast<DirectEvalTask*>(ev);
+    if (!generation && !direct) throw Error("task '" + task_name + "' has no evaluation on a checkpoint");
     if (!model.language_model)
       throw Error("task '" + task_name + "' generates text, but the checkpoint holds a " + model.kind);
     ResultsDB db(a.db);
@@ -137,7 +184,7 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     const std::string model_name = ckpt_cfg.value("model", ""), checkpoint = resolve_model_path(a.checkpoint);
     ctx.record = eval_rows_sink(db, model_name, checkpoint, run_id, a.keep_previous);
     ctx.log = log;
-    json out = ev->evaluate(ctx);
+    json out = generation ? evaluate_generation_task(*generation, ctx) : direct->evaluate(ctx);
     out["model"] = model_name;
     out["run_id"] = run_id;
     return out;

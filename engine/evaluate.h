@@ -1,6 +1,6 @@
 // `mnemo eval`: a checkpoint on a task. Token tasks (MQAR, MAD) give loss + per-example accuracy on
-// fresh test examples; generation tasks (S-NIAH, BABILong) run through EvalTask::evaluate. One
-// `evals` row per (metric, setting) lands in the results DB.
+// fresh test examples; generation tasks (S-NIAH, BABILong) run through evaluate_generation_task, lm_ppl through
+// DirectEvalTask::evaluate. One `evals` row per (metric, setting) lands in the results DB.
 #pragma once
 #include <functional>
 #include <string>
@@ -35,6 +35,13 @@ std::function<void(const std::vector<EvalCell>&)> eval_rows_sink(ResultsDB& db, 
 // checkpoint when `db` has that run with the same config hash or run folder; else the newest run of
 // that folder; else the only completed run with the checkpoint's config hash.
 int64_t checkpoint_run_id(ResultsDB& db, const std::string& checkpoint);
+
+// A generation task (S-NIAH, BABILong) on ctx.model: per cell of task.generation_plan(ctx), its requests through
+// the shared generate_until (engine/generate_until.h; BOS first when the tokenizer has one, no truncation), each
+// answer scored by task.process_results, the cell's value mean_percent of the scores; one EvalCell per cell
+// (details: the plan's, "wall_s" and "samples", the process_results records) handed to ctx.record once all are done.
+// Returns {"task", "metric", "tokenizer", "cells": [setting + "value", "n"]}.
+json evaluate_generation_task(const GenerationTask& task, EvalContext& ctx);
 
 // Returns the result JSON the CLI prints; progress lines go to `log` (may be empty).
 json evaluate_checkpoint(const EvalRequest& request, const std::function<void(const std::string&)>& log);

@@ -14,6 +14,7 @@
 #include "core/system_info.h"
 #include "engine/checkpoint.h"
 #include "engine/evaluate.h"
+#include "engine/generate_until.h"
 #include "engine/model_adapter.h"
 #include "engine/run_config.h"
 #include "engine/safetensors.h"
@@ -33,22 +34,6 @@ using harness::Response;
 using Log = std::function<void(const std::string&)>;
 
 namespace {
-
-std::string dump_line(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
-// Python str() of a response value, as lm-eval's sanitize_list writes resps: repr of floats, True/False.
-std::string py_str(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return json(v).dump();  // shortest round-trip form with ".0"/"e-05" like Python's repr
-}
-std::string py_str(bool b) { return b ? "True" : "False"; }
 
 // lm-eval keeps a YAML version (1.0) as a number, a class's VERSION = 0 as an integer; a string that is not a plain
 // number stays a string ("default").
@@ -72,8 +57,8 @@ struct Progress {
     const double rate = done / std::max(1e-9, now - t0);
     const double eta = rate > 0 ? (total - done) / rate : 0;
     log("[" + task + "] " + std::to_string(done) + "/" + std::to_string(total) + " requests (" +
-        fixed(100.0 * done / std::max<int64_t>(1, total), 0) + "%), " + fixed(rate, 1) + " requests/s, ETA " +
-        fixed(eta, 0) + " s");
+        format_fixed(100.0 * done / std::max<int64_t>(1, total), 0) + "%), " + format_fixed(rate, 1) + " requests/s, ETA " +
+        format_fixed(eta, 0) + " s");
   }
 };
 
@@ -82,61 +67,61 @@ struct TaskWork {
   std::unique_ptr<harness::HarnessTask> task;
   int64_t n_original = 0, n = 0, n_requests = 0, skipped = 0;  // skipped: documents without requests
   std::vector<std::vector<Request>> reqs;  // per document, in idx order (lm-eval sorts instances by idx)
+  std::vector<harness::MalformedRecord> malformed;  // records skipped under --skip-malformed, doc_id < n
+  std::vector<bool> is_malformed;                   // per document
 };
 
-void build_requests(TaskWork& w) {
+// The documents [0, n) of the task (--limit), their requests; malformed records (--skip-malformed) have none.
+void build_requests(TaskWork& w, const std::optional<int64_t>& limit) {
+  w.n_original = w.task->num_docs();
+  w.n = limit ? std::min(*limit, w.n_original) : w.n_original;
+  w.is_malformed.assign(static_cast<size_t>(w.n), false);
+  for (auto& m : w.task->malformed_records())
+    if (m.doc_id >= 0 && m.doc_id < w.n) {
+      w.is_malformed[static_cast<size_t>(m.doc_id)] = true;
+      w.malformed.push_back(std::move(m));
+    }
   w.reqs.resize(static_cast<size_t>(w.n));
   for (int64_t d = 0; d < w.n; ++d) {
-    auto r = w.task->requests(d);
-    std::stable_sort(r.begin(), r.end(), [](const Request& a, const Request& b) { return a.idx < b.idx; });
-    for (const auto& q : r) {
-      const size_t want = q.type == RequestType::loglikelihood ? 2 : 1;
-      if (q.arguments.size() != want)
-        throw Error("task " + w.name + ": document " + std::to_string(d) + " has a " + harness::request_type_name(q.type) +
-                    " request with " + std::to_string(q.arguments.size()) + " arguments (expected " +
-                    std::to_string(want) + ")");
-    }
+    if (w.is_malformed[static_cast<size_t>(d)]) continue;
+    auto r = document_requests(*w.task, d);
     w.n_requests += static_cast<int64_t>(r.size());
     if (r.empty()) ++w.skipped;
     w.reqs[static_cast<size_t>(d)] = std::move(r);
   }
 }
 
-// lm-eval HFLM.generate_until for one request: context (BOS first with add_bos) left-truncated to
-// max_length - max_gen_toks, greedy, cut at the first of `until` (each in turn, Python `s.split(term)[0]`).
-std::string generate_until(EvalModel& model, const Tokenizer& tok, const Request& r, bool add_bos, int64_t max_length) {
-  std::vector<int64_t> ids = tok.encode(r.arguments[0]);
-  if (add_bos && tok.bos_id() >= 0) ids.insert(ids.begin(), tok.bos_id());
-  const int64_t max_ctx = max_length - r.max_gen_toks;
-  if (max_ctx < 1)
-    throw Error("generate_until: max_gen_toks " + std::to_string(r.max_gen_toks) + " leaves no context within "
-                "max_length " + std::to_string(max_length));
-  if (static_cast<int64_t>(ids.size()) > max_ctx) ids.erase(ids.begin(), ids.end() - max_ctx);
-  if (ids.empty()) ids.push_back(harness::prefix_token(tok));
-  GenerationRequest g;
-  g.max_new_tokens = r.max_gen_toks;
-  if (tok.eos_id() >= 0) g.stop_ids = {tok.eos_id()};
-  g.should_stop = [&](const std::vector<int64_t>& out) {
-    const std::string text = tok.decode(out);
-    for (const auto& u : r.until)
-      if (!u.empty() && text.find(u) != std::string::npos) return true;
-    return false;
-  };
-  std::string text = tok.decode(model.generate_greedy(ids, g));
-  for (const auto& u : r.until)
-    if (!u.empty()) text = text.substr(0, text.find(u));
-  return text;
+// A document that is scored: neither malformed nor skipped by the task's rule.
+bool scored(const TaskWork& w, int64_t d) {
+  return !w.is_malformed[static_cast<size_t>(d)] && !w.reqs[static_cast<size_t>(d)].empty();
 }
 
-// " (3 skipped: the task's rule made no request for them)" or "".
+// " (3 skipped: the task's rule made no request for them)", " (2 malformed records skipped)", both, or "".
 std::string skipped_note(const TaskWork& w) {
-  if (w.skipped == 0) return "";
-  return " (" + std::to_string(w.skipped) + " skipped: the task's rule made no request for them)";
+  std::string note;
+  if (w.skipped > 0) note += " (" + std::to_string(w.skipped) + " skipped: the task's rule made no request for them)";
+  if (!w.malformed.empty()) note += " (" + std::to_string(w.malformed.size()) + " malformed records skipped)";
+  return note;
+}
+
+// {"skipped": N, "records": [{doc_id, where, reason}, ...]} of the malformed records skipped.
+json malformed_json(const TaskWork& w) {
+  json records = json::array();
+  for (const auto& m : w.malformed) records.push_back(m.entry());
+  return {{"skipped", static_cast<int64_t>(w.malformed.size())}, {"records", records}};
+}
+
+// The data files read although their SHA-256 differs from the reference copy's (--skip-malformed): their notes.
+json modified_files(const json& data_files) {
+  json notes = json::array();
+  for (const auto& f : data_files)
+    if (f.value("modified", false)) notes.push_back(f.value("file", "") + ": " + f.value("note", ""));
+  return notes;
 }
 
 // Answers every request of a task: loglikelihood and rolling windows through loglikelihood_tokens (all of the
 // task's windows in lm-eval's Collator order, sent in slices of whole batches so the batches equal one call's),
-// generate_until one by one.
+// generate_until through the shared engine/generate_until.h, one by one.
 std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok, const TaskWork& w, bool add_bos,
                                           const HarnessOptions& o, const Log& log) {
   std::vector<std::vector<Response>> resp(w.reqs.size());
@@ -186,122 +171,18 @@ std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok
     }
     p.update(static_cast<int64_t>(e), e == order.size() && gens.empty());
   }
-  for (size_t g = 0; g < gens.size(); ++g) {
-    const auto [d, i] = gens[g];
-    resp[d][i].text = generate_until(model, tok, w.reqs[d][i], add_bos, o.max_length);
-    p.update(static_cast<int64_t>(order.size() + g + 1), g + 1 == gens.size());
-  }
+  std::vector<Request> gen_requests;
+  for (const auto& [d, i] : gens) gen_requests.push_back(w.reqs[d][i]);
+  GenerateUntilOptions g;
+  g.add_bos = add_bos;
+  g.max_length = o.max_length;
+  g.progress = [&](int64_t done) { p.update(static_cast<int64_t>(order.size()) + done, done == static_cast<int64_t>(gens.size())); };
+  const auto texts = generate_until(model, tok, gen_requests, g);
+  for (size_t k = 0; k < gens.size(); ++k) resp[gens[k].first][gens[k].second].text = texts[k];
   return resp;
 }
 
-// One line of samples_<task>.jsonl as lm-eval's EvaluationTracker writes it.
-json sample_line(const harness::HarnessTask& t, int64_t doc_id, const json& doc, const std::vector<Request>& reqs,
-                 const std::vector<Response>& resp, const json& metrics) {
-  json args = json::object(), resps = json::array(), filtered = json::array();
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    json a = json::object();
-    for (size_t j = 0; j < reqs[i].arguments.size(); ++j) a["arg_" + std::to_string(j)] = reqs[i].arguments[j];
-    json one;
-    if (reqs[i].type == RequestType::generate_until) {
-      a["arg_1"] = {{"until", reqs[i].until}, {"max_gen_toks", reqs[i].max_gen_toks}};
-      one = resp[i].text;
-    } else if (reqs[i].type == RequestType::loglikelihood) {
-      one = json::array({py_str(resp[i].ll), py_str(resp[i].is_greedy)});
-    } else {
-      one = py_str(resp[i].ll);
-    }
-    args["gen_args_" + std::to_string(i)] = a;
-    resps.push_back(json::array({one}));
-    filtered.push_back(one);
-  }
-  const std::string target = t.target(doc);
-  json names = json::array();
-  for (auto it = metrics.begin(); it != metrics.end(); ++it) names.push_back(it.key());
-  json s = {{"doc_id", doc_id},       {"doc", doc},           {"target", target},
-            {"arguments", args},      {"resps", resps},       {"filtered_resps", filtered},
-            {"filter", "none"},       {"metrics", names},
-            {"doc_hash", sha256_hex(doc.dump(2, ' ', false, json::error_handler_t::replace))},
-            {"prompt_hash", sha256_hex(reqs.empty() ? std::string() : reqs[0].arguments[0])},
-            {"target_hash", sha256_hex(target)}};
-  for (auto it = metrics.begin(); it != metrics.end(); ++it) s[it.key()] = it.value();
-  return s;
-}
-
-void write_lines(const std::string& path, const std::vector<json>& lines) {
-  std::string text;
-  for (const auto& l : lines) text += dump_line(l) + "\n";
-  write_file_atomic(path, text);
-}
-
-std::string center(const std::string& s, size_t w, size_t len) {
-  const size_t pad = w > len ? w - len : 0;
-  return std::string(pad / 2, ' ') + s + std::string(pad - pad / 2, ' ');
-}
-
-size_t display_width(const std::string& s) {  // code points (lm-eval's arrows are one column wide)
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
 }  // namespace
-
-std::string harness_results_table(const json& results, const std::vector<std::string>& order) {
-  const std::vector<std::string> headers = {"Tasks", "Version", "Filter", "n-shot", "Metric", "", "Value", "", "Stderr"};
-  const std::vector<bool> right = {false, true, false, true, false, false, true, false, true};
-  std::vector<std::vector<std::string>> rows;
-  const json& res = results.at("results");
-  const json none = json::object();
-  for (const auto& task : order) {
-    if (!res.contains(task)) continue;
-    const json& dic = res[task];
-    const json& hib = results.value("higher_is_better", none).value(task, none);
-    std::string k = dic.value("alias", task);
-    const json ver = results.value("versions", none).value(task, json("    N/A"));
-    std::string version = ver.is_string() ? ver.get<std::string>() : ver.dump();
-    const json nshot = results.value("n-shot", none).value(task, json(" "));
-    const std::string n = nshot.is_string() ? nshot.get<std::string>() : nshot.dump();
-    for (auto it = dic.begin(); it != dic.end(); ++it) {  // keys in sorted order, as make_table's sorted()
-      if (it.key() == "alias" || it.key() == "name" || it.key() == "sample_len" || it.key() == "sample_count") continue;
-      const auto comma = it.key().find(',');
-      const std::string m = it.key().substr(0, comma), f = comma == std::string::npos ? "" : it.key().substr(comma + 1);
-      if (m.size() >= 7 && m.compare(m.size() - 7, 7, "_stderr") == 0) continue;
-      const std::string arrow = hib.contains(m) ? (hib[m].get<bool>() ? "↑" : "↓") : "";
-      const json& v = it.value();
-      const std::string value = v.is_number_float() ? fixed(v.get<double>(), 4) : v.is_string() ? v.get<std::string>()
-                                : v.is_null() ? "nan" : v.dump();
-      const std::string se_key = m + "_stderr," + f;
-      if (dic.contains(se_key)) {
-        const json& se = dic[se_key];
-        const std::string s = se.is_number() ? fixed(se.get<double>(), 4) : "   N/A";
-        rows.push_back({k, version, f, n, m, arrow, value, "±", s});
-      } else {
-        rows.push_back({k, version, f, n, m, arrow, value, "", ""});
-      }
-      k.clear();
-      version.clear();
-    }
-  }
-  std::vector<size_t> width(headers.size(), 3);
-  for (size_t c = 0; c < headers.size(); ++c) {
-    width[c] = std::max(width[c], display_width(headers[c]));
-    for (const auto& r : rows) width[c] = std::max(width[c], display_width(r[c]));
-  }
-  std::string out = "|";
-  for (size_t c = 0; c < headers.size(); ++c) out += center(headers[c], width[c], display_width(headers[c])) + "|";
-  out += "\n|";
-  for (size_t c = 0; c < headers.size(); ++c) out += (right[c] ? std::string(width[c] - 1, '-') + ":" : std::string(width[c], '-')) + "|";
-  out += "\n";
-  for (const auto& r : rows) {
-    out += "|";
-    for (size_t c = 0; c < headers.size(); ++c) {
-      const std::string pad(width[c] - display_width(r[c]), ' ');
-      out += (right[c] ? pad + r[c] : r[c] + pad) + "|";
-    }
-    out += "\n";
-  }
-  return out;
-}
 
 json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o, std::function<void(const std::string&)> log) {
   if (o.tasks.empty()) throw Error("eval: no tasks given (--tasks piqa,arc_easy,... or a group such as commonsense)");
@@ -335,20 +216,31 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
   task_ctx.cutting_context = o.cutting_context;
   task_ctx.context_length = o.context_length;
   task_ctx.answer_length = o.answer_length;
+  task_ctx.skip_malformed = o.skip_malformed;
   for (auto& w : works) w.task->configure(task_ctx);
-  json skipped = json::object();
+  json skipped = json::object(), malformed = json::object(), data_warnings = json::object();
+  // What run_harness returns beside its own keys: skipped documents, malformed records, modified data files.
+  auto note_task = [&](const TaskWork& w) {
+    skipped[w.name] = w.skipped;
+    if (!w.malformed.empty()) malformed[w.name] = malformed_json(w);
+    const json modified = modified_files(w.task->data_files());
+    if (!modified.empty()) data_warnings[w.name] = modified;
+    if (log && !w.malformed.empty()) {
+      std::string line = "[" + w.name + "] " + std::to_string(w.malformed.size()) + " malformed records skipped (--skip-malformed):";
+      for (const auto& m : w.malformed) line += " " + m.where + " (" + m.reason + ")";
+      log(line);
+    }
+  };
   fs::create_directories(o.output_path);
   json files = json::array();
 
   if (o.requests_only) {
     json counts = json::object();
     for (auto& w : works) {
-      w.n_original = w.task->num_docs();
-      w.n = o.limit ? std::min(*o.limit, w.n_original) : w.n_original;
-      build_requests(w);
+      build_requests(w, o.limit);
       std::vector<json> lines;
       for (int64_t d = 0; d < w.n; ++d) {
-        if (w.reqs[static_cast<size_t>(d)].empty()) continue;  // skipped: no line, as the reference sends nothing
+        if (!scored(w, d)) continue;  // skipped or malformed: no line (doc_ids keep their gaps)
         json args = json::array();
         for (const auto& r : w.reqs[static_cast<size_t>(d)]) args.push_back(r.arguments);
         lines.push_back({{"doc_id", d}, {"arguments", args}});
@@ -357,12 +249,12 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
       write_lines(path, lines);
       files.push_back(path);
       counts[w.name] = w.n_requests;
-      skipped[w.name] = w.skipped;
+      note_task(w);
       if (log) log("[" + w.name + "] " + std::to_string(w.n_requests) + " requests of " + std::to_string(w.n) +
                    " documents" + skipped_note(w) + " -> " + path);
     }
-    return {{"requests_only", true}, {"files", files}, {"requests", counts}, {"skipped", skipped},
-            {"output_path", o.output_path}};
+    return {{"requests_only", true}, {"files", files},       {"requests", counts}, {"skipped", skipped},
+            {"malformed", malformed},  {"data_warnings", data_warnings}, {"output_path", o.output_path}};
   }
 
   const double t_start = wall_seconds();
@@ -376,21 +268,21 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
                    {"max_length", o.max_length}, {"limit", limit_json}, {"batch_size", o.batch_size},
                    {"bootstrap_iters", 100000}, {"device", o.device}, {"num_fewshot", 0},
                    {"cutting_context", o.cutting_context}, {"context_length", o.context_length},
-                   {"answer_length", o.answer_length}};
+                   {"answer_length", o.answer_length}, {"skip_malformed", o.skip_malformed}};
   for (auto& w : works) {
     const double t0 = wall_seconds();
-    w.n_original = w.task->num_docs();
-    w.n = o.limit ? std::min(*o.limit, w.n_original) : w.n_original;
-    build_requests(w);
+    build_requests(w, o.limit);
+    const int64_t n_scored = w.n - w.skipped - static_cast<int64_t>(w.malformed.size());
+    if (n_scored == 0)
+      throw Error("task " + w.name + ": every one of its " + std::to_string(w.n) + " documents was skipped (" +
+                  std::to_string(w.skipped) + " without requests, " + std::to_string(w.malformed.size()) +
+                  " malformed records): nothing to score");
     const auto resp = answer(*model, tok, w, add_bos, o, log);
     const auto specs = w.task->metrics();
     std::map<std::string, std::vector<json>> values;
     std::vector<json> samples;
-    if (w.skipped == w.n)
-      throw Error("task " + w.name + ": every one of its " + std::to_string(w.n) +
-                  " documents was skipped (no requests): nothing to score");
     for (int64_t d = 0; d < w.n; ++d) {
-      if (w.reqs[static_cast<size_t>(d)].empty()) continue;  // skipped
+      if (!scored(w, d)) continue;
       const json doc = w.task->doc(d);
       const json m = w.task->process_results(doc, resp[static_cast<size_t>(d)]);
       if (!m.is_object()) throw Error("task " + w.name + ": process_results of document " + std::to_string(d) +
@@ -404,24 +296,22 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
       if (o.log_samples) samples.push_back(sample_line(*w.task, d, doc, w.reqs[static_cast<size_t>(d)],
                                                        resp[static_cast<size_t>(d)], m));
     }
-    json res = {{"alias", w.name}}, hib = json::object(), metric_list = json::array();
+    const auto aggregated = aggregate_metrics(specs, values);
+    const json res = results_entry(w.name, aggregated);
+    json hib = json::object(), metric_list = json::array();
     std::vector<EvalCell> cells;
     const double wall_s = wall_seconds() - t0;
     const json data_files = w.task->data_files();
-    for (const auto& s : specs) {
-      const auto& v = values[s.name];
-      const double value = harness::aggregate(s.aggregation, v);
-      // lm-eval (evaluator_utils.py calculate_aggregate_metric): a stderr only for more than one document.
-      const double se = v.size() > 1 ? harness::aggregate_stderr(s.aggregation, v) : std::nan("");
-      res[s.name + ",none"] = value;
-      res[s.name + "_stderr,none"] = std::isfinite(se) ? json(se) : json("N/A");
+    for (const auto& a : aggregated) {
+      const auto& s = a.spec;
+      const double se = a.stderr_value;
       hib[s.name] = s.higher_is_better;
       metric_list.push_back({{"metric", s.name}, {"aggregation", s.aggregation}, {"higher_is_better", s.higher_is_better}});
       EvalCell c;
       c.task = w.name;
       c.metric = s.name;
-      c.value = value;
-      c.n = w.n - w.skipped;
+      c.value = a.value;
+      c.n = n_scored;
       c.setting = {{"suite", "lm-eval"}, {"num_fewshot", 0}, {"limit", limit_json}, {"max_length", o.max_length},
                    {"add_bos", add_bos}, {"version", w.task->version()}};
       if (o.cutting_context)
@@ -437,11 +327,13 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
                    {"requests", w.n_requests},
                    {"docs_total", w.n_original},
                    {"docs_skipped", w.skipped},
+                   {"malformed_skipped", static_cast<int64_t>(w.malformed.size())},
                    {"mnemo_version", sys.value("mnemo", "")},
                    {"git_commit", git_commit()},
                    {"torch_version", torch_version()},
                    {"device", o.device},
                    {"output_path", o.output_path}};
+      if (!w.malformed.empty()) c.details["malformed_records"] = malformed_json(w)["records"];
       c.details.update(o.record_details);
       cells.push_back(std::move(c));
     }
@@ -453,7 +345,11 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
     out["n-shot"][w.name] = 0;
     out["higher_is_better"][w.name] = hib;
     out["n-samples"][w.name] = {{"original", w.n_original}, {"effective", w.n}, {"skipped", w.skipped}};
-    skipped[w.name] = w.skipped;
+    if (o.skip_malformed) {
+      out["n-samples"][w.name]["malformed"] = static_cast<int64_t>(w.malformed.size());
+      out["malformed_records"][w.name] = malformed_json(w)["records"];
+    }
+    note_task(w);
     out["data_files"][w.name] = data_files;
     if (o.log_samples) {
       const std::string path = (fs::path(o.output_path) / ("samples_" + w.name + ".jsonl")).string();
@@ -462,8 +358,8 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
     }
     if (o.record) o.record(cells);
     if (log) {
-      std::string line = "[" + w.name + "] done in " + fixed(wall_s, 1) + " s:";
-      for (const auto& s : specs) line += " " + s.name + " " + fixed(res[s.name + ",none"].get<double>(), 4);
+      std::string line = "[" + w.name + "] done in " + format_fixed(wall_s, 1) + " s:";
+      for (const auto& s : specs) line += " " + s.name + " " + format_fixed(res.at(s.name + ",none").get<double>(), 4);
       log(line + skipped_note(w));
     }
   }
@@ -472,11 +368,12 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
                                         std::chrono::system_clock::now().time_since_epoch()).count()) / 1000.0;
   out["mnemo_version"] = sys.value("mnemo", "");
   out["torch_version"] = torch_version();
-  out["total_evaluation_time_seconds"] = fixed(wall_seconds() - t_start, 3);
+  out["total_evaluation_time_seconds"] = format_fixed(wall_seconds() - t_start, 3);
   const std::string results_path = (fs::path(o.output_path) / "results.json").string();
   write_file_atomic(results_path, out.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
   files.insert(files.begin(), results_path);
-  return {{"results", out}, {"table", harness_results_table(out, o.tasks)}, {"files", files}, {"skipped", skipped},
+  return {{"results", out},         {"table", harness_results_table(out, o.tasks)}, {"files", files},
+          {"skipped", skipped},     {"malformed", malformed},  {"data_warnings", data_warnings},
           {"output_path", o.output_path}};
 }
 

@@ -14,6 +14,7 @@
 
 #include "core/common.h"
 #include "core/defaults.h"
+#include "engine/harness_output.h"
 #include "tasks/eval_task.h"
 #include "tasks/harness/harness_task.h"
 #include "tasks/model_api.h"
@@ -34,6 +35,10 @@ struct HarnessOptions {
   // --context_length --answer_length; these defaults are MoM's command). Other tasks ignore it.
   bool cutting_context = false;
   int64_t context_length = 2048, answer_length = 48;
+  // --skip-malformed: a malformed record of a task's data file is skipped (counted, listed in results.json
+  // "malformed_records" and the cells' details, its doc_id left unused) instead of being the error, and a data
+  // file whose SHA-256 differs from the reference copy's is read and flagged matches_reference = false.
+  bool skip_malformed = false;
   // For the record (results.json "config", evals rows).
   std::string model_name, checkpoint, device;
   // Receives each task's cells (one per metric) once the task is done; may be empty.
@@ -44,17 +49,15 @@ struct HarnessOptions {
 };
 
 // Runs every task of `o` on `model` (null: requests_only). Returns {"results": <results.json>, "table": <markdown>,
-// "files": [written paths], "skipped": {task: n}} or, with requests_only, {"requests_only": true, "files",
-// "requests": {task: n}, "skipped": {task: n}}. A document for which the task makes no request is skipped (the
-// recall tasks' rule): counted in results.json "n-samples" and the log, not scored, not in the samples.
+// "files": [written paths], "skipped": {task: n}, "malformed": {task: {"skipped", "records"}}, "data_warnings":
+// {task: [notes of modified data files]}} or, with requests_only, {"requests_only": true, "files", "requests":
+// {task: n}, "skipped", "malformed", "data_warnings"}. A document for which the task makes no request is skipped
+// (the recall tasks' rule): counted in results.json "n-samples" and the log, not scored, not in the samples;
+// malformed records (skip_malformed) likewise, counted apart.
 // Progress lines (task, requests done / total, requests/s, ETA) go to `log` (may be empty). Errors: limit <= 0, an
 // unknown task (the factory's Error), a tokenizer whose vocabulary differs from the model's, bad batch/max_length.
 json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o,
                  std::function<void(const std::string&)> log);
-
-// lm-eval's make_table (markdown) over results.json, tasks in `order`: Tasks | Version | Filter | n-shot | Metric |
-// (↑/↓) | Value | (±) | Stderr, values %.4f, "N/A" stderr.
-std::string harness_results_table(const json& results, const std::vector<std::string>& order);
 
 // `mnemo eval --tasks ...` on a checkpoint (or without one for --requests-only).
 struct HarnessEvalRequest {

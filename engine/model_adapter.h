@@ -50,6 +50,7 @@ class LanguageModelAdapter : public EvalModel {
     o.max_new_tokens = request.max_new_tokens;
     o.stop_ids = request.stop_ids;
     o.should_stop = request.should_stop;
+    o.prefill_chunk = request.prefill_chunk;
     return greedy_generate(model_, prompt_ids, o, device_);
   }
 

@@ -1,9 +1,11 @@
 #include "engine/score.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include "tasks/eval_task.h"
+#include "tasks/harness/harness_task.h"
 #include "tasks/scoring.h"
 #include "tasks/task.h"
 #include "tasks/text_utils.h"
@@ -11,6 +13,10 @@
 namespace mnemo {
 
 json score_predictions(const std::string& task_name, const std::string& path, const std::string& mode) {
+  const auto lm_eval_tasks = harness::harness_task_names();
+  if (std::find(lm_eval_tasks.begin(), lm_eval_tasks.end(), task_name) != lm_eval_tasks.end())
+    throw Error("score: '" + task_name + "' is an lm-eval task: re-score its samples file with --samples "
+                "samples_" + task_name + ".jsonl (from mnemo eval --tasks " + task_name + " --log-samples)");
   auto task = TaskRegistry::instance().make(task_name, json::object());
   const auto* scorer = dynamic_cast<const EvalTask*>(task.get());
   if (!scorer) {

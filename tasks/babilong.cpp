@@ -263,7 +263,7 @@ json BabilongTask::eval_options_help() const {
           {"prefill_chunk", "prefill the prompt in chunks of this many tokens (0 = whole prompt)"}};
 }
 
-json BabilongTask::evaluate(EvalContext& ctx) const {
+GenerationPlan BabilongTask::generation_plan(const EvalContext& ctx) const {
   const auto tok = eval_tokenizer(ctx, params_.at("tokenizer").get<std::string>());
   const auto lengths = option_int_list(ctx.options, "lengths", {length_});
   const int64_t n = option_int(ctx.options, "n", 100);
@@ -272,61 +272,65 @@ json BabilongTask::evaluate(EvalContext& ctx) const {
   const std::string mode = option_string(ctx.options, "mode", mode_);
   babilong_score(task_, mode, "", "x", "");  // validates the mode
   if (n < 1) throw Error(name() + ": eval option n must be >= 1");
+  // §4.4: the fine-tune format stops at "\n" or EOS, the prompted one at EOS.
   const std::vector<std::string> stops = format_ == "finetune" ? std::vector<std::string>{"\n"}
                                                                : std::vector<std::string>{};
-  const std::string metric = mode == "strict" ? "accuracy" : "substring_accuracy";
-
-  json cells = json::array();
-  std::vector<EvalCell> rows;
-  for (int64_t length : lengths) {
-    std::vector<double> scores;
-    json samples = json::array();
-    const double t0 = wall_seconds();
-    for (int64_t i = 0; i < n; ++i) {
-      const Item it = make_item(Split::test, i, static_cast<uint64_t>(seed), length, *tok);
-      const std::string pred = generate_text(ctx, *tok, it.prompt, max_new, stops);
-      const double score = babilong_score(task_, mode, pred, it.sample.target, it.sample.question);
-      scores.push_back(score);
-      samples.push_back({{"prediction", pred}, {"target", it.sample.target}, {"score", score}});
-    }
-    const double value = mean_percent(scores);
-    const std::string haystack = length > 0 ? haystack_label() : "none";
-    json setting = {{"length", length}, {"haystack", haystack}, {"format", format_}, {"scorer", mode}};
+  GenerationPlan plan;
+  plan.task = name();
+  plan.metric = mode == "strict" ? "accuracy" : "substring_accuracy";
+  plan.mode = mode;
+  plan.tokenizer = tok;
+  plan.prefill_chunk = option_int(ctx.options, "prefill_chunk", 0);
+  if (plan.prefill_chunk < 0) throw Error(name() + ": eval option prefill_chunk must be >= 0 (0 = the whole prompt)");
+  plan.n_cells = static_cast<int64_t>(lengths.size());
+  plan.cell = [this, tok, lengths, n, seed, max_new, mode, stops](int64_t c) {
+    const int64_t length = lengths[static_cast<size_t>(c)];
+    GenerationCell cell;
+    cell.setting = {{"length", length}, {"haystack", length > 0 ? haystack_label() : "none"}, {"format", format_},
+                    {"scorer", mode}};
     if (format_ == "prompted") {
-      setting["with_instruction"] = flags_.instruction;
-      setting["with_examples"] = flags_.examples;
-      setting["with_post_prompt"] = flags_.post_prompt;
+      cell.setting["with_instruction"] = flags_.instruction;
+      cell.setting["with_examples"] = flags_.examples;
+      cell.setting["with_post_prompt"] = flags_.post_prompt;
     }
-    json details = {{"tokenizer", tok->id()},       {"add_bos", tok->adds_bos()},
+    cell.details = {{"tokenizer", tok->id()},       {"add_bos", tok->adds_bos()},
                     {"seed", seed},                 {"max_new_tokens", max_new},
                     {"prompt_reserve", prompt_reserve_},
                     {"corpus", length > 0 ? corpus()->fingerprint() : ""},
-                    {"babi_dir", babi_dir_},        {"generator", "reference-style"},
-                    {"wall_s", wall_seconds() - t0}, {"samples", samples}};
-    EvalCell row;
-    row.task = name();
-    row.metric = metric;
-    row.setting = setting;
-    row.value = value;
-    row.n = n;
-    row.details = details;
-    rows.push_back(row);
-    json cell = setting;
-    cell["value"] = value;
-    cell["n"] = n;
-    cells.push_back(cell);
-    if (ctx.log) ctx.log(name() + " length " + std::to_string(length) + ": " + metric + " " + std::to_string(value));
-  }
-  record_cells(ctx, rows);
-  return {{"task", name()}, {"metric", metric}, {"tokenizer", tok->id()}, {"cells", cells}};
+                    {"babi_dir", babi_dir_},        {"generator", "reference-style"}};
+    cell.label = name() + " length " + std::to_string(length);
+    for (int64_t i = 0; i < n; ++i) {
+      const Item it = make_item(Split::test, i, static_cast<uint64_t>(seed), length, *tok);
+      harness::Request r;
+      r.type = harness::RequestType::generate_until;
+      r.arguments = {it.prompt};
+      r.until = stops;
+      r.max_gen_toks = max_new;
+      r.doc_id = i;
+      cell.requests.push_back(std::move(r));
+      cell.docs.push_back({{"target", it.sample.target}, {"question", it.sample.question}});
+    }
+    return cell;
+  };
+  return plan;
+}
+
+json BabilongTask::process_results(const json& doc, const std::string& generation, const std::string& mode) const {
+  const std::string where = name() + " sample";
+  const std::string target = row_string(doc, "target", where);
+  return {{"prediction", generation},
+          {"target", target},
+          {"score", babilong_score(task_, mode, generation, target, row_string(doc, "question", where))}};
 }
 
 // `mnemo score`: BABILong's label-set scorer (strict) or substring match on "target" and "question".
 double BabilongTask::score_prediction(const json& row, const std::string& mode, const std::string& where) const {
   if (mode != "strict" && mode != "substring")
     throw Error("score: --mode must be strict or substring, got '" + mode + "'");
-  return babilong_score(task_, mode, row_string(row, "prediction", where), row_string(row, "target", where),
-                        row_string(row, "question", where));
+  const std::string prediction = row_string(row, "prediction", where);
+  row_string(row, "target", where);  // errors name the line
+  row_string(row, "question", where);
+  return process_results(row, prediction, mode).at("score").get<double>();
 }
 
 std::string BabilongTask::score_metric(const std::string& mode) const {

@@ -57,7 +57,7 @@ std::string babilong_format_prompt(int task, const std::string& format, const Ba
 double babilong_score(int task, const std::string& mode, const std::string& prediction, const std::string& target,
                       const std::string& question);
 
-class BabilongTask : public TokenTask, public EvalTask {
+class BabilongTask : public TokenTask, public GenerationTask {
  public:
   BabilongTask(int task, const json& params);  // params = the family's defaults merged
   std::string name() const override { return "babilong_qa" + std::to_string(task_); }
@@ -66,8 +66,12 @@ class BabilongTask : public TokenTask, public EvalTask {
   int64_t vocab_size() const override { return tok_->vocab_size(); }
   int64_t seq_len() const override { return length_; }
   std::vector<TokenExample> examples(Split split, int64_t n, uint64_t seed) const override;
-  json evaluate(EvalContext& ctx) const override;
   json eval_options_help() const override;
+  // One cell per length of `n` samples; one generate_until per sample (stop "\n" in the fine-tune format, EOS only
+  // in the prompted one; max_gen_toks = max_new_tokens); doc = {"target", "question"}.
+  GenerationPlan generation_plan(const EvalContext& ctx) const override;
+  // babilong_score(mode) on the raw generation: {"prediction", "target", "score"}.
+  json process_results(const json& doc, const std::string& generation, const std::string& mode) const override;
   double score_prediction(const json& row, const std::string& mode, const std::string& where) const override;
   std::string score_metric(const std::string& mode) const override;
 

@@ -92,28 +92,6 @@ int64_t prompt_token_count(const Tokenizer& tok, const std::string& prompt) {
   return static_cast<int64_t>(tok.encode(prompt).size()) + (tok.adds_bos() ? 1 : 0);
 }
 
-std::string generate_text(EvalContext& ctx, const Tokenizer& tok, const std::string& prompt, int64_t max_new_tokens,
-                          const std::vector<std::string>& stop_strings) {
-  GenerationRequest o;
-  o.max_new_tokens = max_new_tokens;
-  if (tok.eos_id() >= 0) o.stop_ids.push_back(tok.eos_id());
-  if (!stop_strings.empty()) {
-    o.should_stop = [&](const std::vector<int64_t>& ids) {
-      const std::string text = tok.decode(ids);
-      for (const auto& s : stop_strings)
-        if (text.find(s) != std::string::npos) return true;
-      return false;
-    };
-  }
-  const auto ids = ctx.model.generate_greedy(tok.encode_with_bos(prompt), o);
-  std::string text = tok.decode(ids);
-  for (const auto& s : stop_strings) {
-    const auto p = text.find(s);
-    if (p != std::string::npos) text.erase(p);
-  }
-  return text;
-}
-
 std::shared_ptr<Tokenizer> eval_tokenizer(const EvalContext& ctx, const std::string& spec) {
   auto tok = ctx.tokenizer ? ctx.tokenizer : load_tokenizer(spec);
   const int64_t model_vocab = ctx.model.vocab_size();

@@ -1,7 +1,9 @@
-// Tasks that evaluate a trained model by generation (S-NIAH, BABILong): the engine builds an
-// EvalContext around the checkpoint's model (tasks/model_api.h) and calls EvalTask::evaluate,
-// which generates the samples, decodes greedily, scores with tasks/scoring.h and hands one
-// EvalCell per (task, metric, setting) to ctx.record (the engine stores them as `evals` rows).
+// Tasks that evaluate a trained model (`mnemo eval --task`): the engine builds an EvalContext around the
+// checkpoint's model (tasks/model_api.h). Generation tasks (S-NIAH, BABILong: GenerationTask) declare their
+// samples as lm-eval generate_until requests plus a process_results per sample, and the engine runs them
+// (engine/evaluate.h evaluate_generation_task, on the one generate_until of engine/generate_until.h); lm_ppl
+// (DirectEvalTask) scores the model itself. Either way one EvalCell per (task, metric, setting) reaches ctx.record
+// (the engine stores them as `evals` rows).
 //
 // EvalTask is an interface mixed into a Task subclass; find it with
 //   auto* ev = dynamic_cast<EvalTask*>(task.get());
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "core/common.h"
+#include "tasks/harness/request.h"
 #include "tasks/model_api.h"
 #include "tasks/task.h"
 #include "tasks/tokenizer.h"
@@ -49,9 +52,6 @@ struct EvalContext {
 class EvalTask {
  public:
   virtual ~EvalTask() = default;
-  // Runs the evaluation; returns {"task", "metric", "cells": [{setting..., "value", "n"}], ...}
-  // and hands the same cells to ctx.record.
-  virtual json evaluate(EvalContext& ctx) const = 0;
   // Option name -> one-line help, for `mnemo eval --help`-style listings.
   virtual json eval_options_help() const = 0;
   // The task's scorer on one prediction made elsewhere (`mnemo score`): `row` holds "prediction" and
@@ -60,6 +60,48 @@ class EvalTask {
   virtual double score_prediction(const json& row, const std::string& mode, const std::string& where) const = 0;
   // The metric name score_prediction's mean (in %) is reported as, for `mode`.
   virtual std::string score_metric(const std::string& mode) const = 0;
+};
+
+// A task that evaluates the model itself (lm_ppl: log-likelihood over blocks of the validation stream).
+class DirectEvalTask : public EvalTask {
+ public:
+  // Runs the evaluation; returns {"task", "metric", "cells": [{setting..., "value", "n"}], ...}
+  // and hands the same cells to ctx.record.
+  virtual json evaluate(EvalContext& ctx) const = 0;
+};
+
+// A generation evaluation declared as data (S-NIAH, BABILong): the cells of its settings grid, each with one
+// lm-eval generate_until request per sample and the sample's doc; the engine answers the requests
+// (engine/generate_until.h, the one generate_until of every task), scores each answer with
+// GenerationTask::process_results and records one EvalCell per cell (engine/evaluate.h evaluate_generation_task).
+struct GenerationCell {
+  json setting;                            // e.g. {"length": 4096, "depth": 50}
+  json details;                            // the cell's details; the engine adds "wall_s" and "samples"
+  std::vector<json> docs;                  // per sample: what process_results reads (target, question, ...)
+  std::vector<harness::Request> requests;  // per sample: its generate_until (context, until, max_gen_toks)
+  std::string label;                       // the cell in progress lines, e.g. "sniah_1 length 4096 depth 50"
+};
+
+struct GenerationPlan {
+  std::string task, metric;
+  std::string mode;                     // the scorer variant handed to process_results (BABILong: strict|substring)
+  std::shared_ptr<Tokenizer> tokenizer;  // encodes the requests; BOS first when it has one (encode_with_bos)
+  int64_t prefill_chunk = 0;            // the eval option: prompt tokens per forward (0 = the whole prompt)
+  int64_t n_cells = 0;
+  // Cell i, built when the engine reaches it (prompts can be long). It refers to the task: the plan must not
+  // outlive the task that made it.
+  std::function<GenerationCell(int64_t)> cell;
+};
+
+class GenerationTask : public EvalTask {
+ public:
+  // The settings grid and samples for ctx.options (lengths, depths, n, seed, ...); Errors for bad options and a
+  // tokenizer that does not fit the model (checked before any generation).
+  virtual GenerationPlan generation_plan(const EvalContext& ctx) const = 0;
+  // lm-eval's process_results for one sample: `generation` (the model's answer to the sample's request) scored
+  // against `doc`; returns the sample's record {"prediction", "target", ..., "score"} with "score" in [0, 1].
+  // `mnemo score --predictions` goes through it too (score_prediction).
+  virtual json process_results(const json& doc, const std::string& generation, const std::string& mode) const = 0;
 };
 
 // A string field of a prediction row; Error naming `where` and the field otherwise.
@@ -81,11 +123,6 @@ std::optional<TokenExample> make_answer_example(const Tokenizer& tok, const std:
                                                 const std::string& answer, int64_t seq_len);
 // Number of tokens the model sees for `prompt` (BOS included when the tokenizer has one).
 int64_t prompt_token_count(const Tokenizer& tok, const std::string& prompt);
-
-// Greedy answer of the model to a text prompt: encode_with_bos(prompt), generate until EOS, a stop
-// string (the output is cut before it) or max_new_tokens; returns the decoded text.
-std::string generate_text(EvalContext& ctx, const Tokenizer& tok, const std::string& prompt, int64_t max_new_tokens,
-                          const std::vector<std::string>& stop_strings);
 
 // The tokenizer an evaluation uses: ctx.tokenizer if set, else load_tokenizer(spec); Error when
 // its vocabulary does not fit the model's.

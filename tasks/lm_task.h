@@ -49,7 +49,7 @@ class LmTask : public Task {
 };
 
 // The `lm_ppl` evaluation: options lengths, max_tokens, bucket, chunk, batch_size (eval_options_help).
-class LmPplTask : public LmTask, public EvalTask {
+class LmPplTask : public LmTask, public DirectEvalTask {
  public:
   explicit LmPplTask(const json& params) : LmTask(params, "lm_ppl") {}
   json evaluate(EvalContext& ctx) const override;

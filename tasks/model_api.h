@@ -16,6 +16,7 @@ struct GenerationRequest {
   std::vector<int64_t> stop_ids;  // generation ends after emitting one of these (it is dropped)
   // Called with the tokens generated so far (stop ids excluded); true ends generation (stop strings).
   std::function<bool(const std::vector<int64_t>&)> should_stop;
+  int64_t prefill_chunk = 0;  // prefill the prompt this many tokens at a time through the state (0 = at once)
 };
 
 class EvalModel {

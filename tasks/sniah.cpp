@@ -269,58 +269,9 @@ json SniahTask::eval_options_help() const {
           {"prefill_chunk", "prefill the prompt in chunks of this many tokens (0 = whole prompt)"}};
 }
 
-json SniahTask::evaluate(EvalContext& ctx) const {
-  const auto tok = eval_tokenizer(ctx, params_.at("tokenizer").get<std::string>());
-  const auto lengths = option_int_list(ctx.options, "lengths", {length_});
-  const auto depths = option_int_list(ctx.options, "depths", {depth_});
-  const int64_t n = option_int(ctx.options, "n", 500);
-  const int64_t seed = option_int(ctx.options, "seed", 42);
-  if (n < 1) throw Error(name() + ": eval option n must be >= 1");
-  if (option_int(ctx.options, "tokens_to_generate", tokens_to_generate_) != tokens_to_generate_)
-    throw Error(name() + ": set tokens_to_generate as a task parameter (it is part of the length budget)");
-
-  json cells = json::array();
-  std::vector<EvalCell> rows;
-  for (int64_t length : lengths) {
-    for (int64_t depth : depths) {
-      std::vector<double> scores;
-      json samples = json::array();
-      const double t0 = wall_seconds();
-      for (int64_t i = 0; i < n; ++i) {
-        const SniahSample s = make_sample(Split::test, i, static_cast<uint64_t>(seed), length, depth, *tok);
-        const std::string pred = ruler_postprocess(generate_text(ctx, *tok, s.input, tokens_to_generate_, {}));
-        const double score = string_match_all(pred, {s.value});
-        scores.push_back(score);
-        samples.push_back({{"prediction", pred}, {"target", s.value}, {"depth", s.depth}, {"score", score}});
-      }
-      const double value = mean_percent(scores);
-      const json setting = {{"length", length}, {"depth", depth}};
-      const json details = {{"tokenizer", tok->id()},          {"add_bos", tok->adds_bos()},
-                            {"haystack", haystack_label_},      {"haystack_sha256", haystack_sha256_},
-                            {"wordlists_sha256", wordlists_sha256_},
-                            {"tokens_to_generate", tokens_to_generate_},
-                            {"seed", seed},                     {"generator", "reference-style"},
-                            {"wall_s", wall_seconds() - t0},     {"samples", samples}};
-      EvalCell row;
-      row.task = name();
-      row.metric = "string_match_all";
-      row.setting = setting;
-      row.value = value;
-      row.n = n;
-      row.details = details;
-      rows.push_back(row);
-      cells.push_back({{"length", length}, {"depth", depth}, {"value", value}, {"n", n}});
-      if (ctx.log)
-        ctx.log(name() + " length " + std::to_string(length) + " depth " + std::to_string(depth) +
-                ": string_match_all " + std::to_string(value));
-    }
-  }
-  record_cells(ctx, rows);
-  return {{"task", name()}, {"metric", "string_match_all"}, {"tokenizer", tok->id()}, {"cells", cells}};
-}
-
-// `mnemo score`: RULER's string_match_all against "outputs" (a list of references) or "target".
-double SniahTask::score_prediction(const json& row, const std::string& mode, const std::string& where) const {
+namespace {
+// The references of a sample or prediction row: "outputs" (a list) or "target" (a string or a list).
+std::vector<std::string> sniah_references(const json& row, const std::string& where) {
   const char* key = row.contains("outputs") ? "outputs" : "target";
   if (!row.contains(key)) throw Error(where + ": missing field \"outputs\" (or \"target\")");
   const json& v = row[key];
@@ -334,7 +285,69 @@ double SniahTask::score_prediction(const json& row, const std::string& mode, con
     }
   }
   if (refs.empty()) throw Error(where + ": field \"" + key + "\" must be a string or a non-empty list of strings");
-  return string_match_all(ruler_postprocess(row_string(row, "prediction", where)), refs);
+  return refs;
+}
+}  // namespace
+
+GenerationPlan SniahTask::generation_plan(const EvalContext& ctx) const {
+  const auto tok = eval_tokenizer(ctx, params_.at("tokenizer").get<std::string>());
+  const auto lengths = option_int_list(ctx.options, "lengths", {length_});
+  const auto depths = option_int_list(ctx.options, "depths", {depth_});
+  const int64_t n = option_int(ctx.options, "n", 500);
+  const int64_t seed = option_int(ctx.options, "seed", 42);
+  if (n < 1) throw Error(name() + ": eval option n must be >= 1");
+  if (option_int(ctx.options, "tokens_to_generate", tokens_to_generate_) != tokens_to_generate_)
+    throw Error(name() + ": set tokens_to_generate as a task parameter (it is part of the length budget)");
+  for (int64_t depth : depths)
+    if (depth != -1 && (depth < 0 || depth > 100))
+      throw Error(name() + ": depth must be in 0..100 or -1 (random), got " + std::to_string(depth));
+  GenerationPlan plan;
+  plan.task = name();
+  plan.metric = "string_match_all";
+  plan.tokenizer = tok;
+  plan.prefill_chunk = option_int(ctx.options, "prefill_chunk", 0);
+  if (plan.prefill_chunk < 0) throw Error(name() + ": eval option prefill_chunk must be >= 0 (0 = the whole prompt)");
+  plan.n_cells = static_cast<int64_t>(lengths.size() * depths.size());
+  plan.cell = [this, tok, lengths, depths, n, seed](int64_t c) {
+    const int64_t length = lengths[static_cast<size_t>(c) / depths.size()];
+    const int64_t depth = depths[static_cast<size_t>(c) % depths.size()];
+    GenerationCell cell;
+    cell.setting = {{"length", length}, {"depth", depth}};
+    cell.details = {{"tokenizer", tok->id()},          {"add_bos", tok->adds_bos()},
+                    {"haystack", haystack_label_},      {"haystack_sha256", haystack_sha256_},
+                    {"wordlists_sha256", wordlists_sha256_},
+                    {"tokens_to_generate", tokens_to_generate_},
+                    {"seed", seed},                     {"generator", "reference-style"}};
+    cell.label = name() + " length " + std::to_string(length) + " depth " + std::to_string(depth);
+    for (int64_t i = 0; i < n; ++i) {
+      const SniahSample s = make_sample(Split::test, i, static_cast<uint64_t>(seed), length, depth, *tok);
+      harness::Request r;  // RULER: greedy, tokens_to_generate new tokens, EOS only (spec §3.3)
+      r.type = harness::RequestType::generate_until;
+      r.arguments = {s.input};
+      r.max_gen_toks = tokens_to_generate_;
+      r.doc_id = i;
+      cell.requests.push_back(std::move(r));
+      cell.docs.push_back({{"outputs", {s.value}}, {"depth", s.depth}});
+    }
+    return cell;
+  };
+  return plan;
+}
+
+json SniahTask::process_results(const json& doc, const std::string& generation, const std::string&) const {
+  const auto refs = sniah_references(doc, name() + " sample");
+  const std::string pred = ruler_postprocess(generation);
+  json record = {{"prediction", pred},
+                 {"target", refs.size() == 1 ? json(refs[0]) : json(refs)},
+                 {"score", string_match_all(pred, refs)}};
+  if (doc.contains("depth")) record["depth"] = doc["depth"];
+  return record;
+}
+
+// `mnemo score`: RULER's string_match_all against "outputs" (a list of references) or "target".
+double SniahTask::score_prediction(const json& row, const std::string& mode, const std::string& where) const {
+  sniah_references(row, where);  // errors name the line
+  return process_results(row, row_string(row, "prediction", where), mode).at("score").get<double>();
 }
 
 std::string SniahTask::score_metric(const std::string&) const { return "string_match_all"; }

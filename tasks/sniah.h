@@ -32,7 +32,7 @@ struct SniahSample {
   double noise_position = 0;
 };
 
-class SniahTask : public TokenTask, public EvalTask {
+class SniahTask : public TokenTask, public GenerationTask {
  public:
   SniahTask(int variant, const json& params);  // variant 1, 2 or 3; params = defaults merged
   std::string name() const override { return "sniah_" + std::to_string(variant_); }
@@ -41,8 +41,13 @@ class SniahTask : public TokenTask, public EvalTask {
   int64_t vocab_size() const override { return tok_->vocab_size(); }
   int64_t seq_len() const override { return length_; }
   std::vector<TokenExample> examples(Split split, int64_t n, uint64_t seed) const override;
-  json evaluate(EvalContext& ctx) const override;
   json eval_options_help() const override;
+  // Cells lengths × depths of `n` samples each; one generate_until per sample (the prompt, no stop string:
+  // RULER stops at EOS, max_gen_toks = tokens_to_generate); doc = {"outputs": [value], "depth"}.
+  GenerationPlan generation_plan(const EvalContext& ctx) const override;
+  // RULER: ruler_postprocess, then string_match_all against doc "outputs" (or "target"):
+  // {"prediction", "target", "depth" (when the doc has one), "score"}.
+  json process_results(const json& doc, const std::string& generation, const std::string& mode) const override;
   double score_prediction(const json& row, const std::string& mode, const std::string& where) const override;
   std::string score_metric(const std::string& mode) const override;
 

@@ -205,7 +205,7 @@ TEST_CASE("BABILong evaluate and mnemo score / generate", "[babilong]") {
   EvalContext ctx(adapter);
   ctx.record = eval_rows_sink(db, "transformer", "");
   ctx.options = {{"lengths", {0, 400}}, {"n", 2}};
-  const json out = task->evaluate(ctx);
+  const json out = evaluate_generation_task(*task, ctx);
   REQUIRE(out["cells"].size() == 2);
   const auto rows = db.evals("babilong_qa1");
   REQUIRE(rows.size() == 2);

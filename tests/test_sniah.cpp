@@ -217,7 +217,7 @@ TEST_CASE("S-NIAH evaluate writes one result per (length, depth) cell", "[sniah]
   EvalContext ctx(adapter);
   ctx.record = eval_rows_sink(db, "transformer", "ckpt");
   ctx.options = {{"lengths", "460,520"}, {"depths", {0, 100}}, {"n", 2}};
-  const json out = task->evaluate(ctx);
+  const json out = evaluate_generation_task(*task, ctx);
   REQUIRE(out["cells"].size() == 4);
   const auto rows = db.evals("sniah_1");
   REQUIRE(rows.size() == 4);
@@ -243,6 +243,6 @@ TEST_CASE("S-NIAH evaluate writes one result per (length, depth) cell", "[sniah]
   LanguageModelAdapter small_adapter(*small, torch::kCPU);
   EvalContext bad(small_adapter);
   bad.options = {{"n", 1}};
-  CHECK_THROWS_WITH(task->evaluate(bad), Catch::Contains("vocab_size"));
+  CHECK_THROWS_WITH(evaluate_generation_task(*task, bad), Catch::Contains("vocab_size"));
   std::filesystem::remove_all(dir);
 }

@@ -3,6 +3,7 @@
 //             [--log-samples] [--output-path DIR] [--tokenizer SPEC] [--db FILE]`   (lm-eval's conventions)
 // `mnemo eval --tasks T --requests-only [--limit N] [--output-path DIR]`             (no checkpoint)
 // Recall tasks (--tasks recall): [--cutting-context [--context-length 2048] [--answer-length 48]]
+// Damaged data files (--tasks): [--skip-malformed] skips malformed records (listed under the table) instead of failing
 #include <iostream>
 
 #include "cli/commands/commands.h"
@@ -12,11 +13,40 @@
 
 namespace mnemo::cli {
 
+namespace {
+// Under the results table: per task, the malformed records skipped (--skip-malformed) and the data files read
+// although their SHA-256 differs from the reference copy's. "" when there are none.
+std::string malformed_report(const json& out) {
+  std::string text;
+  const json& malformed = out.at("malformed");
+  for (auto it = malformed.begin(); it != malformed.end(); ++it) {
+    const json& records = it.value().at("records");
+    text += it.key() + ": " + std::to_string(records.size()) + " malformed record" + (records.size() == 1 ? "" : "s") +
+            " skipped:";
+    size_t shown = 0;
+    for (const auto& r : records) {
+      if (shown++ == 10) {
+        text += " ... and " + std::to_string(records.size() - 10) + " more (results.json lists them all)";
+        break;
+      }
+      text += std::string(shown > 1 ? ", " : " ") + r.at("where").get<std::string>() + " (" +
+              r.at("reason").get<std::string>() + ")";
+    }
+    text += "\n";
+  }
+  const json& warnings = out.at("data_warnings");
+  for (auto it = warnings.begin(); it != warnings.end(); ++it)
+    for (const auto& note : it.value())
+      text += it.key() + ": data file " + note.get<std::string>() + " (scores not comparable)\n";
+  return text;
+}
+}  // namespace
+
 void add_eval_command(CLI::App& app) {
   static EvalRequest a;
   static std::string tasks, tokenizer, output_path;
   static int64_t limit = 0, max_length = 0, context_length = 2048, answer_length = 48;
-  static bool log_samples = false, requests_only = false, cutting_context = false;
+  static bool log_samples = false, requests_only = false, cutting_context = false, skip_malformed = false;
   auto* sub = app.add_subcommand("eval",
                                  "Evaluate a checkpoint: --task NAME (a mnemo task; task parameters and evaluation "
                                  "options are flags, e.g. --seq-len 128 --num-kv-pairs 8; S-NIAH: --lengths 1024,2048 "
@@ -50,6 +80,11 @@ void add_eval_command(CLI::App& app) {
                                       "--cutting-context: the context budget in tokens (default 2048, MoM's)");
   auto* ans_len_opt = sub->add_option("--answer-length", answer_length,
                                       "--cutting-context: tokens of the budget left for the answer (default 48, MoM's)");
+  auto* skip_opt = sub->add_flag("--skip-malformed", skip_malformed,
+                                 "--tasks: skip a malformed record of a task's data file (counted, listed under the "
+                                 "table and in results.json; doc_ids keep their gaps) instead of stopping at it; a "
+                                 "data file whose SHA-256 differs from the reference copy's is then read, its scores "
+                                 "marked not comparable");
   auto* tok_opt = sub->add_option("--tokenizer", tokenizer,
                                   "byte | byte:plain | a SentencePiece .model (default: the checkpoint's)");
   sub->add_option("--db", a.db, std::string("Results database (default ") + kDefaultDbPath + ")");
@@ -59,10 +94,10 @@ void add_eval_command(CLI::App& app) {
                 "details_json.kept_previous); by default a cell's new value replaces them");
   sub->allow_extras();
   sub->callback([sub, seed_opt, n_opt, batch_opt, limit_opt, max_len_opt, out_opt, tok_opt, cut_opt, ctx_len_opt,
-                 ans_len_opt] {
+                 ans_len_opt, skip_opt] {
     const auto log = [](const std::string& line) { std::cerr << line << "\n"; };
     if (tasks.empty()) {
-      for (auto* opt : {limit_opt, max_len_opt, out_opt, cut_opt, ctx_len_opt, ans_len_opt})
+      for (auto* opt : {limit_opt, max_len_opt, out_opt, cut_opt, ctx_len_opt, ans_len_opt, skip_opt})
         if (opt->count() > 0)
           throw Error("eval: " + opt->get_name() + " goes with --tasks (the lm-eval suite); --task T takes --n N");
       if (log_samples || requests_only)
@@ -100,6 +135,7 @@ void add_eval_command(CLI::App& app) {
     h.options.cutting_context = cutting_context;
     h.options.context_length = context_length;
     h.options.answer_length = answer_length;
+    h.options.skip_malformed = skip_malformed;
     const json out = evaluate_harness(h, log);
     // Skipped documents (the recall tasks' rule under --cutting-context) are never silent.
     std::string skipped;
@@ -108,6 +144,7 @@ void add_eval_command(CLI::App& app) {
     if (requests_only) {
       for (const auto& f : out.at("files")) std::cout << "wrote " << f.get<std::string>() << "\n";
       if (!skipped.empty()) std::cout << "documents skipped (no requests): " << skipped << "\n";
+      std::cout << malformed_report(out);
       return;
     }
     const json& cfg = out.at("results").at("config");
@@ -123,6 +160,7 @@ void add_eval_command(CLI::App& app) {
     if (!skipped.empty())
       std::cout << "documents skipped (an answer string is empty or one character long, truncate_context's rule; "
                    "not scored): " << skipped << "\n";
+    std::cout << malformed_report(out);
     for (const auto& f : out.at("files")) std::cout << "wrote " << f.get<std::string>() << "\n";
   });
 }

@@ -105,27 +105,24 @@ class CodeTask : public HarnessTask {
     docs();
     return json::array({file_.entry()});
   }
+  void configure(const HarnessTaskContext& ctx) override { skip_malformed_ = ctx.skip_malformed; }
+  std::vector<MalformedRecord> malformed_records() const override { return malformed_records_of(docs()); }
 
  protected:
   virtual std::vector<DataSource> sources() const = 0;
-  virtual std::vector<Document> parse(const LoadedFile& f) const = 0;
+  virtual std::vector<Document> parse(const LoadedFile& f, bool skip_malformed) const = 0;
   const std::vector<Document>& docs() const {
     std::call_once(once_, [this] {
       const auto src = sources();
       size_t i = 0;
       while (i + 1 < src.size() && !data_file_exists(src[i].file)) ++i;  // fall back to the next copy
-      file_ = load_data_file(src[i], name());
-      docs_ = parse(file_);
+      file_ = load_data_file(src[i], name(), skip_malformed_);
+      docs_ = parse(file_, skip_malformed_);
       if (docs_.empty()) throw Error("task " + name() + ": " + file_.path + " holds no documents");
     });
     return docs_;
   }
-  const Document& at(int64_t doc_id) const {
-    const auto& d = docs();
-    if (doc_id < 0 || doc_id >= static_cast<int64_t>(d.size()))
-      throw Error("task " + name() + ": doc_id " + std::to_string(doc_id) + " outside [0, " + std::to_string(d.size()) + ")");
-    return d[static_cast<size_t>(doc_id)];
-  }
+  const Document& at(int64_t doc_id) const { return document_at(docs(), doc_id, name()); }
   static Request request(RequestType type, std::vector<std::string> args, int64_t doc_id, int64_t idx) {
     Request r;
     r.type = type;
@@ -136,6 +133,7 @@ class CodeTask : public HarnessTask {
   }
 
  private:
+  bool skip_malformed_ = false;
   mutable std::once_flag once_;
   mutable std::vector<Document> docs_;
   mutable LoadedFile file_;
@@ -195,13 +193,12 @@ class Winogrande : public CodeTask {
     return {{"eval/winogrande.jsonl", "ea1592526f3bfdd0948ed3acb1b4dfa3f83d23698917118688ee1df7f8d4b8d7", true, true,
              "winogrande_xl validation (llm-foundry copy); reproduces lm-eval's winogrande requests exactly"}};
   }
-  std::vector<Document> parse(const LoadedFile& f) const override {
-    std::vector<Document> docs;
-    for (auto& r : parse_jsonl(f.text, f.file)) {
-      wino_parts(r.value, r.where(f.file));  // validate now: a malformed record names its line
-      docs.push_back({std::move(r.value), r.where(f.file)});
-    }
-    return docs;
+  std::vector<Document> parse(const LoadedFile& f, bool skip) const override {
+    return documents_from_records(parse_jsonl(f.text, f.file, /*keep_malformed=*/true), f.file, skip,
+                                  [](const json& rec, const std::string& where, size_t) {
+                                    wino_parts(rec, where);  // validate now: a malformed record names its line
+                                    return rec;
+                                  });
   }
 };
 
@@ -239,20 +236,17 @@ class LambadaOpenai : public CodeTask {
              "llm-foundry copy of LAMBADA (OpenAI) test, rejoined as context + \" \" + continuation; differs from "
              "lm-eval's EleutherAI/lambada_openai in at least one record: scores are not comparable exactly"}};
   }
-  std::vector<Document> parse(const LoadedFile& f) const override {
-    std::vector<Document> docs;
-    for (auto& r : parse_jsonl(f.text, f.file)) {
-      const std::string where = r.where(f.file);
-      if (r.value.contains("text")) {  // lm-eval's own schema
-        require_string(r.value, "text", where);
-        docs.push_back({std::move(r.value), where});
-        continue;
+  std::vector<Document> parse(const LoadedFile& f, bool skip) const override {
+    return documents_from_records(parse_jsonl(f.text, f.file, /*keep_malformed=*/true), f.file, skip,
+                                  [](const json& rec, const std::string& where, size_t) -> json {
+      if (rec.contains("text")) {  // lm-eval's own schema
+        require_string(rec, "text", where);
+        return rec;
       }
-      const std::string cont = require_string(r.value, "continuation", where);
+      const std::string cont = require_string(rec, "continuation", where);
       if (cont.find(' ') != std::string::npos) throw Error(where + ": field 'continuation' holds a space");
-      docs.push_back({{{"text", require_string(r.value, "context", where) + " " + cont}}, where});
-    }
-    return docs;
+      return {{"text", require_string(rec, "context", where) + " " + cont}};
+    });
   }
 };
 
@@ -292,10 +286,10 @@ class Wikitext : public CodeTask {
              "fallback: this copy lacks the blank lines, so its pages differ from lm-eval's wikitext documents "
              "(Wiki. ppl not comparable); restore eval/wikitext-2-raw/wiki.test.raw.restored"}};
   }
-  std::vector<Document> parse(const LoadedFile& f) const override {
+  std::vector<Document> parse(const LoadedFile& f, bool) const override {  // pages: no records to be malformed
     std::vector<Document> docs;
     const auto pages = wikitext_pages(f.text);
-    for (size_t i = 0; i < pages.size(); ++i) docs.push_back({{{"page", pages[i]}}, f.file + " page " + std::to_string(i)});
+    for (size_t i = 0; i < pages.size(); ++i) docs.push_back({{{"page", pages[i]}}, f.file + " page " + std::to_string(i), ""});
     return docs;
   }
 };

@@ -21,6 +21,19 @@ struct HarnessTaskContext {
   int64_t max_length = 2048;
   bool cutting_context = false;  // the recall tasks' truncate_context (spec tasks.md §5.3)
   int64_t context_length = 2048, answer_length = 48;
+  // `mnemo eval --skip-malformed`: a malformed record of the data file is skipped (HarnessTask::malformed_records)
+  // instead of being an Error, and a data file whose SHA-256 differs from the reference copy's is read, flagged
+  // matches_reference = false, instead of refused.
+  bool skip_malformed = false;
+};
+
+// A record of a task's data file that could not be read, skipped under skip_malformed. Its doc_id (the record's
+// 0-based index among the file's records, as without the flag) stays unused: the documents after it keep theirs.
+struct MalformedRecord {
+  int64_t doc_id = 0;
+  std::string where;   // "eval/piqa/valid.jsonl:17"
+  std::string reason;  // "field 'goal' missing"
+  json entry() const { return {{"doc_id", doc_id}, {"where", where}, {"reason", reason}}; }
 };
 
 struct MetricSpec {
@@ -49,7 +62,11 @@ class HarnessTask {
   // Data files read, with their SHA-256, and whether they equal lm-eval's copies (MANIFEST): {"file", "sha256",
   // "matches_reference": bool, "note": "..."}.
   virtual json data_files() const = 0;
+  // Called once before the documents are read (run_harness, score_samples); tasks keep what they need.
   virtual void configure(const HarnessTaskContext&) {}
+  // The records skipped as malformed (configured with skip_malformed; empty otherwise), by doc_id. Their doc_ids
+  // count in num_docs(); doc() and requests() of one are Errors naming the record.
+  virtual std::vector<MalformedRecord> malformed_records() const { return {}; }
 };
 
 std::unique_ptr<HarnessTask> make_harness_task(const std::string& name);  // Error naming close task names

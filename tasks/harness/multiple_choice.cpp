@@ -108,6 +108,8 @@ class SpecTask : public HarnessTask {
     for (const auto& f : files_) out.push_back(f.entry());
     return out;
   }
+  void configure(const HarnessTaskContext& ctx) override { skip_malformed_ = ctx.skip_malformed; }
+  std::vector<MalformedRecord> malformed_records() const override { return malformed_records_of(docs()); }
 
   std::string target(const json& doc) const override {
     const std::string where = name_ + " document";
@@ -142,6 +144,7 @@ class SpecTask : public HarnessTask {
   json spec_;
   std::string name_;
   std::vector<MetricSpec> metrics_;
+  bool skip_malformed_ = false;
   mutable std::once_flag once_;
   mutable std::vector<Document> docs_;
   mutable std::vector<LoadedFile> files_;
@@ -163,15 +166,21 @@ class SpecTask : public HarnessTask {
         const json& s = sources[i];
         const bool last = i + 1 == sources.size();
         if (s.value("optional", false) && !last && !data_file_exists(s.at("file").get<std::string>())) continue;
-        std::vector<LoadedFile> files{load_data_file(source_of(s), name_)};
+        std::vector<LoadedFile> files{load_data_file(source_of(s), name_, skip_malformed_)};
         if (s.contains("labels")) {
           DataSource lab = source_of(s["labels"]);
           lab.matches_reference = files[0].matches_reference;
-          files.push_back(load_data_file(lab, name_));
+          files.push_back(load_data_file(lab, name_, skip_malformed_));
         }
         auto docs = import_documents(s.at("format").get<std::string>(), files[0], files.size() > 1 ? &files[1] : nullptr,
-                                     name_);
+                                     name_, skip_malformed_);
         if (docs.empty()) throw Error("task " + name_ + ": " + files[0].path + " holds no documents");
+        // The templates on every document now, so that a record they cannot read is malformed here (file:line).
+        check_documents(docs, skip_malformed_, [this](const Document& d) {
+          render(spec_["doc_to_text"].get<std::string>(), d.doc, d.where);
+          choices(d.doc, d.where);
+          gold(d.doc, d.where);
+        });
         docs_ = std::move(docs);
         files_ = std::move(files);
         return;
@@ -185,12 +194,7 @@ class SpecTask : public HarnessTask {
     return docs_;
   }
 
-  const Document& at(int64_t doc_id) const {
-    const auto& d = docs();
-    if (doc_id < 0 || doc_id >= static_cast<int64_t>(d.size()))
-      throw Error("task " + name_ + ": doc_id " + std::to_string(doc_id) + " outside [0, " + std::to_string(d.size()) + ")");
-    return d[static_cast<size_t>(doc_id)];
-  }
+  const Document& at(int64_t doc_id) const { return document_at(docs(), doc_id, name_); }
 
   std::vector<std::string> choices(const json& doc, const std::string& where) const {
     const json& c = spec_["doc_to_choice"];

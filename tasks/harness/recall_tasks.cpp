@@ -151,8 +151,13 @@ class RecallTask : public HarnessTask {
   }
   void configure(const HarnessTaskContext& ctx) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (ctx.skip_malformed != ctx_.skip_malformed) records_.clear();  // read the file again under the new rule
     ctx_ = ctx;
     ready_ = false;
+  }
+  std::vector<MalformedRecord> malformed_records() const override {
+    prepared();
+    return malformed_records_of(records_);
   }
 
  private:
@@ -160,6 +165,7 @@ class RecallTask : public HarnessTask {
     json doc;            // the document as the reference's process_results sees it
     std::string prompt;  // doc_to_text
     bool skipped = false;
+    bool malformed = false;  // the record, skipped under --skip-malformed (records_ says why)
   };
 
   bool scores_squad() const { return info_.kind == RecallKind::squad || info_.kind == RecallKind::triviaqa; }
@@ -171,6 +177,7 @@ class RecallTask : public HarnessTask {
     const auto& p = prepared();
     if (doc_id < 0 || doc_id >= static_cast<int64_t>(p.size()))
       throw Error("task " + name() + ": doc_id " + std::to_string(doc_id) + " outside [0, " + std::to_string(p.size()) + ")");
+    if (p[static_cast<size_t>(doc_id)].malformed) document_at(records_, doc_id, name());  // the Error naming it
     return p[static_cast<size_t>(doc_id)];
   }
 
@@ -188,6 +195,11 @@ class RecallTask : public HarnessTask {
     for (size_t i = 0; i < records_.size(); ++i) {
       const std::string& where = records_[i].where;
       Prepared p;
+      if (!records_[i].malformed.empty()) {  // skipped under --skip-malformed: no document, no instance
+        p.malformed = true;
+        out.push_back(std::move(p));
+        continue;
+      }
       p.doc = records_[i].doc;
       if (info_.kind == RecallKind::swde) {  // validation_docs adds the text after the marker as "prompt"
         const std::string text = p.doc["text"].get<std::string>();
@@ -224,11 +236,12 @@ class RecallTask : public HarnessTask {
                             "fetched by the user (hazyresearch's Hugging Face copy, validation split); not checked "
                             "against a reference copy"},
                            name());
-    for (auto& r : parse_jsonl(file_.text, file_.file)) {
-      const std::string where = r.where(file_.file);
-      validate(info_, r.value, where);
-      records_.push_back({std::move(r.value), where});
-    }
+    const bool skip = ctx_.skip_malformed;
+    records_ = documents_from_records(parse_jsonl(file_.text, file_.file, /*keep_malformed=*/true), file_.file, skip,
+                                      [this](const json& rec, const std::string& where, size_t) {
+                                        validate(info_, rec, where);
+                                        return rec;
+                                      });
     if (records_.empty()) throw Error("task " + name() + ": " + file_.path + " holds no documents");
   }
 

@@ -8,7 +8,9 @@
 namespace mnemo::harness {
 
 json LoadedFile::entry() const {
-  return {{"file", file}, {"sha256", sha256}, {"matches_reference", matches_reference}, {"note", note}};
+  json e = {{"file", file}, {"sha256", sha256}, {"matches_reference", matches_reference}, {"note", note}};
+  if (modified) e["modified"] = true;
+  return e;
 }
 
 bool data_file_exists(const std::string& relative) {
@@ -16,7 +18,7 @@ bool data_file_exists(const std::string& relative) {
   return std::filesystem::is_regular_file(std::filesystem::path(data_dir()) / relative, ec);
 }
 
-LoadedFile load_data_file(const DataSource& source, const std::string& task) {
+LoadedFile load_data_file(const DataSource& source, const std::string& task, bool accept_modified) {
   LoadedFile f;
   f.file = source.file;
   if (!data_file_exists(source.file))
@@ -30,17 +32,21 @@ LoadedFile load_data_file(const DataSource& source, const std::string& task) {
   f.matches_reference = source.matches_reference;
   f.note = source.note;
   if (!source.sha256.empty() && f.sha256 != source.sha256) {
-    if (source.checksum_required)
+    if (source.checksum_required && !accept_modified)
       throw Error("task " + task + ": data file " + f.path + " has SHA-256 " + f.sha256 + ", expected " +
-                  source.sha256 + " (the file listed in the data directory's SHA256SUMS; restore that copy)");
+                  source.sha256 + " (the file listed in the data directory's SHA256SUMS; restore that copy, or "
+                  "evaluate this one with --skip-malformed: its malformed records are skipped and its scores marked "
+                  "not comparable)");
     f.matches_reference = false;
+    f.modified = source.checksum_required;
     f.note = "SHA-256 " + f.sha256 + " differs from the reference copy's " + source.sha256 +
-             ": documents may differ from lm-eval's" + (f.note.empty() ? "" : "; " + f.note);
+             (f.modified ? " (read under --skip-malformed)" : "") + ": documents may differ from lm-eval's" +
+             (f.note.empty() || f.modified ? "" : "; " + f.note);  // the reference copy's note no longer holds
   }
   return f;
 }
 
-std::vector<JsonLine> parse_jsonl(const std::string& text, const std::string& file) {
+std::vector<JsonLine> parse_jsonl(const std::string& text, const std::string& file, bool keep_malformed) {
   std::vector<JsonLine> out;
   size_t pos = 0;
   for (int64_t line = 1; pos < text.size(); ++line) {
@@ -50,18 +56,84 @@ std::vector<JsonLine> parse_jsonl(const std::string& text, const std::string& fi
     pos = end + 1;
     if (!s.empty() && s.back() == '\r') s.pop_back();
     if (py::strip(s).empty()) continue;
-    json v;
+    JsonLine r;
+    r.line = line;
     try {
-      v = json::parse(s);
+      r.value = json::parse(s);
+      if (!r.value.is_object()) r.error = std::string("expected a JSON object, got ") + r.value.type_name();
     } catch (const json::exception& e) {
       std::string what = e.what();
       if (const auto cut = what.find("] "); cut != std::string::npos) what = what.substr(cut + 2);
-      throw Error(file + ":" + std::to_string(line) + ": malformed JSON record (" + what + ")");
+      r.error = "malformed JSON record (" + what + ")";
     }
-    if (!v.is_object()) throw Error(file + ":" + std::to_string(line) + ": expected a JSON object, got " + v.type_name());
-    out.push_back({line, std::move(v)});
+    if (!r.error.empty()) {
+      if (!keep_malformed) throw Error(file + ":" + std::to_string(line) + ": " + r.error);
+      r.value = nullptr;
+    }
+    out.push_back(std::move(r));
   }
   return out;
+}
+
+namespace {
+// An Error's text without the "where: " it starts with.
+std::string reason_of(const std::exception& e, const std::string& where) {
+  std::string what = e.what();
+  if (what.rfind(where + ": ", 0) == 0) what = what.substr(where.size() + 2);
+  return what;
+}
+}  // namespace
+
+std::vector<Document> documents_from_records(const std::vector<JsonLine>& records, const std::string& file,
+                                             bool skip_malformed,
+                                             const std::function<json(const json&, const std::string&, size_t)>& make) {
+  std::vector<Document> docs;
+  docs.reserve(records.size());
+  for (const auto& r : records) {
+    const std::string where = r.where(file);
+    if (!r.error.empty()) {
+      if (!skip_malformed) throw Error(where + ": " + r.error);
+      docs.push_back({nullptr, where, r.error});
+      continue;
+    }
+    try {
+      docs.push_back({make(r.value, where, docs.size()), where, ""});
+    } catch (const Error& e) {
+      if (!skip_malformed) throw;
+      docs.push_back({nullptr, where, reason_of(e, where)});
+    }
+  }
+  return docs;
+}
+
+void check_documents(std::vector<Document>& docs, bool skip_malformed, const std::function<void(const Document&)>& check) {
+  for (auto& d : docs) {
+    if (!d.malformed.empty()) continue;
+    try {
+      check(d);
+    } catch (const Error& e) {
+      if (!skip_malformed) throw;
+      d.malformed = reason_of(e, d.where);
+      d.doc = nullptr;
+    }
+  }
+}
+
+std::vector<MalformedRecord> malformed_records_of(const std::vector<Document>& docs) {
+  std::vector<MalformedRecord> out;
+  for (size_t i = 0; i < docs.size(); ++i)
+    if (!docs[i].malformed.empty()) out.push_back({static_cast<int64_t>(i), docs[i].where, docs[i].malformed});
+  return out;
+}
+
+const Document& document_at(const std::vector<Document>& docs, int64_t doc_id, const std::string& task) {
+  if (doc_id < 0 || doc_id >= static_cast<int64_t>(docs.size()))
+    throw Error("task " + task + ": doc_id " + std::to_string(doc_id) + " outside [0, " + std::to_string(docs.size()) + ")");
+  const Document& d = docs[static_cast<size_t>(doc_id)];
+  if (!d.malformed.empty())
+    throw Error("task " + task + ": document " + std::to_string(doc_id) + " is a malformed record skipped under "
+                "--skip-malformed (" + d.where + ": " + d.malformed + ")");
+  return d;
 }
 
 const json& require_field(const json& rec, const std::string& field, const std::string& where) {

@@ -35,6 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     file.text = text.substr(0, nul);
     labels.text = nul == std::string::npos ? std::string() : text.substr(nul + 1);
     const std::string format = kFormats[pick];
+    // --skip-malformed's path first (a malformed record becomes a placeholder), then the default (the first one is
+    // the Error).
+    (void)harness::malformed_records_of(
+        harness::import_documents(format, file, format == "piqa" ? &labels : nullptr, "fuzz", /*skip_malformed=*/true));
     (void)harness::import_documents(format, file, format == "piqa" ? &labels : nullptr, "fuzz");
   });
 }
