@@ -198,9 +198,11 @@ TEST_CASE("atlas options: decode equals the full forward, keys recorded with def
 
 TEST_CASE("atlas with chunk-granularity NS learns a small MQAR well above chance", "[atlas][train]") {
   // Chunk 4: with the read-out at the chunk start, chunk 16 leaves half of the 32-token sequence one chunk behind
-  // (measured: chunk 16 0.059, chunk 8 0.061, chunk 4 0.088 in 28 s).
-  CHECK(tiny_mqar("atlas", {{"atlas_readout", "chunk_start"}, {"ns_granularity", "chunk"}, {"chunk_size", 4}}) >=
-        0.07);
+  // (measured: chunk 16 0.059, chunk 8 0.061, chunk 4 0.088 in 28 s). 300 steps, bar twice chance (2/32): best
+  // test accuracy over seeds 0-3 (mnemo train, 1 thread, session 18): 150 steps 0.066 / 0.066 / 0.096 / 0.152
+  // (0.066 fell under the former bar of 0.07 without any ATLAS change); 300 steps 0.096 / 0.082 / 0.090 / 0.154.
+  CHECK(tiny_mqar("atlas", {{"atlas_readout", "chunk_start"}, {"ns_granularity", "chunk"}, {"chunk_size", 4},
+                            {"steps", 300}}) >= 2.0 / 32);
 }
 // Measured (1 thread, shared 2-core machine): chunk-granularity NS, chunk 4: 0.088 in 30 s; exact: 0.080 in 123 s
 // (was 391 s before issue 19).
