@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "core/common.h"
 
@@ -50,5 +51,15 @@ struct ScopedDataDir {
   explicit ScopedDataDir(const std::filesystem::path& dir) { set_data_dir(dir.string()); }
   ~ScopedDataDir() { set_data_dir(old); }
 };
+
+// The records of a JSONL file (blank lines skipped); a malformed line throws json's parse error.
+inline std::vector<json> read_jsonl(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::vector<json> out;
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
 
 }  // namespace mnemo::test

@@ -21,12 +21,6 @@ using namespace mnemo;
 
 namespace {
 
-struct DefaultDtype {
-  explicit DefaultDtype(caffe2::TypeMeta t) : saved(torch::get_default_dtype()) { torch::set_default_dtype(t); }
-  ~DefaultDtype() { torch::set_default_dtype(saved); }
-  caffe2::TypeMeta saved;
-};
-
 LanguageModel tiny_model(const std::string& family) {
   torch::manual_seed(3);
   LanguageModel m(model_config_from_json({{"model", family}, {"vocab_size", 258}, {"d_model", 32}, {"n_layers", 2},
@@ -44,11 +38,9 @@ std::shared_ptr<T> make_task(const std::string& name, const json& params) {
   return t;
 }
 
-// A model that answers with a fixed script of tokens, following runtime/generation.cpp's loop (a stop id ends it
-// and is dropped; should_stop is asked after each token), and records the prompt it was given.
-class ScriptedModel : public EvalModel {
+// A byte-level model that only generates (every other request is an error); the models below answer generate_greedy.
+class GenerationOnlyModel : public EvalModel {
  public:
-  explicit ScriptedModel(std::vector<int64_t> script) : script_(std::move(script)) {}
   int64_t vocab_size() const override { return 258; }
   torch::Device device() const override { return torch::kCPU; }
   torch::Tensor logits(const torch::Tensor&) override { throw Error("not scripted"); }
@@ -56,6 +48,13 @@ class ScriptedModel : public EvalModel {
   std::vector<std::pair<double, bool>> loglikelihood_tokens(const std::vector<TokenPair>&, int64_t, int64_t) override {
     throw Error("not scripted");
   }
+};
+
+// A model that answers with a fixed script of tokens, following runtime/generation.cpp's loop (a stop id ends it
+// and is dropped; should_stop is asked after each token), and records the prompt it was given.
+class ScriptedModel : public GenerationOnlyModel {
+ public:
+  explicit ScriptedModel(std::vector<int64_t> script) : script_(std::move(script)) {}
   std::vector<int64_t> generate_greedy(const std::vector<int64_t>& prompt, const GenerationRequest& r) override {
     prompts.push_back(prompt);
     std::vector<int64_t> out;
@@ -77,15 +76,8 @@ class ScriptedModel : public EvalModel {
 // A byte-level model that reads the prompt and answers like a partly trained one, so that scores of 1 and 0, stop
 // strings and EOS all occur: S-NIAH prompts get the needle's value (or a wrong one) with trailing text, BABILong
 // prompts a location word followed by ".", "\n" or EOS.
-class OracleModel : public EvalModel {
+class OracleModel : public GenerationOnlyModel {
  public:
-  int64_t vocab_size() const override { return 258; }
-  torch::Device device() const override { return torch::kCPU; }
-  torch::Tensor logits(const torch::Tensor&) override { throw Error("not scripted"); }
-  torch::Tensor next_token_logprobs(const torch::Tensor&, int64_t) override { throw Error("not scripted"); }
-  std::vector<std::pair<double, bool>> loglikelihood_tokens(const std::vector<TokenPair>&, int64_t, int64_t) override {
-    throw Error("not scripted");
-  }
   std::vector<int64_t> generate_greedy(const std::vector<int64_t>& prompt, const GenerationRequest& r) override {
     std::string text;
     for (int64_t id : prompt)
@@ -257,7 +249,7 @@ void check_cells(const std::vector<EvalCell>& got, const json& out, const std::v
 
 TEST_CASE("S-NIAH and BABILong on the shared generate_until equal the per-task loop they replaced (fp64)",
           "[sniah][babilong]") {
-  DefaultDtype f64(caffe2::TypeMeta::Make<double>());
+  test::DefaultDtype f64(caffe2::TypeMeta::Make<double>());
   std::set<double> scores;
   std::set<std::string> predictions;
   for (const std::string family : {"transformer", "gated_deltanet", "oracle"}) {
@@ -304,7 +296,7 @@ TEST_CASE("S-NIAH and BABILong on the shared generate_until equal the per-task l
 }
 
 TEST_CASE("S-NIAH's prefill_chunk option reaches the model: chunked prefill gives the same answers (fp64)", "[sniah]") {
-  DefaultDtype f64(caffe2::TypeMeta::Make<double>());
+  test::DefaultDtype f64(caffe2::TypeMeta::Make<double>());
   for (const std::string family : {"transformer", "gated_deltanet"}) {
     INFO(family);
     auto model = tiny_model(family);

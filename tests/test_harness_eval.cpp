@@ -14,18 +14,13 @@
 #include "runtime/model.h"
 #include "tasks/harness/harness_task.h"
 #include "tasks/tokenizer.h"
+#include "file_util.h"
 #include "test_util.h"
 
 using namespace mnemo;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct DefaultDtype {
-  explicit DefaultDtype(caffe2::TypeMeta t) : saved(torch::get_default_dtype()) { torch::set_default_dtype(t); }
-  ~DefaultDtype() { torch::set_default_dtype(saved); }
-  caffe2::TypeMeta saved;
-};
 
 LanguageModel tiny_model(const std::string& family) {
   torch::manual_seed(0);
@@ -138,15 +133,6 @@ std::unique_ptr<harness::HarnessTask> test_tasks(const std::string& name) {
   return harness::make_harness_task(name);
 }
 
-std::vector<json> read_jsonl(const fs::path& p) {
-  std::ifstream f(p);
-  std::vector<json> out;
-  std::string line;
-  while (std::getline(f, line))
-    if (!line.empty()) out.push_back(json::parse(line));
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("loglikelihood_order is lm-eval's Collator order: longest first, ties by the tokens", "[harness]") {
@@ -157,7 +143,7 @@ TEST_CASE("loglikelihood_order is lm-eval's Collator order: longest first, ties 
 
 TEST_CASE("loglikelihood_tokens equals one forward per request, padding, order, truncation, is_greedy (fp64)",
           "[harness]") {
-  DefaultDtype f64(caffe2::TypeMeta::Make<double>());
+  test::DefaultDtype f64(caffe2::TypeMeta::Make<double>());
   for (const std::string family : {"transformer", "gated_deltanet"}) {
     INFO(family);
     auto model = tiny_model(family);
@@ -210,7 +196,7 @@ TEST_CASE("loglikelihood_tokens equals one forward per request, padding, order, 
 }
 
 TEST_CASE("harness driver: results.json, samples, table, evals cells, requests-only files", "[harness]") {
-  DefaultDtype f64(caffe2::TypeMeta::Make<double>());
+  test::DefaultDtype f64(caffe2::TypeMeta::Make<double>());
   auto model = tiny_model("transformer");
   LanguageModelAdapter adapter(*model, torch::kCPU);
   ByteTokenizer tok;
@@ -276,7 +262,7 @@ TEST_CASE("harness driver: results.json, samples, table, evals cells, requests-o
   }
 
   // Samples: lm-eval's saved schema (gen_args_i/arg_j, stringified resps).
-  const auto samples = read_jsonl(dir / "out" / "samples_test_two_choice.jsonl");
+  const auto samples = test::read_jsonl(dir / "out" / "samples_test_two_choice.jsonl");
   REQUIRE(samples.size() == 2);
   for (int d = 0; d < 2; ++d) {
     const json& s = samples[d];
@@ -330,12 +316,12 @@ TEST_CASE("harness driver: results.json, samples, table, evals cells, requests-o
   q.output_path = (dir / "requests").string();
   const json rq = run_harness(nullptr, tok, q, {});
   CHECK(rq.at("requests").at("test_two_choice") == 2);
-  const auto req_lines = read_jsonl(dir / "requests" / "test_two_choice.jsonl");
+  const auto req_lines = test::read_jsonl(dir / "requests" / "test_two_choice.jsonl");
   REQUIRE(req_lines.size() == 1);
   const json want_args = json::array({json::array({docs[0]["query"], " yes"}), json::array({docs[0]["query"], " no"})});
   CHECK(req_lines[0].at("doc_id") == 0);
   CHECK(req_lines[0].at("arguments") == want_args);
-  const auto roll_lines = read_jsonl(dir / "requests" / "test_rolling.jsonl");
+  const auto roll_lines = test::read_jsonl(dir / "requests" / "test_rolling.jsonl");
   REQUIRE(roll_lines.size() == 1);
   CHECK(roll_lines[0].at("arguments") == json::array({json::array({RollingTask::text()})}));
 }

@@ -31,15 +31,6 @@ LanguageModel tiny_model() {
   return m;
 }
 
-std::vector<json> read_jsonl(const fs::path& p) {
-  std::ifstream f(p);
-  std::vector<json> out;
-  std::string line;
-  while (std::getline(f, line))
-    if (!line.empty()) out.push_back(json::parse(line));
-  return out;
-}
-
 void write_jsonl(const fs::path& p, const std::vector<json>& lines) {
   std::string text;
   for (const auto& l : lines) text += l.dump() + "\n";
@@ -104,7 +95,7 @@ TEST_CASE("score --samples: another task's file, malformed lines, missing or mis
           "[harness][score]") {
   const Evaluated& e = evaluated();
   const std::string piqa = e.samples("piqa");
-  const auto lines = read_jsonl(piqa);
+  const auto lines = test::read_jsonl(piqa);
   REQUIRE(lines.size() == 3);
   test::TempDir dir("harness_score_bad");
   const std::string bad = dir.file("bad.jsonl");
@@ -212,7 +203,7 @@ TEST_CASE("eval with skip_malformed: malformed records are skipped, counted and 
   for (const auto& l : log) logged = logged || l.find("eval/piqa/valid.jsonl:3 (field 'goal' missing)") != std::string::npos;
   CHECK(logged);
   // The samples keep the records' indices (gaps at 2 and 4) and score back with the same flag.
-  const auto samples = read_jsonl(out_dir.path / "eval" / "samples_piqa.jsonl");
+  const auto samples = test::read_jsonl(out_dir.path / "eval" / "samples_piqa.jsonl");
   std::vector<int64_t> ids;
   for (const auto& s : samples) ids.push_back(s.at("doc_id").get<int64_t>());
   CHECK(ids == std::vector<int64_t>{0, 1, 3, 5});
@@ -228,7 +219,7 @@ TEST_CASE("eval with skip_malformed: malformed records are skipped, counted and 
   q.output_path = out_dir.file("requests");
   const json rq = run_harness(nullptr, tok, q, {});
   ids.clear();
-  for (const auto& s : read_jsonl(out_dir.path / "requests" / "piqa.jsonl")) ids.push_back(s.at("doc_id").get<int64_t>());
+  for (const auto& s : test::read_jsonl(out_dir.path / "requests" / "piqa.jsonl")) ids.push_back(s.at("doc_id").get<int64_t>());
   CHECK(ids == std::vector<int64_t>{0, 1, 3, 5});
   CHECK(rq.at("malformed").at("piqa").at("skipped") == 2);
 

@@ -57,12 +57,6 @@ std::map<std::string, torch::Tensor> weights(const std::string& out_dir) {
   return w;
 }
 
-struct DefaultDtype {
-  explicit DefaultDtype(caffe2::TypeMeta t) : saved(torch::get_default_dtype()) { torch::set_default_dtype(t); }
-  ~DefaultDtype() { torch::set_default_dtype(saved); }
-  caffe2::TypeMeta saved;
-};
-
 }  // namespace
 
 TEST_CASE("perplexity arithmetic: windows, first token unpredicted, token weighting, bits per byte, buckets",
@@ -160,7 +154,7 @@ TEST_CASE("corpus windows: packed random and sequential windows are slices of th
 }
 
 TEST_CASE("gradient accumulation equals one big batch (fp64): 2 x 4 sequences == 1 x 8", "[lm][accum]") {
-  DefaultDtype f64(caffe2::TypeMeta::Make<double>());
+  test::DefaultDtype f64(caffe2::TypeMeta::Make<double>());
   auto corpus = write_corpus("lm_accum");
   auto dir = corpus.parent_path();
   TrainOptions opt;

@@ -63,4 +63,11 @@ inline double max_rel_err_all(const std::vector<torch::Tensor>& a, const std::ve
   return worst;
 }
 
+// Sets LibTorch's default dtype for the scope (e.g. fp64 for equality checks), restores it after.
+struct DefaultDtype {
+  explicit DefaultDtype(caffe2::TypeMeta t) : saved(torch::get_default_dtype()) { torch::set_default_dtype(t); }
+  ~DefaultDtype() { torch::set_default_dtype(saved); }
+  caffe2::TypeMeta saved;
+};
+
 }  // namespace mnemo::test
