@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "core/file_tree.h"
 #include "engine/export.h"
@@ -31,16 +32,27 @@ json TrainerState::to_json() const {
   return j;
 }
 
+namespace {
+// An integer field; a float (2.2e81 would overflow the conversion: undefined behaviour, found by fuzz_checkpoint),
+// string or missing field is an Error naming it.
+int64_t integer_field(const json& j, const char* key, std::optional<int64_t> fallback = std::nullopt) {
+  if (!j.contains(key) && fallback) return *fallback;
+  const json& v = j.at(key);
+  if (!v.is_number_integer()) throw Error(std::string("field '") + key + "' must be an integer, got " + v.dump());
+  return v.get<int64_t>();
+}
+}  // namespace
+
 TrainerState TrainerState::from_json(const json& j) {
   TrainerState s;
-  s.step = j.at("step").get<int64_t>();
-  s.run_id = j.at("run_id").get<int64_t>();
+  s.step = integer_field(j, "step");
+  s.run_id = integer_field(j, "run_id");
   if (s.step < 0) throw Error("field 'step' must be >= 0, got " + std::to_string(s.step));
   s.db_path = j.value("db_path", "");
   s.best_test_accuracy = j.value("best_test_accuracy", 0.0);
   s.wall_s = j.value("wall_s", 0.0);
   s.train_s = j.value("train_s", 0.0);
-  s.train_tokens = j.value("train_tokens", int64_t{0});
+  s.train_tokens = integer_field(j, "train_tokens", 0);
   s.primary_metric = j.value("primary_metric", "");
   if (j.contains("best_primary") && j["best_primary"].is_number()) s.best_primary = j["best_primary"].get<double>();
   if (j.contains("data")) s.data_position = j["data"];
@@ -96,7 +108,7 @@ int64_t complete_step(const fs::path& dir) {
     return -1;
   try {
     json j = json::parse(read_text_file((dir / "trainer.json").string()));
-    return j.at("step").get<int64_t>();
+    return integer_field(j, "step");
   } catch (const std::exception&) {
     return -1;
   }

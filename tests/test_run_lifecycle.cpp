@@ -384,7 +384,7 @@ TEST_CASE("SIGINT / SIGTERM during mnemo train: checkpoint, status stopped, exit
 }
 
 // The checkpoint rotation removes folders with remove_tree, not std::filesystem::remove_all (core/file_tree.h).
-TEST_CASE("remove_tree removes a folder tree, links but not their targets; a missing path is no error",
+TEST_CASE("remove_tree removes a folder tree and links but not their targets, a missing path is no error",
           "[lifecycle]") {
   namespace fs = std::filesystem;
   auto dir = test::temp_dir("remove_tree");
