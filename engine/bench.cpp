@@ -37,10 +37,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-void synchronize(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
-}
-
 // VmRSS / VmHWM of this process in MB; NaN where /proc is unavailable.
 double proc_status_mb(const std::string& field) {
   std::ifstream f("/proc/self/status");

@@ -10,6 +10,7 @@
 
 #include "core/common.h"
 #include "core/torch_compat.h"
+#include "runtime/device.h"
 
 namespace mnemo {
 
@@ -71,7 +72,7 @@ void host_self_times(std::unordered_map<uint64_t, std::vector<HostEvent>>& by_th
 
 }  // namespace
 
-OpProfiler::OpProfiler(const torch::Device& device) : cuda_(device.is_cuda()) {}
+OpProfiler::OpProfiler(const torch::Device& device) : device_(device) {}
 
 OpProfiler::~OpProfiler() {
   if (!running_) return;
@@ -84,7 +85,7 @@ OpProfiler::~OpProfiler() {
 void OpProfiler::resume() {
   if (running_) throw Error("bench --profile: a profiled section is already open");
   std::set<impl::ActivityType> activities{impl::ActivityType::CPU};
-  if (cuda_) activities.insert(impl::ActivityType::CUDA);
+  if (device_.is_cuda()) activities.insert(impl::ActivityType::CUDA);
   impl::ProfilerConfig config(impl::ProfilerState::KINETO);
   try {
     prof::prepareProfiler(config, activities);
@@ -97,7 +98,7 @@ void OpProfiler::resume() {
 
 void OpProfiler::pause() {
   if (!running_) throw Error("bench --profile: no profiled section is open");
-  if (cuda_) torch::cuda::synchronize();
+  synchronize(device_);
   running_ = false;
   std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
   std::unordered_map<uint64_t, std::string> op_by_correlation;
@@ -149,12 +150,6 @@ void OpProfiler::save_trace(const std::string& path) {
   if (ec) throw Error("bench --profile-trace: cannot write " + path + ": " + ec.message());
 }
 
-namespace {
-void synchronize(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
-}
-}  // namespace
-
 void TimedSection::before(int64_t i, int64_t warmup) {
   if (!hook_ || open_ || i < warmup) return;
   synchronize(device_);
@@ -162,9 +157,8 @@ void TimedSection::before(int64_t i, int64_t warmup) {
   open_ = true;
 }
 
-void TimedSection::end() {
+void TimedSection::end() {  // the hook's pause() waits for the device
   if (!open_) return;
-  synchronize(device_);
   open_ = false;
   hook_(false);
 }

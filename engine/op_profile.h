@@ -52,7 +52,7 @@ class OpProfiler {
   void save_trace(const std::string& path);
 
  private:
-  bool cuda_ = false;
+  torch::Device device_;
   bool running_ = false;
   std::unique_ptr<torch::autograd::profiler::ProfilerResult> first_;
   std::map<std::string, OpTime> host_, device_by_op_, kernels_;
@@ -60,7 +60,8 @@ class OpProfiler {
 };
 
 // Brackets the timed repetitions of one measurement for a BenchOptions::on_timed hook: before(i, warmup) at the
-// top of each repetition opens the section at the first timed one; end() after the loop closes it.
+// top of each repetition waits for the device and opens the section at the first timed one (warm-up work stays
+// out); end() after the loop closes it (the hook waits for the device itself: OpProfiler::pause).
 class TimedSection {
  public:
   TimedSection(const std::function<void(bool)>& hook, const torch::Device& device) : hook_(hook), device_(device) {}

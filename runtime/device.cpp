@@ -28,4 +28,8 @@ torch::Tensor to_device(const torch::Tensor& host, const torch::Device& device) 
   return host.pin_memory().to(device, /*non_blocking=*/true);
 }
 
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
+}
+
 }  // namespace mnemo

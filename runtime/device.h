@@ -12,4 +12,7 @@ torch::Device resolve_device(const std::string& name);  // Error for anything el
 // overlaps the work queued before it; elsewhere a plain .to(device).
 torch::Tensor to_device(const torch::Tensor& host, const torch::Device& device);
 
+// Waits for the work queued on `device` (CUDA: that device, or the current one for "cuda"); nothing on the CPU.
+void synchronize(const torch::Device& device);
+
 }  // namespace mnemo
