@@ -8,19 +8,13 @@
 #include <limits>
 
 #include "core/common.h"
+#include "runtime/kernels/gelu.h"
 
 namespace mnemo {
 
 namespace {
 
 torch::Tensor t_(const torch::Tensor& w) { return w.transpose(-1, -2); }
-
-// Exact (erf) GELU and its derivative Φ(h) + h φ(h).
-torch::Tensor gelu_exact(const torch::Tensor& h) { return 0.5 * h * (1.0 + torch::erf(h * M_SQRT1_2)); }
-torch::Tensor gelu_grad(const torch::Tensor& h) {
-  const double inv_sqrt_2pi = 0.3989422804014327;
-  return 0.5 * (1.0 + torch::erf(h * M_SQRT1_2)) + h * torch::exp(-0.5 * h * h) * inv_sqrt_2pi;
-}
 
 // x [B, H, N, in] -> A ⊙ (x W^b^T) + D ⊙ (x S^b^T) - (C ⊙ (x R^T)) G  (one weight matrix of the dual form).
 torch::Tensor dual_layer(const torch::Tensor& x, const torch::Tensor& base, const torch::Tensor& mom,
@@ -30,9 +24,6 @@ torch::Tensor dual_layer(const torch::Tensor& x, const torch::Tensor& base, cons
   auto scores = coef.C * torch::matmul(x, t_(rows));  // [B, H, b, b], C is already lower-triangular
   return out - torch::matmul(scores, cols);
 }
-
-// ∂a/∂h ⊙ u of the gated MLP: u ⊙ σ'(h).
-torch::Tensor a_gate_grad(const MemoryActivations& acts) { return acts.gate * gelu_grad(acts.h); }
 
 torch::Tensor layer_norm_affine(const torch::Tensor& n, const MemoryNorm& norm) {
   auto o = n;
@@ -91,8 +82,11 @@ MemoryWeights init_memory_weights(const DeepMemorySpec& spec, int64_t n_heads) {
   return w;
 }
 
-MemoryActivations memory_forward(const DeepMemorySpec& spec, const MemoryWeights& w, const torch::Tensor& z,
-                                 const MemoryNorm& norm, const torch::Tensor& z_feat) {
+namespace {
+
+// with_grad: also σ'(h) (the inner gradient needs it; memory_apply does not).
+MemoryActivations forward_impl(const DeepMemorySpec& spec, const MemoryWeights& w, const torch::Tensor& z,
+                               const MemoryNorm& norm, const torch::Tensor& z_feat, bool with_grad) {
   MemoryActivations a;
   const auto& zf = z_feat.defined() ? z_feat : z;
   if (spec.kind == MemoryKind::Linear) {
@@ -101,14 +95,21 @@ MemoryActivations memory_forward(const DeepMemorySpec& spec, const MemoryWeights
     return a;
   }
   a.h = torch::matmul(zf, t_(w[0]));
+  if (with_grad) {
+    auto g = gelu_and_grad(a.h);
+    a.gelu = g.value;
+    a.gelu_grad = g.grad;
+  } else {
+    a.gelu = gelu_safe(a.h);
+  }
   if (spec.kind == MemoryKind::GatedMLP) {  // z + W_1 (GELU(W_2 z̃) ⊙ W_3 z̃)
     a.gate = torch::matmul(zf, t_(w[1]));
-    auto act = gelu_exact(a.h) * a.gate;
+    auto act = a.gelu * a.gate;
     a.inputs = {zf, zf, act};
     a.out = z + torch::matmul(act, t_(w[2]));
     return a;
   }
-  auto act = gelu_exact(a.h);
+  const auto& act = a.gelu;
   a.inputs = {zf, act};
   auto u = torch::matmul(act, t_(w[1]));
   if (spec.kind == MemoryKind::ResidualMLP) {
@@ -124,9 +125,16 @@ MemoryActivations memory_forward(const DeepMemorySpec& spec, const MemoryWeights
   return a;
 }
 
+}  // namespace
+
+MemoryActivations memory_forward(const DeepMemorySpec& spec, const MemoryWeights& w, const torch::Tensor& z,
+                                 const MemoryNorm& norm, const torch::Tensor& z_feat) {
+  return forward_impl(spec, w, z, norm, z_feat, /*with_grad=*/true);
+}
+
 torch::Tensor memory_apply(const DeepMemorySpec& spec, const MemoryWeights& w, const torch::Tensor& z,
                            const MemoryNorm& norm, const torch::Tensor& z_feat) {
-  return memory_forward(spec, w, z, norm, z_feat).out;
+  return forward_impl(spec, w, z, norm, z_feat, /*with_grad=*/false).out;
 }
 
 RankOneTerms memory_grad_terms(const DeepMemorySpec& spec, const MemoryWeights& w, const MemoryActivations& acts,
@@ -139,7 +147,7 @@ RankOneTerms memory_grad_terms(const DeepMemorySpec& spec, const MemoryWeights& 
   }
   if (spec.kind == MemoryKind::GatedMLP) {  // r = W_1^T g_y (§2.8 gated MLP)
     auto r = torch::matmul(g_y, w[2]);
-    t.cols = {r * a_gate_grad(acts), r * gelu_exact(acts.h), g_y};
+    t.cols = {r * acts.gate * acts.gelu_grad, r * acts.gelu, g_y};  // ∂a/∂h = u ⊙ σ'(h)
     t.rows = {acts.inputs[0], acts.inputs[1], acts.inputs[2]};
     return t;
   }
@@ -148,7 +156,7 @@ RankOneTerms memory_grad_terms(const DeepMemorySpec& spec, const MemoryWeights& 
     auto gh = norm.gamma.defined() ? g_y * norm.gamma : g_y;
     g_u = (gh - gh.mean(-1, true) - acts.n * (gh * acts.n).mean(-1, true)) / acts.s;
   }
-  auto delta = torch::matmul(g_u, w[1]) * gelu_grad(acts.h);  // (W_1^T g_u) ⊙ σ'(h)
+  auto delta = torch::matmul(g_u, w[1]) * acts.gelu_grad;  // (W_1^T g_u) ⊙ σ'(h)
   t.cols = {delta, g_u};
   t.rows = {acts.inputs[0], acts.inputs[1]};
   return t;
@@ -205,9 +213,9 @@ torch::Tensor dual_form_readout(const DeepMemorySpec& spec, const MemoryWeights&
   auto h = dual_layer(zf, base[0], mom(0), coef, terms.cols[0], terms.rows[0]);
   if (spec.kind == MemoryKind::GatedMLP) {
     auto g = dual_layer(zf, base[1], mom(1), coef, terms.cols[1], terms.rows[1]);
-    return z + dual_layer(gelu_exact(h) * g, base[2], mom(2), coef, terms.cols[2], terms.rows[2]);
+    return z + dual_layer(gelu_safe(h) * g, base[2], mom(2), coef, terms.cols[2], terms.rows[2]);
   }
-  auto u = dual_layer(gelu_exact(h), base[1], mom(1), coef, terms.cols[1], terms.rows[1]);
+  auto u = dual_layer(gelu_safe(h), base[1], mom(1), coef, terms.cols[1], terms.rows[1]);
   if (spec.kind == MemoryKind::ResidualMLP) return z + u;
   auto mu = u.mean(-1, true);
   auto var = (u - mu).pow(2).mean(-1, true);

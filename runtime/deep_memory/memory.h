@@ -73,6 +73,7 @@ MemoryWeights current_memory_weights(const MemoryWeights& init_weights, const st
 struct MemoryActivations {
   std::vector<torch::Tensor> inputs;  // inputs[l]: the row vectors entering weights[l], [B, H, N, in_l]
   torch::Tensor h;                    // pre-activation W_2 z [B, H, N, hid] (MLP kinds)
+  torch::Tensor gelu, gelu_grad;      // GELU(h) and GELU'(h) (MLP kinds; gelu_grad only from memory_forward)
   torch::Tensor gate;                 // GatedMLP: W_3 z̃ [B, H, N, hid]
   torch::Tensor u, n, s;              // LN kind: u = W_1 a, n = (u - mean)/s, s = sqrt(var + eps) ([.., 1])
   torch::Tensor out;                  // M(z) [B, H, N, d_out]
