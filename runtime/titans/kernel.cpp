@@ -71,13 +71,16 @@ Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
 
 }  // namespace
 
-TitansLmmResult titans_lmm_chunk(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
-                                 const torch::Tensor& v, const torch::Tensor& log_keep, const torch::Tensor& log_eta,
-                                 const torch::Tensor& theta, const TitansMemoryState& init, int64_t chunk_size,
-                                 double inner_grad_clip) {
+namespace {
+
+TitansLmmResult chunk_impl(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
+                           const torch::Tensor& v, const torch::Tensor& log_keep, const torch::Tensor& log_eta,
+                           const torch::Tensor& theta, const TitansMemoryState& init, int64_t chunk_size,
+                           double inner_grad_clip, bool allow_fused) {
   const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   check_inputs(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size, inner_grad_clip);
   auto p = prepare(q, k, v, log_keep, log_eta, theta, init);
+  const bool fused = allow_fused && titans_fused_chunk_supported(spec, log_keep, log_eta);
   const int64_t T = q.size(1);
   int64_t off = init.offset;
   std::vector<torch::Tensor> ys;
@@ -87,6 +90,19 @@ TitansLmmResult titans_lmm_chunk(const DeepMemorySpec& spec, const torch::Tensor
     auto thc = bh(p.th, pos, n);                                            // [B, H, n]
     auto lkc = p.lk.defined() ? bh(p.lk, pos, n) : torch::Tensor();
     auto lec = p.le.defined() ? bh(p.le, pos, n) : torch::Tensor();
+    if (fused) {
+      auto r = titans_mlp_chunk_fused(qc, kc, vc, lkc, lec, thc, p.w, p.s, p.anchor, inner_grad_clip);
+      ys.push_back(r.y);
+      p.w = r.w;
+      p.s = r.s;
+      off += n;
+      if (off == chunk_size) {
+        off = 0;
+        p.anchor = p.w;
+      }
+      pos += n;
+      continue;
+    }
     // Inner gradients at the anchor (ℓ2: g_y = M^0(k) - v), as rank-1 terms.
     auto acts = memory_forward(spec, p.anchor, kc);
     auto terms = clip_grad_terms(memory_grad_terms(spec, p.anchor, acts, acts.out - vc), inner_grad_clip);
@@ -107,6 +123,23 @@ TitansLmmResult titans_lmm_chunk(const DeepMemorySpec& spec, const torch::Tensor
   auto y = T > 0 ? torch::cat(ys, 2).transpose(1, 2)
                  : torch::zeros({q.size(0), 0, q.size(2), spec.d_out}, q.options().dtype(p.dt));
   return {y.to(v.scalar_type()), {p.w, p.s, p.anchor, off}};
+}
+
+}  // namespace
+
+TitansLmmResult titans_lmm_chunk(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, const torch::Tensor& log_keep, const torch::Tensor& log_eta,
+                                 const torch::Tensor& theta, const TitansMemoryState& init, int64_t chunk_size,
+                                 double inner_grad_clip) {
+  return chunk_impl(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size, inner_grad_clip, true);
+}
+
+TitansLmmResult titans_lmm_chunk_composed(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
+                                          const torch::Tensor& v, const torch::Tensor& log_keep,
+                                          const torch::Tensor& log_eta, const torch::Tensor& theta,
+                                          const TitansMemoryState& init, int64_t chunk_size,
+                                          double inner_grad_clip) {
+  return chunk_impl(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size, inner_grad_clip, false);
 }
 
 TitansLmmResult titans_lmm_recurrent(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
