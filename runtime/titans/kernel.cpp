@@ -1,5 +1,8 @@
 // Titans LMM kernel (spec models.md §5.1–5.3): chunk-wise dual form and token-by-token reference.
+#include <map>
+
 #include "core/common.h"
+#include "runtime/deep_memory/fused_chunk.h"
 #include "runtime/kernels/precision.h"
 #include "runtime/titans/titans.h"
 
@@ -73,6 +76,40 @@ Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
 
 namespace {
 
+// Momentum/decay coefficients of every piece of the chunk loop (pieces start at pos, first one b - offset long):
+// the full chunks in one batched call (their gates are known up front), the partial first/last pieces alone.
+std::map<int64_t, MomentumChunkCoefficients> piece_coefficients(const Prepared& p, int64_t T, int64_t offset,
+                                                                 int64_t b) {
+  std::map<int64_t, MomentumChunkCoefficients> out;
+  auto one = [&](int64_t pos, int64_t n) {
+    out[pos] = momentum_chunk_coefficients(bh(p.lk, pos, n), bh(p.le, pos, n), bh(p.th, pos, n));
+  };
+  int64_t pos = 0;
+  if (offset > 0 && T > 0) {
+    const int64_t n = std::min(T, b - offset);
+    one(pos, n);
+    pos += n;
+  }
+  const int64_t m = (T - pos) / b;  // full chunks
+  if (m > 0) {
+    auto blocks = [&](const torch::Tensor& x) {  // [B, T, H] -> [B, H, m, b]
+      auto y = bh(x, pos, m * b);
+      return y.reshape({y.size(0), y.size(1), m, b});
+    };
+    auto all = momentum_chunk_coefficients(blocks(p.lk), blocks(p.le), blocks(p.th));
+    auto A = all.dual.A.unbind(2), D = all.dual.D.unbind(2), C = all.dual.C.unbind(2);
+    auto keep = all.mom_keep.unbind(2), mc = all.mom_c.unbind(2);
+    for (int64_t i = 0; i < m; ++i) {
+      MomentumChunkCoefficients c;
+      c.dual.A = A[i], c.dual.D = D[i], c.dual.C = C[i], c.mom_keep = keep[i], c.mom_c = mc[i];
+      out[pos + i * b] = c;
+    }
+    pos += m * b;
+  }
+  if (pos < T) one(pos, T - pos);
+  return out;
+}
+
 TitansLmmResult chunk_impl(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
                            const torch::Tensor& v, const torch::Tensor& log_keep, const torch::Tensor& log_eta,
                            const torch::Tensor& theta, const TitansMemoryState& init, int64_t chunk_size,
@@ -80,9 +117,11 @@ TitansLmmResult chunk_impl(const DeepMemorySpec& spec, const torch::Tensor& q, c
   const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   check_inputs(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size, inner_grad_clip);
   auto p = prepare(q, k, v, log_keep, log_eta, theta, init);
-  const bool fused = allow_fused && titans_fused_chunk_supported(spec, log_keep, log_eta);
+  const bool fused = allow_fused && fused_chunk_supported(spec) && log_keep.defined() && log_eta.defined();
   const int64_t T = q.size(1);
   int64_t off = init.offset;
+  std::map<int64_t, MomentumChunkCoefficients> coef_of;  // by piece start (fused form)
+  if (fused) coef_of = piece_coefficients(p, T, init.offset, chunk_size);
   std::vector<torch::Tensor> ys;
   for (int64_t pos = 0; pos < T;) {
     const int64_t n = std::min(T - pos, chunk_size - off);
@@ -91,7 +130,15 @@ TitansLmmResult chunk_impl(const DeepMemorySpec& spec, const torch::Tensor& q, c
     auto lkc = p.lk.defined() ? bh(p.lk, pos, n) : torch::Tensor();
     auto lec = p.le.defined() ? bh(p.le, pos, n) : torch::Tensor();
     if (fused) {
-      auto r = titans_mlp_chunk_fused(qc, kc, vc, lkc, lec, thc, p.w, p.s, p.anchor, inner_grad_clip);
+      const auto& co = coef_of.at(pos);
+      auto at_end = [&](const torch::Tensor& x) { return x.select(-1, n - 1); };
+      FusedChunkInputs in;
+      in.q = qc, in.k = kc, in.v = vc;
+      in.w = p.w, in.s = p.s, in.anchor = p.anchor;
+      in.A = co.dual.A, in.D = co.dual.D, in.C = co.dual.C;
+      in.a_end = at_end(co.dual.A), in.d_end = at_end(co.dual.D), in.c_end = co.dual.C.select(-2, n - 1);
+      in.p_end = at_end(co.mom_keep), in.e_end = co.mom_c.select(-2, n - 1);
+      auto r = fused_mlp_chunk(in, /*loss_l2=*/true, inner_grad_clip);
       ys.push_back(r.y);
       p.w = r.w;
       p.s = r.s;

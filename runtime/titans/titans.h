@@ -39,27 +39,14 @@ TitansLmmResult titans_lmm_chunk(const DeepMemorySpec& spec, const torch::Tensor
                                  const torch::Tensor& v, const torch::Tensor& log_keep, const torch::Tensor& log_eta,
                                  const torch::Tensor& theta, const TitansMemoryState& init, int64_t chunk_size,
                                  double inner_grad_clip = 0);
-// The same chunk-wise form op by op under autograd, whatever the memory kind and gates: the reference the fused
-// chunk's hand-written backward is tested against (tests/test_titans_fused.cpp).
+// titans_lmm_chunk runs each chunk as one fused autograd node (runtime/deep_memory/fused_chunk.h) for the residual-MLP
+// memory with momentum and decay. The composed form below runs it op by op under autograd, whatever the memory
+// kind and gates: the reference the fused node's hand-written backward is tested against.
 TitansLmmResult titans_lmm_chunk_composed(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
                                           const torch::Tensor& v, const torch::Tensor& log_keep,
                                           const torch::Tensor& log_eta, const torch::Tensor& theta,
                                           const TitansMemoryState& init, int64_t chunk_size,
                                           double inner_grad_clip = 0);
-
-// One chunk as a single autograd node with a hand-written backward (runtime/titans/chunk_fused.cpp); supported for
-// the residual-MLP memory with momentum and decay (titans_lmm_chunk uses it then). Inputs [B, H, n, ..] (token axis
-// 2), w/s/anchor {W_2 [B, H, hid, d], W_1 [B, H, d, hid]}; returns y [B, H, n, d] and the chunk-end w, s.
-struct TitansChunkOutput {
-  torch::Tensor y;
-  MemoryWeights w, s;
-};
-bool titans_fused_chunk_supported(const DeepMemorySpec& spec, const torch::Tensor& log_keep,
-                                  const torch::Tensor& log_eta);
-TitansChunkOutput titans_mlp_chunk_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                         const torch::Tensor& log_keep, const torch::Tensor& log_eta,
-                                         const torch::Tensor& theta, const MemoryWeights& w, const MemoryWeights& s,
-                                         const MemoryWeights& anchor, double inner_grad_clip);
 
 // Token-by-token with materialised weights: the reference and the decode step.
 TitansLmmResult titans_lmm_recurrent(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,

@@ -1,8 +1,9 @@
-// The fused Titans chunk (runtime/titans/chunk_fused.cpp: one autograd node, hand-written backward) against
-// autograd through the op-by-op chunk form, in fp64: outputs, end state and the gradient of every input,
-// including a state entered mid-chunk (anchor != weights, carried momentum) and the inner-gradient clip.
+// The fused deep-memory chunk (runtime/deep_memory/fused_chunk.h: one autograd node, hand-written backward) against
+// autograd through the op-by-op chunk forms, in fp64: outputs, end state and the gradient of every input.
+// Titans: a state entered mid-chunk (anchor != weights, carried momentum) and the inner-gradient clip.
 #include <catch2/catch.hpp>
 
+#include "runtime/deep_memory/fused_chunk.h"
 #include "runtime/titans/titans.h"
 #include "tests/test_util.h"
 
@@ -56,13 +57,13 @@ Run run(const DeepMemorySpec& spec, const Case& c, int64_t b, double clip, bool 
 
 }  // namespace
 
-TEST_CASE("titans fused chunk: hand-written backward equals autograd through the composed form (fp64)",
+TEST_CASE("fused chunk, Titans: hand-written backward equals autograd through the composed form (fp64)",
           "[titans][fused]") {
   DeepMemorySpec spec;
   spec.kind = MemoryKind::ResidualMLP;
   spec.d_in = spec.d_out = 4;
   spec.expansion = 4;
-  REQUIRE(titans_fused_chunk_supported(spec, torch::ones({1}), torch::ones({1})));
+  REQUIRE(fused_chunk_supported(spec));
   const char* names[] = {"q", "k", "v", "log_keep", "log_eta", "theta", "w0", "w1", "s0", "s1", "anchor0", "anchor1"};
   for (double clip : {0.0, 0.5}) {
     for (int64_t offset : {0, 3}) {
@@ -87,9 +88,10 @@ TEST_CASE("titans fused chunk: hand-written backward equals autograd through the
       }
     }
   }
-  // Linear memory or a gate switched off: the composed form runs (no fused node).
-  DeepMemorySpec lin = spec;
-  lin.kind = MemoryKind::Linear;
-  CHECK_FALSE(titans_fused_chunk_supported(lin, torch::ones({1}), torch::ones({1})));
-  CHECK_FALSE(titans_fused_chunk_supported(spec, torch::Tensor(), torch::ones({1})));
+  // The other memory kinds run the composed form.
+  for (auto kind : {MemoryKind::Linear, MemoryKind::ResidualMLP_LN, MemoryKind::GatedMLP}) {
+    DeepMemorySpec other = spec;
+    other.kind = kind;
+    CHECK_FALSE(fused_chunk_supported(other));
+  }
 }

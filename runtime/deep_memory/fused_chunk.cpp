@@ -1,0 +1,260 @@
+// One chunk of the deep-memory dual form as one autograd node with a hand-written backward (fused_chunk.h).
+// The backward is the adjoint of each line of the forward, in reverse.
+#include "runtime/deep_memory/fused_chunk.h"
+
+#include "core/common.h"
+#include "runtime/kernels/gelu.h"
+
+namespace mnemo {
+
+namespace {
+
+using torch::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+Tensor tr(const Tensor& x) { return x.transpose(-1, -2); }
+Tensor col(const Tensor& x) { return x.unsqueeze(-1); }                   // [.., n] -> [.., n, 1]
+Tensor mat(const Tensor& x) { return x.unsqueeze(-1).unsqueeze(-1); }     // [B, H] -> [B, H, 1, 1]
+Tensor rowsum(const Tensor& a, const Tensor& b) { return (a * b).sum(-1); }
+Tensor scal(const Tensor& a, const Tensor& b) { return (a * b).sum({-2, -1}); }  // ⟨a, b⟩ -> [B, H]
+
+// Inputs, in apply() order (undefined ones are absent: qf = q, kf = k, no momentum).
+enum In { Q, QF, K, KF, V, W0, W1, S0, S1, A0, A1, CA, CD, CC, AE, DE, CE, PE, EE, kInputs };
+
+struct Forward {
+  Tensor y, w0, w1, s0, s1;                              // outputs
+  Tensor P0, P0d, G0, E, R, Dl, f, s, kk, dd, ee, gg;    // anchor pass (P0 = GELU'(H0), P0d = GELU''(H0))
+  Tensor c0, c1;                                         // cols after the clip
+  Tensor X0, M0, QK, X1, M1, GG, Ga, Pa;                 // read-out
+};
+
+Forward run_forward(const variable_list& in, bool l2, double tau) {
+  Forward o;
+  const auto &q = in[Q], &qf = in[QF], &k = in[K], &kf = in[KF], &v = in[V];
+  const bool mom = in[S0].defined();
+  // Anchor pass: the inner gradients at Â as rank-1 terms (memory.h memory_grad_terms).
+  auto H0 = torch::matmul(kf, tr(in[A0]));
+  {
+    const double inv_sqrt2 = 0.70710678118654752440, inv_sqrt_2pi = 0.39894228040143267794;
+    auto cdf = torch::erf(H0 * inv_sqrt2).add_(1.0).mul_(0.5);
+    auto pdf = (H0 * H0).mul_(-0.5).exp_().mul_(inv_sqrt_2pi);
+    o.G0 = H0 * cdf;
+    o.P0 = torch::addcmul(cdf, H0, pdf);
+    o.P0d = pdf * (2.0 - H0 * H0);  // GELU''
+  }
+  o.E = l2 ? k + torch::matmul(o.G0, tr(in[A1])) - v : -v;
+  o.R = torch::matmul(o.E, in[A1]);
+  o.Dl = o.R * o.P0;
+  if (tau > 0) {  // memory.h clip_grad_terms
+    o.kk = kf.pow(2).sum(-1), o.dd = o.Dl.pow(2).sum(-1), o.ee = o.E.pow(2).sum(-1), o.gg = o.G0.pow(2).sum(-1);
+    o.s = o.dd * o.kk + o.ee * o.gg;
+    o.f = tau * torch::rsqrt(torch::clamp_min(o.s, tau * tau));
+    o.c0 = o.Dl * col(o.f);
+    o.c1 = o.E * col(o.f);
+  } else {
+    o.c0 = o.Dl, o.c1 = o.E;
+  }
+  // Read-out through the per-token weights, layer 0 then layer 1.
+  const auto &A = in[CA], &D = in[CD], &C = in[CC];
+  o.X0 = torch::matmul(qf, tr(in[W0]));
+  o.QK = torch::matmul(qf, tr(kf));
+  auto H = col(A) * o.X0 - torch::matmul(C * o.QK, o.c0);
+  if (mom) {
+    o.M0 = torch::matmul(qf, tr(in[S0]));
+    H = H + col(D) * o.M0;
+  }
+  {
+    auto g = gelu_and_grad(H);  // grad mode is off inside a custom Function: plain values
+    o.Ga = g.value, o.Pa = g.grad;
+  }
+  o.X1 = torch::matmul(o.Ga, tr(in[W1]));
+  o.GG = torch::matmul(o.Ga, tr(o.G0));
+  o.y = q + col(A) * o.X1 - torch::matmul(C * o.GG, o.c1);
+  if (mom) {
+    o.M1 = torch::matmul(o.Ga, tr(in[S1]));
+    o.y = o.y + col(D) * o.M1;
+  }
+  // Chunk-end weights and momentum.
+  auto ce = col(in[CE]);
+  o.w0 = mat(in[AE]) * in[W0] - torch::matmul(tr(o.c0 * ce), kf);
+  o.w1 = mat(in[AE]) * in[W1] - torch::matmul(tr(o.c1 * ce), o.G0);
+  if (mom) {
+    auto ee = col(in[EE]);
+    o.w0 = o.w0 + mat(in[DE]) * in[S0];
+    o.w1 = o.w1 + mat(in[DE]) * in[S1];
+    o.s0 = mat(in[PE]) * in[S0] - torch::matmul(tr(o.c0 * ee), kf);
+    o.s1 = mat(in[PE]) * in[S1] - torch::matmul(tr(o.c1 * ee), o.G0);
+  }
+  return o;
+}
+
+// Adjoint of out = A⊙(x Wᵀ) + D⊙(x Sᵀ) - (C ⊙ x rᵀ) c (one read-out layer); X = x Wᵀ, M = x Sᵀ, XR = x rᵀ from the
+// forward. Accumulates into gA, gD, gC; returns the gradients of x, W, S, r, c.
+struct LayerGrads {
+  Tensor x, W, S, r, c;
+};
+LayerGrads readout_layer_backward(const Tensor& go, const Tensor& x, const Tensor& W, const Tensor& S,
+                                  const Tensor& r, const Tensor& c, const Tensor& X, const Tensor& M,
+                                  const Tensor& XR, const Tensor& A, const Tensor& D, const Tensor& C, Tensor& gA,
+                                  Tensor& gD, Tensor& gC) {
+  LayerGrads g;
+  gA = gA + rowsum(go, X);
+  auto oA = col(A) * go;
+  g.x = torch::matmul(oA, W);
+  g.W = torch::matmul(tr(oA), x);
+  if (S.defined()) {
+    gD = gD + rowsum(go, M);
+    auto oD = col(D) * go;
+    g.x = g.x + torch::matmul(oD, S);
+    g.S = torch::matmul(tr(oD), x);
+  }
+  auto gSc = -torch::matmul(go, tr(c));  // ∂/∂(C ⊙ x rᵀ)
+  gC = gC + gSc * XR;
+  auto gXR = gSc * C;
+  g.c = -torch::matmul(tr(C * XR), go);
+  g.x = g.x + torch::matmul(gXR, r);
+  g.r = torch::matmul(tr(gXR), x);
+  return g;
+}
+
+struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, bool l2, double tau) {
+    const variable_list in(inputs.begin(), inputs.end());
+    auto o = run_forward(in, l2, tau);
+    ctx->saved_data["l2"] = l2;
+    ctx->saved_data["tau"] = tau;
+    variable_list save(in);
+    for (const Tensor* t : {&o.P0, &o.P0d, &o.G0, &o.E, &o.R, &o.Dl, &o.f, &o.s, &o.kk, &o.dd, &o.ee, &o.gg, &o.c0,
+                            &o.c1, &o.X0, &o.M0, &o.QK, &o.X1, &o.M1, &o.GG, &o.Ga, &o.Pa})
+      save.push_back(*t);
+    save[V] = Tensor();  // not needed by the backward
+    ctx->save_for_backward(save);
+    if (in[S0].defined()) return {o.y, o.w0, o.w1, o.s0, o.s1};
+    return {o.y, o.w0, o.w1};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list go) {
+    const bool l2 = ctx->saved_data["l2"].toBool();
+    const double tau = ctx->saved_data["tau"].toDouble();
+    const auto sv = ctx->get_saved_variables();
+    const variable_list in(sv.begin(), sv.begin() + kInputs);
+    Forward f;
+    size_t i = kInputs;
+    for (Tensor* t : {&f.P0, &f.P0d, &f.G0, &f.E, &f.R, &f.Dl, &f.f, &f.s, &f.kk, &f.dd, &f.ee, &f.gg, &f.c0, &f.c1,
+                      &f.X0, &f.M0, &f.QK, &f.X1, &f.M1, &f.GG, &f.Ga, &f.Pa})
+      *t = sv[i++];
+    const bool mom = in[S0].defined();
+    const auto &q = in[Q], &qf = in[QF], &kf = in[KF];
+    const auto zeros_if_undef = [](const Tensor& g, const Tensor& like) { return g.defined() ? g : torch::zeros_like(like); };
+    const Tensor gy = zeros_if_undef(go[0], q), gw0 = zeros_if_undef(go[1], in[W0]), gw1 = zeros_if_undef(go[2], in[W1]);
+    const Tensor gs0 = mom ? zeros_if_undef(go[3], in[S0]) : Tensor(), gs1 = mom ? zeros_if_undef(go[4], in[S1]) : Tensor();
+
+    variable_list g(kInputs + 2);  // + l2, tau
+    // Chunk end: W_l' = a W_l + d S_l - c_lᵀ diag(c_end) r_l,  S_l' = p S_l - c_lᵀ diag(e_end) r_l.
+    g[W0] = mat(in[AE]) * gw0;
+    g[W1] = mat(in[AE]) * gw1;
+    g[AE] = scal(gw0, in[W0]) + scal(gw1, in[W1]);
+    auto ce = col(in[CE]);
+    auto RW0 = torch::matmul(kf, tr(gw0)), RW1 = torch::matmul(f.G0, tr(gw1));  // r_l Z̄ᵀ
+    Tensor gc0 = -ce * RW0, gc1 = -ce * RW1;
+    Tensor gkf = -ce * torch::matmul(f.c0, gw0), gG0 = -ce * torch::matmul(f.c1, gw1);
+    g[CE] = -(rowsum(f.c0, RW0) + rowsum(f.c1, RW1));
+    if (mom) {
+      auto ee = col(in[EE]);
+      g[S0] = mat(in[DE]) * gw0 + mat(in[PE]) * gs0;
+      g[S1] = mat(in[DE]) * gw1 + mat(in[PE]) * gs1;
+      g[DE] = scal(gw0, in[S0]) + scal(gw1, in[S1]);
+      g[PE] = scal(gs0, in[S0]) + scal(gs1, in[S1]);
+      auto RS0 = torch::matmul(kf, tr(gs0)), RS1 = torch::matmul(f.G0, tr(gs1));
+      gc0 = gc0 - ee * RS0;
+      gc1 = gc1 - ee * RS1;
+      gkf = gkf - ee * torch::matmul(f.c0, gs0);
+      gG0 = gG0 - ee * torch::matmul(f.c1, gs1);
+      g[EE] = -(rowsum(f.c0, RS0) + rowsum(f.c1, RS1));
+    }
+
+    // Read-out, layer 1 then layer 0.
+    Tensor gA = torch::zeros_like(in[CA]), gD = mom ? torch::zeros_like(in[CD]) : Tensor(),
+           gC = torch::zeros_like(in[CC]);
+    const auto &A = in[CA], &D = in[CD], &C = in[CC];
+    auto l1 = readout_layer_backward(gy, f.Ga, in[W1], in[S1], f.G0, f.c1, f.X1, f.M1, f.GG, A, D, C, gA, gD, gC);
+    auto l0 = readout_layer_backward(l1.x * f.Pa, qf, in[W0], in[S0], kf, f.c0, f.X0, f.M0, f.QK, A, D, C, gA, gD,
+                                     gC);
+    g[W0] = g[W0] + l0.W;
+    g[W1] = g[W1] + l1.W;
+    if (mom) g[S0] = g[S0] + l0.S, g[S1] = g[S1] + l1.S;
+    g[Q] = gy;
+    g[QF] = l0.x;
+    gkf = gkf + l0.r;
+    gG0 = gG0 + l1.r;
+    gc0 = gc0 + l0.c;
+    gc1 = gc1 + l1.c;
+    g[CA] = gA, g[CD] = gD, g[CC] = gC;
+
+    // Clip: c0 = f Δ, c1 = f g_y.
+    Tensor gDl = gc0, gE = gc1;
+    if (tau > 0) {
+      gDl = gc0 * col(f.f);
+      gE = gc1 * col(f.f);
+      auto gf = rowsum(gc0, f.Dl) + rowsum(gc1, f.E);
+      // f = τ x^{-1/2}, x = max(s, τ²): ∂f/∂s = -½ τ s^{-3/2} where s ≥ τ² (clamp_min's rule), else 0.
+      auto gs = torch::where(f.s >= tau * tau, gf * (-0.5 * tau) * f.s.pow(-1.5), torch::zeros_like(gf));
+      gDl = gDl + col(2 * gs * f.kk) * f.Dl;
+      gkf = gkf + col(2 * gs * f.dd) * kf;
+      gE = gE + col(2 * gs * f.gg) * f.E;
+      gG0 = gG0 + col(2 * gs * f.ee) * f.G0;
+    }
+
+    // Anchor pass, in reverse.
+    auto gR = gDl * f.P0, gP0 = gDl * f.R;
+    gE = gE + torch::matmul(gR, tr(in[A1]));
+    g[A1] = torch::matmul(tr(f.E), gR);
+    g[V] = -gE;
+    if (l2) {  // g_y = K + G0 Â1ᵀ - V
+      g[K] = gE;
+      gG0 = gG0 + torch::matmul(gE, in[A1]);
+      g[A1] = g[A1] + torch::matmul(tr(gE), f.G0);
+    }
+    auto gH0 = gG0 * f.P0 + gP0 * f.P0d;
+    gkf = gkf + torch::matmul(gH0, in[A0]);
+    g[A0] = torch::matmul(tr(gH0), kf);
+    g[KF] = gkf;
+    return g;
+  }
+};
+
+}  // namespace
+
+bool fused_chunk_supported(const DeepMemorySpec& spec) { return spec.kind == MemoryKind::ResidualMLP; }
+
+FusedChunkOutput fused_mlp_chunk(const FusedChunkInputs& x, bool loss_l2, double inner_grad_clip) {
+  if (x.w.size() != 2 || x.anchor.size() != 2 || (!x.s.empty() && x.s.size() != 2))
+    throw Error("fused deep-memory chunk: the residual MLP has 2 weight matrices");
+  const bool mom = !x.s.empty();
+  auto opt = [&](const torch::Tensor& t) { return mom ? t : torch::Tensor(); };
+  variable_list in = {x.q,         x.qf.defined() ? x.qf : x.q,
+                      x.k,         x.kf.defined() ? x.kf : x.k,
+                      x.v,         x.w[0],
+                      x.w[1],      mom ? x.s[0] : torch::Tensor(),
+                      mom ? x.s[1] : torch::Tensor(), x.anchor[0],
+                      x.anchor[1], x.A,
+                      opt(x.D),    x.C,
+                      x.a_end,     opt(x.d_end),
+                      x.c_end,     opt(x.p_end),
+                      opt(x.e_end)};
+  variable_list out;
+  if (torch::GradMode::is_enabled()) {
+    out = FusedChunkFn::apply(at::TensorList(in), loss_l2, inner_grad_clip);
+  } else {
+    auto o = run_forward(in, loss_l2, inner_grad_clip);
+    out = {o.y, o.w0, o.w1, o.s0, o.s1};
+  }
+  FusedChunkOutput r;
+  r.y = out[0];
+  r.w = {out[1], out[2]};
+  if (mom) r.s = {out[3], out[4]};
+  return r;
+}
+
+}  // namespace mnemo
