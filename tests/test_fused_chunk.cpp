@@ -1,10 +1,12 @@
 // The fused deep-memory chunk (runtime/deep_memory/fused_chunk.h: one autograd node, hand-written backward) against
 // autograd through the op-by-op chunk forms, in fp64: outputs, end state and the gradient of every input.
 // Titans: a state entered mid-chunk (anchor != weights, carried momentum) and the inner-gradient clip.
+// Omega (DLA/SWLA/OmegaNet): window terms, feature map, ℓ2 and dot loss, a state entered mid-chunk.
 #include <catch2/catch.hpp>
 
 #include "runtime/deep_memory/fused_chunk.h"
 #include "runtime/titans/titans.h"
+#include "tests/atlas_test_util.h"
 #include "tests/test_util.h"
 
 using namespace mnemo;
@@ -93,5 +95,47 @@ TEST_CASE("fused chunk, Titans: hand-written backward equals autograd through th
     DeepMemorySpec other = spec;
     other.kind = kind;
     CHECK_FALSE(fused_chunk_supported(other));
+  }
+}
+
+TEST_CASE("fused chunk, Omega GD: hand-written backward equals autograd through the composed form (fp64)",
+          "[atlas][fused]") {
+  namespace at_ = mnemo::test::atlas;
+  const int64_t B = 2, H = 2, d = 3, T = 13, split = 6;
+  auto spec = at_::spec_of(MemoryKind::ResidualMLP, d, 2 * d);
+  for (const char* loss : {"l2", "dot"}) {
+    for (int64_t window : {1, 3}) {
+      CAPTURE(loss, window);
+      auto in = at_::kernel_inputs(spec, B, T, H, false, 40 + window);
+      OmegaOptions opt;
+      opt.loss = loss;
+      opt.window = window;
+      opt.chunk = 4;
+      // Two calls, the second entering mid-chunk (offset 2, anchor != weights, a carried window buffer).
+      auto run = [&](bool fused) {
+        auto form = fused ? omega_chunk : omega_chunk_composed;
+        OmegaState init;
+        init.w = in.w0;
+        auto first = form(spec, opt, at_::omega_inputs(in, true, 0, split), init);
+        auto second = form(spec, opt, at_::omega_inputs(in, true, split), first.state);
+        torch::manual_seed(5);
+        auto y = torch::cat({first.y, second.y}, 1);
+        auto l = (y * torch::randn(y.sizes(), at_::f64)).sum();
+        for (const auto& w : second.state.w) l = l + (w * torch::randn(w.sizes(), at_::f64)).sum();
+        return std::make_tuple(y.detach(), second.state, torch::autograd::grad({l}, at_::leaves(in)));
+      };
+      auto [y_ref, st_ref, g_ref] = run(false);
+      auto [y_got, st_got, g_got] = run(true);
+      CHECK(st_ref.offset == (T % 4));
+      CHECK(max_rel_err(y_got, y_ref) <= 1e-11);
+      for (size_t l = 0; l < 2; ++l) {
+        CHECK(max_rel_err(st_got.w[l], st_ref.w[l]) <= 1e-11);
+        CHECK(max_rel_err(st_got.anchor[l], st_ref.anchor[l]) <= 1e-11);
+      }
+      for (size_t i = 0; i < g_ref.size(); ++i) {
+        CAPTURE(i);
+        CHECK(max_rel_err(g_got[i], g_ref[i]) <= 1e-9);
+      }
+    }
   }
 }

@@ -1,6 +1,7 @@
 // Atlas GD family kernels (spec models.md §7.3–7.6): chunk-wise Omega via the dual form of §2.8 with the
 // b × (b+c-1) window coefficients, and the token-by-token reference / decode step. Shared preparation helpers.
 #include "runtime/atlas/omega.h"
+#include "runtime/deep_memory/fused_chunk.h"
 #include "runtime/kernels/precision.h"
 #include "core/common.h"
 
@@ -147,10 +148,13 @@ OmegaResult finish(const Prepared& p, std::vector<torch::Tensor>& ys, const Omeg
 
 using namespace atlas_detail;
 
-OmegaResult omega_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
-                        const OmegaState& init) {
+namespace {
+
+OmegaResult omega_chunk_impl(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
+                             const OmegaState& init, bool allow_fused) {
   const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   if (opt.muon) return atlas_muon_chunk(spec, opt, in, init);
+  const bool fused = allow_fused && fused_chunk_supported(spec);
   auto p = prepare(spec, opt, in, init);
   const int64_t T = in.q.size(1), b = opt.chunk, c = opt.window;
   int64_t off = init.offset;
@@ -161,15 +165,25 @@ OmegaResult omega_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt, con
     // Window arrays over positions [pos-c+1, pos+n-1]: carried c-1 tokens then the piece (N = n + c - 1).
     auto K = torch::cat({p.bk, bh(p.in.k, pos, n)}, 2), KF = torch::cat({p.bkf, bh(p.in.kf, pos, n)}, 2);
     auto V = torch::cat({p.bv, bh(p.in.v, pos, n)}, 2), G = torch::cat({p.bg, bh(p.in.gamma, pos, n)}, 2);
-    auto terms = window_terms(spec, opt, p.anchor, K, KF, V);
     auto la = p.in.log_alpha.defined() ? bh(p.in.log_alpha, pos, n) : torch::Tensor();
     // A_t = Π_{r=s}^{t} α_r, (L ⊙ η)[t, n'] = Π_{r=n'+1}^{t} α_r η_n' (masked exponentials, §12.3/§12.6).
     auto lc = momentum_chunk_coefficients(la, {}, bh(p.in.eta, pos, n)).dual;
     // C = (L ⊙ η) · (M_s ⊙ γ)   (§7.6), [B, H, n, N]
     auto C = torch::matmul(lc.C, band_mask(n, c, K.options()) * G.unsqueeze(-2));
-    DualCoefficients coef{lc.A, {}, C};
-    ys.push_back(dual_form_readout(spec, p.w, {}, coef, terms, qc, {}, qfc));
-    p.w = combine_state(p.w, {}, lc.A.select(2, n - 1), {}, terms, C.select(2, n - 1));
+    if (fused) {  // one autograd node with a hand-written backward (runtime/deep_memory/fused_chunk.h)
+      FusedChunkInputs fin;
+      fin.q = qc, fin.qf = qfc, fin.k = K, fin.kf = KF, fin.v = V;
+      fin.w = p.w, fin.anchor = p.anchor;
+      fin.A = lc.A, fin.C = C, fin.a_end = lc.A.select(2, n - 1), fin.c_end = C.select(2, n - 1);
+      auto r = fused_mlp_chunk(fin, opt.loss == "l2", /*inner_grad_clip=*/0);
+      ys.push_back(r.y);
+      p.w = r.w;
+    } else {
+      auto terms = window_terms(spec, opt, p.anchor, K, KF, V);
+      DualCoefficients coef{lc.A, {}, C};
+      ys.push_back(dual_form_readout(spec, p.w, {}, coef, terms, qc, {}, qfc));
+      p.w = combine_state(p.w, {}, lc.A.select(2, n - 1), {}, terms, C.select(2, n - 1));
+    }
     roll_buffers(p, c, K, KF, V, G);
     off += n;
     if (off == b) {
@@ -179,6 +193,18 @@ OmegaResult omega_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt, con
     pos += n;
   }
   return finish(p, ys, in, off);
+}
+
+}  // namespace
+
+OmegaResult omega_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
+                        const OmegaState& init) {
+  return omega_chunk_impl(spec, opt, in, init, true);
+}
+
+OmegaResult omega_chunk_composed(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
+                                 const OmegaState& init) {
+  return omega_chunk_impl(spec, opt, in, init, false);
 }
 
 OmegaResult omega_recurrent(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,

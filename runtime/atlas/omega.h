@@ -69,6 +69,11 @@ OmegaResult omega_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt, con
                         const OmegaState& init);
 OmegaResult omega_recurrent(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
                             const OmegaState& init);
+// omega_chunk runs each GD chunk of the residual-MLP memory as one fused autograd node
+// (runtime/deep_memory/fused_chunk.h); this runs it op by op under autograd: the reference for that node's
+// hand-written backward (tests/test_fused_chunk.cpp). Muon chunks are the same in both.
+OmegaResult omega_chunk_composed(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
+                                 const OmegaState& init);
 
 // Newton–Schulz-k (§2.9) on the last two dims of G [..., r, c], in G's dtype:
 //   X = G/(||G||_F + 1e-7); transpose if r > c; k × { A = X X^T; B = b A + c A A; X = a X + B X }.

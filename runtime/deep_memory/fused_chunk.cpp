@@ -29,10 +29,9 @@ struct Forward {
   Tensor X0, M0, QK, X1, M1, GG, Ga, Pa;                 // read-out
 };
 
-Forward run_forward(const variable_list& in, bool l2, double tau) {
+Forward run_forward(const variable_list& in, bool mom, bool l2, double tau) {
   Forward o;
   const auto &q = in[Q], &qf = in[QF], &k = in[K], &kf = in[KF], &v = in[V];
-  const bool mom = in[S0].defined();
   // Anchor pass: the inner gradients at Â as rank-1 terms (memory.h memory_grad_terms).
   auto H0 = torch::matmul(kf, tr(in[A0]));
   {
@@ -119,9 +118,10 @@ LayerGrads readout_layer_backward(const Tensor& go, const Tensor& x, const Tenso
 }
 
 struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
-  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, bool l2, double tau) {
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, bool mom, bool l2, double tau) {
     const variable_list in(inputs.begin(), inputs.end());
-    auto o = run_forward(in, l2, tau);
+    auto o = run_forward(in, mom, l2, tau);
+    ctx->saved_data["mom"] = mom;
     ctx->saved_data["l2"] = l2;
     ctx->saved_data["tau"] = tau;
     variable_list save(in);
@@ -130,7 +130,7 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
       save.push_back(*t);
     save[V] = Tensor();  // not needed by the backward
     ctx->save_for_backward(save);
-    if (in[S0].defined()) return {o.y, o.w0, o.w1, o.s0, o.s1};
+    if (mom) return {o.y, o.w0, o.w1, o.s0, o.s1};
     return {o.y, o.w0, o.w1};
   }
 
@@ -144,13 +144,13 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
     for (Tensor* t : {&f.P0, &f.P0d, &f.G0, &f.E, &f.R, &f.Dl, &f.f, &f.s, &f.kk, &f.dd, &f.ee, &f.gg, &f.c0, &f.c1,
                       &f.X0, &f.M0, &f.QK, &f.X1, &f.M1, &f.GG, &f.Ga, &f.Pa})
       *t = sv[i++];
-    const bool mom = in[S0].defined();
+    const bool mom = ctx->saved_data["mom"].toBool();
     const auto &q = in[Q], &qf = in[QF], &kf = in[KF];
     const auto zeros_if_undef = [](const Tensor& g, const Tensor& like) { return g.defined() ? g : torch::zeros_like(like); };
     const Tensor gy = zeros_if_undef(go[0], q), gw0 = zeros_if_undef(go[1], in[W0]), gw1 = zeros_if_undef(go[2], in[W1]);
     const Tensor gs0 = mom ? zeros_if_undef(go[3], in[S0]) : Tensor(), gs1 = mom ? zeros_if_undef(go[4], in[S1]) : Tensor();
 
-    variable_list g(kInputs + 2);  // + l2, tau
+    variable_list g(kInputs + 3);  // + mom, l2, tau; no gradient for the empty placeholders
     // Chunk end: W_l' = a W_l + d S_l - c_lᵀ diag(c_end) r_l,  S_l' = p S_l - c_lᵀ diag(e_end) r_l.
     g[W0] = mat(in[AE]) * gw0;
     g[W1] = mat(in[AE]) * gw1;
@@ -178,8 +178,9 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
     Tensor gA = torch::zeros_like(in[CA]), gD = mom ? torch::zeros_like(in[CD]) : Tensor(),
            gC = torch::zeros_like(in[CC]);
     const auto &A = in[CA], &D = in[CD], &C = in[CC];
-    auto l1 = readout_layer_backward(gy, f.Ga, in[W1], in[S1], f.G0, f.c1, f.X1, f.M1, f.GG, A, D, C, gA, gD, gC);
-    auto l0 = readout_layer_backward(l1.x * f.Pa, qf, in[W0], in[S0], kf, f.c0, f.X0, f.M0, f.QK, A, D, C, gA, gD,
+    const Tensor S0_ = mom ? in[S0] : Tensor(), S1_ = mom ? in[S1] : Tensor();
+    auto l1 = readout_layer_backward(gy, f.Ga, in[W1], S1_, f.G0, f.c1, f.X1, f.M1, f.GG, A, D, C, gA, gD, gC);
+    auto l0 = readout_layer_backward(l1.x * f.Pa, qf, in[W0], S0_, kf, f.c0, f.X0, f.M0, f.QK, A, D, C, gA, gD,
                                      gC);
     g[W0] = g[W0] + l0.W;
     g[W1] = g[W1] + l1.W;
@@ -232,22 +233,24 @@ FusedChunkOutput fused_mlp_chunk(const FusedChunkInputs& x, bool loss_l2, double
   if (x.w.size() != 2 || x.anchor.size() != 2 || (!x.s.empty() && x.s.size() != 2))
     throw Error("fused deep-memory chunk: the residual MLP has 2 weight matrices");
   const bool mom = !x.s.empty();
-  auto opt = [&](const torch::Tensor& t) { return mom ? t : torch::Tensor(); };
-  variable_list in = {x.q,         x.qf.defined() ? x.qf : x.q,
-                      x.k,         x.kf.defined() ? x.kf : x.k,
-                      x.v,         x.w[0],
-                      x.w[1],      mom ? x.s[0] : torch::Tensor(),
-                      mom ? x.s[1] : torch::Tensor(), x.anchor[0],
+  // Without momentum its inputs are empty placeholders (LibTorch 1.13's custom Function cannot take undefined ones).
+  const auto none = torch::empty({0}, x.q.options());
+  auto opt = [&](const torch::Tensor& t) { return mom ? t : none; };
+  variable_list in = {x.q,      x.qf.defined() ? x.qf : x.q,
+                      x.k,      x.kf.defined() ? x.kf : x.k,
+                      x.v,      x.w[0],
+                      x.w[1],   mom ? x.s[0] : none,
+                      mom ? x.s[1] : none, x.anchor[0],
                       x.anchor[1], x.A,
-                      opt(x.D),    x.C,
-                      x.a_end,     opt(x.d_end),
-                      x.c_end,     opt(x.p_end),
+                      opt(x.D), x.C,
+                      x.a_end,  opt(x.d_end),
+                      x.c_end,  opt(x.p_end),
                       opt(x.e_end)};
   variable_list out;
   if (torch::GradMode::is_enabled()) {
-    out = FusedChunkFn::apply(at::TensorList(in), loss_l2, inner_grad_clip);
+    out = FusedChunkFn::apply(at::TensorList(in), mom, loss_l2, inner_grad_clip);
   } else {
-    auto o = run_forward(in, loss_l2, inner_grad_clip);
+    auto o = run_forward(in, mom, loss_l2, inner_grad_clip);
     out = {o.y, o.w0, o.w1, o.s0, o.s1};
   }
   FusedChunkOutput r;
