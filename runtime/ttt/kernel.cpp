@@ -220,10 +220,13 @@ TTTResult ttt_recurrent(const torch::Tensor& q, const torch::Tensor& k, const to
   return finish(recurrent_impl(p, p.state, 0, q.size(1), opt), v);
 }
 
-TTTResult ttt_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                    const torch::Tensor& row, const torch::Tensor& col, const torch::Tensor& ln_w,
-                    const torch::Tensor& ln_b, const TTTState& state, const TTTOptions& opt) {
+namespace {
+
+TTTResult chunk_impl(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& row, const torch::Tensor& col, const torch::Tensor& ln_w,
+                     const torch::Tensor& ln_b, const TTTState& state, const TTTOptions& opt, bool allow_fused) {
   auto p = prepare(q, k, v, row, col, ln_w, ln_b, state, opt);
+  const bool fused = allow_fused && ttt_fused_chunk_supported(p.state.anchor, opt);
   const int64_t T = q.size(1), b = opt.mini_batch;
   std::vector<torch::Tensor> outs;
   TTTState st = p.state;
@@ -243,31 +246,38 @@ TTTResult ttt_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
     const int64_t c = std::min(b, T - t0);
     auto Kc = p.k.narrow(2, t0, c), Vc = p.v.narrow(2, t0, c), Qc = p.q.narrow(2, t0, c);
     auto rowc = p.row.narrow(2, t0, c), colc = p.col.narrow(2, t0, c);  // [B, H, c]
-    auto mask = torch::ones({c, c}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).tril();
-    auto C = (rowc.unsqueeze(-1) * colc.unsqueeze(-2)).masked_fill(mask.logical_not(), 0.0);  // [B, H, c, c]
-    auto a = anchor_pass(st.anchor, Kc, Vc, p, opt);
-    auto x = Qc;
-    torch::Tensor z;
-    for (size_t l = 0; l < L; ++l) {
-      auto att = torch::matmul(x, a.X[l].transpose(-1, -2));
-      if (bias) att = att + 1.0;
-      z = torch::matmul(x, st.anchor.W[l]) - torch::matmul(att * C, a.E[l]);
-      if (bias) z = z + st.anchor.b[l];
-      if (l + 1 < L) x = ttt_gelu(z);
-    }
-    outs.push_back(output_fn(z, Qc, p, opt));
-    // Accumulator Σ col_s ∇ℓ_s and the weights at the chunk's last token.
     auto row_last = rowc.narrow(2, c - 1, 1).unsqueeze(-1);  // [B, H, 1, 1]
-    auto colE = colc.unsqueeze(-1);
     TTTWeights acc, end;
-    for (size_t l = 0; l < L; ++l) {
-      auto wE = a.E[l] * colE;
-      acc.W.push_back(torch::matmul(a.X[l].transpose(-1, -2), wE));
-      end.W.push_back(st.anchor.W[l] - row_last * acc.W[l]);
-      if (bias) {
-        acc.b.push_back(wE.sum(2, true));
-        end.b.push_back(st.anchor.b[l] - row_last * acc.b[l]);
+    if (fused) {
+      auto r = ttt_mlp_chunk_fused(Qc, Kc, Vc, rowc, colc, p.ln_w, p.ln_b, st.anchor, opt);
+      outs.push_back(r.o);
+      acc = r.acc;
+    } else {
+      auto mask = torch::ones({c, c}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).tril();
+      auto C = (rowc.unsqueeze(-1) * colc.unsqueeze(-2)).masked_fill(mask.logical_not(), 0.0);  // [B, H, c, c]
+      auto a = anchor_pass(st.anchor, Kc, Vc, p, opt);
+      auto x = Qc;
+      torch::Tensor z;
+      for (size_t l = 0; l < L; ++l) {
+        auto att = torch::matmul(x, a.X[l].transpose(-1, -2));
+        if (bias) att = att + 1.0;
+        z = torch::matmul(x, st.anchor.W[l]) - torch::matmul(att * C, a.E[l]);
+        if (bias) z = z + st.anchor.b[l];
+        if (l + 1 < L) x = ttt_gelu(z);
       }
+      outs.push_back(output_fn(z, Qc, p, opt));
+      // Accumulator Σ col_s ∇ℓ_s.
+      auto colE = colc.unsqueeze(-1);
+      for (size_t l = 0; l < L; ++l) {
+        auto wE = a.E[l] * colE;
+        acc.W.push_back(torch::matmul(a.X[l].transpose(-1, -2), wE));
+        if (bias) acc.b.push_back(wE.sum(2, true));
+      }
+    }
+    // The weights at the chunk's last token.
+    for (size_t l = 0; l < L; ++l) {
+      end.W.push_back(st.anchor.W[l] - row_last * acc.W[l]);
+      if (bias) end.b.push_back(st.anchor.b[l] - row_last * acc.b[l]);
     }
     last = end;
     if (c == b) {
@@ -284,6 +294,20 @@ TTTResult ttt_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
   r.final = T > 0 ? last : st.anchor;
   r.carry = st;
   return finish(r, v);
+}
+
+}  // namespace
+
+TTTResult ttt_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                    const torch::Tensor& row, const torch::Tensor& col, const torch::Tensor& ln_w,
+                    const torch::Tensor& ln_b, const TTTState& state, const TTTOptions& opt) {
+  return chunk_impl(q, k, v, row, col, ln_w, ln_b, state, opt, true);
+}
+
+TTTResult ttt_chunk_composed(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& row, const torch::Tensor& col, const torch::Tensor& ln_w,
+                             const torch::Tensor& ln_b, const TTTState& state, const TTTOptions& opt) {
+  return chunk_impl(q, k, v, row, col, ln_w, ln_b, state, opt, false);
 }
 
 }  // namespace mnemo

@@ -69,6 +69,23 @@ TTTResult ttt_recurrent(const torch::Tensor& q, const torch::Tensor& k, const to
                         const torch::Tensor& row, const torch::Tensor& col, const torch::Tensor& ln_w,
                         const torch::Tensor& ln_b, const TTTState& state, const TTTOptions& opt);
 
+// ttt_chunk runs each mini-batch of the 2-layer MLP with biases and inner LN as one fused autograd node
+// (runtime/ttt/fused_chunk.cpp); ttt_chunk_composed runs it op by op under autograd (the reference for that node's
+// hand-written backward; every configuration).
+TTTResult ttt_chunk_composed(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& row, const torch::Tensor& col, const torch::Tensor& ln_w,
+                             const torch::Tensor& ln_b, const TTTState& state, const TTTOptions& opt);
+struct TTTFusedChunk {
+  torch::Tensor o;  // [B, H, c, D]
+  TTTWeights acc;   // Σ_s col_s ∇ℓ_s(anchor) of the mini-batch
+};
+bool ttt_fused_chunk_supported(const TTTWeights& anchor, const TTTOptions& opt);
+// One mini-batch, inputs in the kernel's prepared layout: q (scaled), k, v [B, H, c, D]; row, col [B, H, c];
+// ln_w, ln_b [1, H, 1, D]; the anchor weights.
+TTTFusedChunk ttt_mlp_chunk_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const torch::Tensor& row, const torch::Tensor& col, const torch::Tensor& ln_w,
+                                  const torch::Tensor& ln_b, const TTTWeights& anchor, const TTTOptions& opt);
+
 // Exact GELU (backward by elementwise ops, see kernel.cpp) and its derivative (Φ(h) + h φ(h)).
 torch::Tensor ttt_gelu(const torch::Tensor& h);
 torch::Tensor ttt_gelu_grad(const torch::Tensor& h);
