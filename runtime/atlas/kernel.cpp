@@ -2,6 +2,7 @@
 // b × (b+c-1) window coefficients, and the token-by-token reference / decode step. Shared preparation helpers.
 #include "runtime/atlas/omega.h"
 #include "runtime/deep_memory/fused_chunk.h"
+#include "runtime/kernels/chunking.h"
 #include "runtime/kernels/precision.h"
 #include "core/common.h"
 
@@ -159,15 +160,23 @@ OmegaResult omega_chunk_impl(const DeepMemorySpec& spec, const OmegaOptions& opt
   const int64_t T = in.q.size(1), b = opt.chunk, c = opt.window;
   int64_t off = init.offset;
   std::vector<torch::Tensor> ys;
-  for (int64_t pos = 0; pos < T;) {
-    const int64_t n = std::min(T - pos, b - off);
-    auto qc = bh(p.in.q, pos, n), qfc = bh(p.in.qf, pos, n);
+  const auto sizes = chunk_piece_sizes(T, b, off);
+  auto pieces = [&](const torch::Tensor& x) {  // [B, T, H, ..] -> per piece [B, H, n, ..] (chunking.h split_pieces)
+    auto parts = split_pieces(x, sizes, 1);
+    for (auto& t : parts)
+      if (t.defined()) t = t.transpose(1, 2);
+    return parts;
+  };
+  const auto qs = pieces(p.in.q), qfs = pieces(p.in.qf), ks = pieces(p.in.k), kfs = pieces(p.in.kf),
+             vs = pieces(p.in.v), gs = pieces(p.in.gamma), las = pieces(p.in.log_alpha), etas = pieces(p.in.eta);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int64_t n = sizes[i];
+    const auto &qc = qs[i], &qfc = qfs[i];
     // Window arrays over positions [pos-c+1, pos+n-1]: carried c-1 tokens then the piece (N = n + c - 1).
-    auto K = torch::cat({p.bk, bh(p.in.k, pos, n)}, 2), KF = torch::cat({p.bkf, bh(p.in.kf, pos, n)}, 2);
-    auto V = torch::cat({p.bv, bh(p.in.v, pos, n)}, 2), G = torch::cat({p.bg, bh(p.in.gamma, pos, n)}, 2);
-    auto la = p.in.log_alpha.defined() ? bh(p.in.log_alpha, pos, n) : torch::Tensor();
+    auto K = torch::cat({p.bk, ks[i]}, 2), KF = torch::cat({p.bkf, kfs[i]}, 2);
+    auto V = torch::cat({p.bv, vs[i]}, 2), G = torch::cat({p.bg, gs[i]}, 2);
     // A_t = Π_{r=s}^{t} α_r, (L ⊙ η)[t, n'] = Π_{r=n'+1}^{t} α_r η_n' (masked exponentials, §12.3/§12.6).
-    auto lc = momentum_chunk_coefficients(la, {}, bh(p.in.eta, pos, n)).dual;
+    auto lc = momentum_chunk_coefficients(las[i], {}, etas[i]).dual;
     // C = (L ⊙ η) · (M_s ⊙ γ)   (§7.6), [B, H, n, N]
     auto C = torch::matmul(lc.C, band_mask(n, c, K.options()) * G.unsqueeze(-2));
     if (fused) {  // one autograd node with a hand-written backward (runtime/deep_memory/fused_chunk.h)
@@ -190,7 +199,6 @@ OmegaResult omega_chunk_impl(const DeepMemorySpec& spec, const OmegaOptions& opt
       off = 0;
       p.anchor = p.w;
     }
-    pos += n;
   }
   return finish(p, ys, in, off);
 }

@@ -161,4 +161,21 @@ torch::Tensor causal_mask(int64_t n, const torch::Device& device, bool strict) {
   return torch::ones({n, n}, opts).tril(strict ? -1 : 0);
 }
 
+std::vector<int64_t> chunk_piece_sizes(int64_t T, int64_t chunk, int64_t offset) {
+  std::vector<int64_t> sizes;
+  for (int64_t pos = 0, off = offset; pos < T;) {
+    const int64_t n = std::min(T - pos, chunk - off);
+    sizes.push_back(n);
+    pos += n;
+    off = (off + n) % chunk;
+  }
+  return sizes;
+}
+
+std::vector<torch::Tensor> split_pieces(const torch::Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  if (!x.defined()) return std::vector<torch::Tensor>(sizes.size());
+  if (sizes.empty()) return {};
+  return x.split_with_sizes(sizes, dim);
+}
+
 }  // namespace mnemo

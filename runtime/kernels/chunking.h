@@ -64,6 +64,15 @@ bool decay_factorisable(const torch::Tensor& b_cum);
 // CUDA, other dtypes, broadcasting, no such symbol) goes through torch::matmul.
 torch::Tensor chunk_matmul(const torch::Tensor& a, const torch::Tensor& b);
 
+// Sizes of the pieces a chunk loop over T tokens visits when `offset` tokens of the current chunk (size `chunk`) are
+// already absorbed: chunk - offset (when offset > 0), then chunk, chunk, ..., then the rest. Empty when T = 0.
+std::vector<int64_t> chunk_piece_sizes(int64_t T, int64_t chunk, int64_t offset);
+// The pieces of x along `dim` (sizes summing to x.size(dim)) as views; undefined x gives undefined pieces. Under
+// autograd this is one split node whose backward concatenates the pieces' gradients once. A narrow() per piece
+// instead gives every piece a backward that writes into a zero tensor of x's full size, which the engine then adds
+// up: O(T²/b) memory traffic (at T = 2048 it was a quarter of ttt_mlp's training step).
+std::vector<torch::Tensor> split_pieces(const torch::Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
+
 // Lower-triangular (incl. diagonal) boolean mask [n, n]; `strict` excludes the diagonal.
 torch::Tensor causal_mask(int64_t n, const torch::Device& device, bool strict = false);
 

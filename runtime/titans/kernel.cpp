@@ -3,6 +3,7 @@
 
 #include "core/common.h"
 #include "runtime/deep_memory/fused_chunk.h"
+#include "runtime/kernels/chunking.h"
 #include "runtime/kernels/precision.h"
 #include "runtime/titans/titans.h"
 
@@ -123,12 +124,20 @@ TitansLmmResult chunk_impl(const DeepMemorySpec& spec, const torch::Tensor& q, c
   std::map<int64_t, MomentumChunkCoefficients> coef_of;  // by piece start (fused form)
   if (fused) coef_of = piece_coefficients(p, T, init.offset, chunk_size);
   std::vector<torch::Tensor> ys;
-  for (int64_t pos = 0; pos < T;) {
-    const int64_t n = std::min(T - pos, chunk_size - off);
-    auto qc = bh(p.q, pos, n), kc = bh(p.k, pos, n), vc = bh(p.v, pos, n);  // [B, H, n, d]
-    auto thc = bh(p.th, pos, n);                                            // [B, H, n]
-    auto lkc = p.lk.defined() ? bh(p.lk, pos, n) : torch::Tensor();
-    auto lec = p.le.defined() ? bh(p.le, pos, n) : torch::Tensor();
+  const auto sizes = chunk_piece_sizes(T, chunk_size, off);
+  auto pieces = [&](const torch::Tensor& x) {  // [B, T, H, ..] -> per piece [B, H, n, ..] (chunking.h split_pieces)
+    auto parts = split_pieces(x, sizes, 1);
+    for (auto& t : parts)
+      if (t.defined()) t = t.transpose(1, 2);
+    return parts;
+  };
+  const auto qs = pieces(p.q), ks = pieces(p.k), vs = pieces(p.v), ths = pieces(p.th), lks = pieces(p.lk),
+             les = pieces(p.le);
+  int64_t pos = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int64_t n = sizes[i];
+    const auto &qc = qs[i], &kc = ks[i], &vc = vs[i];         // [B, H, n, d]
+    const auto &thc = ths[i], &lkc = lks[i], &lec = les[i];  // [B, H, n]
     if (fused) {
       const auto& co = coef_of.at(pos);
       auto at_end = [&](const torch::Tensor& x) { return x.select(-1, n - 1); };

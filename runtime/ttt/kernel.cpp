@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "core/common.h"
+#include "runtime/kernels/chunking.h"
 #include "runtime/kernels/gelu.h"
 #include "runtime/ttt/ttt.h"
 
@@ -242,10 +243,14 @@ TTTResult chunk_impl(const torch::Tensor& q, const torch::Tensor& k, const torch
   }
   const bool bias = !st.anchor.b.empty();
   const size_t L = st.anchor.W.size();
-  for (; t0 < T; t0 += b) {
-    const int64_t c = std::min(b, T - t0);
-    auto Kc = p.k.narrow(2, t0, c), Vc = p.v.narrow(2, t0, c), Qc = p.q.narrow(2, t0, c);
-    auto rowc = p.row.narrow(2, t0, c), colc = p.col.narrow(2, t0, c);  // [B, H, c]
+  // The mini-batches from t0 on (chunking.h split_pieces: one split node, not a narrow per mini-batch).
+  const auto sizes = chunk_piece_sizes(T - t0, b, 0);
+  auto pieces = [&](const torch::Tensor& x) { return split_pieces(x.narrow(2, t0, T - t0), sizes, 2); };
+  const auto Ks = pieces(p.k), Vs = pieces(p.v), Qs = pieces(p.q), rows = pieces(p.row), cols = pieces(p.col);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int64_t c = sizes[i];
+    const auto &Kc = Ks[i], &Vc = Vs[i], &Qc = Qs[i];
+    const auto &rowc = rows[i], &colc = cols[i];  // [B, H, c]
     auto row_last = rowc.narrow(2, c - 1, 1).unsqueeze(-1);  // [B, H, 1, 1]
     TTTWeights acc, end;
     if (fused) {
