@@ -14,6 +14,7 @@
 
 #include "core/common.h"
 #include "runtime/miras/miras.h"
+#include "runtime/kernels/chunking.h"
 #include "runtime/kernels/gelu.h"
 
 namespace mnemo {
@@ -189,25 +190,39 @@ torch::Tensor pad_rows(const torch::Tensor& x, int64_t N) {  // zero rows n .. N
   return n == N ? x : torch::constant_pad_nd(x, {0, 0, 0, N - n});
 }
 
-// Linear segment x from st.cur with gradients at st.anchor (dual form); updates st.cur.
-// Sub-chunks of c tokens (GLA-style secondary chunking, stability rule 4): for a query t in sub-chunk I and a
-// source s in an earlier sub-chunk, Γ_ts = exp(b_t - b_r) · exp(b_r - b_s) with r = I·c - 1 (both exponents ≤ 0),
-// so the pair sums are matmuls of diag-scaled operands; only the diagonal c×c blocks materialise Γ [.., c, c, G].
-torch::Tensor dual_segment(const Prepared& p, const Seq& x, MirasState& st, const MirasOptions& o) {
+// Read-out u of the segment when the decays factorise (chunking.h decay_factorisable: every e^{±b} within range):
+// Γ_ts = e^{b_t} e^{-b_s}, so each pair sum is one masked matmul of diagonally scaled operands (no [n, n, G] Γ).
+torch::Tensor factorised_readout(const MirasState& st, const RankOneTerms& terms,
+                                 const torch::Tensor& Q, const torch::Tensor& bn, const torch::Tensor& eb,
+                                 const torch::Tensor& ke, const torch::Tensor& ge, const std::vector<torch::Tensor>& sc) {
+  const int64_t n = Q.size(2);
+  auto ebi = (-bn).exp();
+  auto mask = causal_mask(n, Q.device()).to(Q.scalar_type());
+  auto A0 = torch::matmul(Q * eb, tr(ke * ebi)) * mask;  // Σ_G q_t z̃_s η_s Γ_ts, s ≤ t
+  auto h = torch::matmul(Q * eb, tr(st.cur[0])) - torch::matmul(A0, terms.cols[0]);
+  if (sc[0].defined()) h = h * sc[0];
+  auto a = gelu_safe(h);
+  auto S1 = torch::matmul(a, tr(terms.rows[1])) * mask;  // a_t · a_s(anchor), s ≤ t
+  auto u = eb * (torch::matmul(a, tr(st.cur[1])) - torch::matmul(S1, ge * ebi));
+  if (sc[1].defined()) u = u * sc[1];
+  return u;
+}
+
+// Read-out u with sub-chunks of c tokens (GLA-style secondary chunking, stability rule 4), for decays too strong to
+// factorise over the whole segment: for a query t in sub-chunk I and a source s in an earlier sub-chunk,
+// Γ_ts = exp(b_t - b_r) · exp(b_r - b_s) with r = I·c - 1 (both exponents ≤ 0), so the pair sums are matmuls of
+// diag-scaled operands; only the diagonal c×c blocks materialise Γ [.., c, c, G].
+torch::Tensor subchunk_readout(const Seq& x, const MirasState& st, const RankOneTerms& terms,
+                               const torch::Tensor& eb, const torch::Tensor& ke, const torch::Tensor& ge,
+                               const std::vector<torch::Tensor>& sc, const MirasOptions& o) {
   const auto& Q = x.q;
   const auto& eta = x.eta;
   const int64_t n = x.len();
-  auto sc = scales(st.anchor, o);
-  auto terms = grad_terms(p, scaled(st.anchor, sc), x.k, x.v, x.delta, o);
   const int64_t c = std::min(o.sub_chunk, n), m = (n + c - 1) / c, N = m * c;
   const int64_t Bn = Q.size(0), H = Q.size(1), G = eta.size(3);
   auto blk = [&](const torch::Tensor& x) { return pad_rows(x, N).view({Bn, H, m, c, x.size(-1)}); };
   auto b = pad_rows(x.la, N).cumsum(2);  // [B, H, N, G]; padded tokens keep b constant
-  auto bn = b.narrow(2, 0, n);
-  auto eb = bn.exp();
   auto b5 = b.view({Bn, H, m, c, G});
-  auto ke = terms.rows[0] * eta;  // z̃_s ⊙ η_s
-  auto ge = terms.cols[1] * eta;  // g_s ⊙ η_s
   auto opts = b.options();
   // Diagonal blocks: Γ_ts = exp(b_t - b_s), s ≤ t (clamped, then masked: no exp of a positive number).
   auto tri = torch::ones({c, c}, opts).tril().unsqueeze(-1);
@@ -244,6 +259,27 @@ torch::Tensor dual_segment(const Prepared& p, const Seq& x, MirasState& st, cons
   }
   auto u = eb * torch::matmul(a, tr(st.cur[1])) - upair.view({Bn, H, N, -1}).narrow(2, 0, n);
   if (sc[1].defined()) u = u * sc[1];
+  return u;
+}
+
+// Linear segment x from st.cur with gradients at st.anchor (dual form); updates st.cur. The read-out factorises the
+// decays when their span allows it, else it sub-chunks (the two functions above).
+torch::Tensor dual_segment(const Prepared& p, const Seq& x, MirasState& st, const MirasOptions& o) {
+  const auto& Q = x.q;
+  const auto& eta = x.eta;
+  const int64_t n = x.len();
+  auto sc = scales(st.anchor, o);
+  auto terms = grad_terms(p, scaled(st.anchor, sc), x.k, x.v, x.delta, o);
+  auto bn = x.la.cumsum(2);  // [B, H, n, G] cumulative log decay inside the segment (≤ 0)
+  auto eb = bn.exp();
+  auto ke = terms.rows[0] * eta;  // z̃_s ⊙ η_s
+  auto ge = terms.cols[1] * eta;  // g_s ⊙ η_s
+  torch::Tensor u;
+  if (o.factorise_decays && decay_factorisable(bn)) {
+    u = factorised_readout(st, terms, Q, bn, eb, ke, ge, sc);
+  } else {
+    u = subchunk_readout(x, st, terms, eb, ke, ge, sc, o);
+  }
   auto mu = u.mean(-1, true);
   auto var = (u - mu).pow(2).mean(-1, true);
   auto out = Q + (u - mu) / torch::sqrt(var + p.spec.ln_eps) * p.norm.gamma + p.norm.beta;

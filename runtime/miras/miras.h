@@ -18,8 +18,8 @@
 //                    W_i = α_i ⊙ W_{i-1} - η_i ⊙ ∇ℓ(W_s; k_i, v_i)   (anchor W_s).
 // Read after write: o_t = M_{W_t}(q_t) (§1.3).
 // `miras_chunk` reads with the channel-wise dual form (per chunk, Γ_ts = exp(b_t - b_s) with b the in-chunk
-// cumulative log α; sub-chunks of `sub_chunk` tokens keep every exponent ≤ 0 and materialise Γ only on the
-// diagonal [c, c, G] blocks, see kernel.cpp); `miras_recurrent` materialises W_t token by token with the same
+// cumulative log α: factorised as e^{b_t} e^{-b_s} when the span of b allows, else sub-chunks of `sub_chunk`
+// tokens keep every exponent ≤ 0 and materialise Γ only on the diagonal [c, c, G] blocks, see kernel.cpp); `miras_recurrent` materialises W_t token by token with the same
 // anchor rule. Both are differentiable tensor ops (fp32, or fp64 when any input is fp64).
 #pragma once
 #include <torch/torch.h>
@@ -39,6 +39,9 @@ struct MirasOptions {
   double kl_floor = 1e-6;        // Memora: log(max(W, floor))
   int64_t chunk = 64;
   int64_t sub_chunk = 16;        // c: secondary chunking of the dual form (numerics only, not the model)
+  // The dual form factorises the decays over the whole segment when their span allows (chunking.h
+  // decay_factorisable) and sub-chunks otherwise; false: always sub-chunk (numerics only; tests both forms).
+  bool factorise_decays = true;
   int64_t expansion = 4;
   double ln_eps = 1e-5;
 };
