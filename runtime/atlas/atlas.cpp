@@ -4,6 +4,7 @@
 // Newton–Schulz-k in newton_schulz.cpp. Options readout / ns_granularity: omega.h.
 #include "runtime/atlas/omega.h"
 #include "core/common.h"
+#include "runtime/kernels/chunking.h"
 
 namespace mnemo {
 
@@ -19,13 +20,21 @@ OmegaResult atlas_muon_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt
   const int64_t T = in.q.size(1), b = opt.chunk, c = opt.window;
   int64_t off = init.offset;
   std::vector<torch::Tensor> ys;
-  for (int64_t pos = 0; pos < T;) {
-    const int64_t n = std::min(T - pos, b - off);
-    auto K = torch::cat({p.bk, bh(p.in.k, pos, n)}, 2), KF = torch::cat({p.bkf, bh(p.in.kf, pos, n)}, 2);
-    auto V = torch::cat({p.bv, bh(p.in.v, pos, n)}, 2), G = torch::cat({p.bg, bh(p.in.gamma, pos, n)}, 2);
-    auto la = p.in.log_alpha.defined() ? bh(p.in.log_alpha, pos, n) : torch::Tensor();
-    ys.push_back(muon_chunk_piece(spec, opt, p, K, KF, V, G, bh(p.in.q, pos, n), bh(p.in.qf, pos, n),
-                                  bh(p.in.log_theta, pos, n), la, bh(p.in.eta, pos, n)));
+  const auto sizes = chunk_piece_sizes(T, b, off);
+  auto pieces = [&](const torch::Tensor& x) {  // [B, T, H, ..] -> per piece [B, H, n, ..] (chunking.h split_pieces)
+    auto parts = split_pieces(x, sizes, 1);
+    for (auto& t : parts)
+      if (t.defined()) t = t.transpose(1, 2);
+    return parts;
+  };
+  const auto qs = pieces(p.in.q), qfs = pieces(p.in.qf), ks = pieces(p.in.k), kfs = pieces(p.in.kf),
+             vs = pieces(p.in.v), gs = pieces(p.in.gamma), las = pieces(p.in.log_alpha), ths = pieces(p.in.log_theta),
+             etas = pieces(p.in.eta);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int64_t n = sizes[i];
+    auto K = torch::cat({p.bk, ks[i]}, 2), KF = torch::cat({p.bkf, kfs[i]}, 2);
+    auto V = torch::cat({p.bv, vs[i]}, 2), G = torch::cat({p.bg, gs[i]}, 2);
+    ys.push_back(muon_chunk_piece(spec, opt, p, K, KF, V, G, qs[i], qfs[i], ths[i], las[i], etas[i]));
     roll_buffers(p, c, K, KF, V, G);
     off += n;
     if (off == b) {
@@ -36,7 +45,6 @@ OmegaResult atlas_muon_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt
         p.ns_step = torch::zeros_like(p.ns_step);
       }
     }
-    pos += n;
   }
   return finish(p, ys, in, off);
 }
