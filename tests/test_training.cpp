@@ -177,11 +177,11 @@ namespace {
 
 // One small MQAR training run (V 64, L 32, 2 key-value pairs: chance 1/32 per answer token; d_model 32,
 // 1 layer, 2 heads, 400 steps of 32, lr 1e-2, seed 0) -> best answer-token test accuracy.
-double small_mqar_accuracy(const std::string& model, bool with_chunk_size = true) {
+double small_mqar_accuracy(const std::string& model, bool with_chunk_size = true, int steps = 400) {
   auto dir = test::temp_dir("learn_mqar_" + model);
   json cfg = {{"model", model}, {"task", "mqar"}, {"vocab_size", 64}, {"seq_len", 32}, {"num_kv_pairs", 2},
               {"d_model", 32}, {"n_layers", 1}, {"n_heads", 2}, {"batch_size", 32}, {"n_train", 4000},
-              {"n_test", 256}, {"lr", 1e-2}, {"steps", 400}, {"eval_every", 100}, {"device", "cpu"}};
+              {"n_test", 256}, {"lr", 1e-2}, {"steps", steps}, {"eval_every", 100}, {"device", "cpu"}};
   if (with_chunk_size) cfg["chunk_size"] = 16;
   TrainOptions opt;
   opt.db_path = (dir / "r.sqlite").string();
@@ -203,13 +203,20 @@ TEST_CASE("each linear-recurrent family learns a small MQAR well above chance", 
   }
 }
 
-// Measured: ttt_mlp 0.50, titans_mac 0.50, titans_mag 0.52, titans_mal 0.29, moneta 0.20, memora 0.10 (ttt_linear,
-// titans_lmm and yaad have their own tests in test_ttt/test_titans/test_miras).
+// Measured: ttt_mlp 0.45, titans_mac 0.52, titans_mal 0.29 (titans_mag 0.53) after 400 steps (ttt_linear, titans_lmm
+// and yaad have their own tests in test_ttt/test_titans/test_miras). Moneta and Memora train 800 steps: at 400 they
+// are at the start of learning and a rounding-level change moves them across the bar (session 19, 1 thread, seeds
+// 0-3: 400 steps moneta 0.09-0.23, memora 0.05-0.13; 800 steps moneta 0.83/0.38/0.40/0.18, memora
+// 0.17/0.18/0.16/0.19).
 TEST_CASE("each deep test-time memory learns a small MQAR well above chance", "[train][learn][deep_memory]") {
   CHECK(small_mqar_accuracy("ttt_mlp", /*with_chunk_size=*/false) >= 0.07);
-  for (const std::string model : {"titans_mac", "titans_mag", "titans_mal", "moneta", "memora"}) {
+  for (const std::string model : {"titans_mac", "titans_mag", "titans_mal"}) {
     INFO(model);
     CHECK(small_mqar_accuracy(model) >= 0.07);
+  }
+  for (const std::string model : {"moneta", "memora"}) {
+    INFO(model);
+    CHECK(small_mqar_accuracy(model, true, 800) >= 0.07);
   }
 }
 
