@@ -3,6 +3,7 @@
 #include "runtime/deep_memory/fused_chunk.h"
 
 #include "core/common.h"
+#include "runtime/kernels/chunking.h"
 #include "runtime/kernels/gelu.h"
 
 namespace mnemo {
@@ -33,7 +34,7 @@ Forward run_forward(const variable_list& in, bool mom, bool l2, double tau) {
   Forward o;
   const auto &q = in[Q], &qf = in[QF], &k = in[K], &kf = in[KF], &v = in[V];
   // Anchor pass: the inner gradients at Â as rank-1 terms (memory.h memory_grad_terms).
-  auto H0 = torch::matmul(kf, tr(in[A0]));
+  auto H0 = chunk_matmul(kf, tr(in[A0]));
   {
     const double inv_sqrt2 = 0.70710678118654752440, inv_sqrt_2pi = 0.39894228040143267794;
     auto cdf = torch::erf(H0 * inv_sqrt2).add_(1.0).mul_(0.5);
@@ -42,8 +43,8 @@ Forward run_forward(const variable_list& in, bool mom, bool l2, double tau) {
     o.P0 = torch::addcmul(cdf, H0, pdf);
     o.P0d = pdf * (2.0 - H0 * H0);  // GELU''
   }
-  o.E = l2 ? k + torch::matmul(o.G0, tr(in[A1])) - v : -v;
-  o.R = torch::matmul(o.E, in[A1]);
+  o.E = l2 ? k + chunk_matmul(o.G0, tr(in[A1])) - v : -v;
+  o.R = chunk_matmul(o.E, in[A1]);
   o.Dl = o.R * o.P0;
   if (tau > 0) {  // memory.h clip_grad_terms
     o.kk = kf.pow(2).sum(-1), o.dd = o.Dl.pow(2).sum(-1), o.ee = o.E.pow(2).sum(-1), o.gg = o.G0.pow(2).sum(-1);
@@ -56,34 +57,34 @@ Forward run_forward(const variable_list& in, bool mom, bool l2, double tau) {
   }
   // Read-out through the per-token weights, layer 0 then layer 1.
   const auto &A = in[CA], &D = in[CD], &C = in[CC];
-  o.X0 = torch::matmul(qf, tr(in[W0]));
-  o.QK = torch::matmul(qf, tr(kf));
-  auto H = col(A) * o.X0 - torch::matmul(C * o.QK, o.c0);
+  o.X0 = chunk_matmul(qf, tr(in[W0]));
+  o.QK = chunk_matmul(qf, tr(kf));
+  auto H = col(A) * o.X0 - chunk_matmul(C * o.QK, o.c0);
   if (mom) {
-    o.M0 = torch::matmul(qf, tr(in[S0]));
+    o.M0 = chunk_matmul(qf, tr(in[S0]));
     H = H + col(D) * o.M0;
   }
   {
     auto g = gelu_and_grad(H);  // grad mode is off inside a custom Function: plain values
     o.Ga = g.value, o.Pa = g.grad;
   }
-  o.X1 = torch::matmul(o.Ga, tr(in[W1]));
-  o.GG = torch::matmul(o.Ga, tr(o.G0));
-  o.y = q + col(A) * o.X1 - torch::matmul(C * o.GG, o.c1);
+  o.X1 = chunk_matmul(o.Ga, tr(in[W1]));
+  o.GG = chunk_matmul(o.Ga, tr(o.G0));
+  o.y = q + col(A) * o.X1 - chunk_matmul(C * o.GG, o.c1);
   if (mom) {
-    o.M1 = torch::matmul(o.Ga, tr(in[S1]));
+    o.M1 = chunk_matmul(o.Ga, tr(in[S1]));
     o.y = o.y + col(D) * o.M1;
   }
   // Chunk-end weights and momentum.
   auto ce = col(in[CE]);
-  o.w0 = mat(in[AE]) * in[W0] - torch::matmul(tr(o.c0 * ce), kf);
-  o.w1 = mat(in[AE]) * in[W1] - torch::matmul(tr(o.c1 * ce), o.G0);
+  o.w0 = mat(in[AE]) * in[W0] - chunk_matmul(tr(o.c0 * ce), kf);
+  o.w1 = mat(in[AE]) * in[W1] - chunk_matmul(tr(o.c1 * ce), o.G0);
   if (mom) {
     auto ee = col(in[EE]);
     o.w0 = o.w0 + mat(in[DE]) * in[S0];
     o.w1 = o.w1 + mat(in[DE]) * in[S1];
-    o.s0 = mat(in[PE]) * in[S0] - torch::matmul(tr(o.c0 * ee), kf);
-    o.s1 = mat(in[PE]) * in[S1] - torch::matmul(tr(o.c1 * ee), o.G0);
+    o.s0 = mat(in[PE]) * in[S0] - chunk_matmul(tr(o.c0 * ee), kf);
+    o.s1 = mat(in[PE]) * in[S1] - chunk_matmul(tr(o.c1 * ee), o.G0);
   }
   return o;
 }
@@ -100,20 +101,20 @@ LayerGrads readout_layer_backward(const Tensor& go, const Tensor& x, const Tenso
   LayerGrads g;
   gA = gA + rowsum(go, X);
   auto oA = col(A) * go;
-  g.x = torch::matmul(oA, W);
-  g.W = torch::matmul(tr(oA), x);
+  g.x = chunk_matmul(oA, W);
+  g.W = chunk_matmul(tr(oA), x);
   if (S.defined()) {
     gD = gD + rowsum(go, M);
     auto oD = col(D) * go;
-    g.x = g.x + torch::matmul(oD, S);
-    g.S = torch::matmul(tr(oD), x);
+    g.x = g.x + chunk_matmul(oD, S);
+    g.S = chunk_matmul(tr(oD), x);
   }
-  auto gSc = -torch::matmul(go, tr(c));  // ∂/∂(C ⊙ x rᵀ)
+  auto gSc = -chunk_matmul(go, tr(c));  // ∂/∂(C ⊙ x rᵀ)
   gC = gC + gSc * XR;
   auto gXR = gSc * C;
-  g.c = -torch::matmul(tr(C * XR), go);
-  g.x = g.x + torch::matmul(gXR, r);
-  g.r = torch::matmul(tr(gXR), x);
+  g.c = -chunk_matmul(tr(C * XR), go);
+  g.x = g.x + chunk_matmul(gXR, r);
+  g.r = chunk_matmul(tr(gXR), x);
   return g;
 }
 
@@ -156,9 +157,9 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
     g[W1] = mat(in[AE]) * gw1;
     g[AE] = scal(gw0, in[W0]) + scal(gw1, in[W1]);
     auto ce = col(in[CE]);
-    auto RW0 = torch::matmul(kf, tr(gw0)), RW1 = torch::matmul(f.G0, tr(gw1));  // r_l Z̄ᵀ
+    auto RW0 = chunk_matmul(kf, tr(gw0)), RW1 = chunk_matmul(f.G0, tr(gw1));  // r_l Z̄ᵀ
     Tensor gc0 = -ce * RW0, gc1 = -ce * RW1;
-    Tensor gkf = -ce * torch::matmul(f.c0, gw0), gG0 = -ce * torch::matmul(f.c1, gw1);
+    Tensor gkf = -ce * chunk_matmul(f.c0, gw0), gG0 = -ce * chunk_matmul(f.c1, gw1);
     g[CE] = -(rowsum(f.c0, RW0) + rowsum(f.c1, RW1));
     if (mom) {
       auto ee = col(in[EE]);
@@ -166,11 +167,11 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
       g[S1] = mat(in[DE]) * gw1 + mat(in[PE]) * gs1;
       g[DE] = scal(gw0, in[S0]) + scal(gw1, in[S1]);
       g[PE] = scal(gs0, in[S0]) + scal(gs1, in[S1]);
-      auto RS0 = torch::matmul(kf, tr(gs0)), RS1 = torch::matmul(f.G0, tr(gs1));
+      auto RS0 = chunk_matmul(kf, tr(gs0)), RS1 = chunk_matmul(f.G0, tr(gs1));
       gc0 = gc0 - ee * RS0;
       gc1 = gc1 - ee * RS1;
-      gkf = gkf - ee * torch::matmul(f.c0, gs0);
-      gG0 = gG0 - ee * torch::matmul(f.c1, gs1);
+      gkf = gkf - ee * chunk_matmul(f.c0, gs0);
+      gG0 = gG0 - ee * chunk_matmul(f.c1, gs1);
       g[EE] = -(rowsum(f.c0, RS0) + rowsum(f.c1, RS1));
     }
 
@@ -209,17 +210,17 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
 
     // Anchor pass, in reverse.
     auto gR = gDl * f.P0, gP0 = gDl * f.R;
-    gE = gE + torch::matmul(gR, tr(in[A1]));
-    g[A1] = torch::matmul(tr(f.E), gR);
+    gE = gE + chunk_matmul(gR, tr(in[A1]));
+    g[A1] = chunk_matmul(tr(f.E), gR);
     g[V] = -gE;
     if (l2) {  // g_y = K + G0 Â1ᵀ - V
       g[K] = gE;
-      gG0 = gG0 + torch::matmul(gE, in[A1]);
-      g[A1] = g[A1] + torch::matmul(tr(gE), f.G0);
+      gG0 = gG0 + chunk_matmul(gE, in[A1]);
+      g[A1] = g[A1] + chunk_matmul(tr(gE), f.G0);
     }
     auto gH0 = gG0 * f.P0 + gP0 * f.P0d;
-    gkf = gkf + torch::matmul(gH0, in[A0]);
-    g[A0] = torch::matmul(tr(gH0), kf);
+    gkf = gkf + chunk_matmul(gH0, in[A0]);
+    g[A0] = chunk_matmul(tr(gH0), kf);
     g[KF] = gkf;
     return g;
   }

@@ -11,6 +11,7 @@
 // The backward is the adjoint of each line in reverse (the LN loss's second-order part included); tests compare it
 // with autograd through the composed form in fp64 (tests/test_ttt.cpp).
 #include "core/common.h"
+#include "runtime/kernels/chunking.h"
 #include "runtime/kernels/gelu.h"
 #include "runtime/ttt/ttt.h"
 
@@ -52,28 +53,28 @@ Forward run_forward(const variable_list& in, bool skip, int residual, double eps
   const int64_t c = q.size(-2);
   // Anchor pass and the closed-form inner gradients.
   {
-    auto z = gelu3(torch::matmul(k, in[W0]) + in[B0]);
+    auto z = gelu3(chunk_matmul(k, in[W0]) + in[B0]);
     f.X1 = z.value, f.P0 = z.grad, f.P0d = z.second;
   }
-  auto u = torch::matmul(f.X1, in[W1]) + in[B1];
+  auto u = chunk_matmul(f.X1, in[W1]) + in[B1];
   auto uc = u - mean_(u);
   f.r = torch::sqrt(mean_(uc * uc) + eps);
   f.n = uc / f.r;
   f.g = w * (f.n * w + bl - (skip ? v - k : v));
   f.E1 = (f.g - mean_(f.g) - f.n * mean_(f.g * f.n)) / f.r;
-  f.Y0 = torch::matmul(f.E1, tr(in[W1]));
+  f.Y0 = chunk_matmul(f.E1, tr(in[W1]));
   f.E0 = f.Y0 * f.P0;
   // C[t, s] = row_t col_s, s ≤ t.
   f.mask = torch::ones({c, c}, q.options()).tril();
   f.C = in[ROW].unsqueeze(-1) * in[COL].unsqueeze(-2) * f.mask;
   // Read-out through the per-token weights.
-  f.att0 = torch::matmul(q, tr(k)) + 1.0;
+  f.att0 = chunk_matmul(q, tr(k)) + 1.0;
   {
-    auto z = gelu3(torch::matmul(q, in[W0]) + in[B0] - torch::matmul(f.att0 * f.C, f.E0));
+    auto z = gelu3(chunk_matmul(q, in[W0]) + in[B0] - chunk_matmul(f.att0 * f.C, f.E0));
     f.x1 = z.value, f.Pz = z.grad;
   }
-  f.att1 = torch::matmul(f.x1, tr(f.X1)) + 1.0;
-  auto z1 = torch::matmul(f.x1, in[W1]) + in[B1] - torch::matmul(f.att1 * f.C, f.E1);
+  f.att1 = chunk_matmul(f.x1, tr(f.X1)) + 1.0;
+  auto z1 = chunk_matmul(f.x1, in[W1]) + in[B1] - chunk_matmul(f.att1 * f.C, f.E1);
   auto zc = z1 - mean_(z1);
   f.rz = torch::sqrt(mean_(zc * zc) + eps);
   f.nz = zc / f.rz;
@@ -83,8 +84,8 @@ Forward run_forward(const variable_list& in, bool skip, int residual, double eps
   // Accumulators Σ_s col_s ∇ℓ_s(anchor).
   auto col = in[COL].unsqueeze(-1);
   auto F0 = f.E0 * col, F1 = f.E1 * col;
-  f.aW0 = torch::matmul(tr(k), F0);
-  f.aW1 = torch::matmul(tr(f.X1), F1);
+  f.aW0 = chunk_matmul(tr(k), F0);
+  f.aW1 = chunk_matmul(tr(f.X1), F1);
   f.ab0 = rows_sum(F0);
   f.ab1 = rows_sum(F1);
   return f;
@@ -128,9 +129,9 @@ struct TTTChunkFn : torch::autograd::Function<TTTChunkFn> {
 
     // Accumulators: F_l = E_l ⊙ col, acc_W0 = Kᵀ F0, acc_W1 = X1ᵀ F1, acc_b_l = Σ F_l.
     auto col = in[COL].unsqueeze(-1);
-    auto gF0 = torch::matmul(k, gaW0) + gab0, gF1 = torch::matmul(f.X1, gaW1) + gab1;
-    Tensor gk = torch::matmul(f.E0 * col, tr(gaW0));
-    Tensor gX1 = torch::matmul(f.E1 * col, tr(gaW1));
+    auto gF0 = chunk_matmul(k, gaW0) + gab0, gF1 = chunk_matmul(f.X1, gaW1) + gab1;
+    Tensor gk = chunk_matmul(f.E0 * col, tr(gaW0));
+    Tensor gX1 = chunk_matmul(f.E1 * col, tr(gaW1));
     Tensor gE0 = gF0 * col, gE1 = gF1 * col;
     Tensor gcol = (gF0 * f.E0).sum(-1) + (gF1 * f.E1).sum(-1);
 
@@ -141,37 +142,37 @@ struct TTTChunkFn : torch::autograd::Function<TTTChunkFn> {
     Tensor gz1 = ln_backward(go_o * w, f.nz, f.rz);
     if (residual == kInner) gz1 = gz1 + go_o;
     // Layer 1: z1 = x1 W1 + b1 - (att1 ⊙ C) E1.
-    Tensor gx1 = torch::matmul(gz1, tr(W1_));
-    Tensor gW1 = torch::matmul(tr(f.x1), gz1);
+    Tensor gx1 = chunk_matmul(gz1, tr(W1_));
+    Tensor gW1 = chunk_matmul(tr(f.x1), gz1);
     Tensor gb1 = rows_sum(gz1);
-    auto gS1 = -torch::matmul(gz1, tr(f.E1));
+    auto gS1 = -chunk_matmul(gz1, tr(f.E1));
     Tensor gC = gS1 * f.att1;
     auto gatt1 = gS1 * f.C;
-    gE1 = gE1 - torch::matmul(tr(f.att1 * f.C), gz1);
-    gx1 = gx1 + torch::matmul(gatt1, f.X1);
-    gX1 = gX1 + torch::matmul(tr(gatt1), f.x1);
+    gE1 = gE1 - chunk_matmul(tr(f.att1 * f.C), gz1);
+    gx1 = gx1 + chunk_matmul(gatt1, f.X1);
+    gX1 = gX1 + chunk_matmul(tr(gatt1), f.x1);
     // Layer 0: z0 = q W0 + b0 - (att0 ⊙ C) E0.
     auto gz0 = gx1 * f.Pz;
-    gq = gq + torch::matmul(gz0, tr(W0_));
-    Tensor gW0 = torch::matmul(tr(q), gz0);
+    gq = gq + chunk_matmul(gz0, tr(W0_));
+    Tensor gW0 = chunk_matmul(tr(q), gz0);
     Tensor gb0 = rows_sum(gz0);
-    auto gS0 = -torch::matmul(gz0, tr(f.E0));
+    auto gS0 = -chunk_matmul(gz0, tr(f.E0));
     gC = gC + gS0 * f.att0;
     auto gatt0 = gS0 * f.C;
-    gE0 = gE0 - torch::matmul(tr(f.att0 * f.C), gz0);
-    gq = gq + torch::matmul(gatt0, k);
-    gk = gk + torch::matmul(tr(gatt0), q);
+    gE0 = gE0 - chunk_matmul(tr(f.att0 * f.C), gz0);
+    gq = gq + chunk_matmul(gatt0, k);
+    gk = gk + chunk_matmul(tr(gatt0), q);
     // C = mask ⊙ row colᵀ.
     auto gCm = gC * f.mask;
-    g[ROW] = torch::matmul(gCm, in[COL].unsqueeze(-1)).squeeze(-1);
-    gcol = gcol + torch::matmul(tr(gCm), in[ROW].unsqueeze(-1)).squeeze(-1);
+    g[ROW] = chunk_matmul(gCm, in[COL].unsqueeze(-1)).squeeze(-1);
+    gcol = gcol + chunk_matmul(tr(gCm), in[ROW].unsqueeze(-1)).squeeze(-1);
     g[COL] = gcol;
 
     // Anchor pass in reverse. E0 = (E1 W1ᵀ) ⊙ P0.
     auto gY0 = gE0 * f.P0;
     auto gP0 = gE0 * f.Y0;
-    gE1 = gE1 + torch::matmul(gY0, W1_);
-    gW1 = gW1 + torch::matmul(tr(gY0), f.E1);
+    gE1 = gE1 + chunk_matmul(gY0, W1_);
+    gW1 = gW1 + chunk_matmul(tr(gY0), f.E1);
     // E1 = (g - mean g - n mean(g ⊙ n)) / r.
     auto a = gE1 / f.r;
     auto gg = a - mean_(a) - f.n * mean_(a * f.n);
@@ -188,12 +189,12 @@ struct TTTChunkFn : torch::autograd::Function<TTTChunkFn> {
     // n = (u - ū)/r, r = sqrt(var u + eps): ∂r/∂u = n / D.
     auto gu = ln_backward(gn, f.n, f.r) + gr * f.n / static_cast<double>(f.n.size(-1));
     // u = X1 W1 + b1, X1 = GELU(Z0), Z0 = K W0 + b0.
-    gX1 = gX1 + torch::matmul(gu, tr(W1_));
-    gW1 = gW1 + torch::matmul(tr(f.X1), gu);
+    gX1 = gX1 + chunk_matmul(gu, tr(W1_));
+    gW1 = gW1 + chunk_matmul(tr(f.X1), gu);
     gb1 = gb1 + rows_sum(gu);
     auto gZ0 = gX1 * f.P0 + gP0 * f.P0d;
-    gk = gk + torch::matmul(gZ0, tr(W0_));
-    gW0 = gW0 + torch::matmul(tr(k), gZ0);
+    gk = gk + chunk_matmul(gZ0, tr(W0_));
+    gW0 = gW0 + chunk_matmul(tr(k), gZ0);
     gb0 = gb0 + rows_sum(gZ0);
 
     g[Q] = gq, g[K] = gk;
