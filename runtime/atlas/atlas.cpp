@@ -21,20 +21,13 @@ OmegaResult atlas_muon_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt
   int64_t off = init.offset;
   std::vector<torch::Tensor> ys;
   const auto sizes = chunk_piece_sizes(T, b, off);
-  auto pieces = [&](const torch::Tensor& x) {  // [B, T, H, ..] -> per piece [B, H, n, ..] (chunking.h split_pieces)
-    auto parts = split_pieces(x, sizes, 1);
-    for (auto& t : parts)
-      if (t.defined()) t = t.transpose(1, 2);
-    return parts;
-  };
-  const auto qs = pieces(p.in.q), qfs = pieces(p.in.qf), ks = pieces(p.in.k), kfs = pieces(p.in.kf),
-             vs = pieces(p.in.v), gs = pieces(p.in.gamma), las = pieces(p.in.log_alpha), ths = pieces(p.in.log_theta),
-             etas = pieces(p.in.eta);
+  const auto pieces = split_inputs(p.in, sizes);
   for (size_t i = 0; i < sizes.size(); ++i) {
     const int64_t n = sizes[i];
-    auto K = torch::cat({p.bk, ks[i]}, 2), KF = torch::cat({p.bkf, kfs[i]}, 2);
-    auto V = torch::cat({p.bv, vs[i]}, 2), G = torch::cat({p.bg, gs[i]}, 2);
-    ys.push_back(muon_chunk_piece(spec, opt, p, K, KF, V, G, qs[i], qfs[i], ths[i], las[i], etas[i]));
+    const auto& x = pieces[i];
+    auto K = torch::cat({p.bk, x.k}, 2), KF = torch::cat({p.bkf, x.kf}, 2);
+    auto V = torch::cat({p.bv, x.v}, 2), G = torch::cat({p.bg, x.gamma}, 2);
+    ys.push_back(muon_chunk_piece(spec, opt, p, K, KF, V, G, x.q, x.qf, x.log_theta, x.log_alpha, x.eta));
     roll_buffers(p, c, K, KF, V, G);
     off += n;
     if (off == b) {

@@ -112,6 +112,16 @@ RankOneTerms window_terms(const DeepMemorySpec& spec, const OmegaOptions& opt, c
   return memory_grad_terms(spec, anchor, acts, g_y);
 }
 
+std::vector<OmegaInputs> split_inputs(const OmegaInputs& in, const std::vector<int64_t>& sizes) {
+  std::vector<OmegaInputs> out(sizes.size());
+  for (auto field : {&OmegaInputs::q, &OmegaInputs::qf, &OmegaInputs::k, &OmegaInputs::kf, &OmegaInputs::v,
+                     &OmegaInputs::log_alpha, &OmegaInputs::eta, &OmegaInputs::gamma, &OmegaInputs::log_theta}) {
+    auto parts = time_pieces(in.*field, sizes);
+    for (size_t i = 0; i < sizes.size(); ++i) out[i].*field = parts[i];
+  }
+  return out;
+}
+
 torch::Tensor band_mask(int64_t n, int64_t c, const torch::TensorOptions& o) {
   auto t = torch::arange(n, o.dtype(torch::kInt64)).unsqueeze(1);
   auto j = torch::arange(n + c - 1, o.dtype(torch::kInt64)).unsqueeze(0);  // window index j ↔ chunk token j-(c-1)
@@ -161,22 +171,16 @@ OmegaResult omega_chunk_impl(const DeepMemorySpec& spec, const OmegaOptions& opt
   int64_t off = init.offset;
   std::vector<torch::Tensor> ys;
   const auto sizes = chunk_piece_sizes(T, b, off);
-  auto pieces = [&](const torch::Tensor& x) {  // [B, T, H, ..] -> per piece [B, H, n, ..] (chunking.h split_pieces)
-    auto parts = split_pieces(x, sizes, 1);
-    for (auto& t : parts)
-      if (t.defined()) t = t.transpose(1, 2);
-    return parts;
-  };
-  const auto qs = pieces(p.in.q), qfs = pieces(p.in.qf), ks = pieces(p.in.k), kfs = pieces(p.in.kf),
-             vs = pieces(p.in.v), gs = pieces(p.in.gamma), las = pieces(p.in.log_alpha), etas = pieces(p.in.eta);
+  const auto pieces = split_inputs(p.in, sizes);
   for (size_t i = 0; i < sizes.size(); ++i) {
     const int64_t n = sizes[i];
-    const auto &qc = qs[i], &qfc = qfs[i];
+    const auto& x = pieces[i];
+    const auto &qc = x.q, &qfc = x.qf;
     // Window arrays over positions [pos-c+1, pos+n-1]: carried c-1 tokens then the piece (N = n + c - 1).
-    auto K = torch::cat({p.bk, ks[i]}, 2), KF = torch::cat({p.bkf, kfs[i]}, 2);
-    auto V = torch::cat({p.bv, vs[i]}, 2), G = torch::cat({p.bg, gs[i]}, 2);
+    auto K = torch::cat({p.bk, x.k}, 2), KF = torch::cat({p.bkf, x.kf}, 2);
+    auto V = torch::cat({p.bv, x.v}, 2), G = torch::cat({p.bg, x.gamma}, 2);
     // A_t = Π_{r=s}^{t} α_r, (L ⊙ η)[t, n'] = Π_{r=n'+1}^{t} α_r η_n' (masked exponentials, §12.3/§12.6).
-    auto lc = momentum_chunk_coefficients(las[i], {}, etas[i]).dual;
+    auto lc = momentum_chunk_coefficients(x.log_alpha, {}, x.eta).dual;
     // C = (L ⊙ η) · (M_s ⊙ γ)   (§7.6), [B, H, n, N]
     auto C = torch::matmul(lc.C, band_mask(n, c, K.options()) * G.unsqueeze(-2));
     if (fused) {  // one autograd node with a hand-written backward (runtime/deep_memory/fused_chunk.h)

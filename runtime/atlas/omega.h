@@ -96,6 +96,8 @@ struct Prepared {
 Prepared prepare(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in, const OmegaState& init);
 // [B, T, H, ...] -> [B, H, n, ...], tokens [a, a + n)
 torch::Tensor bh(const torch::Tensor& x, int64_t a, int64_t n);
+// The inputs cut into pieces of `sizes` tokens, every field [B, H, n, ...] (chunking.h time_pieces: one split).
+std::vector<OmegaInputs> split_inputs(const OmegaInputs& in, const std::vector<int64_t>& sizes);
 // Rank-1 inner-gradient terms at `anchor` of the window tokens (k, kf, v: [B, H, N, .]).
 RankOneTerms window_terms(const DeepMemorySpec& spec, const OmegaOptions& opt, const MemoryWeights& anchor,
                           const torch::Tensor& k, const torch::Tensor& kf, const torch::Tensor& v);

@@ -156,6 +156,13 @@ torch::Tensor chunk_matmul(const torch::Tensor& a, const torch::Tensor& b) {
   return torch::matmul(a, b);
 }
 
+std::vector<torch::Tensor> time_pieces(const torch::Tensor& x, const std::vector<int64_t>& sizes) {
+  auto parts = split_pieces(x, sizes, 1);
+  for (auto& t : parts)
+    if (t.defined()) t = t.transpose(1, 2);
+  return parts;
+}
+
 torch::Tensor causal_mask(int64_t n, const torch::Device& device, bool strict) {
   auto opts = torch::TensorOptions().dtype(torch::kBool).device(device);
   return torch::ones({n, n}, opts).tril(strict ? -1 : 0);

@@ -72,6 +72,8 @@ std::vector<int64_t> chunk_piece_sizes(int64_t T, int64_t chunk, int64_t offset)
 // instead gives every piece a backward that writes into a zero tensor of x's full size, which the engine then adds
 // up: O(T²/b) memory traffic (at T = 2048 it was a quarter of ttt_mlp's training step).
 std::vector<torch::Tensor> split_pieces(const torch::Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
+// split_pieces of x [B, T, H, ..] along time, each piece as [B, H, n, ..] (a transposed view).
+std::vector<torch::Tensor> time_pieces(const torch::Tensor& x, const std::vector<int64_t>& sizes);
 
 // Lower-triangular (incl. diagonal) boolean mask [n, n]; `strict` excludes the diagonal.
 torch::Tensor causal_mask(int64_t n, const torch::Device& device, bool strict = false);

@@ -125,14 +125,8 @@ TitansLmmResult chunk_impl(const DeepMemorySpec& spec, const torch::Tensor& q, c
   if (fused) coef_of = piece_coefficients(p, T, init.offset, chunk_size);
   std::vector<torch::Tensor> ys;
   const auto sizes = chunk_piece_sizes(T, chunk_size, off);
-  auto pieces = [&](const torch::Tensor& x) {  // [B, T, H, ..] -> per piece [B, H, n, ..] (chunking.h split_pieces)
-    auto parts = split_pieces(x, sizes, 1);
-    for (auto& t : parts)
-      if (t.defined()) t = t.transpose(1, 2);
-    return parts;
-  };
-  const auto qs = pieces(p.q), ks = pieces(p.k), vs = pieces(p.v), ths = pieces(p.th), lks = pieces(p.lk),
-             les = pieces(p.le);
+  const auto qs = time_pieces(p.q, sizes), ks = time_pieces(p.k, sizes), vs = time_pieces(p.v, sizes),
+             ths = time_pieces(p.th, sizes), lks = time_pieces(p.lk, sizes), les = time_pieces(p.le, sizes);
   int64_t pos = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     const int64_t n = sizes[i];
