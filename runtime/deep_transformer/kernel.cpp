@@ -111,6 +111,34 @@ torch::Tensor kappa(const DotPrep& p, const torch::Tensor& x, const torch::Tenso
   return (p.s * torch::matmul(x, keys.transpose(-1, -2))).exp();  // κ(k_j, x) = exp(s x·k_j)
 }
 
+// κ = exp(s x keysᵀ) as one autograd node that keeps κ and the operands (views of arrays held anyway), not s·x keysᵀ:
+// x̄ = (κ̄ ⊙ κ s) keys, keys̄ = (κ̄ ⊙ κ s)ᵀ x, s̄ = Σ κ̄ ⊙ κ ⊙ (x keysᵀ) = Σ_i x_i · ((κ̄ ⊙ κ) keys)_i. The chunk form's score matrices
+// [chunk, past tokens] are most of what its backward holds; the composed form kept s·x keysᵀ as well.
+// dot_recurrent keeps the composed kappa, so the chunk == recurrent gradient test checks this backward.
+struct KappaFn : torch::autograd::Function<KappaFn> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& keys, const torch::Tensor& s) {
+    auto k = (s * torch::matmul(x, keys.transpose(-1, -2))).exp_();
+    ctx->save_for_backward({x, keys, k, s});
+    return k;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &keys = saved[1], &k = saved[2], &s = saved[3];
+    auto gk = g[0] * k;                   // ∂/∂(s M)
+    auto P = torch::matmul(gk, keys);     // Σ_ij κ̄_ij κ_ij M_ij = Σ_i x_i · P_i: no recomputed M
+    torch::Tensor gs;
+    if (ctx->needs_input_grad(2)) gs = (x * P).sum(-1, true).sum_to_size(s.sizes());
+    return {P * s, torch::matmul((gk * s).transpose(-1, -2), x), gs};
+  }
+};
+
+torch::Tensor kappa_chunk(const DotPrep& p, const torch::Tensor& x, const torch::Tensor& keys) {
+  if (!torch::GradMode::is_enabled()) return (p.s * torch::matmul(x, keys.transpose(-1, -2))).exp_();
+  return KappaFn::apply(x, keys, p.s);
+}
+
 }  // namespace
 
 DotResult dot_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -162,18 +190,33 @@ DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
   }
   auto p = dot_prep(q, k, v, log_alpha, eta, gamma, s);
   const auto opts = p.V.options();
+  // Keys, values and γ of every token up to a chunk's end are views of one array each (the carried ones, then this
+  // call's): appending per chunk copied them every chunk, O(T²/b) memory kept alive by the backward.
+  auto cat_rest = [&](const torch::Tensor& carried, const torch::Tensor& x) {
+    auto rest = x.narrow(2, head, T - head);
+    return carried.defined() ? torch::cat({carried.to(p.dt), rest}, 2) : rest;
+  };
+  const auto K_all = cat_rest(st.k, p.K), V_all = cat_rest(st.v, p.V), G_all = cat_rest(st.g, p.ga);
+  const int64_t carried = st.k.defined() ? st.k.size(2) : 0;
   for (int64_t t0 = head; t0 < T; t0 += chunk) {
     const int64_t L = std::min(chunk, T - t0);
     const int64_t S0 = st.k.defined() ? st.k.size(2) : 0;  // absolute index of the chunk start
     auto Qc = p.Q.narrow(2, t0, L);
-    st = dot_append(st, p, t0, L);
+    // Append the chunk: keys/values/γ as views, zero coefficients (st.a keeps its S0 rows until the chunk end).
+    const auto zeros = torch::zeros({p.V.size(0), p.V.size(1), L, p.V.size(3)}, opts);
+    const int64_t n_all = carried + (t0 - head) + L;
+    st.k = K_all.narrow(2, 0, n_all);
+    st.v = V_all.narrow(2, 0, n_all);
+    st.g = G_all.narrow(2, 0, n_all);
+    st.a0 = cat_or(st.a0.defined() ? st.a0.to(p.dt) : torch::Tensor(), zeros);
+    const torch::Tensor a_prev = S0 > 0 ? st.a.to(p.dt) : torch::Tensor();  // [B, H, S0, dv]
     const int64_t i0 = std::max<int64_t>(0, S0 - c + 1), W = S0 + L - i0;  // window rows i ∈ [S0-c+1, S0+L-1]
     auto Ki = st.k.narrow(2, i0, W);
     torch::Tensor E = -st.v.narrow(2, i0, W), Yp = torch::zeros({p.V.size(0), p.V.size(1), L, p.V.size(3)}, opts);
     if (S0 > 0) {  // errors and reads of the chunk-start memory (attention over the earlier coefficients)
-      auto Kp = st.k.narrow(2, 0, S0), Ap = st.a.narrow(2, 0, S0);
-      E = E + torch::matmul(kappa(p, Ki, Kp), Ap);
-      Yp = torch::matmul(kappa(p, Qc, Kp), Ap);
+      auto Kp = st.k.narrow(2, 0, S0), Ap = a_prev;
+      E = E + torch::matmul(kappa_chunk(p, Ki, Kp), Ap);
+      Yp = torch::matmul(kappa_chunk(p, Qc, Kp), Ap);
     }
     // C = L · G: L[t, n] = Π_{r=n+1}^{t} α_r, G[n, i] = η_n γ_i e^{-s} 1[i <= n <= i+c-1]   (§7.6)
     auto b = p.la.narrow(2, t0, L).cumsum(2);  // [B, H, L]
@@ -186,9 +229,10 @@ DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
                            torch::zeros({}, opts)) * (-p.s).exp();
     auto C = torch::matmul(Lm, Gm);  // [B, H, L, W]
     auto A = b.exp().unsqueeze(-1);  // A_t = Π_{r=s}^{t} α_r
-    ys.push_back(A * Yp - torch::matmul(C * kappa(p, Qc, Ki), E));
-    // chunk end: a_j ← A_end a_j, a_i ← a_i - C[end, i] e_i on the window rows
-    auto a = A.select(2, L - 1).unsqueeze(-1) * st.a;
+    ys.push_back(A * Yp - torch::matmul(C * kappa_chunk(p, Qc, Ki), E));
+    // chunk end: a_j ← A_end a_j, a_i ← a_i - C[end, i] e_i on the window rows (the chunk's own tokens start at 0;
+    // scaling before appending them keeps the product's saved operand the array the read above saved already)
+    auto a = S0 > 0 ? torch::cat({A.select(2, L - 1).unsqueeze(-1) * a_prev, zeros}, 2) : zeros;
     auto upd = a.narrow(2, i0, W) - C.select(2, L - 1).unsqueeze(-1) * E;
     st.a = torch::cat({a.narrow(2, 0, i0), upd}, 2);
     st.pos = (L == chunk) ? 0 : L;
