@@ -150,6 +150,27 @@ TEST_CASE("miras: the dual form's sub-chunking (c < chunk, padded last sub-chunk
   }
 }
 
+TEST_CASE("miras: decays too strong to factorise take the sub-chunked read-out by themselves (fp64)", "[miras]") {
+  // log α ≈ -60 per token: a segment of 8 spans ~480 > the fp64 limit 300 (chunking.h decay_factorisable).
+  for (const std::string family : {"moneta", "memora"}) {
+    auto in = make_inputs(1, 19, 2, 4, 4, family == "memora" ? "kl" : "l2", 7);
+    in.la = (in.la.detach() - 60.0).requires_grad_();
+    auto o = family_options(family, 8);
+    CAPTURE(family);
+    auto ref = run(in, false, o), got = run(in, true, o);
+    auto forced = o;
+    forced.factorise_decays = false;
+    auto sub = run(in, true, forced);
+    CHECK(max_rel_err(got.o, ref.o) <= 1e-10);
+    CHECK(max_rel_err(got.o, sub.o) == 0);  // the same (sub-chunked) computation, gradients included
+    for (size_t i = 0; i < ref.grads.size(); ++i) {
+      CAPTURE(leaf_names[i]);
+      if (!ref.grads[i].defined()) continue;
+      CHECK(max_rel_err(got.grads[i], sub.grads[i]) == 0);
+    }
+  }
+}
+
 TEST_CASE("miras: Yaad with a huge delta and Moneta with p = q = 2 reduce to the l2 update", "[miras]") {
   torch::NoGradGuard no_grad;
   for (int64_t G : {4, 1}) {

@@ -275,7 +275,7 @@ torch::Tensor dual_segment(const Prepared& p, const Seq& x, MirasState& st, cons
   auto ke = terms.rows[0] * eta;  // z̃_s ⊙ η_s
   auto ge = terms.cols[1] * eta;  // g_s ⊙ η_s
   torch::Tensor u;
-  if (o.factorise_decays && decay_factorisable(bn)) {
+  if (o.factorise_decays) {  // miras_chunk checked the span once for every segment
     u = factorised_readout(st, terms, Q, bn, eb, ke, ge, sc);
   } else {
     u = subchunk_readout(x, st, terms, eb, ke, ge, sc, o);
@@ -327,6 +327,16 @@ MirasResult miras_chunk(const torch::Tensor& q, const torch::Tensor& k, const to
   auto p = prepare(q, k, v, log_alpha, eta, delta, gamma, beta, state, opt);
   const int64_t T = q.size(1), b = opt.chunk;
   const bool kl = opt.retention == "kl";
+  // The segments' read-outs factorise their decays when the span of every in-segment cumulative log α allows
+  // (chunking.h decay_factorisable). log α ≤ 0, so a segment (≤ b consecutive tokens) spans at most the most negative
+  // sum of b consecutive log α: one check (one device sync) per call, not one per chunk.
+  MirasOptions seg_opt = opt;
+  if (opt.factorise_decays && T > 0) {
+    auto c = p.x.la.cumsum(2);  // [B, H, T, G]
+    auto window_sums = T > b ? torch::cat({c.narrow(2, b - 1, 1), c.narrow(2, b, T - b) - c.narrow(2, 0, T - b)}, 2)
+                             : c.narrow(2, T - 1, 1);
+    seg_opt.factorise_decays = decay_factorisable(window_sums);
+  }
   MirasState st = p.st;
   // Pieces: the rest of the current chunk (token by token), then per chunk [lag token,] linear segment.
   enum Kind { Rest, Lag, Segment };
@@ -356,7 +366,7 @@ MirasResult miras_chunk(const torch::Tensor& q, const torch::Tensor& k, const to
       continue;
     }
     if (!kl) st.anchor = st.cur;
-    outs.push_back(dual_segment(p, pieces[i], st, opt));
+    outs.push_back(dual_segment(p, pieces[i], st, seg_opt));
     st.pos = (st.pos + pieces[i].len()) % b;
   }
   return finish(p, outs, st, v);
