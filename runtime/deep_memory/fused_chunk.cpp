@@ -36,12 +36,8 @@ Forward run_forward(const variable_list& in, bool mom, bool l2, double tau) {
   // Anchor pass: the inner gradients at Â as rank-1 terms (memory.h memory_grad_terms).
   auto H0 = chunk_matmul(kf, tr(in[A0]));
   {
-    const double inv_sqrt2 = 0.70710678118654752440, inv_sqrt_2pi = 0.39894228040143267794;
-    auto cdf = torch::erf(H0 * inv_sqrt2).add_(1.0).mul_(0.5);
-    auto pdf = (H0 * H0).mul_(-0.5).exp_().mul_(inv_sqrt_2pi);
-    o.G0 = H0 * cdf;
-    o.P0 = torch::addcmul(cdf, H0, pdf);
-    o.P0d = pdf * (2.0 - H0 * H0);  // GELU''
+    auto g = gelu_values(H0);
+    o.G0 = g.value, o.P0 = g.grad, o.P0d = gelu_second(g, H0);
   }
   o.E = l2 ? k + chunk_matmul(o.G0, tr(in[A1])) - v : -v;
   o.R = chunk_matmul(o.E, in[A1]);
@@ -65,7 +61,7 @@ Forward run_forward(const variable_list& in, bool mom, bool l2, double tau) {
     H = H + col(D) * o.M0;
   }
   {
-    auto g = gelu_and_grad(H);  // grad mode is off inside a custom Function: plain values
+    auto g = gelu_values(H);
     o.Ga = g.value, o.Pa = g.grad;
   }
   o.X1 = chunk_matmul(o.Ga, tr(in[W1]));

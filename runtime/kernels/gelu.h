@@ -42,21 +42,24 @@ struct GeluAndGrad {
   torch::Tensor value, grad;  // GELU(h), GELU'(h)
 };
 
-namespace detail {
-inline GeluAndGrad gelu_and_grad_values(const torch::Tensor& h, torch::Tensor* pdf_out) {
+// GELU(h), GELU'(h) and φ(h) as plain values (no graph) from one erf and one exp; GELU''(h) = φ(h)(2 - h²).
+// Shared by gelu_and_grad and the fused deep-memory chunks (runtime/deep_memory/fused_chunk.cpp, runtime/ttt/).
+struct GeluValues {
+  torch::Tensor value, grad, pdf;
+};
+inline GeluValues gelu_values(const torch::Tensor& h) {
   const double inv_sqrt2 = 0.70710678118654752440, inv_sqrt_2pi = 0.39894228040143267794;
   auto cdf = torch::erf(h * inv_sqrt2).add_(1.0).mul_(0.5);
   auto pdf = (h * h).mul_(-0.5).exp_().mul_(inv_sqrt_2pi);
-  GeluAndGrad r{h * cdf, torch::addcmul(cdf, h, pdf)};
-  if (pdf_out) *pdf_out = pdf;
-  return r;
+  return {h * cdf, torch::addcmul(cdf, h, pdf), pdf};
 }
+inline torch::Tensor gelu_second(const GeluValues& g, const torch::Tensor& h) { return g.pdf * (2.0 - h * h); }
 
+namespace detail {
 struct GeluAndGradFn : torch::autograd::Function<GeluAndGradFn> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h) {
-    torch::Tensor pdf;
-    auto r = gelu_and_grad_values(h, &pdf);
-    ctx->save_for_backward({h, r.grad, pdf});
+    auto r = gelu_values(h);
+    ctx->save_for_backward({h, r.grad, r.pdf});
     ctx->set_materialize_grads(false);
     return {r.value, r.grad};
   }
@@ -76,7 +79,10 @@ struct GeluAndGradFn : torch::autograd::Function<GeluAndGradFn> {
 }  // namespace detail
 
 inline GeluAndGrad gelu_and_grad(const torch::Tensor& h) {
-  if (!h.requires_grad() || !torch::GradMode::is_enabled()) return detail::gelu_and_grad_values(h, nullptr);
+  if (!h.requires_grad() || !torch::GradMode::is_enabled()) {
+    auto g = gelu_values(h);
+    return {g.value, g.grad};
+  }
   auto r = detail::GeluAndGradFn::apply(h);
   return {r[0], r[1]};
 }

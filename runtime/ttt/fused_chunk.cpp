@@ -31,16 +31,6 @@ Tensor head_sum(const Tensor& x) { return x.sum(at::IntArrayRef{0, 2}, true); } 
 enum In { Q, K, V, ROW, COL, LNW, LNB, W0, W1, B0, B1, kInputs };
 enum Residual { kQuery = 0, kInner = 1, kNone = 2 };
 
-struct GeluVals {
-  Tensor value, grad, second;
-};
-GeluVals gelu3(const Tensor& h) {
-  const double inv_sqrt2 = 0.70710678118654752440, inv_sqrt_2pi = 0.39894228040143267794;
-  auto cdf = torch::erf(h * inv_sqrt2).add_(1.0).mul_(0.5);
-  auto pdf = (h * h).mul_(-0.5).exp_().mul_(inv_sqrt_2pi);
-  return {h * cdf, torch::addcmul(cdf, h, pdf), pdf * (2.0 - h * h)};
-}
-
 struct Forward {
   Tensor o, aW0, aW1, ab0, ab1;                        // outputs
   Tensor X1, P0, P0d, n, r, g, E1, Y0, E0, C, mask;    // anchor pass, coefficients
@@ -53,8 +43,9 @@ Forward run_forward(const variable_list& in, bool skip, int residual, double eps
   const int64_t c = q.size(-2);
   // Anchor pass and the closed-form inner gradients.
   {
-    auto z = gelu3(chunk_matmul(k, in[W0]) + in[B0]);
-    f.X1 = z.value, f.P0 = z.grad, f.P0d = z.second;
+    auto Z0 = chunk_matmul(k, in[W0]) + in[B0];
+    auto z = gelu_values(Z0);
+    f.X1 = z.value, f.P0 = z.grad, f.P0d = gelu_second(z, Z0);
   }
   auto u = chunk_matmul(f.X1, in[W1]) + in[B1];
   auto uc = u - mean_(u);
@@ -70,7 +61,7 @@ Forward run_forward(const variable_list& in, bool skip, int residual, double eps
   // Read-out through the per-token weights.
   f.att0 = chunk_matmul(q, tr(k)) + 1.0;
   {
-    auto z = gelu3(chunk_matmul(q, in[W0]) + in[B0] - chunk_matmul(f.att0 * f.C, f.E0));
+    auto z = gelu_values(chunk_matmul(q, in[W0]) + in[B0] - chunk_matmul(f.att0 * f.C, f.E0));  // no GELU'' here
     f.x1 = z.value, f.Pz = z.grad;
   }
   f.att1 = chunk_matmul(f.x1, tr(f.X1)) + 1.0;
