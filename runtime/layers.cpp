@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/kernels/fused_cpu.h"
 #include "runtime/kernels/precision.h"
 
 namespace mnemo {
@@ -15,6 +16,12 @@ torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
 }
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  if (x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1) && fused_cpu_eligible({x, weight}))
+    return fused_rms_norm(x, weight, eps);
+  return rms_norm_reference(x, weight, eps);
+}
+
+torch::Tensor rms_norm_reference(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   // fp32 statistics for half/bf16 inputs; fp64 stays fp64 (equivalence tests).
   auto xf = x.to(recurrence_dtype(x));
   auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
@@ -37,6 +44,16 @@ SwiGLUImpl::SwiGLUImpl(int64_t d_model, int64_t hidden) {
   down = register_module("down", make_linear(hidden, d_model));
 }
 torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
+  // Fused when it pays: with autograd, or over enough rows to outweigh concatenating the weights (not decode).
+  const bool many_rows = x.dim() >= 1 && x.size(-1) > 0 && x.numel() / x.size(-1) >= 32;
+  if ((many_rows || torch::GradMode::is_enabled()) && !gate->bias.defined() && !up->bias.defined() &&
+      fused_cpu_eligible({x, gate->weight, up->weight})) {
+    auto gate_up = torch::cat({gate->weight, up->weight}, 0);  // [2I, d]: one GEMM for both projections
+    return down(fused_swiglu_gate(torch::matmul(x, gate_up.t())));
+  }
+  return forward_reference(x);
+}
+torch::Tensor SwiGLUImpl::forward_reference(const torch::Tensor& x) {
   return down(torch::silu(gate(x)) * up(x));
 }
 
@@ -96,9 +113,9 @@ struct RopeTables {
   torch::Device device = torch::kCPU;
   torch::Tensor cos, sin;
 };
-}  // namespace
 
-torch::Tensor apply_rope(const torch::Tensor& x, int64_t offset, double theta) {
+// cos and sin [T, D] (each half repeated) for positions offset .. offset + T - 1, in x's dtype and device.
+std::pair<torch::Tensor, torch::Tensor> rope_tables(const torch::Tensor& x, int64_t offset, double theta) {
   const int64_t T = x.size(2), D = x.size(3), half = D / 2;
   thread_local RopeTables tables;
   RopeTables local;
@@ -115,7 +132,21 @@ torch::Tensor apply_rope(const torch::Tensor& x, int64_t offset, double theta) {
     t = {offset, T, D, theta, x.scalar_type(), x.device(),
          torch::cat({c, c}, -1).to(x.scalar_type()), torch::cat({s, s}, -1).to(x.scalar_type())};
   }
-  const auto cos = t.cos, sin = t.sin;
+  return {t.cos, t.sin};
+}
+}  // namespace
+
+torch::Tensor apply_rope(const torch::Tensor& x, int64_t offset, double theta) {
+  if (x.dim() == 4 && x.size(3) % 2 == 0 && fused_cpu_eligible({x})) {
+    const auto [cos, sin] = rope_tables(x, offset, theta);
+    return fused_rope(x, cos, sin);
+  }
+  return apply_rope_reference(x, offset, theta);
+}
+
+torch::Tensor apply_rope_reference(const torch::Tensor& x, int64_t offset, double theta) {
+  const auto [cos, sin] = rope_tables(x, offset, theta);
+  const int64_t D = x.size(3), half = D / 2;
   auto x1 = x.slice(-1, 0, half), x2 = x.slice(-1, half, D);
   auto rotated = torch::cat({-x2, x1}, -1);
   return x * cos + rotated * sin;

@@ -12,8 +12,11 @@ namespace mnemo {
 // nn::Linear without bias (unless asked) initialised normal(0, 0.02) (spec §1.6).
 torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias = false);
 
-// RMSNorm(x) = x / sqrt(mean(x^2) + eps) * w over the last dim, computed in fp32 (spec §2.1).
+// RMSNorm(x) = x / sqrt(mean(x^2) + eps) * w over the last dim, computed in fp32 (spec §2.1). On the CPU (fp32 or
+// fp64, weight [D]) the fused kernel (runtime/kernels/fused_cpu.h), else rms_norm_reference.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps = 1e-6);
+// The eager formula (any device and dtype; statistics in fp32 for half/bf16).
+torch::Tensor rms_norm_reference(const torch::Tensor& x, const torch::Tensor& weight, double eps = 1e-6);
 
 struct RMSNormImpl : torch::nn::Module {
   RMSNormImpl(int64_t dim, double eps = 1e-6);
@@ -26,10 +29,12 @@ TORCH_MODULE(RMSNorm);
 // I = 256 * ceil(floor(d * r * 2/3) / 256) (spec §2.1, fla's rule).
 int64_t swiglu_hidden_size(int64_t d_model, double ratio);
 
-// SwiGLU(x) = W_down(SiLU(W_gate x) * W_up x), no biases.
+// SwiGLU(x) = W_down(SiLU(W_gate x) * W_up x), no biases. On the CPU (fp32/fp64) gate and up are one GEMM
+// against their concatenated weights (the parameters stay two modules) and the gate is one fused kernel.
 struct SwiGLUImpl : torch::nn::Module {
   SwiGLUImpl(int64_t d_model, int64_t hidden);
   torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward_reference(const torch::Tensor& x);  // the eager formula
   torch::nn::Linear gate{nullptr}, up{nullptr}, down{nullptr};
 };
 TORCH_MODULE(SwiGLU);
@@ -58,7 +63,9 @@ TORCH_MODULE(GatedRMSNorm);
 // l2norm(x) = x / sqrt(sum x^2 + eps) over the last dim (eps inside the sqrt, spec §2.4).
 torch::Tensor l2norm(const torch::Tensor& x, double eps = 1e-6);
 
-// Rotate-half RoPE (spec §2.2). x: [B, H, T, D]; positions start at `offset`.
+// Rotate-half RoPE (spec §2.2). x: [B, H, T, D]; positions start at `offset`. On the CPU (fp32/fp64, D even)
+// one fused kernel, else apply_rope_reference: x cos + rotate_half(x) sin.
 torch::Tensor apply_rope(const torch::Tensor& x, int64_t offset, double theta = 10000.0);
+torch::Tensor apply_rope_reference(const torch::Tensor& x, int64_t offset, double theta = 10000.0);
 
 }  // namespace mnemo

@@ -24,9 +24,14 @@ struct AttentionArgs {
 // Causal (optionally windowed) softmax attention over absolute positions, blocked over queries.
 // q: [B, H, Tq, D], k/v: [B, H, Tk, D]; query i sits at position q_offset + i, key j at
 // k_offset + j; key j is visible to query i iff kpos <= qpos and (window == 0 or kpos > qpos - W).
-// Logits and softmax in fp32 (fp64 stays fp64), row-max subtraction.
+// Logits and softmax in fp32 (fp64 stays fp64), row-max subtraction. On the CPU (fp32/fp64, autocast off, every
+// query sees a key) the fused kernel (runtime/kernels/fused_cpu.h; q_block does not apply), else
+// blocked_attention_eager.
 torch::Tensor blocked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 int64_t q_offset, int64_t k_offset, int64_t window, int64_t q_block);
+// The eager path: SDPA for plain causal attention on LibTorch >= 2.1, else q_block queries at a time.
+torch::Tensor blocked_attention_eager(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                      int64_t q_offset, int64_t k_offset, int64_t window, int64_t q_block);
 
 // Reference: materialise the full [Tq, Tk] mask (tests only).
 torch::Tensor naive_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
