@@ -283,7 +283,7 @@ TEST_CASE("fused attention is left out where a query sees no key, and its second
 }
 
 TEST_CASE("fused kernels leave whole models unchanged: loss and every parameter gradient", "[fused]") {
-  for (const std::string model : {"transformer", "gated_deltanet"}) {
+  for (const std::string model : {"transformer", "linear_attn", "deltanet", "gated_deltanet", "mamba2"}) {
     for (auto dtype : kDtypes) {
       DYNAMIC_SECTION(model << " " << c10::toString(dtype)) {
         json flat = {{"model", model}, {"vocab_size", 40}, {"d_model", 32}, {"n_layers", 2}, {"n_heads", 4}};
