@@ -431,6 +431,7 @@ json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(cons
   o.model_name = cfg.value("model", "");
   o.checkpoint = ckpt;
   o.device = device.str();
+  o.batch_size = a.batch_size.value_or(device.is_cuda() ? 32 : 1);
   ResultsDB db(a.db);
   const int64_t run_id = checkpoint_run_id(db, ckpt);
   o.record = eval_rows_sink(db, o.model_name, ckpt, run_id, a.keep_previous);

@@ -339,3 +339,31 @@ TEST_CASE("language-model bad input: empty corpus, no held-out documents, NaN lo
   REQUIRE(runs.size() == 1);
   REQUIRE(runs[0].status == "failed");
 }
+
+TEST_CASE("eval --tasks: one request at a time by default on the CPU, --batch-size B when given, same scores",
+          "[lm][harness][cli]") {
+  const auto corpus = write_corpus("eval_batch");
+  const auto dir = corpus.parent_path();
+  std::ofstream(dir / "run.json") << lm_run("transformer", corpus).dump();
+  const std::string db = (dir / "r.sqlite").string(), run = (dir / "run").string();
+  auto t = test::run_mnemo("train --config " + (dir / "run.json").string() + " --db " + db + " --out " + run + " --quiet");
+  INFO(t.output);
+  REQUIRE(t.exit_code == 0);
+  auto eval = [&](const std::string& extra, const std::string& out) {
+    auto r = test::run_mnemo("eval --checkpoint " + run + " --tasks piqa --limit 3 --max-length 512 --db " + db + " --output-path " +
+                             (dir / out).string() + extra);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    std::ifstream f(dir / out / "results.json");
+    REQUIRE(f.good());
+    return std::make_pair(r.output, json::parse(f));
+  };
+  const auto [default_out, default_json] = eval("", "b_default");
+  CHECK_THAT(default_out, Catch::Contains("batch_size: 1,"));
+  const auto [three_out, three_json] = eval(" --batch-size 3", "b3");
+  CHECK_THAT(three_out, Catch::Contains("batch_size: 3,"));
+  // Rows are independent (right padding, causal models): the batch changes rounding at most.
+  const double a = default_json.at("results").at("piqa").at("acc,none").get<double>();
+  const double b = three_json.at("results").at("piqa").at("acc,none").get<double>();
+  CHECK(a == b);
+}
