@@ -1,9 +1,9 @@
 #include "runtime/kernels/chunking.h"
 
-#include <dlfcn.h>
-
 #include <climits>
 #include <sstream>
+
+#include "runtime/kernels/fortran_blas.h"
 
 namespace mnemo {
 
@@ -79,18 +79,6 @@ bool decay_factorisable(const torch::Tensor& b_cum) {
 
 namespace {
 
-// Fortran BLAS gemm (column-major): C = alpha op(A) op(B) + beta C.
-template <typename T>
-using FortranGemm = void (*)(const char*, const char*, const int*, const int*, const int*, const T*, const T*,
-                             const int*, const T*, const int*, const T*, T*, const int*);
-
-template <typename T>
-FortranGemm<T> blas_gemm() {
-  static const FortranGemm<T> fn = reinterpret_cast<FortranGemm<T>>(
-      dlsym(RTLD_DEFAULT, std::is_same<T, float>::value ? "sgemm_" : "dgemm_"));
-  return fn;
-}
-
 // A stack of matrices [..., R, C] as BLAS reads it: each matrix row-major with leading dimension ld
 // (unit column stride), or the transpose of one (unit row stride); batch dims at any strides.
 struct GemmOperand {
@@ -149,10 +137,10 @@ torch::Tensor chunk_matmul(const torch::Tensor& a, const torch::Tensor& b) {
                         a.size(-1) == b.size(-2) && a.numel() > 0 && b.numel() > 0 &&
                         std::max({a.size(-2), a.size(-1), b.size(-1), a.stride(-2), a.stride(-1), b.stride(-2),
                                   b.stride(-1)}) < INT_MAX;
-  if (eligible && a.scalar_type() == torch::kFloat32 && blas_gemm<float>())
-    return blas_batched_matmul<float>(a, b, blas_gemm<float>());
-  if (eligible && a.scalar_type() == torch::kFloat64 && blas_gemm<double>())
-    return blas_batched_matmul<double>(a, b, blas_gemm<double>());
+  if (eligible && a.scalar_type() == torch::kFloat32 && fortran_gemm<float>())
+    return blas_batched_matmul<float>(a, b, fortran_gemm<float>());
+  if (eligible && a.scalar_type() == torch::kFloat64 && fortran_gemm<double>())
+    return blas_batched_matmul<double>(a, b, fortran_gemm<double>());
   return torch::matmul(a, b);
 }
 

@@ -4,7 +4,6 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +12,7 @@
 #include <string>
 
 #include "core/torch_compat.h"
+#include "runtime/kernels/fortran_blas.h"
 #include "runtime/kernels/fused_cpu_math.h"
 
 namespace mnemo {
@@ -45,19 +45,8 @@ bool fused_cpu_eligible(std::initializer_list<torch::Tensor> tensors) {
 
 namespace fused_cpu {
 
-// ---- GEMM: the Fortran BLAS symbol LibTorch links (Debian: OpenBLAS), looked up in the process -------------
+// ---- GEMM: the Fortran BLAS symbol LibTorch links (runtime/kernels/fortran_blas.h) -------------------------
 namespace {
-template <typename T>
-using FortranGemm = void (*)(const char*, const char*, const int*, const int*, const int*, const T*, const T*,
-                             const int*, const T*, const int*, const T*, T*, const int*);
-
-template <typename T>
-FortranGemm<T> blas_gemm() {
-  static const FortranGemm<T> fn = reinterpret_cast<FortranGemm<T>>(
-      dlsym(RTLD_DEFAULT, std::is_same<T, float>::value ? "sgemm_" : "dgemm_"));
-  return fn;
-}
-
 // A row-major matrix of `rows` × `cols` with row stride ld, as a (non-owning) tensor.
 template <typename T>
 torch::Tensor view_matrix(const T* p, int64_t rows, int64_t cols, int64_t ld) {
@@ -73,7 +62,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
   const bool fits = M < INT32_MAX && N < INT32_MAX && K < INT32_MAX && lda < INT32_MAX && ldb < INT32_MAX &&
                     ldc < INT32_MAX;
   if (K > 0 && fits) {
-    if (auto fn = blas_gemm<T>()) {
+    if (auto fn = fortran_gemm<T>()) {
       // Column-major BLAS sees the row-major C as Cᵀ = op(B)ᵀ op(A)ᵀ.
       const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
       const int la = static_cast<int>(lda), lb = static_cast<int>(ldb), lc = static_cast<int>(ldc);
@@ -95,7 +84,7 @@ void gemm_aten(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T al
   c.addmm_(a, b, beta, alpha);  // beta = 0 ignores C's old values, as BLAS does
 }
 
-bool blas_found() { return blas_gemm<float>() != nullptr && blas_gemm<double>() != nullptr; }
+bool blas_found() { return fortran_gemm<float>() != nullptr && fortran_gemm<double>() != nullptr; }
 
 #define MNEMO_GEMM_INSTANCES(name, T)                                                                        \
   template void name<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, int64_t, T, T*, \
