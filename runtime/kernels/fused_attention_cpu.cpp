@@ -59,8 +59,6 @@ struct HeadMatrix {
   int64_t at(int64_t b, int64_t h, int64_t row) const { return b * s0 + h * s1 + row * s2; }
 };
 
-torch::Tensor unit_last_stride(const torch::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
-
 // Softmax of the rows of a block of scores S (rows × width, ld = width) over each row's visible columns
 // [c0, c1) (given per row by the geometry), in place; the other columns become 0.
 template <typename T>
@@ -223,9 +221,6 @@ struct AttentionFn : torch::autograd::Function<AttentionFn> {
     int64_t p_size = 0;
     const auto blocks = plan_blocks(g, &p_size);
     auto dq = empty_like_layout(q), dk = empty_like_layout(k), dv = empty_like_layout(v);
-    if (dq.stride(3) != 1) dq = torch::empty_like(q, at::MemoryFormat::Contiguous);
-    if (dk.stride(3) != 1) dk = torch::empty_like(k, at::MemoryFormat::Contiguous);
-    if (dv.stride(3) != 1) dv = torch::empty_like(v, at::MemoryFormat::Contiguous);
     const HeadMatrix qm(q), km(k), vm(v), om(o), dom(dO), dqm(dq), dkm(dk), dvm(dv);
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     auto run = [&](auto zero) {

@@ -95,7 +95,13 @@ MNEMO_GEMM_INSTANCES(gemm_aten, float)
 MNEMO_GEMM_INSTANCES(gemm_aten, double)
 #undef MNEMO_GEMM_INSTANCES
 
-torch::Tensor empty_like_layout(const torch::Tensor& t) {
+torch::Tensor unit_last_stride(const torch::Tensor& t) {
+  return t.dim() == 0 || t.stride(-1) == 1 ? t : t.contiguous();
+}
+
+namespace {
+// Dims laid out in the order of t's strides (empty_like_layout without its unit-last-stride rule).
+torch::Tensor empty_like_strides(const torch::Tensor& t) {
   if (t.is_non_overlapping_and_dense()) return torch::empty_like(t);
   const int64_t n = t.dim();
   std::vector<int64_t> order(n), outer_sizes, inverse(n);
@@ -106,6 +112,12 @@ torch::Tensor empty_like_layout(const torch::Tensor& t) {
     inverse[order[i]] = i;
   }
   return torch::empty(outer_sizes, t.options()).permute(inverse);
+}
+}  // namespace
+
+torch::Tensor empty_like_layout(const torch::Tensor& t) {
+  auto y = empty_like_strides(t);
+  return y.dim() == 0 || y.stride(-1) == 1 ? y : torch::empty_like(t, at::MemoryFormat::Contiguous);
 }
 
 torch::autograd::variable_list reference_backward(
@@ -415,10 +427,9 @@ RowStrides row_strides(const torch::Tensor& t) {
 // y = rotate(x) (sign +1) or its inverse (sign −1), laid out like x (empty_like_layout).
 torch::Tensor rope_apply(const torch::Tensor& x_in, const torch::Tensor& cos_in, const torch::Tensor& sin_in,
                          double sign) {
-  auto x = x_in.stride(3) == 1 ? x_in : x_in.contiguous();
+  auto x = unit_last_stride(x_in);
   auto cos = cos_in.contiguous(), sin = sin_in.contiguous();
   auto y = empty_like_layout(x);
-  if (y.stride(3) != 1) y = torch::empty_like(x, at::MemoryFormat::Contiguous);
   const int64_t D = x.size(3), rows = x.size(0) * x.size(1) * x.size(2);
   const RowStrides xs = row_strides(x), ys = row_strides(y);
   const auto dtype = x.scalar_type();

@@ -66,9 +66,13 @@ void gemm_aten(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T al
                const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
 bool blas_found();  // whether gemm calls the BLAS directly
 
+// t itself when its last dim has stride 1 (the kernels walk rows), else a contiguous copy.
+torch::Tensor unit_last_stride(const torch::Tensor& t);
+
 // An uninitialised dense tensor of t's sizes whose dims are laid out in the order of t's strides (empty_like
 // keeps a layout only for a dense t): a strided view of [B, T, H, D] memory seen as [B, H, T, D] gives [B, T, H, D]
-// memory again, so that the transposes and views after it stay free.
+// memory again, so that the transposes and views after it stay free. Contiguous instead where that layout would
+// not have a unit last stride (the kernels write rows).
 torch::Tensor empty_like_layout(const torch::Tensor& t);
 
 // Gradients of reference(inputs) with respect to the inputs that require grad, with a graph (create_graph):
