@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/attention/attention.h"
+#include "runtime/blocks/window_attention.h"
 #include "runtime/kernels/fused_cpu.h"
 #include "runtime/layers.h"
 #include "runtime/mixed_precision.h"
@@ -282,8 +283,53 @@ TEST_CASE("fused attention is left out where a query sees no key, and its second
   CHECK(max_rel_err_all(grad_norm(true), grad_norm(false)) <= 1e-12);
 }
 
+TEST_CASE("window_attention (the Titans/ATLAS hybrids) takes the fused kernel only where the visibility is the same",
+          "[fused]") {
+  struct Case {
+    const char* name;
+    std::vector<int64_t> qpos, kpos;
+    int64_t window, always_before;
+    bool fused;
+  };
+  auto range = [](int64_t a, int64_t b) {
+    std::vector<int64_t> r;
+    for (int64_t i = a; i < b; ++i) r.push_back(i);
+    return r;
+  };
+  auto cat = [](std::vector<int64_t> a, const std::vector<int64_t>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  const std::vector<Case> cases = {
+      {"MAG training: prefix 3, window covers every key", range(3, 40), range(0, 40), 64, 3, true},
+      {"MAG training: prefix 3, binding window (general mask)", range(3, 40), range(0, 40), 8, 3, false},
+      {"no prefix, binding window", range(0, 40), range(0, 40), 8, 0, true},
+      {"decode over a window cache, prefix 2", range(2 + 30, 2 + 33), cat(range(0, 2), range(2 + 25, 2 + 33)), 8, 2,
+       false},
+      {"MAC: [P | h | S] with h and S at the same positions", range(2 + 5, 2 + 12),
+       cat(range(0, 2), cat(range(2, 2 + 12), range(2, 2 + 12))), 0, 0, false},
+  };
+  torch::manual_seed(9);
+  for (const auto& c : cases) {
+    DYNAMIC_SECTION(c.name) {
+      const int64_t Tq = c.qpos.size(), Tk = c.kpos.size();
+      auto qpos = torch::tensor(c.qpos, torch::kInt64), kpos = torch::tensor(c.kpos, torch::kInt64);
+      auto q = randn({2, 2, Tq, 6}, torch::kFloat64), k = randn({2, 2, Tk, 6}, torch::kFloat64),
+           v = randn({2, 2, Tk, 6}, torch::kFloat64);
+      auto run = [&](bool fused) {
+        return [&, fused](const std::vector<torch::Tensor>& in) {
+          const FusedCpuScope scope(fused);
+          return window_attention(in[0], qpos, in[1], in[2], kpos, c.window, c.always_before, 16);
+        };
+      };
+      CHECK(graph_has(run(true)({q, k, v}), "AttentionFn") == c.fused);
+      check_same_function(run(true), run(false), {q, k, v}, 1e-12);
+    }
+  }
+}
+
 TEST_CASE("fused kernels leave whole models unchanged: loss and every parameter gradient", "[fused]") {
-  for (const std::string model : {"transformer", "linear_attn", "deltanet", "gated_deltanet", "mamba2"}) {
+  for (const std::string model : {"transformer", "linear_attn", "deltanet", "gated_deltanet", "mamba2", "titans_mag"}) {
     for (auto dtype : kDtypes) {
       DYNAMIC_SECTION(model << " " << c10::toString(dtype)) {
         json flat = {{"model", model}, {"vocab_size", 40}, {"d_model", 32}, {"n_layers", 2}, {"n_heads", 4}};
