@@ -28,6 +28,7 @@ const std::vector<GroupDef>& table() {
       {"linear recurrent",
        5,
        {{"linear_attn", kOlive},
+        {"linear_attn_elu", kOrange},
         {"retnet", kBrown},
         {"gla", kPink},
         {"deltanet", kCyan},

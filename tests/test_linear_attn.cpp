@@ -109,6 +109,7 @@ TEST_CASE("linear_attn mixer: decode token by token == full forward", "[linear1]
   CHECK(mixer_decode_error("linear_attn", {{"la_normalize", true}, {"chunk_size", 3}}, torch::kFloat64) < 1e-10);
   CHECK(mixer_decode_error("linear_attn", {{"short_conv", false}, {"expand_v", 2.0}}, torch::kFloat64) < 1e-10);
   CHECK(mixer_decode_error("linear_attn", json::object(), torch::kFloat32) < 2e-3);
+  CHECK(mixer_decode_error("linear_attn_elu", json::object(), torch::kFloat64) < 1e-10);  // Katharopoulos defaults
 }
 
 TEST_CASE("linear_attn mixer: chunk form == recurrent form, bad args rejected", "[linear1][linear_attn][mixer]") {

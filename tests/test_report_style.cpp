@@ -10,6 +10,7 @@
 
 #include "engine/report_catalog.h"
 #include "reports/family_style.h"
+#include "runtime/registry.h"
 #include "reports/report.h"
 #include "report_fixtures.h"
 #include "file_util.h"
@@ -38,12 +39,8 @@ size_t count(const std::string& s, const std::string& what) {
 }  // namespace
 
 TEST_CASE("report style: every registered family has a style, distinct colours within each group", "[report]") {
-  // The registered families (`mnemo models`) at the time of issue 17.
-  const std::vector<std::string> registered = {
-      "transformer", "swa", "deltanet", "gated_deltanet", "linear_attn", "retnet", "gla", "mamba2", "titans_lmm",
-      "titans_mag", "titans_mac", "titans_mal", "ttt_linear", "ttt_mlp", "moneta", "yaad", "memora", "dla", "swla",
-      "omeganet", "atlas", "atlas_pp", "atlas_mag", "atlas_mac", "atlas_mal", "lattice_dec", "lattice_dot",
-      "deep_transformer", "swdt", "dot", "mom", "mom_hybrid", "samba", "gdn_h1", "gdn_h2"};
+  // Every registered family (`mnemo models`).
+  const std::vector<std::string> registered = Registry::instance().model_names();
   std::map<std::string, std::set<std::string>> colours_of_group;
   std::map<std::string, size_t> members;
   for (const std::string& f : registered) {

@@ -25,6 +25,15 @@ struct LinearAttnArgs {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LinearAttnArgs, chunk_size, form, expand_k, expand_v,
                                                 short_conv, conv_size, la_normalize)
 
+// The same mixer as Katharopoulos et al. (2020) define linear attention: positive features φ = elu + 1 and the
+// normaliser on. The papers cite this paper for their linear-attention rows; MoM and Lattice write the identity form
+// without the denominator (spec §4.1), which is `linear_attn`.
+struct LinearAttnEluArgs : LinearAttnArgs {
+  LinearAttnEluArgs() { la_normalize = true; }
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LinearAttnEluArgs, chunk_size, form, expand_k, expand_v,
+                                                short_conv, conv_size, la_normalize)
+
 class LinearAttnMixer : public Mixer {
  public:
   LinearAttnMixer(const MixerContext& ctx, const LinearAttnArgs& args) : args_(args) {
@@ -77,6 +86,10 @@ class LinearAttnMixer : public Mixer {
 void register_linear_attn_family(Registry& r) {
   r.add_mixer(make_mixer_family<LinearAttnArgs, LinearAttnMixer>(
       "linear_attn", "linear attention S_t = S_{t-1} + k v^T, Conv4+SiLU q/k/v, gated RMSNorm (spec §4.1)"));
+  r.add_mixer(make_mixer_family<LinearAttnEluArgs, LinearAttnMixer>(
+      "linear_attn_elu",
+      "linear attention as Katharopoulos et al. 2020: phi = elu + 1 on q, k and o_t = q S_t / (q . z_t), z_t = sum k "
+      "(linear_attn with la_normalize = true, spec §4.1)"));
 }
 
 }  // namespace mnemo
