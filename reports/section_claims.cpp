@@ -32,7 +32,7 @@ constexpr double kMargin = 0.05;
 //      Mamba2): "GatedDeltaNet and GLA were unable to effectively learn" N_KV = 256 (Lattice Fig. 7).
 std::optional<int> recall_tier(const std::string& model) {
   static const std::map<std::string, int> tiers = {
-      {"transformer", 2},    {"linear_attn", 0}, {"linear_attn_elu", 0}, {"retnet", 0},    {"gla", 0},         {"mamba2", 0},
+      {"transformer", 2},    {"linear_attn", 0}, {"linear_attn_elu", 0}, {"retnet", 0}, {"gla", 0}, {"mamba2", 0},
       {"deltanet", 1},       {"gated_deltanet", 1}, {"titans_lmm", 1}, {"ttt_linear", 1}, {"ttt_mlp", 1},
       {"moneta", 1},         {"yaad", 1},        {"memora", 1},    {"omeganet", 1},    {"atlas", 1},
       {"atlas_pp", 1},       {"dot", 1},         {"lattice_dec", 1}, {"lattice_dot", 1}};
@@ -107,7 +107,8 @@ struct LinearAttnForm {
 };
 LinearAttnForm linear_attn_form(const Grid& g) {
   for (const auto& [s, models] : g)
-    if (models.count("linear_attn_elu")) return {"linear_attn_elu", "linear attention (Katharopoulos: elu + 1, normalised)"};
+    if (models.count("linear_attn_elu"))
+      return {"linear_attn_elu", "linear attention (Katharopoulos: elu + 1, normalised)"};
   return {"linear_attn", "linear attention (identity features, no normaliser)"};
 }
 
