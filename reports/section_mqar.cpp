@@ -67,13 +67,21 @@ void mqar_section(ReportContext& ctx) {
       for (auto& [model, s] : series) p.series.push_back(s);
       plot.panels.push_back(std::move(p));
     }
-    const bool split = split_panels_by_group(plot);
-    plot.share_y = true;
-    ctx.add_figure(plot_lines(plot, ctx.figure_dir),
-                   std::string("MQAR accuracy vs d_model (max over learning rates), one panel per (L, N_KV)") +
-                       (split ? ", one row of panels per model group (colours and markers per family are the "
-                                "same in every figure)"
-                              : ""));
+    std::set<int64_t> dims;
+    for (const auto& [key, c] : cells) dims.insert(std::get<3>(key));
+    if (dims.size() > 1) {
+      const bool split = split_panels_by_group(plot);
+      plot.share_y = true;
+      ctx.add_figure(plot_lines(plot, ctx.figure_dir),
+                     std::string("MQAR accuracy vs d_model (max over learning rates), one panel per (L, N_KV)") +
+                         (split ? ", one row of panels per model group (colours and markers per family are the "
+                                  "same in every figure)"
+                                : ""));
+    } else {  // one x value: the curves would be overlapping dots; the ranking below shows the same numbers
+      ctx.md << "Every MQAR run has d_model = " << *dims.begin()
+             << ", so there is no accuracy-vs-d_model curve to draw; the ranking below shows the accuracies "
+                "(`configs/mqar_zoology_small.json` sweeps d_model as Zoology's Figure 2 does).\n\n";
+    }
 
     // Ranking at the largest d_model of each (L, N_KV).
     BarPlot bars;

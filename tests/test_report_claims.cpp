@@ -114,6 +114,11 @@ TEST_CASE("report claims: verdicts and tau-b follow the numbers in the database"
   // (gated_deltanet, deltanet) of 6 pairs -> (4-1)/sqrt(6*5) = 0.548.
   CHECK(table_row(md, "N_KV=8 (L=64) | 4 |").find("| 0.55 |") != std::string::npos);
 
+  // One d_model only: no accuracy-vs-d_model figure of overlapping dots, the ranking figure instead.
+  CHECK(md.find("Every MQAR run has d_model = 64") != std::string::npos);
+  CHECK(md.find("figures/mqar_accuracy_vs_dmodel.png") == std::string::npos);
+  CHECK(md.find("figures/mqar_ranking.png") != std::string::npos);
+
   // The quickstart's protocol and the families it leaves out come from the catalog.
   CHECK(md.find("**Quickstart protocol.**") != std::string::npos);
   CHECK(md.find("| atlas |") != std::string::npos);
