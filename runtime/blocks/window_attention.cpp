@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "runtime/attention/attention.h"
 #include "runtime/kernels/fused_cpu.h"
@@ -16,19 +17,23 @@ namespace {
 // the tokens) is causal attention between two contiguous position ranges. When, in addition, the window
 // hides no key or there is no always-visible prefix to keep, it is exactly the fused CPU kernel's
 // visibility (key k_offset + j visible to query q_offset + i iff k <= q and, with window > 0, k > q - W).
-// Returns the window to hand to that kernel, or -1 when the positions need the general mask.
-int64_t contiguous_window(const torch::Tensor& qpos, const torch::Tensor& kpos, int64_t window,
-                          int64_t always_before) {
+// Returns the fused kernel's arguments, or nothing when the positions need the general mask.
+struct FusedLayout {
+  int64_t q_offset, k_offset, window;
+};
+std::optional<FusedLayout> fused_layout(const torch::Tensor& qpos, const torch::Tensor& kpos, int64_t window,
+                                        int64_t always_before) {
   const int64_t Tq = qpos.size(0), Tk = kpos.size(0);
-  if (Tq == 0 || Tk == 0) return -1;
+  if (Tq == 0 || Tk == 0) return std::nullopt;
   const auto io = qpos.options();
   const int64_t q0 = qpos[0].item<int64_t>(), k0 = kpos[0].item<int64_t>();
   if (!torch::equal(qpos, torch::arange(q0, q0 + Tq, io)) || !torch::equal(kpos, torch::arange(k0, k0 + Tk, io)))
-    return -1;
-  if (window <= 0) return 0;
+    return std::nullopt;
+  if (window <= 0) return FusedLayout{q0, k0, 0};
   const int64_t first_windowed = std::max(k0, always_before);  // the oldest key the window can hide
-  if (first_windowed > q0 + Tq - 1 - window) return 0;        // even the last query sees it
-  return k0 >= always_before ? window : -1;                     // no prefix: the kernel's own window
+  if (first_windowed > q0 + Tq - 1 - window) return FusedLayout{q0, k0, 0};  // even the last query sees it
+  if (k0 >= always_before) return FusedLayout{q0, k0, window};                // no prefix: the kernel's own window
+  return std::nullopt;
 }
 
 }  // namespace
@@ -38,8 +43,8 @@ torch::Tensor window_attention(const torch::Tensor& q, const torch::Tensor& qpos
                                int64_t always_before, int64_t q_block) {
   const int64_t Tq = q.size(2), D = q.size(3);
   if (fused_cpu_eligible({q, k, v})) {
-    const int64_t w = contiguous_window(qpos, kpos, window, always_before);
-    if (w >= 0) return blocked_attention(q, k, v, qpos[0].item<int64_t>(), kpos[0].item<int64_t>(), w, q_block);
+    if (const auto f = fused_layout(qpos, kpos, window, always_before))
+      return blocked_attention(q, k, v, f->q_offset, f->k_offset, f->window, q_block);
   }
   const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype(q);
