@@ -66,8 +66,6 @@ MqarCells mqar_cells(const ResultsDB& db, const std::string& only_sweep) {
       continue;
     }
     const double lr = config_number(cfg, "lr").value_or(NAN);
-    const auto heads = config_number(cfg, "n_heads");
-    const int64_t head_dim = heads && *heads > 0 ? static_cast<int64_t>(*d / *heads) : 0;
     const int64_t V = static_cast<int64_t>(config_number(cfg, "vocab_size").value_or(8192));
     for (const auto& [n, accuracy] : results) {
       // Values are drawn from [V/2, V) (synthetic/mqar.cpp); V defaults to the task's 8192.
@@ -82,7 +80,6 @@ MqarCells mqar_cells(const ResultsDB& db, const std::string& only_sweep) {
         c.accuracy = accuracy;
         c.best_lr = lr;
         c.best_run = run.id;
-        c.head_dim = head_dim;
       }
     }
   }

@@ -22,7 +22,6 @@ struct MqarCell {
   int64_t best_run = 0;
   std::set<double> lrs;  // learning rates tried
   int runs = 0;
-  int64_t head_dim = 0;  // d_model / n_heads of the best run (0: its config has no n_heads)
 };
 
 using MqarCellKey = std::tuple<int64_t, int64_t, std::string, int64_t>;  // L, N_KV, model, d_model

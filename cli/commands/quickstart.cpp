@@ -22,7 +22,7 @@ void add_quickstart_command(CLI::App& app) {
   static std::vector<std::string> only;
   static bool skip_lm = false;
   auto* sub = app.add_subcommand("quickstart",
-                                 "Main job: MQAR at 4, 8 and 16 key-value pairs and a tiny LM comparison, then the report");
+                                 "Main job: MQAR at 8, 16 and 32 key-value pairs and a tiny LM comparison, then the report");
   sub->add_option("--db", db, std::string("Results database (default ") + kDefaultDbPath + ")");
   sub->add_option("--out", out, std::string("Report folder (default ") + kDefaultReportDir + ")");
   sub->add_option("--runs", runs, "Folder for the runs' checkpoints (default out/runs; each stage in its own subfolder)");
