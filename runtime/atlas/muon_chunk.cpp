@@ -34,7 +34,6 @@ std::vector<torch::Tensor> chunk_body(const DeepMemorySpec& spec, const OmegaOpt
   auto Gm = band_mask(n, opt.window, K.options()) * G.unsqueeze(-2);  // [B, H, n, N]: M_s[t, i] γ_i
   // Θ_{s..t} and Θ_{j+1..t}; SC[t, i] = Σ_j Θ_{j+1..t} M_s[j, i] γ_i, the weight of term i in S_t.
   auto mom = momentum_chunk_coefficients(lth, {}, torch::ones_like(lth)).dual;
-  auto SC = torch::matmul(mom.C, Gm);
   auto dec = momentum_chunk_coefficients(la, {}, eta).dual;  // A_t = Π α, C[t, j] = L[t, j] η_j
   std::vector<torch::Tensor> out(1 + 2 * L);
   if (opt.ns_granularity == "chunk") {  // one Muon step per chunk: M_t = A_{s..t} M^0 - c_t NS(S_t)
@@ -42,7 +41,9 @@ std::vector<torch::Tensor> chunk_body(const DeepMemorySpec& spec, const OmegaOpt
     const auto& step0 = x[i + 10];
     auto a_end = decay0 * dec.A.select(2, last);
     auto c_end = step0 * dec.A.select(2, last) + dec.C.select(2, last).sum(-1);
-    auto u = weighted_outer_sum(terms, SC.select(2, last));
+    // Only S at the chunk's last token is needed: SC's last row, [B, H, 1, n] x [B, H, n, N].
+    auto sc_last = torch::matmul(mom.C.narrow(2, last, 1), Gm).squeeze(2);
+    auto u = weighted_outer_sum(terms, sc_last);
     for (size_t l = 0; l < L; ++l) {
       auto S = e1(mom.A.select(2, last)) * s[l] + u[l];
       out[1 + L + l] = S;
@@ -54,6 +55,7 @@ std::vector<torch::Tensor> chunk_body(const DeepMemorySpec& spec, const OmegaOpt
     return out;
   }
   const bool token_read = opt.readout == "token";
+  auto SC = torch::matmul(mom.C, Gm);
   MemoryWeights W_all;
   for (size_t l = 0; l < L; ++l) {
     // S_t for every token: [B, H, n, out, in] as n batched [out, N] x [N, in] products.
