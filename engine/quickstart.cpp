@@ -43,8 +43,24 @@ double quickstart_mqar_lr(const std::string& model) {
 
 // Language modelling: the d_model-64 column of configs/lm_scaling_cpu.json (byte tokenizer, context
 // 256, 144 steps of 16 x 256 tokens = 0.59 M tokens, about 4 tokens per Transformer++ parameter).
+// ATLAS first: its run is the longest (session 23: 82 s on one core beside a build, the others about 18 s).
 std::vector<std::string> quickstart_lm_models() {
-  return {"transformer", "linear_attn", "linear_attn_elu", "deltanet", "gated_deltanet", "mamba2"};
+  return {"atlas", "transformer", "linear_attn", "linear_attn_elu", "deltanet", "gated_deltanet", "mamba2"};
+}
+
+// ATLAS trains in the CPU quickstart with its recorded cost keys (spec models.md §7.7, README "ATLAS cost keys"):
+// one Muon step per chunk of 64 tokens, every token of a chunk read from the chunk-start memory, the chunk graphs
+// kept (no recompute). The exact form (per-token Newton-Schulz, chunk 16) trains at ~1 % of Gated DeltaNet's speed
+// on this CPU (issue 19).
+json quickstart_lm_case(const std::string& model) {
+  json c = {{"model", model}};
+  if (model == "atlas") {
+    c["atlas_readout"] = "chunk_start";
+    c["ns_granularity"] = "chunk";
+    c["chunk_size"] = 64;
+    c["atlas_recompute"] = false;
+  }
+  return c;
 }
 
 json quickstart_mqar_sweep(const std::vector<std::string>& models) {
@@ -66,6 +82,8 @@ json quickstart_mqar_sweep(const std::vector<std::string>& models) {
 }
 
 json quickstart_lm_sweep(const std::vector<std::string>& models) {
+  json cases = json::array();
+  for (const std::string& m : models) cases.push_back(quickstart_lm_case(m));
   return {{"name", "quickstart_lm"},
           {"base",
            {{"task", "lm"}, {"seq_len", 256}, {"batch_size", 16}, {"n_layers", 2}, {"d_model", 64},
@@ -73,7 +91,7 @@ json quickstart_lm_sweep(const std::vector<std::string>& models) {
             {"weight_decay", 0.1}, {"grad_clip", 1.0}, {"eval_every", 50}, {"log_every", 25},
             {"val_tokens", 65536}, {"seed", 0}, {"tokenizer", "byte"}, {"corpus", "corpus/gutenberg"},
             {"device", "cpu"}}},
-          {"grid", {{"model", models}}}};
+          {"cases", cases}};
 }
 
 json quickstart_catalog() {
@@ -94,8 +112,12 @@ json quickstart_catalog() {
       "for linear attention; the linear-memory claims are judged on the Katharopoulos form (why: below). Then a "
       "language-modelling comparison at an equal budget: byte tokenizer, Gutenberg books, context 256, d_model 64, "
       "144 steps of 4096 tokens (0.59 M "
-      "tokens), validation perplexity on 65 536 held-out tokens (its ranking against Titans Table 1 is in the "
-      "language-modelling section). "
+      "tokens), validation perplexity on 65 536 held-out tokens (its ranking against Titans Table 1 and the "
+      "Atlas tables is in the language-modelling section). ATLAS joins the language-modelling stage with its "
+      "recorded cost keys: one Muon step per chunk of 64 tokens, every token of a chunk read from the chunk-start "
+      "memory, the chunk graphs kept (`atlas_readout = chunk_start`, `ns_granularity = chunk`, `chunk_size = 64`, "
+      "`atlas_recompute = false`; the exact form, per-token Newton-Schulz at chunk 16, trains at about 1 % of Gated "
+      "DeltaNet's speed on this CPU); on MQAR it is left out (the reason is measured, below). "
       "Why this length (session 22): at L = 64 with N_KV up to 16 every linear memory converged to about 0.98 "
       "(DeltaNet 0.978, identity linear attention 0.978, Gated DeltaNet 0.979, Mamba2 0.985 at N_KV 16), so the gap "
       "the papers report lay inside the noise and its verdict changed with the seed (Katharopoulos form 0.926 / "
@@ -117,7 +139,14 @@ json quickstart_catalog() {
        "budget, measured: on the quickstart's protocol of session 21 (L = 64, N_KV 4 / 8 / 16, batches of 128: the "
        "same tokens per step as now) at lr 8e-3 still near chance (0.021 / 0.010 / 0.009) at step 400, at about 1 s "
        "a step (8 400 tokens/s), so its 2400-step schedule alone would take about 40 minutes "
-       "of one core; `mnemo sweep --config configs/mqar_learning.json` runs it"}};
+       "of one core; `mnemo sweep --config configs/mqar_learning.json` runs it"},
+      {"atlas",
+       "budget, measured (session 23): on this MQAR protocol with the language-modelling stage's cost keys "
+       "(chunk-granularity Newton-Schulz, chunk 64, chunk-start read-out, no recompute) ATLAS trains at about "
+       "14 750 tokens/s on one core, so its 2400 steps alone take about 22 minutes of a core, and at lr 8e-3 and "
+       "1.6e-2 it was still at chance after 800 steps (test accuracy 0.005 for both, chance about 1/256; training "
+       "loss 5.53, ln 256 = 5.55); `mnemo sweep --config configs/mqar_learning_atlas.json` runs the family on a "
+       "smaller MQAR"}};
   json left_out = json::object();
   auto& reg = Registry::instance();
   for (const std::string& name : reg.model_names()) {

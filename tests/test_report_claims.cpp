@@ -169,5 +169,12 @@ TEST_CASE("quickstart: its sweeps name real families and the catalog leaves out 
   for (const std::string& m : quickstart_mqar_models()) CHECK_FALSE(catalog["left_out"].contains(m));
   CHECK(catalog["left_out"]["titans_lmm"].get<std::string>().find("budget, measured") != std::string::npos);
   CHECK(catalog["protocol"].get<std::string>().find("MQAR") != std::string::npos);
-  CHECK(quickstart_lm_sweep(quickstart_lm_models())["base"]["task"] == "lm");
+  CHECK(catalog["left_out"]["atlas"].get<std::string>().find("budget, measured") != std::string::npos);
+  const json lm = quickstart_lm_sweep(quickstart_lm_models());
+  CHECK(lm["base"]["task"] == "lm");
+  CHECK(lm["cases"].size() == quickstart_lm_models().size());
+  // ATLAS with its cost keys recorded in the case (and so in the run's config), the longest run first.
+  CHECK(lm["cases"][0] == json({{"model", "atlas"}, {"atlas_readout", "chunk_start"}, {"ns_granularity", "chunk"},
+                                {"chunk_size", 64}, {"atlas_recompute", false}}));
+  CHECK(lm["cases"][1] == json({{"model", "transformer"}}));
 }

@@ -118,7 +118,7 @@ torch::Tensor kappa(const DotPrep& p, const torch::Tensor& x, const torch::Tenso
 struct KappaFn : torch::autograd::Function<KappaFn> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& keys, const torch::Tensor& s) {
-    auto k = (s * torch::matmul(x, keys.transpose(-1, -2))).exp_();
+    auto k = torch::matmul(x * s, keys.transpose(-1, -2)).exp_();  // s on the [n, d] side: one pass less over κ
     ctx->save_for_backward({x, keys, k, s});
     return k;
   }
@@ -130,12 +130,12 @@ struct KappaFn : torch::autograd::Function<KappaFn> {
     auto P = torch::matmul(gk, keys);     // Σ_ij κ̄_ij κ_ij M_ij = Σ_i x_i · P_i: no recomputed M
     torch::Tensor gs;
     if (ctx->needs_input_grad(2)) gs = (x * P).sum(-1, true).sum_to_size(s.sizes());
-    return {P * s, torch::matmul((gk * s).transpose(-1, -2), x), gs};
+    return {P * s, torch::matmul(gk.transpose(-1, -2), x * s), gs};  // (κ̄ ⊙ κ s)ᵀ x = (κ̄ ⊙ κ)ᵀ (s x)
   }
 };
 
 torch::Tensor kappa_chunk(const DotPrep& p, const torch::Tensor& x, const torch::Tensor& keys) {
-  if (!torch::GradMode::is_enabled()) return (p.s * torch::matmul(x, keys.transpose(-1, -2))).exp_();
+  if (!torch::GradMode::is_enabled()) return torch::matmul(x * p.s, keys.transpose(-1, -2)).exp_();
   return KappaFn::apply(x, keys, p.s);
 }
 

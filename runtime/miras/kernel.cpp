@@ -14,6 +14,7 @@
 
 #include "core/common.h"
 #include "runtime/miras/miras.h"
+#include "runtime/miras/fused_segment.h"
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/gelu.h"
 
@@ -269,6 +270,13 @@ torch::Tensor dual_segment(const Prepared& p, const Seq& x, MirasState& st, cons
   const auto& eta = x.eta;
   const int64_t n = x.len();
   auto sc = scales(st.anchor, o);
+  if (o.factorise_decays && o.fused_segment) {
+    MirasSegmentInputs in{x.q, x.k, x.v, x.la, x.eta, x.delta, p.norm.gamma, p.norm.beta, scaled(st.anchor, sc),
+                          st.cur, sc[0], sc[1]};
+    auto r = miras_fused_segment(in, o.bias, o.p, o.lp_eps, o.huber_eps, p.spec.ln_eps);
+    st.cur = r.end;
+    return r.out;
+  }
   auto terms = grad_terms(p, scaled(st.anchor, sc), x.k, x.v, x.delta, o);
   auto bn = x.la.cumsum(2);  // [B, H, n, G] cumulative log decay inside the segment (≤ 0)
   auto eb = bn.exp();

@@ -1,0 +1,290 @@
+// One Miras dual-form segment as one autograd node (fused_segment.h). The backward is the adjoint of each line of
+// the forward, in reverse.
+#include "runtime/miras/fused_segment.h"
+
+#include <cmath>
+
+#include "core/common.h"
+#include "runtime/kernels/chunking.h"
+#include "runtime/kernels/gelu.h"
+
+namespace mnemo {
+
+namespace {
+
+using torch::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+Tensor tr(const Tensor& x) { return x.transpose(-1, -2); }
+Tensor mean_d(const Tensor& x) { return x.mean(-1, true); }
+Tensor sum_d(const Tensor& x) { return x.sum(-1, true); }
+// Gradient of a [1, H, 1, d] parameter from a [B, H, n, d] one.
+Tensor to_affine(const Tensor& g) { return g.sum(at::IntArrayRef{0, 2}, true); }
+// Gradient of a [B, H, n, G] gate from a [B, H, n, d] one.
+Tensor to_gate(const Tensor& g, int64_t G) { return G == 1 ? sum_d(g) : g; }
+
+// Inputs in apply() order; DELTA, SC0, SC1 are empty placeholders where absent.
+enum In { Q, K, V, LA, ETA, DELTA, GAM, BET, AN0, AN1, W0, W1, SC0, SC1, kInputs };
+enum Bias { kL2 = 0, kLp = 1, kHuber = 2 };
+
+struct Params {
+  int bias = kL2;
+  double p = 3, lp_eps = 1e-6, huber_eps = 1e-6, ln_eps = 1e-5;
+  bool scaled = false;
+};
+
+struct Forward {
+  Tensor out, w0, w1;                                        // outputs
+  Tensor G0, P0, P0d, N0, s0, E, Gy, Gu, R, Dl, hub;         // anchor pass (hub: Huber's per-token switch)
+  Tensor bn, eb, ebi, Qe, ke, kei, ge, gei, mask, A0, h, Ga, Pa, S1, uu, u, nrm, s;  // read-out
+  Tensor gl, el, keep;                                       // segment end (keep: where b_n - b ≤ 0)
+};
+
+// φ(E) of the attentional bias (kernel.cpp output_gradient).
+Tensor bias_gradient(const Tensor& E, const Tensor& delta, const Params& pr, Tensor& hub) {
+  if (pr.bias == kL2) return E;
+  if (pr.bias == kLp) return pr.p * E * (E * E + pr.lp_eps).pow((pr.p - 2.0) / 2.0);
+  auto dl = delta.unsqueeze(-1);
+  hub = (E.pow(2).mean(-1, true).sqrt() <= dl).to(E.scalar_type());
+  return hub * E + (1.0 - hub) * dl * E / torch::sqrt(E * E + pr.huber_eps);
+}
+
+Forward run_forward(const variable_list& in, const Params& pr) {
+  Forward f;
+  const auto &q = in[Q], &k = in[K], &gam = in[GAM], &bet = in[BET];
+  const int64_t n = q.size(2);
+  // Anchor pass: rank-1 terms (cols Dl, Gu; rows K, G0) of the inner gradient at Â (memory.h memory_grad_terms).
+  auto H0 = chunk_matmul(k, tr(in[AN0]));
+  {
+    auto g = gelu_values(H0);
+    f.G0 = g.value, f.P0 = g.grad, f.P0d = gelu_second(g, H0);
+  }
+  auto U0 = chunk_matmul(f.G0, tr(in[AN1]));
+  auto C0 = U0 - mean_d(U0);
+  f.s0 = torch::sqrt(mean_d(C0 * C0) + pr.ln_eps);
+  f.N0 = C0 / f.s0;
+  f.E = k + f.N0 * gam + bet - in[V];
+  f.Gy = bias_gradient(f.E, in[DELTA], pr, f.hub);
+  auto gh = f.Gy * gam;
+  f.Gu = (gh - mean_d(gh) - f.N0 * mean_d(gh * f.N0)) / f.s0;
+  f.R = chunk_matmul(f.Gu, in[AN1]);
+  f.Dl = f.R * f.P0;
+  // Decays (in-segment cumulative log α, factorised: the caller checked the span).
+  f.bn = in[LA].cumsum(2);
+  f.eb = f.bn.exp();
+  f.ebi = (-f.bn).exp();
+  f.Qe = q * f.eb;
+  f.ke = k * in[ETA];
+  f.kei = f.ke * f.ebi;
+  f.ge = f.Gu * in[ETA];
+  f.gei = f.ge * f.ebi;
+  f.mask = causal_mask(n, q.device()).to(q.scalar_type());
+  // Read-out, layer W_2 then layer W_1.
+  f.A0 = chunk_matmul(f.Qe, tr(f.kei)) * f.mask;
+  f.h = chunk_matmul(f.Qe, tr(in[W0])) - chunk_matmul(f.A0, f.Dl);
+  {
+    auto g = gelu_values(pr.scaled ? f.h * in[SC0] : f.h);
+    f.Ga = g.value, f.Pa = g.grad;
+  }
+  f.S1 = chunk_matmul(f.Ga, tr(f.G0)) * f.mask;
+  f.uu = chunk_matmul(f.Ga, tr(in[W1])) - chunk_matmul(f.S1, f.gei);
+  f.u = f.eb * f.uu;
+  auto us = pr.scaled ? f.u * in[SC1] : f.u;
+  auto c = us - mean_d(us);
+  f.s = torch::sqrt(mean_d(c * c) + pr.ln_eps);
+  f.nrm = c / f.s;
+  f.out = q + f.nrm * gam + bet;
+  // Weights after the last token: Γ_{n-1, s} = exp(b_{n-1} - b_s).
+  auto bl = f.bn.narrow(2, n - 1, 1);  // [B, H, 1, G]
+  auto dif = bl - f.bn;
+  f.keep = (dif <= 0).to(q.scalar_type());
+  f.gl = dif.clamp_max(0.0).exp();
+  f.el = bl.exp();
+  f.w0 = in[W0] * f.el - chunk_matmul(tr(f.Dl), f.ke * f.gl);
+  f.w1 = tr(f.el) * in[W1] - chunk_matmul(tr(f.ge * f.gl), f.G0);
+  return f;
+}
+
+// Adjoint of the LayerNorm n = (x - mean x) / s, s = sqrt(var x + eps), given ∂/∂n: ∂/∂x.
+Tensor layer_norm_backward(const Tensor& gn, const Tensor& n, const Tensor& s) {
+  return (gn - mean_d(gn) - n * mean_d(gn * n)) / s;
+}
+
+struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, int64_t bias, double p, double lp_eps,
+                               double huber_eps, double ln_eps, bool scaled) {
+    const variable_list in(inputs.begin(), inputs.end());
+    Params pr{static_cast<int>(bias), p, lp_eps, huber_eps, ln_eps, scaled};
+    auto f = run_forward(in, pr);
+    ctx->saved_data["bias"] = bias;
+    ctx->saved_data["p"] = p;
+    ctx->saved_data["lp_eps"] = lp_eps;
+    ctx->saved_data["huber_eps"] = huber_eps;
+    ctx->saved_data["ln_eps"] = ln_eps;
+    ctx->saved_data["scaled"] = scaled;
+    variable_list save(in);
+    for (const Tensor* t : {&f.G0, &f.P0, &f.P0d, &f.N0, &f.s0, &f.E, &f.Gy, &f.Gu, &f.R, &f.Dl, &f.hub, &f.bn, &f.eb,
+                            &f.ebi, &f.Qe, &f.ke, &f.kei, &f.ge, &f.gei, &f.mask, &f.A0, &f.h, &f.Ga, &f.Pa, &f.S1,
+                            &f.uu, &f.u, &f.nrm, &f.s, &f.gl, &f.el, &f.keep})
+      save.push_back(*t);
+    ctx->save_for_backward(save);
+    return {f.out, f.w0, f.w1};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list go) {
+    Params pr;
+    pr.bias = static_cast<int>(ctx->saved_data["bias"].toInt());
+    pr.p = ctx->saved_data["p"].toDouble();
+    pr.huber_eps = ctx->saved_data["huber_eps"].toDouble();
+    pr.lp_eps = ctx->saved_data["lp_eps"].toDouble();
+    pr.ln_eps = ctx->saved_data["ln_eps"].toDouble();
+    pr.scaled = ctx->saved_data["scaled"].toBool();
+    const auto sv = ctx->get_saved_variables();
+    const variable_list in(sv.begin(), sv.begin() + kInputs);
+    Forward f;
+    size_t i = kInputs;
+    for (Tensor* t : {&f.G0, &f.P0, &f.P0d, &f.N0, &f.s0, &f.E, &f.Gy, &f.Gu, &f.R, &f.Dl, &f.hub, &f.bn, &f.eb,
+                      &f.ebi, &f.Qe, &f.ke, &f.kei, &f.ge, &f.gei, &f.mask, &f.A0, &f.h, &f.Ga, &f.Pa, &f.S1, &f.uu,
+                      &f.u, &f.nrm, &f.s, &f.gl, &f.el, &f.keep})
+      *t = sv[i++];
+    const auto &q = in[Q], &k = in[K], &gam = in[GAM], &eta = in[ETA];
+    const int64_t n = q.size(2), G = in[LA].size(-1);
+    auto zeros_if_undef = [](const Tensor& g, const Tensor& like) { return g.defined() ? g : torch::zeros_like(like); };
+    const Tensor gout = zeros_if_undef(go[0], q), gw0e = zeros_if_undef(go[1], in[W0]),
+                 gw1e = zeros_if_undef(go[2], in[W1]);
+    variable_list g(kInputs + 6);  // + bias, p, lp_eps, huber_eps, ln_eps, scaled
+
+    // Segment end: W0' = W0 ⊙ e^{b_n} - Dlᵀ (K_η ⊙ gl),  W1' = e^{b_n}ᵀ ⊙ W1 - (Gu_η ⊙ gl)ᵀ G0.
+    g[W0] = gw0e * f.el;
+    g[W1] = tr(f.el) * gw1e;
+    auto gel = (gw0e * in[W0]).sum(-2, true) + tr((gw1e * in[W1]).sum(-1, true));  // [B, H, 1, d]
+    auto T0 = f.ke * f.gl, T1 = f.ge * f.gl;
+    Tensor gDl = -chunk_matmul(T0, tr(gw0e));
+    auto gT0 = -chunk_matmul(f.Dl, gw0e);
+    auto gT1 = -chunk_matmul(f.G0, tr(gw1e));
+    Tensor gG0 = -chunk_matmul(T1, gw1e);
+    Tensor gke = gT0 * f.gl, gge = gT1 * f.gl;
+    auto gdif = (gT0 * f.ke + gT1 * f.ge) * f.gl * f.keep;
+    Tensor gbl = to_gate(gel * f.el, G) + to_gate(gdif, G).sum(2, true);  // [B, H, 1, G]
+    Tensor gbn = -to_gate(gdif, G);
+
+    // Output LayerNorm: out = Q + nrm ⊙ γ + β.
+    Tensor gq = gout;
+    Tensor ggam = to_affine(gout * f.nrm), gbet = to_affine(gout);
+    auto gus = layer_norm_backward(gout * gam, f.nrm, f.s);
+    Tensor gu = gus;
+    if (pr.scaled) {
+      g[SC1] = (gus * f.u).sum(at::IntArrayRef{-2, -1}, true);
+      gu = gus * in[SC1];
+    }
+    // u = e^b ⊙ (Ga W1ᵀ - S1 gei).
+    Tensor geb = gu * f.uu;
+    auto guu = gu * f.eb;
+    auto gS1 = -chunk_matmul(guu, tr(f.gei)) * f.mask;
+    auto ggei = -chunk_matmul(tr(f.S1), guu);
+    auto gGa = chunk_matmul(guu, in[W1]) + chunk_matmul(gS1, f.G0);
+    g[W1] = g[W1] + chunk_matmul(tr(guu), f.Ga);
+    gG0 = gG0 + chunk_matmul(tr(gS1), f.Ga);
+    gge = gge + ggei * f.ebi;
+    Tensor gebi = ggei * f.ge;
+    // Ga = GELU(σ0 h);  h = Qe W0ᵀ - A0 Dl.
+    auto gh = gGa * f.Pa;
+    if (pr.scaled) {
+      g[SC0] = (gh * f.h).sum(at::IntArrayRef{-2, -1}, true);
+      gh = gh * in[SC0];
+    }
+    auto gA0 = -chunk_matmul(gh, tr(f.Dl)) * f.mask;
+    gDl = gDl - chunk_matmul(tr(f.A0), gh);
+    auto gQe = chunk_matmul(gh, in[W0]) + chunk_matmul(gA0, f.kei);
+    g[W0] = g[W0] + chunk_matmul(tr(gh), f.Qe);
+    auto gkei = chunk_matmul(tr(gA0), f.Qe);
+    gke = gke + gkei * f.ebi;
+    gebi = gebi + gkei * f.ke;
+    gq = gq + gQe * f.eb;
+    geb = geb + gQe * q;
+    // Gates: K_η = K ⊙ η, Gu_η = Gu ⊙ η, e^{±b}, b = cumsum(log α).
+    Tensor gGu = gge * eta;
+    Tensor gk = gke * eta;
+    g[ETA] = to_gate(gge * f.Gu + gke * k, G);
+    gbn = gbn + to_gate(geb * f.eb - gebi * f.ebi, G);
+    gbn = gbn + torch::constant_pad_nd(gbl, {0, 0, n - 1, 0});  // b_n is the last row of b
+    g[LA] = gbn.flip(2).cumsum(2).flip(2);
+
+    // Anchor pass, in reverse: Dl = (Gu Â1) ⊙ P0.
+    auto gR = gDl * f.P0, gP0 = gDl * f.R;
+    gGu = gGu + chunk_matmul(gR, tr(in[AN1]));
+    g[AN1] = chunk_matmul(tr(f.Gu), gR);
+    // Gu = LN-adjoint of γ g_y at N0: Gu = (gh - mean gh - N0 mean(gh N0)) / s0, gh = γ g_y.
+    auto gZ = gGu / f.s0;
+    auto gs0 = -(gGu * f.Gu).sum(-1, true) / f.s0;
+    auto ghg = f.Gy * gam;
+    auto ggh = gZ - mean_d(gZ) - f.N0 * mean_d(gZ * f.N0);
+    Tensor gN0 = -mean_d(ghg * f.N0) * gZ - mean_d(gZ * f.N0) * ghg;
+    auto gGy = ggh * gam;
+    ggam = ggam + to_affine(ggh * f.Gy);
+    // g_y = φ(E).
+    Tensor gE;
+    if (pr.bias == kL2) {
+      gE = gGy;
+    } else if (pr.bias == kLp) {
+      auto w = f.E * f.E + pr.lp_eps;
+      gE = gGy * pr.p * w.pow((pr.p - 4.0) / 2.0) * (w + (pr.p - 2.0) * f.E * f.E);
+    } else {
+      auto w = f.E * f.E + pr.huber_eps;
+      auto dl = in[DELTA].unsqueeze(-1);
+      gE = gGy * (f.hub + (1.0 - f.hub) * dl * pr.huber_eps / (w * w.sqrt()));
+      g[DELTA] = (gGy * (1.0 - f.hub) * f.E / w.sqrt()).sum(-1);
+    }
+    // E = K + N0 ⊙ γ + β - V.
+    gk = gk + gE;
+    g[V] = -gE;
+    gN0 = gN0 + gE * gam;
+    ggam = ggam + to_affine(gE * f.N0);
+    gbet = gbet + to_affine(gE);
+    // N0 = LN(U0) with the extra s0 path of Gu.
+    auto gs0t = gs0 - (gN0 * f.N0).sum(-1, true) / f.s0;
+    auto gC0 = gN0 / f.s0 + gs0t * f.N0 / static_cast<double>(f.N0.size(-1));
+    auto gU0 = gC0 - mean_d(gC0);
+    gG0 = gG0 + chunk_matmul(gU0, in[AN1]);
+    g[AN1] = g[AN1] + chunk_matmul(tr(gU0), f.G0);
+    auto gH0 = gG0 * f.P0 + gP0 * f.P0d;
+    gk = gk + chunk_matmul(gH0, in[AN0]);
+    g[AN0] = chunk_matmul(tr(gH0), k);
+    g[Q] = gq;
+    g[K] = gk;
+    g[GAM] = ggam.sum_to_size(gam.sizes());
+    g[BET] = gbet.sum_to_size(in[BET].sizes());
+    // Weights broadcast over the batch (the learned initial state) take the summed gradient.
+    g[W0] = g[W0].sum_to_size(in[W0].sizes());
+    g[W1] = g[W1].sum_to_size(in[W1].sizes());
+    g[AN0] = g[AN0].sum_to_size(in[AN0].sizes());
+    g[AN1] = g[AN1].sum_to_size(in[AN1].sizes());
+    return g;
+  }
+};
+
+}  // namespace
+
+MirasSegmentOutput miras_fused_segment(const MirasSegmentInputs& x, const std::string& bias, double p,
+                                       double lp_eps, double huber_eps, double ln_eps) {
+  const int64_t b = bias == "l2" ? kL2 : bias == "lp" ? kLp : bias == "huber" ? kHuber : -1;
+  if (b < 0) throw Error("miras: bias must be \"l2\", \"huber\" or \"lp\", got \"" + bias + "\"");
+  if (x.anchor.size() != 2 || x.cur.size() != 2) throw Error("miras fused segment: the memory has 2 weight matrices");
+  const bool scaled = x.scale0.defined();
+  // LibTorch 1.13's custom Function cannot take undefined inputs: absent ones are empty placeholders.
+  const auto none = torch::empty({0}, x.q.options());
+  variable_list in = {x.q,           x.k,           x.v,           x.log_alpha,   x.eta,
+                      b == kHuber ? x.delta : none, x.gamma,      x.beta,        x.anchor[0], x.anchor[1],
+                      x.cur[0],      x.cur[1],      scaled ? x.scale0 : none,     scaled ? x.scale1 : none};
+  variable_list out;
+  if (torch::GradMode::is_enabled()) {
+    out = MirasSegmentFn::apply(at::TensorList(in), b, p, lp_eps, huber_eps, ln_eps, scaled);
+  } else {
+    auto f = run_forward(in, Params{static_cast<int>(b), p, lp_eps, huber_eps, ln_eps, scaled});
+    out = {f.out, f.w0, f.w1};
+  }
+  return {out[0], {out[1], out[2]}};
+}
+
+}  // namespace mnemo
