@@ -5,16 +5,14 @@
 #include "core/common.h"
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/gelu.h"
+#include "runtime/kernels/node_math.h"
 
 namespace mnemo {
 
 namespace {
 
-using torch::Tensor;
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+using namespace node;  // Tensor, tr (runtime/kernels/node_math.h)
 
-Tensor tr(const Tensor& x) { return x.transpose(-1, -2); }
 Tensor col(const Tensor& x) { return x.unsqueeze(-1); }                   // [.., n] -> [.., n, 1]
 Tensor mat(const Tensor& x) { return x.unsqueeze(-1).unsqueeze(-1); }     // [B, H] -> [B, H, 1, 1]
 Tensor rowsum(const Tensor& a, const Tensor& b) { return (a * b).sum(-1); }

@@ -7,22 +7,16 @@
 #include "core/common.h"
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/gelu.h"
+#include "runtime/kernels/node_math.h"
 
 namespace mnemo {
 
 namespace {
 
-using torch::Tensor;
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+using namespace node;  // Tensor, tr, mean_last, head_sum, layer_norm_adjoint (runtime/kernels/node_math.h)
 
-Tensor tr(const Tensor& x) { return x.transpose(-1, -2); }
-Tensor mean_d(const Tensor& x) { return x.mean(-1, true); }
-Tensor sum_d(const Tensor& x) { return x.sum(-1, true); }
-// Gradient of a [1, H, 1, d] parameter from a [B, H, n, d] one.
-Tensor to_affine(const Tensor& g) { return g.sum(at::IntArrayRef{0, 2}, true); }
 // Gradient of a [B, H, n, G] gate from a [B, H, n, d] one.
-Tensor to_gate(const Tensor& g, int64_t G) { return G == 1 ? sum_d(g) : g; }
+Tensor to_gate(const Tensor& g, int64_t G) { return G == 1 ? g.sum(-1, true) : g; }
 
 // Inputs in apply() order; DELTA, SC0, SC1 are empty placeholders where absent.
 enum In { Q, K, V, LA, ETA, DELTA, GAM, BET, AN0, AN1, W0, W1, SC0, SC1, kInputs };
@@ -61,13 +55,12 @@ Forward run_forward(const variable_list& in, const Params& pr) {
     f.G0 = g.value, f.P0 = g.grad, f.P0d = gelu_second(g, H0);
   }
   auto U0 = chunk_matmul(f.G0, tr(in[AN1]));
-  auto C0 = U0 - mean_d(U0);
-  f.s0 = torch::sqrt(mean_d(C0 * C0) + pr.ln_eps);
+  auto C0 = U0 - mean_last(U0);
+  f.s0 = torch::sqrt(mean_last(C0 * C0) + pr.ln_eps);
   f.N0 = C0 / f.s0;
   f.E = k + f.N0 * gam + bet - in[V];
   f.Gy = bias_gradient(f.E, in[DELTA], pr, f.hub);
-  auto gh = f.Gy * gam;
-  f.Gu = (gh - mean_d(gh) - f.N0 * mean_d(gh * f.N0)) / f.s0;
+  f.Gu = layer_norm_adjoint(f.Gy * gam, f.N0, f.s0);  // γ ⊙ g_y taken back through the LN (memory_grad_terms)
   f.R = chunk_matmul(f.Gu, in[AN1]);
   f.Dl = f.R * f.P0;
   // Decays (in-segment cumulative log α, factorised: the caller checked the span).
@@ -91,8 +84,8 @@ Forward run_forward(const variable_list& in, const Params& pr) {
   f.uu = chunk_matmul(f.Ga, tr(in[W1])) - chunk_matmul(f.S1, f.gei);
   f.u = f.eb * f.uu;
   auto us = pr.scaled ? f.u * in[SC1] : f.u;
-  auto c = us - mean_d(us);
-  f.s = torch::sqrt(mean_d(c * c) + pr.ln_eps);
+  auto c = us - mean_last(us);
+  f.s = torch::sqrt(mean_last(c * c) + pr.ln_eps);
   f.nrm = c / f.s;
   f.out = q + f.nrm * gam + bet;
   // Weights after the last token: Γ_{n-1, s} = exp(b_{n-1} - b_s).
@@ -104,11 +97,6 @@ Forward run_forward(const variable_list& in, const Params& pr) {
   f.w0 = in[W0] * f.el - chunk_matmul(tr(f.Dl), f.ke * f.gl);
   f.w1 = tr(f.el) * in[W1] - chunk_matmul(tr(f.ge * f.gl), f.G0);
   return f;
-}
-
-// Adjoint of the LayerNorm n = (x - mean x) / s, s = sqrt(var x + eps), given ∂/∂n: ∂/∂x.
-Tensor layer_norm_backward(const Tensor& gn, const Tensor& n, const Tensor& s) {
-  return (gn - mean_d(gn) - n * mean_d(gn * n)) / s;
 }
 
 struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
@@ -171,8 +159,8 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
 
     // Output LayerNorm: out = Q + nrm ⊙ γ + β.
     Tensor gq = gout;
-    Tensor ggam = to_affine(gout * f.nrm), gbet = to_affine(gout);
-    auto gus = layer_norm_backward(gout * gam, f.nrm, f.s);
+    Tensor ggam = head_sum(gout * f.nrm), gbet = head_sum(gout);
+    auto gus = layer_norm_adjoint(gout * gam, f.nrm, f.s);
     Tensor gu = gus;
     if (pr.scaled) {
       g[SC1] = (gus * f.u).sum(at::IntArrayRef{-2, -1}, true);
@@ -219,10 +207,10 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
     auto gZ = gGu / f.s0;
     auto gs0 = -(gGu * f.Gu).sum(-1, true) / f.s0;
     auto ghg = f.Gy * gam;
-    auto ggh = gZ - mean_d(gZ) - f.N0 * mean_d(gZ * f.N0);
-    Tensor gN0 = -mean_d(ghg * f.N0) * gZ - mean_d(gZ * f.N0) * ghg;
+    auto ggh = gZ - mean_last(gZ) - f.N0 * mean_last(gZ * f.N0);
+    Tensor gN0 = -mean_last(ghg * f.N0) * gZ - mean_last(gZ * f.N0) * ghg;
     auto gGy = ggh * gam;
-    ggam = ggam + to_affine(ggh * f.Gy);
+    ggam = ggam + head_sum(ggh * f.Gy);
     // g_y = φ(E).
     Tensor gE;
     if (pr.bias == kL2) {
@@ -240,12 +228,12 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
     gk = gk + gE;
     g[V] = -gE;
     gN0 = gN0 + gE * gam;
-    ggam = ggam + to_affine(gE * f.N0);
-    gbet = gbet + to_affine(gE);
+    ggam = ggam + head_sum(gE * f.N0);
+    gbet = gbet + head_sum(gE);
     // N0 = LN(U0) with the extra s0 path of Gu.
     auto gs0t = gs0 - (gN0 * f.N0).sum(-1, true) / f.s0;
     auto gC0 = gN0 / f.s0 + gs0t * f.N0 / static_cast<double>(f.N0.size(-1));
-    auto gU0 = gC0 - mean_d(gC0);
+    auto gU0 = gC0 - mean_last(gC0);
     gG0 = gG0 + chunk_matmul(gU0, in[AN1]);
     g[AN1] = g[AN1] + chunk_matmul(tr(gU0), f.G0);
     auto gH0 = gG0 * f.P0 + gP0 * f.P0d;

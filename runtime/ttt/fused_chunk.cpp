@@ -13,20 +13,17 @@
 #include "core/common.h"
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/gelu.h"
+#include "runtime/kernels/node_math.h"
 #include "runtime/ttt/ttt.h"
 
 namespace mnemo {
 
 namespace {
 
-using torch::Tensor;
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+using namespace node;  // Tensor, tr, head_sum, layer_norm_adjoint (runtime/kernels/node_math.h)
 
-Tensor tr(const Tensor& x) { return x.transpose(-1, -2); }
-Tensor mean_(const Tensor& x) { return x.mean(-1, true); }
-Tensor rows_sum(const Tensor& x) { return x.sum(-2, true); }            // Σ over tokens, kept as a row
-Tensor head_sum(const Tensor& x) { return x.sum(at::IntArrayRef{0, 2}, true); }       // [B, H, n, D] -> [1, H, 1, D]
+Tensor mean_(const Tensor& x) { return mean_last(x); }
+Tensor rows_sum(const Tensor& x) { return x.sum(-2, true); }  // Σ over tokens, kept as a row
 
 enum In { Q, K, V, ROW, COL, LNW, LNB, W0, W1, B0, B1, kInputs };
 enum Residual { kQuery = 0, kInner = 1, kNone = 2 };
@@ -82,10 +79,6 @@ Forward run_forward(const variable_list& in, bool skip, int residual, double eps
   return f;
 }
 
-// LN backward: n = (x - x̄)/r with r = sqrt(var x + eps): x̄' = (n̄ - mean n̄ - n mean(n̄ ⊙ n)) / r.
-Tensor ln_backward(const Tensor& gn, const Tensor& n, const Tensor& r) {
-  return (gn - mean_(gn) - n * mean_(gn * n)) / r;
-}
 
 struct TTTChunkFn : torch::autograd::Function<TTTChunkFn> {
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs, bool skip, int64_t residual,
@@ -130,7 +123,7 @@ struct TTTChunkFn : torch::autograd::Function<TTTChunkFn> {
     g[LNW] = head_sum(go_o * f.nz);
     g[LNB] = head_sum(go_o);
     Tensor gq = residual == kQuery ? go_o : torch::zeros_like(q);
-    Tensor gz1 = ln_backward(go_o * w, f.nz, f.rz);
+    Tensor gz1 = layer_norm_adjoint(go_o * w, f.nz, f.rz);
     if (residual == kInner) gz1 = gz1 + go_o;
     // Layer 1: z1 = x1 W1 + b1 - (att1 ⊙ C) E1.
     Tensor gx1 = chunk_matmul(gz1, tr(W1_));
@@ -178,7 +171,7 @@ struct TTTChunkFn : torch::autograd::Function<TTTChunkFn> {
     g[V] = gt;
     if (skip) gk = gk - gt;
     // n = (u - ū)/r, r = sqrt(var u + eps): ∂r/∂u = n / D.
-    auto gu = ln_backward(gn, f.n, f.r) + gr * f.n / static_cast<double>(f.n.size(-1));
+    auto gu = layer_norm_adjoint(gn, f.n, f.r) + gr * f.n / static_cast<double>(f.n.size(-1));
     // u = X1 W1 + b1, X1 = GELU(Z0), Z0 = K W0 + b0.
     gX1 = gX1 + chunk_matmul(gu, tr(W1_));
     gW1 = gW1 + chunk_matmul(tr(f.X1), gu);
