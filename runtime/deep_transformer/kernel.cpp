@@ -214,9 +214,13 @@ DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
     auto Ki = st.k.narrow(2, i0, W);
     torch::Tensor E = -st.v.narrow(2, i0, W), Yp = torch::zeros({p.V.size(0), p.V.size(1), L, p.V.size(3)}, opts);
     if (S0 > 0) {  // errors and reads of the chunk-start memory (attention over the earlier coefficients)
-      auto Kp = st.k.narrow(2, 0, S0), Ap = a_prev;
-      E = E + torch::matmul(kappa_chunk(p, Ki, Kp), Ap);
-      Yp = torch::matmul(kappa_chunk(p, Qc, Kp), Ap);
+      // The window keys and the chunk's queries against the earlier keys in one κ and one product (one view of
+      // the earlier keys, so one full-length gradient for it in the backward, not two).
+      auto Kp = st.k.narrow(2, 0, S0);
+      auto reads = torch::matmul(kappa_chunk(p, torch::cat({Ki, Qc}, 2), Kp), a_prev);  // [B, H, W + L, dv]
+      auto parts = reads.split_with_sizes({W, L}, 2);
+      E = E + parts[0];
+      Yp = parts[1];
     }
     // C = L · G: L[t, n] = Π_{r=n+1}^{t} α_r, G[n, i] = η_n γ_i e^{-s} 1[i <= n <= i+c-1]   (§7.6)
     auto b = p.la.narrow(2, t0, L).cumsum(2);  // [B, H, L]
