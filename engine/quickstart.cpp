@@ -52,7 +52,7 @@ std::vector<std::string> quickstart_lm_models() {
 // one Muon step per chunk of 64 tokens, every token of a chunk read from the chunk-start memory, the chunk graphs
 // kept (no recompute). The exact form (per-token Newton-Schulz, chunk 16) trains at ~1 % of Gated DeltaNet's speed
 // on this CPU (issue 19).
-json quickstart_lm_case(const std::string& model) {
+static json quickstart_lm_case(const std::string& model) {
   json c = {{"model", model}};
   if (model == "atlas") {
     c["atlas_readout"] = "chunk_start";

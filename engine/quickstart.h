@@ -19,8 +19,7 @@ std::vector<std::string> quickstart_lm_models();
 // The learning rate the MQAR stage gives a family (the best of the probe sweep configs/mqar_quickstart_lr.json).
 double quickstart_mqar_lr(const std::string& model);
 json quickstart_mqar_sweep(const std::vector<std::string>& models);
-// One language-modelling case: {"model": m} plus the family's recorded cost keys where it has them (ATLAS).
-json quickstart_lm_case(const std::string& model);
+// One case per model: {"model": m} plus the family's recorded cost keys where it has them (ATLAS).
 json quickstart_lm_sweep(const std::vector<std::string>& models);
 
 // {"protocol": text, "left_out": {family: reason}} for the report catalog (every registered

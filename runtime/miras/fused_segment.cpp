@@ -20,11 +20,8 @@ Tensor to_gate(const Tensor& g, int64_t G) { return G == 1 ? g.sum(-1, true) : g
 
 // Inputs in apply() order; DELTA, SC0, SC1 are empty placeholders where absent.
 enum In { Q, K, V, LA, ETA, DELTA, GAM, BET, AN0, AN1, W0, W1, SC0, SC1, kInputs };
-enum Bias { kL2 = 0, kLp = 1, kHuber = 2 };
-
 struct Params {
-  int bias = kL2;
-  double p = 3, lp_eps = 1e-6, huber_eps = 1e-6, ln_eps = 1e-5;
+  MirasOptions o;  // bias, p, lp_eps, huber_eps, ln_eps
   bool scaled = false;
 };
 
@@ -34,15 +31,6 @@ struct Forward {
   Tensor bn, eb, ebi, Qe, ke, kei, ge, gei, mask, A0, h, Ga, Pa, S1, uu, u, nrm, s;  // read-out
   Tensor gl, el, keep;                                       // segment end (keep: where b_n - b ≤ 0)
 };
-
-// φ(E) of the attentional bias (kernel.cpp output_gradient).
-Tensor bias_gradient(const Tensor& E, const Tensor& delta, const Params& pr, Tensor& hub) {
-  if (pr.bias == kL2) return E;
-  if (pr.bias == kLp) return pr.p * E * (E * E + pr.lp_eps).pow((pr.p - 2.0) / 2.0);
-  auto dl = delta.unsqueeze(-1);
-  hub = (E.pow(2).mean(-1, true).sqrt() <= dl).to(E.scalar_type());
-  return hub * E + (1.0 - hub) * dl * E / torch::sqrt(E * E + pr.huber_eps);
-}
 
 Forward run_forward(const variable_list& in, const Params& pr) {
   Forward f;
@@ -56,10 +44,10 @@ Forward run_forward(const variable_list& in, const Params& pr) {
   }
   auto U0 = chunk_matmul(f.G0, tr(in[AN1]));
   auto C0 = U0 - mean_last(U0);
-  f.s0 = torch::sqrt(mean_last(C0 * C0) + pr.ln_eps);
+  f.s0 = torch::sqrt(mean_last(C0 * C0) + pr.o.ln_eps);
   f.N0 = C0 / f.s0;
   f.E = k + f.N0 * gam + bet - in[V];
-  f.Gy = bias_gradient(f.E, in[DELTA], pr, f.hub);
+  f.Gy = miras_bias_gradient(f.E, in[DELTA], pr.o, &f.hub);
   f.Gu = layer_norm_adjoint(f.Gy * gam, f.N0, f.s0);  // γ ⊙ g_y taken back through the LN (memory_grad_terms)
   f.R = chunk_matmul(f.Gu, in[AN1]);
   f.Dl = f.R * f.P0;
@@ -85,7 +73,7 @@ Forward run_forward(const variable_list& in, const Params& pr) {
   f.u = f.eb * f.uu;
   auto us = pr.scaled ? f.u * in[SC1] : f.u;
   auto c = us - mean_last(us);
-  f.s = torch::sqrt(mean_last(c * c) + pr.ln_eps);
+  f.s = torch::sqrt(mean_last(c * c) + pr.o.ln_eps);
   f.nrm = c / f.s;
   f.out = q + f.nrm * gam + bet;
   // Weights after the last token: Γ_{n-1, s} = exp(b_{n-1} - b_s).
@@ -100,16 +88,17 @@ Forward run_forward(const variable_list& in, const Params& pr) {
 }
 
 struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
-  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, int64_t bias, double p, double lp_eps,
-                               double huber_eps, double ln_eps, bool scaled) {
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, const std::string& bias, double p,
+                               double lp_eps, double huber_eps, double ln_eps, bool scaled) {
     const variable_list in(inputs.begin(), inputs.end());
-    Params pr{static_cast<int>(bias), p, lp_eps, huber_eps, ln_eps, scaled};
+    Params pr;
+    pr.o.bias = bias, pr.o.p = p, pr.o.lp_eps = lp_eps, pr.o.huber_eps = huber_eps, pr.o.ln_eps = ln_eps;
+    pr.scaled = scaled;
     auto f = run_forward(in, pr);
     ctx->saved_data["bias"] = bias;
     ctx->saved_data["p"] = p;
     ctx->saved_data["lp_eps"] = lp_eps;
     ctx->saved_data["huber_eps"] = huber_eps;
-    ctx->saved_data["ln_eps"] = ln_eps;
     ctx->saved_data["scaled"] = scaled;
     variable_list save(in);
     for (const Tensor* t : {&f.G0, &f.P0, &f.P0d, &f.N0, &f.s0, &f.E, &f.Gy, &f.Gu, &f.R, &f.Dl, &f.hub, &f.bn, &f.eb,
@@ -121,13 +110,10 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list go) {
-    Params pr;
-    pr.bias = static_cast<int>(ctx->saved_data["bias"].toInt());
-    pr.p = ctx->saved_data["p"].toDouble();
-    pr.huber_eps = ctx->saved_data["huber_eps"].toDouble();
-    pr.lp_eps = ctx->saved_data["lp_eps"].toDouble();
-    pr.ln_eps = ctx->saved_data["ln_eps"].toDouble();
-    pr.scaled = ctx->saved_data["scaled"].toBool();
+    const std::string bias = ctx->saved_data["bias"].toStringRef();
+    const double p = ctx->saved_data["p"].toDouble(), lp_eps = ctx->saved_data["lp_eps"].toDouble(),
+                 huber_eps = ctx->saved_data["huber_eps"].toDouble();
+    const bool scaled = ctx->saved_data["scaled"].toBool();
     const auto sv = ctx->get_saved_variables();
     const variable_list in(sv.begin(), sv.begin() + kInputs);
     Forward f;
@@ -162,7 +148,7 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
     Tensor ggam = head_sum(gout * f.nrm), gbet = head_sum(gout);
     auto gus = layer_norm_adjoint(gout * gam, f.nrm, f.s);
     Tensor gu = gus;
-    if (pr.scaled) {
+    if (scaled) {
       g[SC1] = (gus * f.u).sum(at::IntArrayRef{-2, -1}, true);
       gu = gus * in[SC1];
     }
@@ -178,7 +164,7 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
     Tensor gebi = ggei * f.ge;
     // Ga = GELU(σ0 h);  h = Qe W0ᵀ - A0 Dl.
     auto gh = gGa * f.Pa;
-    if (pr.scaled) {
+    if (scaled) {
       g[SC0] = (gh * f.h).sum(at::IntArrayRef{-2, -1}, true);
       gh = gh * in[SC0];
     }
@@ -213,15 +199,15 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
     ggam = ggam + head_sum(ggh * f.Gy);
     // g_y = φ(E).
     Tensor gE;
-    if (pr.bias == kL2) {
+    if (bias == "l2") {
       gE = gGy;
-    } else if (pr.bias == kLp) {
-      auto w = f.E * f.E + pr.lp_eps;
-      gE = gGy * pr.p * w.pow((pr.p - 4.0) / 2.0) * (w + (pr.p - 2.0) * f.E * f.E);
+    } else if (bias == "lp") {
+      auto w = f.E * f.E + lp_eps;
+      gE = gGy * p * w.pow((p - 4.0) / 2.0) * (w + (p - 2.0) * f.E * f.E);
     } else {
-      auto w = f.E * f.E + pr.huber_eps;
+      auto w = f.E * f.E + huber_eps;
       auto dl = in[DELTA].unsqueeze(-1);
-      gE = gGy * (f.hub + (1.0 - f.hub) * dl * pr.huber_eps / (w * w.sqrt()));
+      gE = gGy * (f.hub + (1.0 - f.hub) * dl * huber_eps / (w * w.sqrt()));
       g[DELTA] = (gGy * (1.0 - f.hub) * f.E / w.sqrt()).sum(-1);
     }
     // E = K + N0 ⊙ γ + β - V.
@@ -254,22 +240,19 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
 
 }  // namespace
 
-MirasSegmentOutput miras_fused_segment(const MirasSegmentInputs& x, const std::string& bias, double p,
-                                       double lp_eps, double huber_eps, double ln_eps) {
-  const int64_t b = bias == "l2" ? kL2 : bias == "lp" ? kLp : bias == "huber" ? kHuber : -1;
-  if (b < 0) throw Error("miras: bias must be \"l2\", \"huber\" or \"lp\", got \"" + bias + "\"");
+MirasSegmentOutput miras_fused_segment(const MirasSegmentInputs& x, const MirasOptions& o) {
   if (x.anchor.size() != 2 || x.cur.size() != 2) throw Error("miras fused segment: the memory has 2 weight matrices");
   const bool scaled = x.scale0.defined();
   // LibTorch 1.13's custom Function cannot take undefined inputs: absent ones are empty placeholders.
   const auto none = torch::empty({0}, x.q.options());
   variable_list in = {x.q,           x.k,           x.v,           x.log_alpha,   x.eta,
-                      b == kHuber ? x.delta : none, x.gamma,      x.beta,        x.anchor[0], x.anchor[1],
+                      o.bias == "huber" ? x.delta : none, x.gamma, x.beta,     x.anchor[0], x.anchor[1],
                       x.cur[0],      x.cur[1],      scaled ? x.scale0 : none,     scaled ? x.scale1 : none};
   variable_list out;
   if (torch::GradMode::is_enabled()) {
-    out = MirasSegmentFn::apply(at::TensorList(in), b, p, lp_eps, huber_eps, ln_eps, scaled);
+    out = MirasSegmentFn::apply(at::TensorList(in), o.bias, o.p, o.lp_eps, o.huber_eps, o.ln_eps, scaled);
   } else {
-    auto f = run_forward(in, Params{static_cast<int>(b), p, lp_eps, huber_eps, ln_eps, scaled});
+    auto f = run_forward(in, Params{o, scaled});
     out = {f.out, f.w0, f.w1};
   }
   return {out[0], {out[1], out[2]}};

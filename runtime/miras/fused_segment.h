@@ -17,9 +17,8 @@
 #pragma once
 #include <torch/torch.h>
 
-#include <string>
-
 #include "runtime/deep_memory/memory.h"
+#include "runtime/miras/miras.h"
 
 namespace mnemo {
 
@@ -37,8 +36,7 @@ struct MirasSegmentOutput {
   MemoryWeights end;  // weights after the segment's last token
 };
 
-// bias: "l2" | "lp" | "huber" (miras.h MirasOptions).
-MirasSegmentOutput miras_fused_segment(const MirasSegmentInputs& in, const std::string& bias, double p,
-                                       double lp_eps, double huber_eps, double ln_eps);
+// o: the bias ("l2" | "lp" | "huber") with its constants and the memory's ln_eps, as miras_chunk checked them.
+MirasSegmentOutput miras_fused_segment(const MirasSegmentInputs& in, const MirasOptions& o);
 
 }  // namespace mnemo

@@ -111,20 +111,6 @@ Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
   return p;
 }
 
-// g_y from e = M(k) - v; delta [B, H, n] (huber).
-torch::Tensor output_gradient(const torch::Tensor& e, const torch::Tensor& delta, const MirasOptions& o) {
-  if (o.bias == "l2") return e;
-  if (o.bias == "lp") return o.p * e * (e * e + o.lp_eps).pow((o.p - 2.0) / 2.0);
-  auto dl = delta.unsqueeze(-1);
-  torch::Tensor mask;
-  {
-    torch::NoGradGuard no_grad;
-    auto rms = e.pow(2).mean(-1, true).sqrt();
-    mask = (rms <= dl).to(e.scalar_type());
-  }
-  return mask * e + (1.0 - mask) * dl * e / torch::sqrt(e * e + o.huber_eps);
-}
-
 // Per-matrix read/gradient scale: 1 / ||A^0||_q^{q-2} ("lq"), else undefined (1).
 std::vector<torch::Tensor> scales(const MemoryWeights& anchor, const MirasOptions& o) {
   if (o.retention != "lq") return {torch::Tensor(), torch::Tensor()};
@@ -146,7 +132,7 @@ torch::Tensor gate_on(const torch::Tensor& g /*[B, H, G]*/, size_t l) {
 RankOneTerms grad_terms(const Prepared& p, const MemoryWeights& w, const torch::Tensor& K, const torch::Tensor& V,
                         const torch::Tensor& delta, const MirasOptions& o) {
   auto acts = memory_forward(p.spec, w, K, p.norm);
-  auto g = output_gradient(acts.out - V, delta, o);
+  auto g = miras_bias_gradient(acts.out - V, delta, o);
   return memory_grad_terms(p.spec, w, acts, g, p.norm);
 }
 
@@ -273,7 +259,7 @@ torch::Tensor dual_segment(const Prepared& p, const Seq& x, MirasState& st, cons
   if (o.factorise_decays && o.fused_segment) {
     MirasSegmentInputs in{x.q, x.k, x.v, x.la, x.eta, x.delta, p.norm.gamma, p.norm.beta, scaled(st.anchor, sc),
                           st.cur, sc[0], sc[1]};
-    auto r = miras_fused_segment(in, o.bias, o.p, o.lp_eps, o.huber_eps, p.spec.ln_eps);
+    auto r = miras_fused_segment(in, o);
     st.cur = r.end;
     return r.out;
   }
@@ -311,6 +297,21 @@ MirasResult finish(const Prepared& p, std::vector<torch::Tensor> outs, MirasStat
 }
 
 }  // namespace
+
+torch::Tensor miras_bias_gradient(const torch::Tensor& e, const torch::Tensor& delta, const MirasOptions& o,
+                                  torch::Tensor* huber_switch) {
+  if (o.bias == "l2") return e;
+  if (o.bias == "lp") return o.p * e * (e * e + o.lp_eps).pow((o.p - 2.0) / 2.0);
+  auto dl = delta.unsqueeze(-1);
+  torch::Tensor mask;
+  {
+    torch::NoGradGuard no_grad;
+    auto rms = e.pow(2).mean(-1, true).sqrt();
+    mask = (rms <= dl).to(e.scalar_type());
+  }
+  if (huber_switch) *huber_switch = mask;
+  return mask * e + (1.0 - mask) * dl * e / torch::sqrt(e * e + o.huber_eps);
+}
 
 torch::Tensor miras_lq_normaliser(const torch::Tensor& A, double q) {
   if (q == 2.0) return torch::ones({A.size(0), A.size(1), 1, 1}, A.options());

@@ -74,6 +74,11 @@ MirasResult miras_recurrent(const torch::Tensor& q, const torch::Tensor& k, cons
                             const torch::Tensor& gamma, const torch::Tensor& beta, const MirasState& state,
                             const MirasOptions& opt);
 
+// g_y of the attentional bias at the residual e = M(k) - v [B, H, n, d] (the table above); delta [B, H, n] (Huber).
+// huber_switch (optional): Huber's per-token branch m [B, H, n, 1] (1: the ℓ2 branch).
+torch::Tensor miras_bias_gradient(const torch::Tensor& e, const torch::Tensor& delta, const MirasOptions& o,
+                                  torch::Tensor* huber_switch = nullptr);
+
 // ||A||_q^{q-2} per matrix and head: [B, H, 1, 1].
 torch::Tensor miras_lq_normaliser(const torch::Tensor& A, double q);
 
