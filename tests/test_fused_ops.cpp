@@ -9,6 +9,7 @@
 #include "runtime/attention/attention.h"
 #include "runtime/blocks/window_attention.h"
 #include "runtime/kernels/fused_cpu.h"
+#include "runtime/kernels/gelu.h"
 #include "runtime/layers.h"
 #include "runtime/mixed_precision.h"
 #include "runtime/model.h"
@@ -186,6 +187,31 @@ TEST_CASE("fused SwiGLU gate equals the eager silu(g) * u on a non-contiguous in
                           return torch::silu(parts[0]) * parts[1];
                         },
                         {gu}, tolerance(dtype));
+  }
+}
+
+TEST_CASE("gelu_values: one pass equals the eager GELU, GELU', φ and GELU'' (tails, non-contiguous input)", "[fused]") {
+  torch::manual_seed(5);
+  for (auto dtype : kDtypes) {
+    auto h = (torch::randn({9, 13}, dtype) * 4).t();  // non-contiguous; values out to |h| ~ 15
+    h.index_put_({0, 0}, 0.0), h.index_put_({1, 0}, -30.0), h.index_put_({2, 0}, 30.0);
+    const double inv_sqrt2 = 0.70710678118654752440, inv_sqrt_2pi = 0.39894228040143267794;
+    auto cdf = 0.5 * (1 + torch::erf(h * inv_sqrt2)), pdf = torch::exp(-0.5 * h * h) * inv_sqrt_2pi;
+    auto g = gelu_values(h, /*with_second=*/true);
+    // fp32's erf is Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7): absolute tolerance.
+    const double tol = dtype == torch::kFloat64 ? 1e-14 : 3e-6;
+    CHECK((g.value - h * cdf).abs().max().item<double>() <= tol);
+    CHECK((g.grad - (cdf + h * pdf)).abs().max().item<double>() <= tol);
+    CHECK((g.pdf - pdf).abs().max().item<double>() <= tol);
+    CHECK((g.second - pdf * (2 - h * h)).abs().max().item<double>() <= tol);
+    CHECK(torch::allclose(g.value, torch::gelu(h), 0, tol));
+    CHECK_FALSE(gelu_values(h).second.defined());
+    {  // switched off: the eager formulas, the same values
+      FusedCpuScope off(false);
+      auto e = gelu_values(h, true);
+      CHECK((e.value - g.value).abs().max().item<double>() <= tol);
+      CHECK((e.second - g.second).abs().max().item<double>() <= tol);
+    }
   }
 }
 

@@ -34,8 +34,8 @@ Forward run_forward(const variable_list& in, bool mom, bool l2, double tau) {
   // Anchor pass: the inner gradients at Â as rank-1 terms (memory.h memory_grad_terms).
   auto H0 = chunk_matmul(kf, tr(in[A0]));
   {
-    auto g = gelu_values(H0);
-    o.G0 = g.value, o.P0 = g.grad, o.P0d = gelu_second(g, H0);
+    auto g = gelu_values(H0, /*with_second=*/true);
+    o.G0 = g.value, o.P0 = g.grad, o.P0d = g.second;
   }
   o.E = l2 ? k + chunk_matmul(o.G0, tr(in[A1])) - v : -v;
   o.R = chunk_matmul(o.E, in[A1]);

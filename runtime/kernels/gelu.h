@@ -42,18 +42,14 @@ struct GeluAndGrad {
   torch::Tensor value, grad;  // GELU(h), GELU'(h)
 };
 
-// GELU(h), GELU'(h) and φ(h) as plain values (no graph) from one erf and one exp; GELU''(h) = φ(h)(2 - h²).
-// Shared by gelu_and_grad and the fused deep-memory chunks (runtime/deep_memory/fused_chunk.cpp, runtime/ttt/).
+// GELU(h), GELU'(h) and φ(h) as plain values (no graph), and GELU''(h) = φ(h)(2 - h²) when with_second.
+// Shared by gelu_and_grad and the fused deep-memory chunks (runtime/deep_memory/fused_chunk.cpp, runtime/ttt/,
+// runtime/miras/). On the CPU (fp32/fp64, fused_cpu_eligible) one pass over memory (gelu.cpp); fp32's erf there is
+// Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7, as ATen's vectorised one), fp64's the library erf.
 struct GeluValues {
-  torch::Tensor value, grad, pdf;
+  torch::Tensor value, grad, pdf, second;
 };
-inline GeluValues gelu_values(const torch::Tensor& h) {
-  const double inv_sqrt2 = 0.70710678118654752440, inv_sqrt_2pi = 0.39894228040143267794;
-  auto cdf = torch::erf(h * inv_sqrt2).add_(1.0).mul_(0.5);
-  auto pdf = (h * h).mul_(-0.5).exp_().mul_(inv_sqrt_2pi);
-  return {h * cdf, torch::addcmul(cdf, h, pdf), pdf};
-}
-inline torch::Tensor gelu_second(const GeluValues& g, const torch::Tensor& h) { return g.pdf * (2.0 - h * h); }
+GeluValues gelu_values(const torch::Tensor& h, bool with_second = false);
 
 namespace detail {
 struct GeluAndGradFn : torch::autograd::Function<GeluAndGradFn> {

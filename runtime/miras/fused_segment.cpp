@@ -39,8 +39,8 @@ Forward run_forward(const variable_list& in, const Params& pr) {
   // Anchor pass: rank-1 terms (cols Dl, Gu; rows K, G0) of the inner gradient at Â (memory.h memory_grad_terms).
   auto H0 = chunk_matmul(k, tr(in[AN0]));
   {
-    auto g = gelu_values(H0);
-    f.G0 = g.value, f.P0 = g.grad, f.P0d = gelu_second(g, H0);
+    auto g = gelu_values(H0, /*with_second=*/true);
+    f.G0 = g.value, f.P0 = g.grad, f.P0d = g.second;
   }
   auto U0 = chunk_matmul(f.G0, tr(in[AN1]));
   auto C0 = U0 - mean_last(U0);

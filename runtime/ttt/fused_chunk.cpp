@@ -41,8 +41,8 @@ Forward run_forward(const variable_list& in, bool skip, int residual, double eps
   // Anchor pass and the closed-form inner gradients.
   {
     auto Z0 = chunk_matmul(k, in[W0]) + in[B0];
-    auto z = gelu_values(Z0);
-    f.X1 = z.value, f.P0 = z.grad, f.P0d = gelu_second(z, Z0);
+    auto z = gelu_values(Z0, /*with_second=*/true);
+    f.X1 = z.value, f.P0 = z.grad, f.P0d = z.second;
   }
   auto u = chunk_matmul(f.X1, in[W1]) + in[B1];
   auto uc = u - mean_(u);
