@@ -22,69 +22,70 @@ Tensor scal(const Tensor& a, const Tensor& b) { return (a * b).sum({-2, -1}); } 
 enum In { Q, QF, K, KF, V, W0, W1, S0, S1, A0, A1, CA, CD, CC, AE, DE, CE, PE, EE, kInputs };
 
 struct Forward {
-  Tensor y, w0, w1, s0, s1;                              // outputs
-  Tensor P0, P0d, G0, E, R, Dl, f, s, kk, dd, ee, gg;    // anchor pass (P0 = GELU'(H0), P0d = GELU''(H0))
-  Tensor c0, c1;                                         // cols after the clip
-  Tensor X0, M0, QK, X1, M1, GG, Ga, Pa;                 // read-out
+  Tensor y, w0, w1, s0, s1;                            // outputs
+  Tensor P0, G0, E, RP0d, Dl, f, s, kk, dd, ee, gg;    // anchor pass (P0 = GELU'(H0), RP0d = R ⊙ GELU''(H0))
+  Tensor c0, c1;                                       // cols after the clip
+  Tensor QK, X1, M1, GG, Ga, Pa;                       // read-out
 };
 
+// Row scalings are applied to the narrower operand of each product: diag(a) (x Wᵀ) = (diag(a) x) Wᵀ, so layer 0
+// (x = φ(q), f wide) and the chunk-end products scale [n, f] or [N, d] rows, never the [n, hid] ones.
 Forward run_forward(const variable_list& in, bool mom, bool l2, double tau) {
   Forward o;
   const auto &q = in[Q], &qf = in[QF], &k = in[K], &kf = in[KF], &v = in[V];
   // Anchor pass: the inner gradients at Â as rank-1 terms (memory.h memory_grad_terms).
   auto H0 = chunk_matmul(kf, tr(in[A0]));
-  {
-    auto g = gelu_values(H0, /*with_second=*/true);
-    o.G0 = g.value, o.P0 = g.grad, o.P0d = g.second;
-  }
-  o.E = l2 ? k + chunk_matmul(o.G0, tr(in[A1])) - v : -v;
-  o.R = chunk_matmul(o.E, in[A1]);
-  o.Dl = o.R * o.P0;
+  auto g0 = gelu_values(H0, /*with_second=*/true);
+  o.G0 = g0.value, o.P0 = g0.grad;
+  o.E = l2 ? (chunk_matmul(o.G0, tr(in[A1])) += k) -= v : -v;
+  auto R = chunk_matmul(o.E, in[A1]);
+  o.Dl = R * o.P0;
+  o.RP0d = R.mul_(g0.second);
   if (tau > 0) {  // memory.h clip_grad_terms
-    o.kk = kf.pow(2).sum(-1), o.dd = o.Dl.pow(2).sum(-1), o.ee = o.E.pow(2).sum(-1), o.gg = o.G0.pow(2).sum(-1);
+    o.kk = kf.square().sum(-1), o.dd = o.Dl.square().sum(-1), o.ee = o.E.square().sum(-1),
+    o.gg = o.G0.square().sum(-1);
     o.s = o.dd * o.kk + o.ee * o.gg;
-    o.f = tau * torch::rsqrt(torch::clamp_min(o.s, tau * tau));
+    o.f = torch::clamp_min(o.s, tau * tau).rsqrt_().mul_(tau);
     o.c0 = o.Dl * col(o.f);
     o.c1 = o.E * col(o.f);
   } else {
     o.c0 = o.Dl, o.c1 = o.E;
   }
-  // Read-out through the per-token weights, layer 0 then layer 1.
+  // Read-out through the per-token weights, layer 0 then layer 1:
+  //   H = (A⊙φq) W0ᵀ + (D⊙φq) S0ᵀ - (C ⊙ φq φkᵀ) c0,   y = q + A⊙(Ga W1ᵀ) + D⊙(Ga S1ᵀ) - (C ⊙ Ga G0ᵀ) c1.
   const auto &A = in[CA], &D = in[CD], &C = in[CC];
-  o.X0 = chunk_matmul(qf, tr(in[W0]));
   o.QK = chunk_matmul(qf, tr(kf));
-  auto H = col(A) * o.X0 - chunk_matmul(C * o.QK, o.c0);
-  if (mom) {
-    o.M0 = chunk_matmul(qf, tr(in[S0]));
-    H = H + col(D) * o.M0;
-  }
-  {
-    auto g = gelu_values(H);
-    o.Ga = g.value, o.Pa = g.grad;
-  }
+  auto H = chunk_matmul(col(A) * qf, tr(in[W0]));
+  if (mom) H += chunk_matmul(col(D) * qf, tr(in[S0]));
+  H -= chunk_matmul(C * o.QK, o.c0);
+  auto ga = gelu_values(H);
+  o.Ga = ga.value, o.Pa = ga.grad;
   o.X1 = chunk_matmul(o.Ga, tr(in[W1]));
   o.GG = chunk_matmul(o.Ga, tr(o.G0));
-  o.y = q + col(A) * o.X1 - chunk_matmul(C * o.GG, o.c1);
+  o.y = torch::addcmul(q, col(A), o.X1);
   if (mom) {
     o.M1 = chunk_matmul(o.Ga, tr(in[S1]));
-    o.y = o.y + col(D) * o.M1;
+    o.y.addcmul_(col(D), o.M1);
   }
-  // Chunk-end weights and momentum.
+  o.y -= chunk_matmul(C * o.GG, o.c1);
+  // Chunk-end weights and momentum: W0' = a W0 + d S0 - c0ᵀ (c_end ⊙ φk), W1' = a W1 + d S1 - (c_end ⊙ c1)ᵀ G0.
   auto ce = col(in[CE]);
-  o.w0 = mat(in[AE]) * in[W0] - chunk_matmul(tr(o.c0 * ce), kf);
+  o.w0 = mat(in[AE]) * in[W0] - chunk_matmul(tr(o.c0), ce * kf);
   o.w1 = mat(in[AE]) * in[W1] - chunk_matmul(tr(o.c1 * ce), o.G0);
   if (mom) {
     auto ee = col(in[EE]);
-    o.w0 = o.w0 + mat(in[DE]) * in[S0];
-    o.w1 = o.w1 + mat(in[DE]) * in[S1];
-    o.s0 = mat(in[PE]) * in[S0] - chunk_matmul(tr(o.c0 * ee), kf);
+    o.w0.addcmul_(mat(in[DE]), in[S0]);
+    o.w1.addcmul_(mat(in[DE]), in[S1]);
+    o.s0 = mat(in[PE]) * in[S0] - chunk_matmul(tr(o.c0), ee * kf);
     o.s1 = mat(in[PE]) * in[S1] - chunk_matmul(tr(o.c1 * ee), o.G0);
   }
   return o;
 }
 
-// Adjoint of out = A⊙(x Wᵀ) + D⊙(x Sᵀ) - (C ⊙ x rᵀ) c (one read-out layer); X = x Wᵀ, M = x Sᵀ, XR = x rᵀ from the
-// forward. Accumulates into gA, gD, gC; returns the gradients of x, W, S, r, c.
+// Adjoint of out = A⊙(x Wᵀ) + D⊙(x Sᵀ) - (C ⊙ x rᵀ) c (one read-out layer; XR = x rᵀ from the forward). With
+// X = x Wᵀ and M = x Sᵀ from the forward (out narrower than x) the row scalings act on ō; without them (x narrower)
+// on x and on ō W:  Ā = rowsum(ō ⊙ X) = rowsum((ō W) ⊙ x),  x̄ = (A⊙ō) W = A⊙(ō W),  W̄ = (A⊙ō)ᵀ x = ōᵀ (A⊙x).
+// Accumulates into gA, gD, gC; returns the gradients of x, W, S, r, c.
 struct LayerGrads {
   Tensor x, W, S, r, c;
 };
@@ -93,21 +94,35 @@ LayerGrads readout_layer_backward(const Tensor& go, const Tensor& x, const Tenso
                                   const Tensor& XR, const Tensor& A, const Tensor& D, const Tensor& C, Tensor& gA,
                                   Tensor& gD, Tensor& gC) {
   LayerGrads g;
-  gA = gA + rowsum(go, X);
-  auto oA = col(A) * go;
-  g.x = chunk_matmul(oA, W);
-  g.W = chunk_matmul(tr(oA), x);
-  if (S.defined()) {
-    gD = gD + rowsum(go, M);
-    auto oD = col(D) * go;
-    g.x = g.x + chunk_matmul(oD, S);
-    g.S = chunk_matmul(tr(oD), x);
+  const bool mom = S.defined();
+  if (X.defined()) {
+    gA += rowsum(go, X);
+    auto oA = col(A) * go;
+    g.x = chunk_matmul(oA, W);
+    g.W = chunk_matmul(tr(oA), x);
+    if (mom) {
+      gD += rowsum(go, M);
+      auto oD = col(D) * go;
+      g.x += chunk_matmul(oD, S);
+      g.S = chunk_matmul(tr(oD), x);
+    }
+  } else {
+    auto PW = chunk_matmul(go, W);
+    gA += rowsum(PW, x);
+    g.x = PW.mul_(col(A));
+    g.W = chunk_matmul(tr(go), col(A) * x);
+    if (mom) {
+      auto PS = chunk_matmul(go, S);
+      gD += rowsum(PS, x);
+      g.x.addcmul_(col(D), PS);
+      g.S = chunk_matmul(tr(go), col(D) * x);
+    }
   }
-  auto gSc = -chunk_matmul(go, tr(c));  // ∂/∂(C ⊙ x rᵀ)
-  gC = gC + gSc * XR;
-  auto gXR = gSc * C;
-  g.c = -chunk_matmul(tr(C * XR), go);
-  g.x = g.x + chunk_matmul(gXR, r);
+  auto gSc = chunk_matmul(go, tr(c)).neg_();  // ∂/∂(C ⊙ x rᵀ)
+  gC.addcmul_(gSc, XR);
+  auto gXR = gSc.mul_(C);
+  g.c = chunk_matmul(tr(C * XR), go).neg_();
+  g.x += chunk_matmul(gXR, r);
   g.r = chunk_matmul(tr(gXR), x);
   return g;
 }
@@ -120,8 +135,8 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
     ctx->saved_data["l2"] = l2;
     ctx->saved_data["tau"] = tau;
     variable_list save(in);
-    for (const Tensor* t : {&o.P0, &o.P0d, &o.G0, &o.E, &o.R, &o.Dl, &o.f, &o.s, &o.kk, &o.dd, &o.ee, &o.gg, &o.c0,
-                            &o.c1, &o.X0, &o.M0, &o.QK, &o.X1, &o.M1, &o.GG, &o.Ga, &o.Pa})
+    for (const Tensor* t : {&o.P0, &o.G0, &o.E, &o.RP0d, &o.Dl, &o.f, &o.s, &o.kk, &o.dd, &o.ee, &o.gg, &o.c0, &o.c1,
+                            &o.QK, &o.X1, &o.M1, &o.GG, &o.Ga, &o.Pa})
       save.push_back(*t);
     save[V] = Tensor();  // not needed by the backward
     ctx->save_for_backward(save);
@@ -136,8 +151,8 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
     const variable_list in(sv.begin(), sv.begin() + kInputs);
     Forward f;
     size_t i = kInputs;
-    for (Tensor* t : {&f.P0, &f.P0d, &f.G0, &f.E, &f.R, &f.Dl, &f.f, &f.s, &f.kk, &f.dd, &f.ee, &f.gg, &f.c0, &f.c1,
-                      &f.X0, &f.M0, &f.QK, &f.X1, &f.M1, &f.GG, &f.Ga, &f.Pa})
+    for (Tensor* t : {&f.P0, &f.G0, &f.E, &f.RP0d, &f.Dl, &f.f, &f.s, &f.kk, &f.dd, &f.ee, &f.gg, &f.c0, &f.c1, &f.QK,
+                      &f.X1, &f.M1, &f.GG, &f.Ga, &f.Pa})
       *t = sv[i++];
     const bool mom = ctx->saved_data["mom"].toBool();
     const auto &q = in[Q], &qf = in[QF], &kf = in[KF];
@@ -146,74 +161,76 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
     const Tensor gs0 = mom ? zeros_if_undef(go[3], in[S0]) : Tensor(), gs1 = mom ? zeros_if_undef(go[4], in[S1]) : Tensor();
 
     variable_list g(kInputs + 3);  // + mom, l2, tau; no gradient for the empty placeholders
-    // Chunk end: W_l' = a W_l + d S_l - c_lᵀ diag(c_end) r_l,  S_l' = p S_l - c_lᵀ diag(e_end) r_l.
+    // Chunk end: W0' = a W0 + d S0 - c0ᵀ (c_end ⊙ φk), W1' = a W1 + d S1 - (c_end ⊙ c1)ᵀ G0, and S_l' likewise with
+    // p and e_end. So c̄0 = -(c_end ⊙ φk) W̄0ᵀ, φ̄k = -c_end ⊙ (c0 W̄0), c̄_end = -rowsum((c0 W̄0) ⊙ φk) - …
     g[W0] = mat(in[AE]) * gw0;
     g[W1] = mat(in[AE]) * gw1;
     g[AE] = scal(gw0, in[W0]) + scal(gw1, in[W1]);
-    auto ce = col(in[CE]);
-    auto RW0 = chunk_matmul(kf, tr(gw0)), RW1 = chunk_matmul(f.G0, tr(gw1));  // r_l Z̄ᵀ
-    Tensor gc0 = -ce * RW0, gc1 = -ce * RW1;
-    Tensor gkf = -ce * chunk_matmul(f.c0, gw0), gG0 = -ce * chunk_matmul(f.c1, gw1);
-    g[CE] = -(rowsum(f.c0, RW0) + rowsum(f.c1, RW1));
+    const auto ce = col(in[CE]);
+    auto Z0 = chunk_matmul(f.c0, gw0), RW1 = chunk_matmul(f.G0, tr(gw1));  // [N, f], [N, d]
+    Tensor gkf = -ce * Z0, gc1 = -ce * RW1;
+    g[CE] = -(rowsum(Z0, kf) + rowsum(f.c1, RW1));
+    Tensor gc0, gG0;  // the [N, hid] ones: one product each ([c_end | e_end] stacked along the inner dim)
     if (mom) {
-      auto ee = col(in[EE]);
+      const auto ee = col(in[EE]);
       g[S0] = mat(in[DE]) * gw0 + mat(in[PE]) * gs0;
       g[S1] = mat(in[DE]) * gw1 + mat(in[PE]) * gs1;
       g[DE] = scal(gw0, in[S0]) + scal(gw1, in[S1]);
       g[PE] = scal(gs0, in[S0]) + scal(gs1, in[S1]);
-      auto RS0 = chunk_matmul(kf, tr(gs0)), RS1 = chunk_matmul(f.G0, tr(gs1));
-      gc0 = gc0 - ee * RS0;
-      gc1 = gc1 - ee * RS1;
-      gkf = gkf - ee * chunk_matmul(f.c0, gs0);
-      gG0 = gG0 - ee * chunk_matmul(f.c1, gs1);
-      g[EE] = -(rowsum(f.c0, RS0) + rowsum(f.c1, RS1));
+      auto Zs0 = chunk_matmul(f.c0, gs0), RS1 = chunk_matmul(f.G0, tr(gs1));
+      gkf.sub_(ee * Zs0);
+      gc1.sub_(ee * RS1);
+      g[EE] = -(rowsum(Zs0, kf) + rowsum(f.c1, RS1));
+      gc0 = chunk_matmul(torch::cat({ce * kf, ee * kf}, -1), tr(torch::cat({gw0, gs0}, -1))).neg_();
+      gG0 = chunk_matmul(torch::cat({ce * f.c1, ee * f.c1}, -1), torch::cat({gw1, gs1}, -2)).neg_();
+    } else {
+      gc0 = chunk_matmul(ce * kf, tr(gw0)).neg_();
+      gG0 = chunk_matmul(ce * f.c1, gw1).neg_();
     }
 
-    // Read-out, layer 1 then layer 0.
+    // Read-out, layer 1 (its outputs narrower: X1, M1 kept) then layer 0 (φq narrower).
     Tensor gA = torch::zeros_like(in[CA]), gD = mom ? torch::zeros_like(in[CD]) : Tensor(),
            gC = torch::zeros_like(in[CC]);
     const auto &A = in[CA], &D = in[CD], &C = in[CC];
     const Tensor S0_ = mom ? in[S0] : Tensor(), S1_ = mom ? in[S1] : Tensor();
     auto l1 = readout_layer_backward(gy, f.Ga, in[W1], S1_, f.G0, f.c1, f.X1, f.M1, f.GG, A, D, C, gA, gD, gC);
-    auto l0 = readout_layer_backward(l1.x * f.Pa, qf, in[W0], S0_, kf, f.c0, f.X0, f.M0, f.QK, A, D, C, gA, gD,
-                                     gC);
-    g[W0] = g[W0] + l0.W;
-    g[W1] = g[W1] + l1.W;
-    if (mom) g[S0] = g[S0] + l0.S, g[S1] = g[S1] + l1.S;
+    auto l0 = readout_layer_backward(l1.x.mul_(f.Pa), qf, in[W0], S0_, kf, f.c0, Tensor(), Tensor(), f.QK, A, D, C,
+                                     gA, gD, gC);
+    g[W0] += l0.W;
+    g[W1] += l1.W;
+    if (mom) g[S0] += l0.S, g[S1] += l1.S;
     g[Q] = gy;
     g[QF] = l0.x;
-    gkf = gkf + l0.r;
-    gG0 = gG0 + l1.r;
-    gc0 = gc0 + l0.c;
-    gc1 = gc1 + l1.c;
+    gkf += l0.r;
+    gG0 += l1.r;
+    gc0 += l0.c;
+    gc1 += l1.c;
     g[CA] = gA, g[CD] = gD, g[CC] = gC;
 
     // Clip: c0 = f Δ, c1 = f g_y.
     Tensor gDl = gc0, gE = gc1;
     if (tau > 0) {
-      gDl = gc0 * col(f.f);
-      gE = gc1 * col(f.f);
       auto gf = rowsum(gc0, f.Dl) + rowsum(gc1, f.E);
-      // f = τ x^{-1/2}, x = max(s, τ²): ∂f/∂s = -½ τ s^{-3/2} where s ≥ τ² (clamp_min's rule), else 0.
-      auto gs = torch::where(f.s >= tau * tau, gf * (-0.5 * tau) * f.s.pow(-1.5), torch::zeros_like(gf));
-      gDl = gDl + col(2 * gs * f.kk) * f.Dl;
-      gkf = gkf + col(2 * gs * f.dd) * kf;
-      gE = gE + col(2 * gs * f.gg) * f.E;
-      gG0 = gG0 + col(2 * gs * f.ee) * f.G0;
+      // f = τ x^{-1/2}, x = max(s, τ²): ∂f/∂s = -½ τ s^{-3/2} where s ≥ τ² (clamp_min's rule), else 0; s̄2 = 2 s̄.
+      auto gs2 = torch::where(f.s >= tau * tau, gf * (-tau) * f.s.pow(-1.5), torch::zeros_like(gf));
+      gDl = gc0.mul_(col(f.f)).addcmul_(col(gs2 * f.kk), f.Dl);
+      gkf.addcmul_(col(gs2 * f.dd), kf);
+      gE = gc1.mul_(col(f.f)).addcmul_(col(gs2 * f.gg), f.E);
+      gG0.addcmul_(col(gs2 * f.ee), f.G0);
     }
 
-    // Anchor pass, in reverse.
-    auto gR = gDl * f.P0, gP0 = gDl * f.R;
-    gE = gE + chunk_matmul(gR, tr(in[A1]));
+    // Anchor pass, in reverse: Δ = R ⊙ GELU'(H0), R = g_y Â1, H0 = φk Â0ᵀ.
+    auto gR = gDl * f.P0;
+    gE += chunk_matmul(gR, tr(in[A1]));
     g[A1] = chunk_matmul(tr(f.E), gR);
     g[V] = -gE;
     if (l2) {  // g_y = K + G0 Â1ᵀ - V
       g[K] = gE;
-      gG0 = gG0 + chunk_matmul(gE, in[A1]);
-      g[A1] = g[A1] + chunk_matmul(tr(gE), f.G0);
+      gG0 += chunk_matmul(gE, in[A1]);
+      g[A1] += chunk_matmul(tr(gE), f.G0);
     }
-    auto gH0 = gG0 * f.P0 + gP0 * f.P0d;
-    gkf = gkf + chunk_matmul(gH0, in[A0]);
+    auto gH0 = gG0.mul_(f.P0).addcmul_(gDl, f.RP0d);  // Ḡ0 ⊙ GELU' + Δ̄ ⊙ R ⊙ GELU''
+    gkf += chunk_matmul(gH0, in[A0]);
     g[A0] = chunk_matmul(tr(gH0), kf);
     g[KF] = gkf;
     return g;
