@@ -11,13 +11,28 @@ HeadProjectionImpl::HeadProjectionImpl(const HeadProjectionOptions& o, const std
 }
 
 torch::Tensor HeadProjectionImpl::forward(const torch::Tensor& x, LayerState* state) {
+  return forward_keyed(x, state, "conv_" + name, /*detach=*/true);
+}
+
+torch::Tensor HeadProjectionImpl::forward_keyed(const torch::Tensor& x, LayerState* state, const std::string& key,
+                                                bool detach) {
+  const int64_t B = x.size(0), T = x.size(1);
   auto y = proj(x);
   if (opt.short_conv) {
-    y = conv(y, state, "conv_" + name);
+    torch::Tensor prev;  // the cache before this call, [B, C, K-1]
+    if (state && state->has(key)) prev = state->at(key);
+    auto out = conv(y, state, key);  // stores a detached cache
+    if (state && !detach) {          // replace it by the differentiable tail of [prev | y]
+      const int64_t K = conv->kernel;
+      auto before = prev.defined() ? prev.to(y.scalar_type()).transpose(1, 2)
+                                   : torch::zeros({B, K - 1, y.size(2)}, y.options());
+      state->tensors[key] = torch::cat({before, y}, 1).narrow(1, T, K - 1).transpose(1, 2).contiguous();
+    }
+    y = out;
   } else if (opt.silu) {
     y = torch::silu(y);
   }
-  y = y.view({x.size(0), x.size(1), opt.n_heads, opt.head_dim});
+  y = y.view({B, T, opt.n_heads, opt.head_dim});
   return opt.l2_normalize ? l2norm(y) : y;
 }
 

@@ -38,6 +38,9 @@ inline HeadProjectionOptions template_projection(int64_t d_model, int64_t n_head
 struct HeadProjectionImpl : torch::nn::Module {
   HeadProjectionImpl(const HeadProjectionOptions& o, const std::string& name);
   torch::Tensor forward(const torch::Tensor& x, LayerState* state);
+  // The same with the conv cache under `key`; detach = false keeps that cache differentiable (the tail of
+  // [cache | proj(x)]), so that a later call's gradient reaches this one (the Titans/ATLAS MAC segments).
+  torch::Tensor forward_keyed(const torch::Tensor& x, LayerState* state, const std::string& key, bool detach);
   HeadProjectionOptions opt;
   std::string name;
   torch::nn::Linear proj{nullptr};

@@ -56,10 +56,6 @@ struct AtlasCoreImpl : torch::nn::Module, DeclaresNoWeightDecay {
   // x [B, T, D] -> y [B, T, H, d_h]; with a state continues from it and stores the new one (detached unless
   // detach = false).
   torch::Tensor forward(const torch::Tensor& x, LayerState* state, bool detach = true);
-  // HeadProjection's maths (proj -> Conv4 + SiLU -> heads -> optional l2norm) with the conv cache under `key`,
-  // kept differentiable unless `detach` (MAC's stateless forward back-propagates across segments, §5.6).
-  torch::Tensor path(HeadProjection& p, const torch::Tensor& x, LayerState* state, const std::string& key,
-                     bool detach);
   // The current memory weights (the learned initial memory when the state is fresh), each [B, H, out, in].
   MemoryWeights current_weights(LayerState* state, int64_t batch, torch::ScalarType dt);
   // MAC retrieval h = M_w(φ(q(x))) (residual q(x)) through the query path with its own conv cache `key`:

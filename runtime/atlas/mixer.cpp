@@ -113,42 +113,20 @@ std::vector<std::string> AtlasCoreImpl::no_weight_decay() const {
   return names;
 }
 
-torch::Tensor AtlasCoreImpl::path(HeadProjection& p, const torch::Tensor& x, LayerState* state,
-                                  const std::string& key, bool detach) {
-  const int64_t B = x.size(0), T = x.size(1);
-  auto y = p->proj(x);
-  if (p->opt.short_conv) {
-    torch::Tensor prev;  // the cache before this call, [B, C, K-1]
-    if (state && state->has(key)) prev = state->at(key);
-    auto out = p->conv(y, state, key);  // stores a detached cache
-    if (state && !detach) {             // replace it by the differentiable tail of [prev | y]
-      const int64_t K = p->conv->kernel;
-      auto before = prev.defined() ? prev.to(y.scalar_type()).transpose(1, 2)
-                                   : torch::zeros({B, K - 1, y.size(2)}, y.options());
-      state->tensors[key] = torch::cat({before, y}, 1).narrow(1, T, K - 1).transpose(1, 2).contiguous();
-    }
-    y = out;
-  } else if (p->opt.silu) {
-    y = torch::silu(y);
-  }
-  y = y.view({B, T, p->opt.n_heads, p->opt.head_dim});
-  return p->opt.l2_normalize ? l2norm(y) : y;
-}
-
 MemoryWeights AtlasCoreImpl::current_weights(LayerState* state, int64_t batch, torch::ScalarType dt) {
   return current_memory_weights(init_weights, opt.key, state, batch, dt);
 }
 
 torch::Tensor AtlasCoreImpl::read(const MemoryWeights& w, const torch::Tensor& x, LayerState* state,
                                   const std::string& key, bool detach) {
-  auto q = path(q_proj, x, state, key, detach).to(w[0].scalar_type()).transpose(1, 2);  // [B, H, T, d]
+  auto q = q_proj->forward_keyed(x, state, key, detach).to(w[0].scalar_type()).transpose(1, 2);  // [B, H, T, d]
   return memory_apply(spec, w, q, {}, phi(q)).transpose(1, 2);
 }
 
 torch::Tensor AtlasCoreImpl::forward(const torch::Tensor& x, LayerState* state, bool detach) {
   const int64_t B = x.size(0), T = x.size(1), H = opt.heads;
   const auto dt = recurrence_dtype(x);
-  auto proj = [&](HeadProjection& p) { return path(p, x, state, "conv_" + p->name, detach).to(dt); };
+  auto proj = [&](HeadProjection& p) { return p->forward_keyed(x, state, "conv_" + p->name, detach).to(dt); };
   auto q = proj(q_proj), k = proj(k_proj), v = proj(v_proj);
   OmegaInputs in;
   in.q = q;

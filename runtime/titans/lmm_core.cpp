@@ -60,40 +60,16 @@ MemoryWeights LmmCoreImpl::current_weights(LayerState* state, int64_t batch, tor
   return current_memory_weights(init_weights, opt.key, state, batch, dt);
 }
 
-// proj -> causal depthwise conv (cache `key`, kept differentiable unless `detach`) -> SiLU -> heads -> l2norm.
-torch::Tensor LmmCoreImpl::path(HeadProjection& p, const torch::Tensor& x, LayerState* state, const std::string& key,
-                                bool l2, bool detach) {
-  const int64_t B = x.size(0), T = x.size(1);
-  auto y = p->proj(x);
-  if (opt.use_conv) {
-    const int64_t K = opt.conv_size, C = y.size(2);
-    torch::Tensor prev;
-    if (state && state->has(key)) prev = state->at(key).to(y.scalar_type());
-    else prev = torch::zeros({B, C, K - 1}, y.options());
-    auto full = torch::cat({prev, y.transpose(1, 2)}, 2);
-    auto w = p->conv->weight.to(y.scalar_type());
-    y = torch::conv1d(full, w, torch::Tensor(), torch::IntArrayRef({1}), torch::IntArrayRef({0}),
-                      torch::IntArrayRef({1}), C)
-            .transpose(1, 2);
-    if (state) {
-      auto tail = full.slice(2, T, T + K - 1);
-      state->tensors[key] = detach ? tail.detach().clone() : tail;
-    }
-  }
-  y = torch::silu(y).view({B, T, opt.heads, opt.head_dim});
-  return l2 ? l2norm(y) : y;
-}
-
 torch::Tensor LmmCoreImpl::query(const torch::Tensor& x, LayerState* state, const std::string& cache_key,
                                  bool detach) {
-  return path(q_proj, x, state, cache_key, true, detach);
+  return q_proj->forward_keyed(x, state, cache_key, detach);
 }
 
 torch::Tensor LmmCoreImpl::forward(const torch::Tensor& x, LayerState* state, bool detach) {
   const int64_t B = x.size(0), T = x.size(1), H = opt.heads;
-  auto q = path(q_proj, x, state, "conv_q", true, detach);  // [B, T, H, d]
-  auto k = path(k_proj, x, state, "conv_k", true, detach);
-  auto v = path(v_proj, x, state, "conv_v", false, detach);
+  auto q = q_proj->forward_keyed(x, state, "conv_q", detach);  // [B, T, H, d]
+  auto k = k_proj->forward_keyed(x, state, "conv_k", detach);
+  auto v = v_proj->forward_keyed(x, state, "conv_v", detach);
   const auto dt = recurrence_dtype(x);
   auto z = gate_proj(x).to(dt).view({B, T, 3, H});
   const AutocastOff autocast_off;  // §12 rule 1: projections above under autocast, the memory below in fp32

@@ -78,9 +78,6 @@ struct LmmCoreImpl : torch::nn::Module, DeclaresNoWeightDecay {
   torch::Tensor forward(const torch::Tensor& x, LayerState* state, bool detach = true);
   // The memory's query path on another stream (MAC: q(x) with its own conv cache `cache_key`).
   torch::Tensor query(const torch::Tensor& x, LayerState* state, const std::string& cache_key, bool detach = true);
-  // proj -> Conv4 (cache `key`) -> SiLU -> [B, T, H, d] -> optional l2norm (HeadProjection's maths).
-  torch::Tensor path(HeadProjection& p, const torch::Tensor& x, LayerState* state, const std::string& key, bool l2,
-                     bool detach);
   // The current memory weights of `state` (the learned initial memory when the state is fresh), [B, H, out, in].
   MemoryWeights current_weights(LayerState* state, int64_t batch, torch::ScalarType dt);
 
