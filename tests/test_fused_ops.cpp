@@ -354,6 +354,37 @@ TEST_CASE("window_attention (the Titans/ATLAS hybrids) takes the fused kernel on
   }
 }
 
+TEST_CASE("segment_attention (MAC) on the fused kernel with interleaved keys equals the explicit-position mask",
+          "[fused]") {
+  // Query i (segment position so + i) sees the persistent keys, and h_j, S_j for j <= so + i: the fused kernel
+  // over [P | h_0 S_0 h_1 S_1 ...] (keys_per_step 2) against window_attention's general masked path.
+  torch::manual_seed(10);
+  for (auto dtype : kDtypes) {
+    for (int64_t n_p : {0, 3}) {
+      for (int64_t so : {0, 5}) {  // a fresh segment, and a call inside one (decoding / prefill after a prefix)
+        CAPTURE(dtype, n_p, so);
+        const int64_t n = 70, m = so + n;  // n > the kernel's 64-row query block
+        auto q = randn({2, 2, n, 6}, dtype), hk = randn({2, 2, m, 6}, dtype), hv = randn({2, 2, m, 6}, dtype),
+             xk = randn({2, 2, m, 6}, dtype), xv = randn({2, 2, m, 6}, dtype);
+        auto pk = n_p ? randn({2, 2, n_p, 6}, dtype) : torch::Tensor(),
+             pv = n_p ? randn({2, 2, n_p, 6}, dtype) : torch::Tensor();
+        std::vector<torch::Tensor> in = {q, hk, hv, xk, xv};
+        if (n_p) in.push_back(pk), in.push_back(pv);
+        auto run = [&](bool fused) {
+          return [&, fused](const std::vector<torch::Tensor>& x) {
+            const FusedCpuScope scope(fused);
+            return segment_attention(x[0], so, n_p ? x[5] : torch::Tensor(), n_p ? x[6] : torch::Tensor(), x[1],
+                                     x[2], x[3], x[4], 16);
+          };
+        };
+        CHECK(graph_has(run(true)(in), "AttentionFn"));
+        CHECK_FALSE(graph_has(run(false)(in), "AttentionFn"));
+        check_same_function(run(true), run(false), in, tolerance(dtype));
+      }
+    }
+  }
+}
+
 TEST_CASE("fused kernels leave whole models unchanged: loss and every parameter gradient", "[fused]") {
   for (const std::string model : {"transformer", "linear_attn", "deltanet", "gated_deltanet", "mamba2", "titans_mag"}) {
     for (auto dtype : kDtypes) {

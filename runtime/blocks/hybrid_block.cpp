@@ -69,7 +69,6 @@ torch::Tensor MacMixerBase::forward(const torch::Tensor& x, LayerState* state) {
   const auto dt = recurrence_dtype(x);
   int64_t pos = state_int(st, "mac_pos");
   const size_t n_w = memory_num_weights();
-  auto io = torch::TensorOptions().dtype(torch::kInt64).device(x.device());
   torch::Tensor pk, pv;
   if (n_p_ > 0) {
     auto prefix = persistent_prefix(B, x.scalar_type());
@@ -103,16 +102,7 @@ torch::Tensor MacMixerBase::forward(const torch::Tensor& x, LayerState* state) {
     hv = grow("mac_hv", hv);
     xk = grow("mac_xk", xk);
     xv = grow("mac_xv", xv);
-    std::vector<torch::Tensor> ks = {hk, xk}, vs = {hv, xv};
-    auto seg_pos = torch::arange(n_p_, n_p_ + so + n, io);
-    std::vector<torch::Tensor> kp = {seg_pos, seg_pos};
-    if (n_p_ > 0) {
-      ks.insert(ks.begin(), pk);
-      vs.insert(vs.begin(), pv);
-      kp.insert(kp.begin(), torch::arange(0, n_p_, io));
-    }
-    auto qpos = torch::arange(n_p_ + so, n_p_ + so + n, io);
-    auto y = window_attention(q, qpos, torch::cat(ks, 2), torch::cat(vs, 2), torch::cat(kp), 0, 0, hopt_.q_block);
+    auto y = segment_attention(q, so, pk, pv, hk, hv, xk, xv, hopt_.q_block);
     y = y.transpose(1, 2).reshape({B, n, x.size(2)});
     // 3.–4. the memory absorbs y (read after write), gated output
     outs.push_back(combine(y, memory_absorb(y, st, detach)));

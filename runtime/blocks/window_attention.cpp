@@ -78,4 +78,32 @@ torch::Tensor window_attention(const torch::Tensor& q, const torch::Tensor& qpos
   return out.to(q.scalar_type());
 }
 
+torch::Tensor segment_attention(const torch::Tensor& q, int64_t so, const torch::Tensor& pk, const torch::Tensor& pv,
+                                const torch::Tensor& hk, const torch::Tensor& hv, const torch::Tensor& xk,
+                                const torch::Tensor& xv, int64_t q_block) {
+  const int64_t n = q.size(2), m = hk.size(2), n_p = pk.defined() ? pk.size(2) : 0;
+  const bool backward = torch::GradMode::is_enabled() &&
+                        (q.requires_grad() || hk.requires_grad() || xk.requires_grad() || hv.requires_grad() ||
+                         xv.requires_grad() || (pk.defined() && (pk.requires_grad() || pv.requires_grad())));
+  const bool enough_heads = !backward || q.size(0) * q.size(1) >= at::get_num_threads();  // as blocked_attention
+  if (enough_heads && fused_cpu_eligible({q, pk, pv, hk, hv, xk, xv}) &&
+      fused_attention_supported(n, n_p + 2 * m, so, -n_p, 0, /*keys_per_step=*/2)) {
+    auto pairs = [&](const torch::Tensor& p, const torch::Tensor& h, const torch::Tensor& x) {
+      auto hx = torch::stack({h, x}, 3).reshape({h.size(0), h.size(1), 2 * m, h.size(3)});
+      return n_p > 0 ? torch::cat({p, hx}, 2) : hx;
+    };
+    return fused_attention(q, pairs(pk, hk, xk), pairs(pv, hv, xv), so, -n_p, 0, /*keys_per_step=*/2);
+  }
+  auto io = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
+  auto seg_pos = torch::arange(n_p, n_p + m, io);
+  std::vector<torch::Tensor> ks = {hk, xk}, vs = {hv, xv}, kp = {seg_pos, seg_pos};
+  if (n_p > 0) {
+    ks.insert(ks.begin(), pk);
+    vs.insert(vs.begin(), pv);
+    kp.insert(kp.begin(), torch::arange(0, n_p, io));
+  }
+  auto qpos = torch::arange(n_p + so, n_p + so + n, io);
+  return window_attention(q, qpos, torch::cat(ks, 2), torch::cat(vs, 2), torch::cat(kp), 0, 0, q_block);
+}
+
 }  // namespace mnemo

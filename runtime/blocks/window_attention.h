@@ -14,4 +14,13 @@ torch::Tensor window_attention(const torch::Tensor& q, const torch::Tensor& qpos
                                const torch::Tensor& v, const torch::Tensor& kpos, int64_t window,
                                int64_t always_before, int64_t q_block);
 
+// MAC's segment attention (§5.6): queries q [B, H, n, d] at segment positions so .. so+n-1 over
+// [P | h | S] — the persistent keys pk/pv [B, H, N_p, d] (undefined: none) always visible, the memory read-outs
+// hk/hv and the tokens xk/xv [B, H, so+n, d] of segment position j visible to query i iff j <= so + i. On the
+// CPU it is the fused kernel over the keys interleaved per position (h_0, x_0, h_1, x_1, ...: each query's keys
+// a prefix); elsewhere window_attention with explicit positions (RoPE is applied by the caller).
+torch::Tensor segment_attention(const torch::Tensor& q, int64_t so, const torch::Tensor& pk, const torch::Tensor& pv,
+                                const torch::Tensor& hk, const torch::Tensor& hv, const torch::Tensor& xk,
+                                const torch::Tensor& xv, int64_t q_block);
+
 }  // namespace mnemo

@@ -28,11 +28,13 @@ constexpr int64_t kBlock = 64;  // query rows per block
 
 // Which keys each query sees, and the query blocks with their key ranges and the offsets of their probabilities.
 struct Geometry {
-  int64_t Tq, Tk, q_offset, k_offset, window;
+  int64_t Tq, Tk, q_offset, k_offset, window, r;  // r keys per position (window 0 when r > 1)
   int64_t key_lo(int64_t i) const {
     return window > 0 ? std::max<int64_t>(0, q_offset + i - window + 1 - k_offset) : 0;
   }
-  int64_t key_hi(int64_t i) const { return std::min<int64_t>(Tk, q_offset + i - k_offset + 1); }
+  int64_t key_hi(int64_t i) const {
+    return std::max<int64_t>(0, std::min<int64_t>(Tk, r * (q_offset + i + 1) - k_offset));
+  }
 };
 
 struct QueryBlock {
@@ -150,7 +152,7 @@ torch::Tensor attention_eager(const torch::Tensor& q, const torch::Tensor& k, co
   auto opts = torch::TensorOptions().dtype(torch::kInt64);
   auto qpos = torch::arange(g.q_offset, g.q_offset + g.Tq, opts).unsqueeze(1);
   auto kpos = torch::arange(g.k_offset, g.k_offset + g.Tk, opts).unsqueeze(0);
-  auto visible = kpos <= qpos;
+  auto visible = kpos < g.r * (qpos + 1);
   if (g.window > 0) visible = visible & (kpos > qpos - g.window);
   auto logits = torch::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   logits = logits.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
@@ -159,11 +161,12 @@ torch::Tensor attention_eager(const torch::Tensor& q, const torch::Tensor& k, co
 
 struct AttentionFn : torch::autograd::Function<AttentionFn> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in, const torch::Tensor& k_in,
-                               const torch::Tensor& v_in, int64_t q_offset, int64_t k_offset, int64_t window) {
+                               const torch::Tensor& v_in, int64_t q_offset, int64_t k_offset, int64_t window,
+                               int64_t r) {
     RECORD_FUNCTION("mnemo::fused_attention", std::vector<c10::IValue>());
     auto q = unit_last_stride(q_in), k = unit_last_stride(k_in), v = unit_last_stride(v_in);
     const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Tk = k.size(2);
-    const Geometry g{Tq, Tk, q_offset, k_offset, window};
+    const Geometry g{Tq, Tk, q_offset, k_offset, window, r};
     int64_t p_size = 0;
     const auto blocks = plan_blocks(g, &p_size);
     const int64_t nb = static_cast<int64_t>(blocks.size());
@@ -201,6 +204,7 @@ struct AttentionFn : torch::autograd::Function<AttentionFn> {
       ctx->saved_data["q_offset"] = q_offset;
       ctx->saved_data["k_offset"] = k_offset;
       ctx->saved_data["window"] = window;
+      ctx->saved_data["r"] = r;
     }
     return o;
   }
@@ -210,12 +214,12 @@ struct AttentionFn : torch::autograd::Function<AttentionFn> {
     const auto &q = s[3], &k = s[4], &v = s[5], &o = s[6], &P = s[7];
     const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Tk = k.size(2);
     const Geometry g{Tq, Tk, ctx->saved_data["q_offset"].toInt(), ctx->saved_data["k_offset"].toInt(),
-                     ctx->saved_data["window"].toInt()};
+                     ctx->saved_data["window"].toInt(), ctx->saved_data["r"].toInt()};
     if (torch::GradMode::is_enabled()) {  // create_graph: differentiate the eager formula
       auto r = reference_backward(
           [&](const std::vector<torch::Tensor>& in) { return attention_eager(in[0], in[1], in[2], g); },
           {s[0], s[1], s[2]}, grads[0]);
-      return {r[0], r[1], r[2], torch::Tensor(), torch::Tensor(), torch::Tensor()};
+      return {r[0], r[1], r[2], torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
     auto dO = unit_last_stride(grads[0]);
     int64_t p_size = 0;
@@ -262,27 +266,31 @@ struct AttentionFn : torch::autograd::Function<AttentionFn> {
     };
     if (q.scalar_type() == torch::kFloat32) run(0.f);
     else run(0.0);
-    return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
-bool fused_attention_supported(int64_t Tq, int64_t Tk, int64_t q_offset, int64_t k_offset, int64_t window) {
-  const Geometry g{Tq, Tk, q_offset, k_offset, window};
+bool fused_attention_supported(int64_t Tq, int64_t Tk, int64_t q_offset, int64_t k_offset, int64_t window,
+                               int64_t keys_per_step) {
+  if (keys_per_step < 1 || (keys_per_step > 1 && window > 0)) return false;
+  const Geometry g{Tq, Tk, q_offset, k_offset, window, keys_per_step};
   for (int64_t i = 0; i < Tq; ++i)
     if (g.key_hi(i) <= g.key_lo(i)) return false;
   return true;
 }
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              int64_t q_offset, int64_t k_offset, int64_t window) {
+                              int64_t q_offset, int64_t k_offset, int64_t window, int64_t keys_per_step) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k.sizes() == v.sizes() && q.size(0) == k.size(0) &&
                   q.size(1) == k.size(1) && q.size(3) == k.size(3),
               "fused_attention: q [B, H, Tq, D], k and v [B, H, Tk, D]");
   const bool grad = torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-  if (grad) return AttentionFn::apply(q, k, v, q_offset, k_offset, window);
-  return AttentionFn::forward(nullptr, q, k, v, q_offset, k_offset, window);
+  TORCH_CHECK(keys_per_step >= 1 && (keys_per_step == 1 || window == 0),
+              "fused_attention: keys_per_step >= 1, and window 0 when keys_per_step > 1");
+  if (grad) return AttentionFn::apply(q, k, v, q_offset, k_offset, window, keys_per_step);
+  return AttentionFn::forward(nullptr, q, k, v, q_offset, k_offset, window, keys_per_step);
 }
 
 }  // namespace mnemo

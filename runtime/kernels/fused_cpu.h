@@ -49,9 +49,13 @@ torch::Tensor fused_rope(const torch::Tensor& x, const torch::Tensor& cos, const
 // k_offset + j <= q_offset + i and, with window W > 0, k_offset + j > q_offset + i − W): q [B, H, Tq, D],
 // k, v [B, H, Tk, D], output [B, H, Tq, D] (a view of [B, Tq, H, D] memory). Only the visible blocks of QKᵀ are
 // computed. False from fused_attention_supported when a query sees no key (the eager path's NaN rows).
-bool fused_attention_supported(int64_t Tq, int64_t Tk, int64_t q_offset, int64_t k_offset, int64_t window);
+// keys_per_step r > 1 (window 0 only): the keys come r per position, interleaved (Titans/ATLAS MAC: the memory
+// read-out and the token of one position), and key j is visible to query i iff k_offset + j < r (q_offset + i + 1)
+// (r = 1: the causal rule above); a negative k_offset puts -k_offset always-visible keys first.
+bool fused_attention_supported(int64_t Tq, int64_t Tk, int64_t q_offset, int64_t k_offset, int64_t window,
+                               int64_t keys_per_step = 1);
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              int64_t q_offset, int64_t k_offset, int64_t window);
+                              int64_t q_offset, int64_t k_offset, int64_t window, int64_t keys_per_step = 1);
 
 namespace fused_cpu {
 
