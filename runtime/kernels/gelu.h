@@ -15,6 +15,15 @@ inline torch::Tensor gelu_exact_grad(const torch::Tensor& h) {
   return 0.5 * (1.0 + torch::erf(h * inv_sqrt2)) + h * torch::exp(-0.5 * h * h) * inv_sqrt_2pi;
 }
 
+// GELU(h), GELU'(h) and φ(h) as plain values (no graph), and GELU''(h) = φ(h)(2 - h²) when with_second.
+// Shared by gelu_and_grad and the fused deep-memory chunks (runtime/deep_memory/fused_chunk.cpp, runtime/ttt/,
+// runtime/miras/). On the CPU (fp32/fp64, fused_cpu_eligible) one pass over memory (gelu.cpp); fp32's erf there is
+// Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7, as ATen's vectorised one), fp64's the library erf.
+struct GeluValues {
+  torch::Tensor value, grad, pdf, second;
+};
+GeluValues gelu_values(const torch::Tensor& h, bool with_second = false);
+
 namespace detail {
 struct GeluSafeFn : torch::autograd::Function<GeluSafeFn> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h) {
@@ -23,7 +32,9 @@ struct GeluSafeFn : torch::autograd::Function<GeluSafeFn> {
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list dy) {
-    return {dy[0] * gelu_exact_grad(ctx->get_saved_variables()[0])};
+    const auto h = ctx->get_saved_variables()[0];
+    if (!torch::GradMode::is_enabled()) return {dy[0] * gelu_values(h).grad};  // one pass on the CPU (gelu.cpp)
+    return {dy[0] * gelu_exact_grad(h)};  // create_graph: differentiable again
   }
 };
 }  // namespace detail
@@ -41,15 +52,6 @@ inline torch::Tensor gelu_safe(const torch::Tensor& h) {
 struct GeluAndGrad {
   torch::Tensor value, grad;  // GELU(h), GELU'(h)
 };
-
-// GELU(h), GELU'(h) and φ(h) as plain values (no graph), and GELU''(h) = φ(h)(2 - h²) when with_second.
-// Shared by gelu_and_grad and the fused deep-memory chunks (runtime/deep_memory/fused_chunk.cpp, runtime/ttt/,
-// runtime/miras/). On the CPU (fp32/fp64, fused_cpu_eligible) one pass over memory (gelu.cpp); fp32's erf there is
-// Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7, as ATen's vectorised one), fp64's the library erf.
-struct GeluValues {
-  torch::Tensor value, grad, pdf, second;
-};
-GeluValues gelu_values(const torch::Tensor& h, bool with_second = false);
 
 namespace detail {
 struct GeluAndGradFn : torch::autograd::Function<GeluAndGradFn> {
