@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/deep_memory/fused_chunk.h"
+#include "runtime/kernels/fused_cpu.h"
 #include "runtime/titans/titans.h"
 #include "tests/atlas_test_util.h"
 #include "tests/test_util.h"
@@ -67,11 +68,13 @@ TEST_CASE("fused chunk, Titans: hand-written backward equals autograd through th
   spec.expansion = 4;
   REQUIRE(fused_chunk_supported(spec));
   const char* names[] = {"q", "k", "v", "log_keep", "log_eta", "theta", "w0", "w1", "s0", "s1", "anchor0", "anchor1"};
+  for (bool cpu_kernels : {true, false})  // the node's CPU row kernels (the clip), and its tensor form
   for (double clip : {0.0, 0.5}) {
     for (int64_t offset : {0, 3}) {
       for (int64_t T : {1, 13}) {  // b = 5: partial first (offset 3) and last chunks
         const int64_t b = 5;
-        CAPTURE(clip, offset, T);
+        CAPTURE(cpu_kernels, clip, offset, T);
+        const FusedCpuScope scope(cpu_kernels);
         auto c = make_case(spec, 2, T, 3, offset, 7 + T + offset);
         auto ref = run(spec, c, b, clip, false);
         auto got = run(spec, c, b, clip, true);

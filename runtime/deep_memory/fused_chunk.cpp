@@ -4,6 +4,8 @@
 
 #include "core/common.h"
 #include "runtime/kernels/chunking.h"
+#include "runtime/kernels/fused_cpu.h"
+#include "runtime/kernels/fused_cpu_math.h"
 #include "runtime/kernels/gelu.h"
 #include "runtime/kernels/node_math.h"
 
@@ -21,9 +23,136 @@ Tensor scal(const Tensor& a, const Tensor& b) { return (a * b).sum({-2, -1}); } 
 // Inputs, in apply() order (undefined ones are absent: qf = q, kf = k, no momentum).
 enum In { Q, QF, K, KF, V, W0, W1, S0, S1, A0, A1, CA, CD, CC, AE, DE, CE, PE, EE, kInputs };
 
+// The inner-gradient clip (memory.h clip_grad_terms) per term row r, forward and adjoint:
+//   kk = |φk|², dd = |Δ|², ee = |g_y|², gg = |G0|², s = dd kk + ee gg, f = τ / sqrt(max(τ², s)), c0 = f Δ, c1 = f g_y;
+//   s̄2 = 2 s̄ = -τ f̄ s^{-3/2} where s ≥ τ² (clamp_min's rule) else 0, f̄ = ⟨c̄0, Δ⟩ + ⟨c̄1, g_y⟩:
+//   Δ̄ = f c̄0 + s̄2 kk Δ,  ḡ_y = f c̄1 + s̄2 gg g_y,  φ̄k += s̄2 dd φk,  Ḡ0 += s̄2 ee G0.
+// On the CPU one pass over each row (about 25 small ops per chunk as tensor ops); the tensor form elsewhere.
+struct ClipSaved {
+  Tensor f, s, kk, dd, ee, gg;  // [B, H, N]
+};
+using fused_cpu::dot;
+
+template <typename T>
+MNEMO_INLINE void clip_rows(int64_t rows, const T* kf, int64_t F, const T* Dl, int64_t Hd, const T* E, int64_t Dd,
+                            const T* G0, T tau, T* kk, T* dd, T* ee, T* gg, T* s, T* f, T* c0, T* c1) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *k = kf + r * F, *dl = Dl + r * Hd, *e = E + r * Dd, *g = G0 + r * Hd;
+    kk[r] = dot(k, k, F), dd[r] = dot(dl, dl, Hd), ee[r] = dot(e, e, Dd), gg[r] = dot(g, g, Hd);
+    s[r] = dd[r] * kk[r] + ee[r] * gg[r];
+    const T fr = f[r] = tau / std::sqrt(std::max(tau * tau, s[r]));
+    for (int64_t j = 0; j < Hd; ++j) c0[r * Hd + j] = dl[j] * fr;
+    for (int64_t j = 0; j < Dd; ++j) c1[r * Dd + j] = e[j] * fr;
+  }
+}
+template <typename T>
+MNEMO_INLINE void clip_backward_rows(int64_t rows, T* gc0, int64_t Hd, T* gc1, int64_t Dd, const T* Dl, const T* E,
+                                     const T* kf, int64_t F, const T* G0, const T* f, const T* s, const T* kk,
+                                     const T* dd, const T* ee, const T* gg, T tau, T* gkf, T* gG0) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T *a0 = gc0 + r * Hd, *a1 = gc1 + r * Dd, *gk = gkf + r * F, *gg0 = gG0 + r * Hd;
+    const T *dl = Dl + r * Hd, *e = E + r * Dd, *k = kf + r * F, *g = G0 + r * Hd;
+    const T gf = dot(a0, dl, Hd) + dot(a1, e, Dd);
+    const T gs2 = s[r] >= tau * tau ? -tau * gf / (s[r] * std::sqrt(s[r])) : T(0);
+    const T fr = f[r], x0 = gs2 * kk[r], x1 = gs2 * gg[r], xk = gs2 * dd[r], xg = gs2 * ee[r];
+    for (int64_t j = 0; j < Hd; ++j) a0[j] = a0[j] * fr + x0 * dl[j];
+    for (int64_t j = 0; j < Dd; ++j) a1[j] = a1[j] * fr + x1 * e[j];
+    for (int64_t j = 0; j < F; ++j) gk[j] += xk * k[j];
+    for (int64_t j = 0; j < Hd; ++j) gg0[j] += xg * g[j];
+  }
+}
+MNEMO_SIMD_CLONES void clip_rows_f(int64_t rows, const float* kf, int64_t F, const float* Dl, int64_t Hd,
+                                   const float* E, int64_t Dd, const float* G0, float tau, float* kk, float* dd,
+                                   float* ee, float* gg, float* s, float* f, float* c0, float* c1) {
+  clip_rows(rows, kf, F, Dl, Hd, E, Dd, G0, tau, kk, dd, ee, gg, s, f, c0, c1);
+}
+MNEMO_SIMD_CLONES void clip_rows_d(int64_t rows, const double* kf, int64_t F, const double* Dl, int64_t Hd,
+                                   const double* E, int64_t Dd, const double* G0, double tau, double* kk, double* dd,
+                                   double* ee, double* gg, double* s, double* f, double* c0, double* c1) {
+  clip_rows(rows, kf, F, Dl, Hd, E, Dd, G0, tau, kk, dd, ee, gg, s, f, c0, c1);
+}
+MNEMO_SIMD_CLONES void clip_backward_rows_f(int64_t rows, float* gc0, int64_t Hd, float* gc1, int64_t Dd,
+                                            const float* Dl, const float* E, const float* kf, int64_t F,
+                                            const float* G0, const float* f, const float* s, const float* kk,
+                                            const float* dd, const float* ee, const float* gg, float tau, float* gkf,
+                                            float* gG0) {
+  clip_backward_rows(rows, gc0, Hd, gc1, Dd, Dl, E, kf, F, G0, f, s, kk, dd, ee, gg, tau, gkf, gG0);
+}
+MNEMO_SIMD_CLONES void clip_backward_rows_d(int64_t rows, double* gc0, int64_t Hd, double* gc1, int64_t Dd,
+                                            const double* Dl, const double* E, const double* kf, int64_t F,
+                                            const double* G0, const double* f, const double* s, const double* kk,
+                                            const double* dd, const double* ee, const double* gg, double tau,
+                                            double* gkf, double* gG0) {
+  clip_backward_rows(rows, gc0, Hd, gc1, Dd, Dl, E, kf, F, G0, f, s, kk, dd, ee, gg, tau, gkf, gG0);
+}
+
+bool clip_kernel_eligible(std::initializer_list<Tensor> ts) {
+  if (!fused_cpu_eligible(ts)) return false;
+  for (const auto& t : ts)
+    if (!t.is_contiguous()) return false;
+  return true;
+}
+
+// c0, c1 and the saved row quantities from Δ, g_y, φk, G0 (each [B, H, N, ·]).
+std::pair<Tensor, Tensor> clip_forward(const Tensor& kf_in, const Tensor& Dl, const Tensor& E, const Tensor& G0,
+                                       double tau, ClipSaved& sv) {
+  const auto kf = kf_in.contiguous();
+  if (clip_kernel_eligible({kf, Dl, E, G0})) {
+    const int64_t rows = Dl.numel() / Dl.size(-1), F = kf.size(-1), Hd = Dl.size(-1), Dd = E.size(-1);
+    auto vec = [&] { return torch::empty(Dl.sizes().slice(0, Dl.dim() - 1), Dl.options()); };
+    sv.f = vec(), sv.s = vec(), sv.kk = vec(), sv.dd = vec(), sv.ee = vec(), sv.gg = vec();
+    auto c0 = torch::empty_like(Dl), c1 = torch::empty_like(E);
+    if (Dl.scalar_type() == torch::kFloat32)
+      clip_rows_f(rows, kf.data_ptr<float>(), F, Dl.data_ptr<float>(), Hd, E.data_ptr<float>(), Dd,
+                  G0.data_ptr<float>(), static_cast<float>(tau), sv.kk.data_ptr<float>(), sv.dd.data_ptr<float>(),
+                  sv.ee.data_ptr<float>(), sv.gg.data_ptr<float>(), sv.s.data_ptr<float>(), sv.f.data_ptr<float>(),
+                  c0.data_ptr<float>(), c1.data_ptr<float>());
+    else
+      clip_rows_d(rows, kf.data_ptr<double>(), F, Dl.data_ptr<double>(), Hd, E.data_ptr<double>(), Dd,
+                  G0.data_ptr<double>(), tau, sv.kk.data_ptr<double>(), sv.dd.data_ptr<double>(),
+                  sv.ee.data_ptr<double>(), sv.gg.data_ptr<double>(), sv.s.data_ptr<double>(),
+                  sv.f.data_ptr<double>(), c0.data_ptr<double>(), c1.data_ptr<double>());
+    return {c0, c1};
+  }
+  sv.kk = kf.square().sum(-1), sv.dd = Dl.square().sum(-1), sv.ee = E.square().sum(-1), sv.gg = G0.square().sum(-1);
+  sv.s = sv.dd * sv.kk + sv.ee * sv.gg;
+  sv.f = torch::clamp_min(sv.s, tau * tau).rsqrt_().mul_(tau);
+  return {Dl * sv.f.unsqueeze(-1), E * sv.f.unsqueeze(-1)};
+}
+
+// In place: gc0 becomes Δ̄, gc1 ḡ_y; gkf and gG0 accumulate.
+void clip_backward(Tensor& gc0, Tensor& gc1, const Tensor& Dl, const Tensor& E, const Tensor& kf_in, const Tensor& G0,
+                   const ClipSaved& sv, double tau, Tensor& gkf, Tensor& gG0) {
+  const auto kf = kf_in.contiguous();
+  if (clip_kernel_eligible({gc0, gc1, Dl, E, kf, G0, gkf, gG0})) {
+    const int64_t rows = Dl.numel() / Dl.size(-1), F = kf.size(-1), Hd = Dl.size(-1), Dd = E.size(-1);
+    if (Dl.scalar_type() == torch::kFloat32)
+      clip_backward_rows_f(rows, gc0.data_ptr<float>(), Hd, gc1.data_ptr<float>(), Dd, Dl.data_ptr<float>(),
+                           E.data_ptr<float>(), kf.data_ptr<float>(), F, G0.data_ptr<float>(), sv.f.data_ptr<float>(),
+                           sv.s.data_ptr<float>(), sv.kk.data_ptr<float>(), sv.dd.data_ptr<float>(),
+                           sv.ee.data_ptr<float>(), sv.gg.data_ptr<float>(), static_cast<float>(tau),
+                           gkf.data_ptr<float>(), gG0.data_ptr<float>());
+    else
+      clip_backward_rows_d(rows, gc0.data_ptr<double>(), Hd, gc1.data_ptr<double>(), Dd, Dl.data_ptr<double>(),
+                           E.data_ptr<double>(), kf.data_ptr<double>(), F, G0.data_ptr<double>(),
+                           sv.f.data_ptr<double>(), sv.s.data_ptr<double>(), sv.kk.data_ptr<double>(),
+                           sv.dd.data_ptr<double>(), sv.ee.data_ptr<double>(), sv.gg.data_ptr<double>(), tau,
+                           gkf.data_ptr<double>(), gG0.data_ptr<double>());
+    return;
+  }
+  auto col = [](const Tensor& x) { return x.unsqueeze(-1); };
+  auto gf = (gc0 * Dl).sum(-1) + (gc1 * E).sum(-1);
+  auto gs2 = torch::where(sv.s >= tau * tau, gf * (-tau) * sv.s.pow(-1.5), torch::zeros_like(gf));
+  gc0.mul_(col(sv.f)).addcmul_(col(gs2 * sv.kk), Dl);
+  gkf.addcmul_(col(gs2 * sv.dd), kf);
+  gc1.mul_(col(sv.f)).addcmul_(col(gs2 * sv.gg), E);
+  gG0.addcmul_(col(gs2 * sv.ee), G0);
+}
+
 struct Forward {
   Tensor y, w0, w1, s0, s1;                            // outputs
-  Tensor P0, G0, E, RP0d, Dl, f, s, kk, dd, ee, gg;    // anchor pass (P0 = GELU'(H0), RP0d = R ⊙ GELU''(H0))
+  Tensor P0, G0, E, RP0d, Dl;                          // anchor pass (P0 = GELU'(H0), RP0d = R ⊙ GELU''(H0))
+  ClipSaved clip;
   Tensor c0, c1;                                       // cols after the clip
   Tensor QK, X1, M1, GG, Ga, Pa;                       // read-out
 };
@@ -42,12 +171,7 @@ Forward run_forward(const variable_list& in, bool mom, bool l2, double tau) {
   o.Dl = R * o.P0;
   o.RP0d = R.mul_(g0.second);
   if (tau > 0) {  // memory.h clip_grad_terms
-    o.kk = kf.square().sum(-1), o.dd = o.Dl.square().sum(-1), o.ee = o.E.square().sum(-1),
-    o.gg = o.G0.square().sum(-1);
-    o.s = o.dd * o.kk + o.ee * o.gg;
-    o.f = torch::clamp_min(o.s, tau * tau).rsqrt_().mul_(tau);
-    o.c0 = o.Dl * col(o.f);
-    o.c1 = o.E * col(o.f);
+    std::tie(o.c0, o.c1) = clip_forward(kf, o.Dl, o.E, o.G0, tau, o.clip);
   } else {
     o.c0 = o.Dl, o.c1 = o.E;
   }
@@ -135,8 +259,10 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
     ctx->saved_data["l2"] = l2;
     ctx->saved_data["tau"] = tau;
     variable_list save(in);
-    for (const Tensor* t : {&o.P0, &o.G0, &o.E, &o.RP0d, &o.Dl, &o.f, &o.s, &o.kk, &o.dd, &o.ee, &o.gg, &o.c0, &o.c1,
-                            &o.QK, &o.X1, &o.M1, &o.GG, &o.Ga, &o.Pa})
+    const ClipSaved& c = o.clip;
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&o.P0, &o.G0, &o.E, &o.RP0d, &o.Dl, &c.f, &c.s, &c.kk,
+                                                                &c.dd, &c.ee, &c.gg, &o.c0, &o.c1, &o.QK, &o.X1,
+                                                                &o.M1, &o.GG, &o.Ga, &o.Pa})
       save.push_back(*t);
     save[V] = Tensor();  // not needed by the backward
     ctx->save_for_backward(save);
@@ -151,7 +277,8 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
     const variable_list in(sv.begin(), sv.begin() + kInputs);
     Forward f;
     size_t i = kInputs;
-    for (Tensor* t : {&f.P0, &f.G0, &f.E, &f.RP0d, &f.Dl, &f.f, &f.s, &f.kk, &f.dd, &f.ee, &f.gg, &f.c0, &f.c1, &f.QK,
+    auto& c = f.clip;
+    for (Tensor* t : {&f.P0, &f.G0, &f.E, &f.RP0d, &f.Dl, &c.f, &c.s, &c.kk, &c.dd, &c.ee, &c.gg, &f.c0, &f.c1, &f.QK,
                       &f.X1, &f.M1, &f.GG, &f.Ga, &f.Pa})
       *t = sv[i++];
     const bool mom = ctx->saved_data["mom"].toBool();
@@ -207,17 +334,9 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
     gc1 += l1.c;
     g[CA] = gA, g[CD] = gD, g[CC] = gC;
 
-    // Clip: c0 = f Δ, c1 = f g_y.
-    Tensor gDl = gc0, gE = gc1;
-    if (tau > 0) {
-      auto gf = rowsum(gc0, f.Dl) + rowsum(gc1, f.E);
-      // f = τ x^{-1/2}, x = max(s, τ²): ∂f/∂s = -½ τ s^{-3/2} where s ≥ τ² (clamp_min's rule), else 0; s̄2 = 2 s̄.
-      auto gs2 = torch::where(f.s >= tau * tau, gf * (-tau) * f.s.pow(-1.5), torch::zeros_like(gf));
-      gDl = gc0.mul_(col(f.f)).addcmul_(col(gs2 * f.kk), f.Dl);
-      gkf.addcmul_(col(gs2 * f.dd), kf);
-      gE = gc1.mul_(col(f.f)).addcmul_(col(gs2 * f.gg), f.E);
-      gG0.addcmul_(col(gs2 * f.ee), f.G0);
-    }
+    // Clip: c0 = f Δ, c1 = f g_y (in place: gc0 becomes Δ̄, gc1 ḡ_y).
+    if (tau > 0) clip_backward(gc0, gc1, f.Dl, f.E, kf, f.G0, f.clip, tau, gkf, gG0);
+    Tensor &gDl = gc0, &gE = gc1;
 
     // Anchor pass, in reverse: Δ = R ⊙ GELU'(H0), R = g_y Â1, H0 = φk Â0ᵀ.
     auto gR = gDl * f.P0;
