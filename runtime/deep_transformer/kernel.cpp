@@ -208,7 +208,7 @@ DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
     st.k = K_all.narrow(2, 0, n_all);
     st.v = V_all.narrow(2, 0, n_all);
     st.g = G_all.narrow(2, 0, n_all);
-    st.a0 = cat_or(st.a0.defined() ? st.a0.to(p.dt) : torch::Tensor(), zeros);
+    const torch::Tensor a0_start = st.a0;                                     // anchor coefficients so far
     const torch::Tensor a_prev = S0 > 0 ? st.a.to(p.dt) : torch::Tensor();  // [B, H, S0, dv]
     const int64_t i0 = std::max<int64_t>(0, S0 - c + 1), W = S0 + L - i0;  // window rows i ∈ [S0-c+1, S0+L-1]
     auto Ki = st.k.narrow(2, i0, W);
@@ -234,13 +234,16 @@ DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
     auto C = torch::matmul(Lm, Gm);  // [B, H, L, W]
     auto A = b.exp().unsqueeze(-1);  // A_t = Π_{r=s}^{t} α_r
     ys.push_back(A * Yp - torch::matmul(C * kappa_chunk(p, Qc, Ki), E));
-    // chunk end: a_j ← A_end a_j, a_i ← a_i - C[end, i] e_i on the window rows (the chunk's own tokens start at 0;
-    // scaling before appending them keeps the product's saved operand the array the read above saved already)
-    auto a = S0 > 0 ? torch::cat({A.select(2, L - 1).unsqueeze(-1) * a_prev, zeros}, 2) : zeros;
-    auto upd = a.narrow(2, i0, W) - C.select(2, L - 1).unsqueeze(-1) * E;
-    st.a = torch::cat({a.narrow(2, 0, i0), upd}, 2);
+    // chunk end: a_j ← A_end a_j, a_i ← a_i - C[end, i] e_i on the window rows [i0, S0 + L) (the chunk's own tokens
+    // start at 0; scaling before appending them keeps the product's saved operand the array the read above saved
+    // already). One index_add_, whose backward passes the gradient through: slicing the window out and back in gave
+    // every chunk two full-length zero-filled gradient copies.
+    auto a = S0 > 0 ? torch::cat({A.select(2, L - 1).unsqueeze(-1) * a_prev, zeros}, 2) : torch::zeros_like(zeros);
+    const auto window_rows = torch::arange(i0, S0 + L, torch::TensorOptions().dtype(torch::kLong).device(q.device()));
+    st.a = a.index_add_(2, window_rows, C.select(2, L - 1).unsqueeze(-1) * E, /*alpha=*/-1);
     st.pos = (L == chunk) ? 0 : L;
-    if (st.pos == 0) st.a0 = st.a;  // else a0: the chunk-start coefficients (new tokens 0), as appended
+    // a0: at a chunk end the coefficients; inside a chunk those at its start, the new tokens' at 0
+    st.a0 = st.pos == 0 ? st.a : cat_or(a0_start.defined() ? a0_start.to(p.dt) : torch::Tensor(), zeros);
   }
   DotResult r;
   r.y = T ? torch::cat(ys, 2).transpose(1, 2).to(v.scalar_type())
