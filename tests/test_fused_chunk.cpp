@@ -1,6 +1,7 @@
 // The fused deep-memory chunk (runtime/deep_memory/fused_chunk.h: one autograd node, hand-written backward) against
 // autograd through the op-by-op chunk forms, in fp64: outputs, end state and the gradient of every input.
 // Titans: a state entered mid-chunk (anchor != weights, carried momentum) and the inner-gradient clip.
+// Both forms of the node: the CPU form (fused CPU kernels on, the default) and the tensor form (off).
 // Omega (DLA/SWLA/OmegaNet): window terms, feature map, ℓ2 and dot loss, a state entered mid-chunk.
 #include <catch2/catch.hpp>
 
@@ -68,7 +69,7 @@ TEST_CASE("fused chunk, Titans: hand-written backward equals autograd through th
   spec.expansion = 4;
   REQUIRE(fused_chunk_supported(spec));
   const char* names[] = {"q", "k", "v", "log_keep", "log_eta", "theta", "w0", "w1", "s0", "s1", "anchor0", "anchor1"};
-  for (bool cpu_kernels : {true, false})  // the node's CPU row kernels (the clip), and its tensor form
+  for (bool cpu_kernels : {true, false})  // the node's CPU form (fused_chunk_cpu.cpp), and its tensor form
   for (double clip : {0.0, 0.5}) {
     for (int64_t offset : {0, 3}) {
       for (int64_t T : {1, 13}) {  // b = 5: partial first (offset 3) and last chunks
@@ -106,9 +107,11 @@ TEST_CASE("fused chunk, Omega GD: hand-written backward equals autograd through 
   namespace at_ = mnemo::test::atlas;
   const int64_t B = 2, H = 2, d = 3, T = 13, split = 6;
   auto spec = at_::spec_of(MemoryKind::ResidualMLP, d, 2 * d);
+  for (bool cpu_kernels : {true, false})  // the node's CPU form, and its tensor form
   for (const char* loss : {"l2", "dot"}) {
     for (int64_t window : {1, 3}) {
-      CAPTURE(loss, window);
+      CAPTURE(cpu_kernels, loss, window);
+      const FusedCpuScope scope(cpu_kernels);
       auto in = at_::kernel_inputs(spec, B, T, H, false, 40 + window);
       OmegaOptions opt;
       opt.loss = loss;

@@ -1,11 +1,11 @@
 // One chunk of the deep-memory dual form as one autograd node with a hand-written backward (fused_chunk.h).
 // The backward is the adjoint of each line of the forward, in reverse.
 #include "runtime/deep_memory/fused_chunk.h"
+#include "runtime/deep_memory/fused_chunk_forms.h"
 
 #include "core/common.h"
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/fused_cpu.h"
-#include "runtime/kernels/fused_cpu_math.h"
 #include "runtime/kernels/gelu.h"
 #include "runtime/kernels/node_math.h"
 
@@ -14,148 +14,34 @@ namespace mnemo {
 namespace {
 
 using namespace node;  // Tensor, tr (runtime/kernels/node_math.h)
+using namespace fused_chunk_forms;  // In, ClipSaved, Forward, the CPU form
 
 Tensor col(const Tensor& x) { return x.unsqueeze(-1); }                   // [.., n] -> [.., n, 1]
 Tensor mat(const Tensor& x) { return x.unsqueeze(-1).unsqueeze(-1); }     // [B, H] -> [B, H, 1, 1]
 Tensor rowsum(const Tensor& a, const Tensor& b) { return (a * b).sum(-1); }
 Tensor scal(const Tensor& a, const Tensor& b) { return (a * b).sum({-2, -1}); }  // ⟨a, b⟩ -> [B, H]
 
-// Inputs, in apply() order (undefined ones are absent: qf = q, kf = k, no momentum).
-enum In { Q, QF, K, KF, V, W0, W1, S0, S1, A0, A1, CA, CD, CC, AE, DE, CE, PE, EE, kInputs };
-
-// The inner-gradient clip (memory.h clip_grad_terms) per term row r, forward and adjoint:
-//   kk = |φk|², dd = |Δ|², ee = |g_y|², gg = |G0|², s = dd kk + ee gg, f = τ / sqrt(max(τ², s)), c0 = f Δ, c1 = f g_y;
-//   s̄2 = 2 s̄ = -τ f̄ s^{-3/2} where s ≥ τ² (clamp_min's rule) else 0, f̄ = ⟨c̄0, Δ⟩ + ⟨c̄1, g_y⟩:
-//   Δ̄ = f c̄0 + s̄2 kk Δ,  ḡ_y = f c̄1 + s̄2 gg g_y,  φ̄k += s̄2 dd φk,  Ḡ0 += s̄2 ee G0.
-// On the CPU one pass over each row (about 25 small ops per chunk as tensor ops); the tensor form elsewhere.
-struct ClipSaved {
-  Tensor f, s, kk, dd, ee, gg;  // [B, H, N]
-};
-using fused_cpu::dot;
-
-template <typename T>
-MNEMO_INLINE void clip_rows(int64_t rows, const T* kf, int64_t F, const T* Dl, int64_t Hd, const T* E, int64_t Dd,
-                            const T* G0, T tau, T* kk, T* dd, T* ee, T* gg, T* s, T* f, T* c0, T* c1) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T *k = kf + r * F, *dl = Dl + r * Hd, *e = E + r * Dd, *g = G0 + r * Hd;
-    kk[r] = dot(k, k, F), dd[r] = dot(dl, dl, Hd), ee[r] = dot(e, e, Dd), gg[r] = dot(g, g, Hd);
-    s[r] = dd[r] * kk[r] + ee[r] * gg[r];
-    const T fr = f[r] = tau / std::sqrt(std::max(tau * tau, s[r]));
-    for (int64_t j = 0; j < Hd; ++j) c0[r * Hd + j] = dl[j] * fr;
-    for (int64_t j = 0; j < Dd; ++j) c1[r * Dd + j] = e[j] * fr;
-  }
-}
-template <typename T>
-MNEMO_INLINE void clip_backward_rows(int64_t rows, T* gc0, int64_t Hd, T* gc1, int64_t Dd, const T* Dl, const T* E,
-                                     const T* kf, int64_t F, const T* G0, const T* f, const T* s, const T* kk,
-                                     const T* dd, const T* ee, const T* gg, T tau, T* gkf, T* gG0) {
-  for (int64_t r = 0; r < rows; ++r) {
-    T *a0 = gc0 + r * Hd, *a1 = gc1 + r * Dd, *gk = gkf + r * F, *gg0 = gG0 + r * Hd;
-    const T *dl = Dl + r * Hd, *e = E + r * Dd, *k = kf + r * F, *g = G0 + r * Hd;
-    const T gf = dot(a0, dl, Hd) + dot(a1, e, Dd);
-    const T gs2 = s[r] >= tau * tau ? -tau * gf / (s[r] * std::sqrt(s[r])) : T(0);
-    const T fr = f[r], x0 = gs2 * kk[r], x1 = gs2 * gg[r], xk = gs2 * dd[r], xg = gs2 * ee[r];
-    for (int64_t j = 0; j < Hd; ++j) a0[j] = a0[j] * fr + x0 * dl[j];
-    for (int64_t j = 0; j < Dd; ++j) a1[j] = a1[j] * fr + x1 * e[j];
-    for (int64_t j = 0; j < F; ++j) gk[j] += xk * k[j];
-    for (int64_t j = 0; j < Hd; ++j) gg0[j] += xg * g[j];
-  }
-}
-MNEMO_SIMD_CLONES void clip_rows_f(int64_t rows, const float* kf, int64_t F, const float* Dl, int64_t Hd,
-                                   const float* E, int64_t Dd, const float* G0, float tau, float* kk, float* dd,
-                                   float* ee, float* gg, float* s, float* f, float* c0, float* c1) {
-  clip_rows(rows, kf, F, Dl, Hd, E, Dd, G0, tau, kk, dd, ee, gg, s, f, c0, c1);
-}
-MNEMO_SIMD_CLONES void clip_rows_d(int64_t rows, const double* kf, int64_t F, const double* Dl, int64_t Hd,
-                                   const double* E, int64_t Dd, const double* G0, double tau, double* kk, double* dd,
-                                   double* ee, double* gg, double* s, double* f, double* c0, double* c1) {
-  clip_rows(rows, kf, F, Dl, Hd, E, Dd, G0, tau, kk, dd, ee, gg, s, f, c0, c1);
-}
-MNEMO_SIMD_CLONES void clip_backward_rows_f(int64_t rows, float* gc0, int64_t Hd, float* gc1, int64_t Dd,
-                                            const float* Dl, const float* E, const float* kf, int64_t F,
-                                            const float* G0, const float* f, const float* s, const float* kk,
-                                            const float* dd, const float* ee, const float* gg, float tau, float* gkf,
-                                            float* gG0) {
-  clip_backward_rows(rows, gc0, Hd, gc1, Dd, Dl, E, kf, F, G0, f, s, kk, dd, ee, gg, tau, gkf, gG0);
-}
-MNEMO_SIMD_CLONES void clip_backward_rows_d(int64_t rows, double* gc0, int64_t Hd, double* gc1, int64_t Dd,
-                                            const double* Dl, const double* E, const double* kf, int64_t F,
-                                            const double* G0, const double* f, const double* s, const double* kk,
-                                            const double* dd, const double* ee, const double* gg, double tau,
-                                            double* gkf, double* gG0) {
-  clip_backward_rows(rows, gc0, Hd, gc1, Dd, Dl, E, kf, F, G0, f, s, kk, dd, ee, gg, tau, gkf, gG0);
-}
-
-bool clip_kernel_eligible(std::initializer_list<Tensor> ts) {
-  if (!fused_cpu_eligible(ts)) return false;
-  for (const auto& t : ts)
-    if (!t.is_contiguous()) return false;
-  return true;
-}
-
-// c0, c1 and the saved row quantities from Δ, g_y, φk, G0 (each [B, H, N, ·]).
-std::pair<Tensor, Tensor> clip_forward(const Tensor& kf_in, const Tensor& Dl, const Tensor& E, const Tensor& G0,
+// The inner-gradient clip (memory.h clip_grad_terms), forward and adjoint, per term row:
+//   c0 = f Δ, c1 = f g_y (ClipSaved);  s̄2 = 2 s̄ = -τ f̄ s^{-3/2} where s ≥ τ² (clamp_min's rule) else 0,
+//   f̄ = ⟨c̄0, Δ⟩ + ⟨c̄1, g_y⟩:  Δ̄ = f c̄0 + s̄2 kk Δ,  ḡ_y = f c̄1 + s̄2 gg g_y,  φ̄k += s̄2 dd φk,  Ḡ0 += s̄2 ee G0.
+std::pair<Tensor, Tensor> clip_forward(const Tensor& kf, const Tensor& Dl, const Tensor& E, const Tensor& G0,
                                        double tau, ClipSaved& sv) {
-  const auto kf = kf_in.contiguous();
-  if (clip_kernel_eligible({kf, Dl, E, G0})) {
-    const int64_t rows = Dl.numel() / Dl.size(-1), F = kf.size(-1), Hd = Dl.size(-1), Dd = E.size(-1);
-    auto vec = [&] { return torch::empty(Dl.sizes().slice(0, Dl.dim() - 1), Dl.options()); };
-    sv.f = vec(), sv.s = vec(), sv.kk = vec(), sv.dd = vec(), sv.ee = vec(), sv.gg = vec();
-    auto c0 = torch::empty_like(Dl), c1 = torch::empty_like(E);
-    if (Dl.scalar_type() == torch::kFloat32)
-      clip_rows_f(rows, kf.data_ptr<float>(), F, Dl.data_ptr<float>(), Hd, E.data_ptr<float>(), Dd,
-                  G0.data_ptr<float>(), static_cast<float>(tau), sv.kk.data_ptr<float>(), sv.dd.data_ptr<float>(),
-                  sv.ee.data_ptr<float>(), sv.gg.data_ptr<float>(), sv.s.data_ptr<float>(), sv.f.data_ptr<float>(),
-                  c0.data_ptr<float>(), c1.data_ptr<float>());
-    else
-      clip_rows_d(rows, kf.data_ptr<double>(), F, Dl.data_ptr<double>(), Hd, E.data_ptr<double>(), Dd,
-                  G0.data_ptr<double>(), tau, sv.kk.data_ptr<double>(), sv.dd.data_ptr<double>(),
-                  sv.ee.data_ptr<double>(), sv.gg.data_ptr<double>(), sv.s.data_ptr<double>(),
-                  sv.f.data_ptr<double>(), c0.data_ptr<double>(), c1.data_ptr<double>());
-    return {c0, c1};
-  }
   sv.kk = kf.square().sum(-1), sv.dd = Dl.square().sum(-1), sv.ee = E.square().sum(-1), sv.gg = G0.square().sum(-1);
   sv.s = sv.dd * sv.kk + sv.ee * sv.gg;
   sv.f = torch::clamp_min(sv.s, tau * tau).rsqrt_().mul_(tau);
-  return {Dl * sv.f.unsqueeze(-1), E * sv.f.unsqueeze(-1)};
+  return {Dl * col(sv.f), E * col(sv.f)};
 }
 
 // In place: gc0 becomes Δ̄, gc1 ḡ_y; gkf and gG0 accumulate.
-void clip_backward(Tensor& gc0, Tensor& gc1, const Tensor& Dl, const Tensor& E, const Tensor& kf_in, const Tensor& G0,
+void clip_backward(Tensor& gc0, Tensor& gc1, const Tensor& Dl, const Tensor& E, const Tensor& kf, const Tensor& G0,
                    const ClipSaved& sv, double tau, Tensor& gkf, Tensor& gG0) {
-  const auto kf = kf_in.contiguous();
-  if (clip_kernel_eligible({gc0, gc1, Dl, E, kf, G0, gkf, gG0})) {
-    const int64_t rows = Dl.numel() / Dl.size(-1), F = kf.size(-1), Hd = Dl.size(-1), Dd = E.size(-1);
-    if (Dl.scalar_type() == torch::kFloat32)
-      clip_backward_rows_f(rows, gc0.data_ptr<float>(), Hd, gc1.data_ptr<float>(), Dd, Dl.data_ptr<float>(),
-                           E.data_ptr<float>(), kf.data_ptr<float>(), F, G0.data_ptr<float>(), sv.f.data_ptr<float>(),
-                           sv.s.data_ptr<float>(), sv.kk.data_ptr<float>(), sv.dd.data_ptr<float>(),
-                           sv.ee.data_ptr<float>(), sv.gg.data_ptr<float>(), static_cast<float>(tau),
-                           gkf.data_ptr<float>(), gG0.data_ptr<float>());
-    else
-      clip_backward_rows_d(rows, gc0.data_ptr<double>(), Hd, gc1.data_ptr<double>(), Dd, Dl.data_ptr<double>(),
-                           E.data_ptr<double>(), kf.data_ptr<double>(), F, G0.data_ptr<double>(),
-                           sv.f.data_ptr<double>(), sv.s.data_ptr<double>(), sv.kk.data_ptr<double>(),
-                           sv.dd.data_ptr<double>(), sv.ee.data_ptr<double>(), sv.gg.data_ptr<double>(), tau,
-                           gkf.data_ptr<double>(), gG0.data_ptr<double>());
-    return;
-  }
-  auto col = [](const Tensor& x) { return x.unsqueeze(-1); };
-  auto gf = (gc0 * Dl).sum(-1) + (gc1 * E).sum(-1);
+  auto gf = rowsum(gc0, Dl) + rowsum(gc1, E);
   auto gs2 = torch::where(sv.s >= tau * tau, gf * (-tau) * sv.s.pow(-1.5), torch::zeros_like(gf));
   gc0.mul_(col(sv.f)).addcmul_(col(gs2 * sv.kk), Dl);
   gkf.addcmul_(col(gs2 * sv.dd), kf);
   gc1.mul_(col(sv.f)).addcmul_(col(gs2 * sv.gg), E);
   gG0.addcmul_(col(gs2 * sv.ee), G0);
 }
-
-struct Forward {
-  Tensor y, w0, w1, s0, s1;                            // outputs
-  Tensor P0, G0, E, RP0d, Dl;                          // anchor pass (P0 = GELU'(H0), RP0d = R ⊙ GELU''(H0))
-  ClipSaved clip;
-  Tensor c0, c1;                                       // cols after the clip
-  Tensor QK, X1, M1, GG, Ga, Pa;                       // read-out
-};
 
 // Row scalings are applied to the narrower operand of each product: diag(a) (x Wᵀ) = (diag(a) x) Wᵀ, so layer 0
 // (x = φ(q), f wide) and the chunk-end products scale [n, f] or [N, d] rows, never the [n, hid] ones.
@@ -254,7 +140,9 @@ LayerGrads readout_layer_backward(const Tensor& go, const Tensor& x, const Tenso
 struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs, bool mom, bool l2, double tau) {
     const variable_list in(inputs.begin(), inputs.end());
-    auto o = run_forward(in, mom, l2, tau);
+    const bool cpu = cpu_form_eligible(in, mom);
+    auto o = cpu ? cpu_forward(in, mom, l2, tau) : run_forward(in, mom, l2, tau);
+    ctx->saved_data["cpu"] = cpu;
     ctx->saved_data["mom"] = mom;
     ctx->saved_data["l2"] = l2;
     ctx->saved_data["tau"] = tau;
@@ -282,6 +170,11 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
                       &f.X1, &f.M1, &f.GG, &f.Ga, &f.Pa})
       *t = sv[i++];
     const bool mom = ctx->saved_data["mom"].toBool();
+    if (ctx->saved_data["cpu"].toBool()) {
+      auto g = cpu_backward(in, f, go, mom, l2, tau);
+      g.resize(kInputs + 3);  // + mom, l2, tau
+      return g;
+    }
     const auto &q = in[Q], &qf = in[QF], &kf = in[KF];
     const auto zeros_if_undef = [](const Tensor& g, const Tensor& like) { return g.defined() ? g : torch::zeros_like(like); };
     const Tensor gy = zeros_if_undef(go[0], q), gw0 = zeros_if_undef(go[1], in[W0]), gw1 = zeros_if_undef(go[2], in[W1]);
@@ -381,7 +274,8 @@ FusedChunkOutput fused_mlp_chunk(const FusedChunkInputs& x, bool loss_l2, double
   if (torch::GradMode::is_enabled()) {
     out = FusedChunkFn::apply(at::TensorList(in), mom, loss_l2, inner_grad_clip);
   } else {
-    auto o = run_forward(in, mom, loss_l2, inner_grad_clip);
+    auto o = cpu_form_eligible(in, mom) ? cpu_forward(in, mom, loss_l2, inner_grad_clip)
+                                        : run_forward(in, mom, loss_l2, inner_grad_clip);
     out = {o.y, o.w0, o.w1, o.s0, o.s1};
   }
   FusedChunkOutput r;

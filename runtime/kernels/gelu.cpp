@@ -12,35 +12,8 @@ namespace mnemo {
 
 namespace {
 
-using fused_cpu::ExpBounds;
-using fused_cpu::fast_exp;
-using fused_cpu::opaque_bounds;
+using fused_cpu::gelu_rows;
 
-// erf(x) given e = exp(-x²). fp32: Abramowitz & Stegun 7.1.26, erf|x| = 1 - t (a1 + t (a2 + … + t a5)) e with
-// t = 1 / (1 + p|x|), |error| <= 1.5e-7 (the formula ATen's vectorised fp32 erf uses); fp64: the library erf.
-MNEMO_INLINE float erf_given_exp(float x, float e) {
-  const float t = 1.f / (1.f + 0.3275911f * std::fabs(x));
-  const float poly = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t +
-                      0.254829592f) * t;
-  return std::copysign(1.f - poly * e, x);
-}
-MNEMO_INLINE double erf_given_exp(double x, double) { return std::erf(x); }
-
-// Φ = ½(1 + erf(h/√2)), φ = e^{-h²/2}/√(2π): value = hΦ, grad = Φ + hφ, pdf = φ, second = φ(2 - h²) (if asked).
-template <typename T>
-MNEMO_INLINE void gelu_rows(const T* h, T* value, T* grad, T* pdf, T* second, int64_t n) {
-  const ExpBounds bounds = opaque_bounds();
-  const T inv_sqrt2 = T(0.70710678118654752440), inv_sqrt_2pi = T(0.39894228040143267794);
-  for (int64_t i = 0; i < n; ++i) {
-    const T x = h[i], e = fast_exp(T(-0.5) * x * x, bounds);
-    const T cdf = T(0.5) * (T(1) + erf_given_exp(x * inv_sqrt2, e)), phi = e * inv_sqrt_2pi;
-    value[i] = x * cdf;
-    grad[i] = cdf + x * phi;
-    pdf[i] = phi;
-  }
-  if (second)
-    for (int64_t i = 0; i < n; ++i) second[i] = pdf[i] * (T(2) - h[i] * h[i]);
-}
 MNEMO_SIMD_CLONES void gelu_rows_f(const float* h, float* v, float* g, float* p, float* s, int64_t n) {
   gelu_rows(h, v, g, p, s, n);
 }
