@@ -147,14 +147,19 @@ MNEMO_INLINE void forward_head(const Dims& z, const FwdParts<T>& P, int64_t b, i
   }
 }
 
-template <typename T>
-void forward_all(const Dims& z, const FwdParts<T>& P, T tau) {
+// Every (b, h) in turn with one scratch buffer; `head` is inlined into the SIMD clones below.
+template <typename T, typename Head>
+MNEMO_INLINE void each_head(const Dims& z, Head&& head) {
   Buf<T> scratch;
   for (int64_t b = 0; b < z.B; ++b)
-    for (int64_t h = 0; h < z.H; ++h) forward_head(z, P, b, h, tau, scratch);
+    for (int64_t h = 0; h < z.H; ++h) head(b, h, scratch);
 }
-MNEMO_SIMD_CLONES void forward_f(const Dims& z, const FwdParts<float>& P, float tau) { forward_all(z, P, tau); }
-MNEMO_SIMD_CLONES void forward_d(const Dims& z, const FwdParts<double>& P, double tau) { forward_all(z, P, tau); }
+MNEMO_SIMD_CLONES void forward_f(const Dims& z, const FwdParts<float>& P, float tau) {
+  each_head<float>(z, [&](int64_t b, int64_t h, Buf<float>& s) { forward_head(z, P, b, h, tau, s); });
+}
+MNEMO_SIMD_CLONES void forward_d(const Dims& z, const FwdParts<double>& P, double tau) {
+  each_head<double>(z, [&](int64_t b, int64_t h, Buf<double>& s) { forward_head(z, P, b, h, tau, s); });
+}
 
 // ---- backward ---------------------------------------------------------------------------------------------
 template <typename T>
@@ -170,6 +175,25 @@ MNEMO_INLINE T frob(const T* a, int64_t la, const T* b, int64_t lb, int64_t rows
   if (!a || !b) return s;
   for (int64_t i = 0; i < rows; ++i) s += dot(a + i * la, b + i * lb, cols);
   return s;
+}
+
+// The read-out's score term out -= (C ⊙ x rᵀ) c of one layer (XR = x rᵀ from the forward), in reverse, given ō
+// [n, wo]: S̄c = -ō cᵀ, C̄ += S̄c ⊙ XR, S̄c' = S̄c ⊙ C, c̄ -= (C ⊙ XR)ᵀ ō, x̄ += S̄c' r, r̄ += S̄c'ᵀ x (x, r: [·, wx]).
+template <typename T>
+MNEMO_INLINE void score_backward(int64_t n, int64_t N, int64_t wo, int64_t wx, const T* go, int64_t lgo, const T* c,
+                                 const T* XR, const T* C, int64_t lC, const T* x, int64_t lx, const T* r, int64_t lr,
+                                 T* gC, T* gc, T* gx, int64_t lgx, T* gr, int64_t lgr, T* gSc, T* CX) {
+  gemm<T>(false, true, n, N, wo, -1, go, lgo, c, wo, 0, gSc, N);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      const T cij = C[i * lC + j];
+      gC[i * N + j] += gSc[i * N + j] * XR[i * N + j];
+      gSc[i * N + j] *= cij;
+      CX[i * N + j] = cij * XR[i * N + j];
+    }
+  gemm<T>(true, false, N, wo, n, -1, CX, N, go, lgo, 1, gc, wo);
+  gemm<T>(false, false, n, wx, N, 1, gSc, N, r, lr, 1, gx, lgx);
+  gemm<T>(true, false, N, wx, n, 1, gSc, N, x, lx, 1, gr, lgr);
 }
 
 template <typename T>
@@ -271,17 +295,7 @@ MNEMO_INLINE void backward_head(const Dims& z, const BwdParts<T>& G, int64_t b, 
       gemm<T>(false, false, n, hid, d, 1, ta, d, S1, lS1, 1, gGa, hid);
       gemm<T>(true, false, d, hid, n, 1, ta, d, Ga, hid, 1, gS1, hid);
     }
-    gemm<T>(false, true, n, N, d, -1, gy, lgy, c1, d, 0, gSc, N);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        const T cij = C[i * lC + j];
-        gC[i * N + j] += gSc[i * N + j] * GG[i * N + j];
-        gSc[i * N + j] *= cij;
-        CX[i * N + j] = cij * GG[i * N + j];
-      }
-    gemm<T>(true, false, N, d, n, -1, CX, N, gy, lgy, 1, gc1, d);
-    gemm<T>(false, false, n, hid, N, 1, gSc, N, G0, hid, 1, gGa, hid);
-    gemm<T>(true, false, N, hid, n, 1, gSc, N, Ga, hid, 1, gG0, hid);
+    score_backward(n, N, d, hid, gy, lgy, c1, GG, C, lC, Ga, hid, G0, hid, gC, gc1, gGa, hid, gG0, hid, gSc, CX);
   }
   for (int64_t i = 0; i < n * hid; ++i) gGa[i] *= Pa[i];  // H̄
   const T* gH = gGa;
@@ -308,17 +322,7 @@ MNEMO_INLINE void backward_head(const Dims& z, const BwdParts<T>& G, int64_t b, 
     }
     gemm<T>(true, false, hid, f, n, 1, gH, hid, tb, f, 1, gS0, f);
   }
-  gemm<T>(false, true, n, N, hid, -1, gH, hid, c0, hid, 0, gSc, N);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      const T cij = C[i * lC + j];
-      gC[i * N + j] += gSc[i * N + j] * QK[i * N + j];
-      gSc[i * N + j] *= cij;
-      CX[i * N + j] = cij * QK[i * N + j];
-    }
-  gemm<T>(true, false, N, hid, n, -1, CX, N, gH, hid, 1, gc0, hid);
-  gemm<T>(false, false, n, f, N, 1, gSc, N, kf, lkf, 1, gqf, f);
-  gemm<T>(true, false, N, f, n, 1, gSc, N, qf, lqf, 1, gkf, f);
+  score_backward(n, N, hid, f, gH, hid, c0, QK, C, lC, qf, lqf, kf, lkf, gC, gc0, gqf, f, gkf, f, gSc, CX);
 
   // Clip, in reverse (fused_chunk.cpp clip_backward): c̄0 becomes Δ̄, c̄1 ḡ_y.
   if (tau > 0) {
@@ -358,14 +362,12 @@ MNEMO_INLINE void backward_head(const Dims& z, const BwdParts<T>& G, int64_t b, 
   gemm<T>(true, false, hid, f, N, 1, gG0, hid, kf, lkf, 0, gA0, f);
 }
 
-template <typename T>
-void backward_all(const Dims& z, const BwdParts<T>& G, T tau) {
-  Buf<T> scratch;
-  for (int64_t b = 0; b < z.B; ++b)
-    for (int64_t h = 0; h < z.H; ++h) backward_head(z, G, b, h, tau, scratch);
+MNEMO_SIMD_CLONES void backward_f(const Dims& z, const BwdParts<float>& G, float tau) {
+  each_head<float>(z, [&](int64_t b, int64_t h, Buf<float>& s) { backward_head(z, G, b, h, tau, s); });
 }
-MNEMO_SIMD_CLONES void backward_f(const Dims& z, const BwdParts<float>& G, float tau) { backward_all(z, G, tau); }
-MNEMO_SIMD_CLONES void backward_d(const Dims& z, const BwdParts<double>& G, double tau) { backward_all(z, G, tau); }
+MNEMO_SIMD_CLONES void backward_d(const Dims& z, const BwdParts<double>& G, double tau) {
+  each_head<double>(z, [&](int64_t b, int64_t h, Buf<double>& s) { backward_head(z, G, b, h, tau, s); });
+}
 
 // ---- tensors ----------------------------------------------------------------------------------------------
 Tensor rows_unit(const Tensor& t) { return t.defined() ? fused_cpu::unit_last_stride(t) : t; }
