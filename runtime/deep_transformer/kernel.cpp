@@ -5,6 +5,7 @@
 
 #include "core/common.h"
 #include "runtime/deep_transformer/kernel_memory.h"
+#include "runtime/kernels/chunking.h"
 #include "runtime/kernels/precision.h"
 
 namespace mnemo {
@@ -139,6 +140,60 @@ torch::Tensor kappa_chunk(const DotPrep& p, const torch::Tensor& x, const torch:
   return KappaFn::apply(x, keys, p.s);
 }
 
+// The read of the chunk-start memory, reads = κ(X, Kp) a = exp(s X Kpᵀ) a with Kp the first S0 rows of the keys
+// array, as one node per chunk. Its backward forms κ̄ ⊙ κ in place on the product ḡ aᵀ, and adds the keys' gradient
+// (κ̄ ⊙ κ)ᵀ (s X) into one buffer for the whole array (PrefixKeysFn): through a view per chunk, every chunk gave the
+// array a zero-filled full-length gradient that the engine then added up, O(T²/b) memory traffic.
+struct PrefixKeysGrad : torch::CustomClassHolder {
+  torch::Tensor grad;  // [B, H, N, d], allocated by the first read's backward
+};
+
+// keys -> a scalar token that the reads take as input: the token's node runs after every read's backward (the
+// engine's dependency count) and hands the accumulated buffer on as the keys' gradient.
+struct PrefixKeysFn : torch::autograd::Function<PrefixKeysFn> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& keys,
+                               c10::intrusive_ptr<PrefixKeysGrad> sink) {
+    ctx->saved_data["sink"] = c10::IValue::make_capsule(sink);
+    return torch::zeros({}, keys.options());
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list) {
+    auto sink = c10::static_intrusive_pointer_cast<PrefixKeysGrad>(ctx->saved_data["sink"].toCapsule());
+    torch::Tensor g = std::move(sink->grad);  // taken: a second backward starts from zero again
+    sink->grad = torch::Tensor();
+    return {g, torch::Tensor()};  // undefined: no read needed it
+  }
+};
+
+struct KernelReadFn : torch::autograd::Function<KernelReadFn> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& token, const torch::Tensor& a, const torch::Tensor& s,
+                               const torch::Tensor& keys_data, int64_t S0, c10::intrusive_ptr<PrefixKeysGrad> sink) {
+    auto kp = keys_data.narrow(2, 0, S0);
+    auto k = chunk_matmul(x * s, kp.transpose(-1, -2)).exp_();
+    ctx->save_for_backward({x, a, s, k, keys_data});
+    ctx->saved_data["S0"] = S0;
+    ctx->saved_data["sink"] = c10::IValue::make_capsule(sink);
+    return chunk_matmul(k, a);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &a = saved[1], &s = saved[2], &k = saved[3], &keys = saved[4];
+    const int64_t S0 = ctx->saved_data["S0"].toInt();
+    auto sink = c10::static_intrusive_pointer_cast<PrefixKeysGrad>(ctx->saved_data["sink"].toCapsule());
+    const auto kp = keys.narrow(2, 0, S0);
+    const auto& gr = g[0];
+    auto ga = chunk_matmul(k.transpose(-1, -2), gr);                 // ā = κᵀ ḡ
+    auto gk = chunk_matmul(gr, a.transpose(-1, -2)).mul_(k);         // κ̄ ⊙ κ = (ḡ aᵀ) ⊙ κ
+    auto P = chunk_matmul(gk, kp);                                   // X̄ = s P, s̄ = Σ X ⊙ P
+    auto gs = (x * P).sum(-1, true).sum_to_size(s.sizes());
+    if (!sink->grad.defined()) sink->grad = torch::zeros_like(keys);
+    sink->grad.narrow(2, 0, S0).add_(chunk_matmul(gk.transpose(-1, -2), x * s));  // K̄p = (κ̄ ⊙ κ)ᵀ (s X)
+    return {P * s, torch::Tensor(), ga, gs, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 DotResult dot_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -198,6 +253,14 @@ DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
   };
   const auto K_all = cat_rest(st.k, p.K), V_all = cat_rest(st.v, p.V), G_all = cat_rest(st.g, p.ga);
   const int64_t carried = st.k.defined() ? st.k.size(2) : 0;
+  // The reads of the chunk-start memory: one node per chunk, their keys' gradients gathered in one buffer.
+  const bool graph = torch::GradMode::is_enabled() && K_all.requires_grad();
+  const auto sink = c10::make_intrusive<PrefixKeysGrad>();
+  const auto keys_token = graph ? PrefixKeysFn::apply(K_all, sink) : torch::Tensor();
+  auto read = [&](const torch::Tensor& x, int64_t S0, const torch::Tensor& a) {
+    if (!graph) return torch::matmul(kappa_chunk(p, x, K_all.narrow(2, 0, S0)), a);
+    return KernelReadFn::apply(x, keys_token, a, p.s, K_all.detach(), S0, sink);
+  };
   for (int64_t t0 = head; t0 < T; t0 += chunk) {
     const int64_t L = std::min(chunk, T - t0);
     const int64_t S0 = st.k.defined() ? st.k.size(2) : 0;  // absolute index of the chunk start
@@ -216,8 +279,7 @@ DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
     if (S0 > 0) {  // errors and reads of the chunk-start memory (attention over the earlier coefficients)
       // The window keys and the chunk's queries against the earlier keys in one κ and one product (one view of
       // the earlier keys, so one full-length gradient for it in the backward, not two).
-      auto Kp = st.k.narrow(2, 0, S0);
-      auto reads = torch::matmul(kappa_chunk(p, torch::cat({Ki, Qc}, 2), Kp), a_prev);  // [B, H, W + L, dv]
+      auto reads = read(torch::cat({Ki, Qc}, 2), S0, a_prev);  // [B, H, W + L, dv]
       auto parts = reads.split_with_sizes({W, L}, 2);
       E = E + parts[0];
       Yp = parts[1];
