@@ -1,11 +1,11 @@
-// One chunk of the deep-memory dual form as one autograd node with a hand-written backward (fused_chunk.h).
-// The backward is the adjoint of each line of the forward, in reverse.
+// One chunk of the deep-memory dual form as one autograd node with a hand-written backward (fused_chunk.h): the node
+// and its tensor form (the CPU form is fused_chunk_cpu.cpp). The backward is the adjoint of each line of the forward,
+// in reverse.
 #include "runtime/deep_memory/fused_chunk.h"
 #include "runtime/deep_memory/fused_chunk_forms.h"
 
 #include "core/common.h"
 #include "runtime/kernels/chunking.h"
-#include "runtime/kernels/fused_cpu.h"
 #include "runtime/kernels/gelu.h"
 #include "runtime/kernels/node_math.h"
 

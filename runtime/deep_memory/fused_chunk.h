@@ -2,7 +2,9 @@
 // single autograd node with a hand-written backward. The op-by-op form (dual_form_readout + memory_grad_terms +
 // combine_state) records ~60 small ops per chunk and about twice as many backward nodes; at the benchmark shapes
 // their dispatch overhead, not the arithmetic, dominated training (issue 19). Used by Titans (§5.3: momentum,
-// decay, inner-gradient clip) and the Atlas GD family (§7.6: Omega window, feature map, ℓ2 or dot loss).
+// decay, inner-gradient clip) and the Atlas GD family (§7.6: Omega window, feature map, ℓ2 or dot loss). Two forms
+// share its saved tensors (fused_chunk_forms.h): LibTorch ops on every device (fused_chunk.cpp) and, for fp32/fp64 on
+// the CPU, row loops with direct GEMMs (fused_chunk_cpu.cpp).
 //
 // Per head, tokens as rows (n chunk tokens read, N ≥ n terms written: the Omega window adds the c-1 carried ones):
 //   anchor pass   H0 = K̃ Â0ᵀ, G0 = GELU(H0), g_y = K + G0 Â1ᵀ - V (ℓ2) or -V (dot), Δ = (g_y Â1) ⊙ GELU'(H0)
