@@ -177,6 +177,24 @@ MNEMO_INLINE T frob(const T* a, int64_t la, const T* b, int64_t lb, int64_t rows
   return s;
 }
 
+// One chunk-end term W -= aᵀ diag(s) b in reverse, with x [N, wx] the narrower and y [N, wy] the wider of a and b:
+// W0 -= c0ᵀ diag(s) φk (y = c0, x = φk, op(W̄) = W̄0), W1 -= c1ᵀ diag(s) G0 (y = G0, x = c1, op(W̄) = W̄1ᵀ: trans).
+// With Z = y op(W̄) [N, wx]:  s̄ -= rowsum(Z ⊙ x),  x̄ -= s ⊙ Z,  ȳ -= (s ⊙ x) op(W̄)ᵀ.
+template <typename T>
+MNEMO_INLINE void end_term_backward(int64_t N, bool trans, const T* y, int64_t ly, int64_t wy, const T* x, int64_t lx,
+                                    int64_t wx, const T* gW, int64_t lgW, const T* s, T* gs, T* gx, int64_t lgx, T* gy,
+                                    int64_t lgy, T* Z, T* sx) {
+  gemm<T>(false, trans, N, wx, wy, 1, y, ly, gW, lgW, 0, Z, wx);
+  for (int64_t r = 0; r < N; ++r) {
+    gs[r] -= dot(Z + r * wx, x + r * lx, wx);
+    for (int64_t j = 0; j < wx; ++j) {
+      gx[r * lgx + j] -= s[r] * Z[r * wx + j];
+      sx[r * wx + j] = s[r] * x[r * lx + j];
+    }
+  }
+  gemm<T>(false, !trans, N, wy, wx, -1, sx, wx, gW, lgW, 1, gy, lgy);
+}
+
 // The read-out's score term out -= (C ⊙ x rᵀ) c of one layer (XR = x rᵀ from the forward), in reverse, given ō
 // [n, wo]: S̄c = -ō cᵀ, C̄ += S̄c ⊙ XR, S̄c' = S̄c ⊙ C, c̄ -= (C ⊙ XR)ᵀ ō, x̄ += S̄c' r, r̄ += S̄c'ᵀ x (x, r: [·, wx]).
 template <typename T>
@@ -239,27 +257,8 @@ MNEMO_INLINE void backward_head(const Dims& z, const BwdParts<T>& G, int64_t b, 
   std::fill_n(gG0, N * hid, T(0));
   auto end_terms = [&](const T* gw0_, int64_t l0, const T* gw1_, int64_t l1, const T* scale, T* gscale) {
     for (int64_t r = 0; r < N; ++r) gscale[r] = 0;
-    if (!gw0_ && !gw1_) return;
-    if (gw0_) {
-      gemm<T>(false, false, N, f, hid, 1, c0, hid, gw0_, l0, 0, ta, f);  // c0 W̄0
-      for (int64_t r = 0; r < N; ++r) {
-        gscale[r] -= dot(ta + r * f, kf + r * lkf, f);
-        for (int64_t j = 0; j < f; ++j) gkf[r * f + j] -= scale[r] * ta[r * f + j];
-      }
-      for (int64_t r = 0; r < N; ++r)
-        for (int64_t j = 0; j < f; ++j) tb[r * f + j] = scale[r] * kf[r * lkf + j];
-      gemm<T>(false, true, N, hid, f, -1, tb, f, gw0_, l0, 1, gc0, hid);
-    }
-    if (gw1_) {
-      gemm<T>(false, true, N, d, hid, 1, G0, hid, gw1_, l1, 0, ta, d);  // G0 W̄1ᵀ
-      for (int64_t r = 0; r < N; ++r) {
-        gscale[r] -= dot(c1 + r * d, ta + r * d, d);
-        for (int64_t j = 0; j < d; ++j) gc1[r * d + j] -= scale[r] * ta[r * d + j];
-      }
-      for (int64_t r = 0; r < N; ++r)
-        for (int64_t j = 0; j < d; ++j) tb[r * d + j] = scale[r] * c1[r * d + j];
-      gemm<T>(false, false, N, hid, d, -1, tb, d, gw1_, l1, 1, gG0, hid);
-    }
+    if (gw0_) end_term_backward(N, false, c0, hid, hid, kf, lkf, f, gw0_, l0, scale, gscale, gkf, f, gc0, hid, ta, tb);
+    if (gw1_) end_term_backward(N, true, G0, hid, hid, c1, d, d, gw1_, l1, scale, gscale, gc1, d, gG0, hid, ta, tb);
   };
   end_terms(gw0, lgw0, gw1, lgw1, ce, gce);
   if (z.mom) {
