@@ -43,14 +43,20 @@ torch::Tensor naive_attention(const torch::Tensor& q, const torch::Tensor& k, co
   return masked_softmax_attention(q, k, v, mask);
 }
 
+bool fused_attention_pays(std::initializer_list<torch::Tensor> q_then_keys_values) {
+  if (!fused_cpu_eligible(q_then_keys_values)) return false;
+  // The fused kernel runs one (batch, head) per task in the backward: with fewer of them than threads the
+  // eager ops, which split every op over all threads, are the better choice.
+  bool backward = false;
+  for (const auto& t : q_then_keys_values) backward = backward || (t.defined() && t.requires_grad());
+  const auto& q = *q_then_keys_values.begin();
+  return !(backward && torch::GradMode::is_enabled()) || q.size(0) * q.size(1) >= at::get_num_threads();
+}
+
 torch::Tensor blocked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 int64_t q_offset, int64_t k_offset, int64_t window, int64_t q_block) {
   const int64_t Tq = q.size(2), Tk = k.size(2);
-  // The fused kernel runs one (batch, head) per task in the backward: with fewer of them than threads the
-  // eager ops, which split every op over all threads, are the better choice.
-  const bool backward = torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-  const bool enough_heads = !backward || q.size(0) * q.size(1) >= at::get_num_threads();
-  if (enough_heads && fused_cpu_eligible({q, k, v}) && fused_attention_supported(Tq, Tk, q_offset, k_offset, window))
+  if (fused_attention_pays({q, k, v}) && fused_attention_supported(Tq, Tk, q_offset, k_offset, window))
     return fused_attention(q, k, v, q_offset, k_offset, window);
   return blocked_attention_eager(q, k, v, q_offset, k_offset, window, q_block);
 }

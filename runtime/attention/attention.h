@@ -29,6 +29,9 @@ struct AttentionArgs {
 // blocked_attention_eager.
 torch::Tensor blocked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 int64_t q_offset, int64_t k_offset, int64_t window, int64_t q_block);
+// Whether the fused CPU attention (fused_cpu.h) takes these [B, H, T, D] inputs, q first, and is the better choice:
+// eligible, and either no backward or at least as many (batch, head) pairs as threads.
+bool fused_attention_pays(std::initializer_list<torch::Tensor> q_then_keys_values);
 // The eager path: SDPA for plain causal attention on LibTorch >= 2.1, else q_block queries at a time.
 torch::Tensor blocked_attention_eager(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                       int64_t q_offset, int64_t k_offset, int64_t window, int64_t q_block);

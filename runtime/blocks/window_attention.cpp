@@ -82,11 +82,7 @@ torch::Tensor segment_attention(const torch::Tensor& q, int64_t so, const torch:
                                 const torch::Tensor& hk, const torch::Tensor& hv, const torch::Tensor& xk,
                                 const torch::Tensor& xv, int64_t q_block) {
   const int64_t n = q.size(2), m = hk.size(2), n_p = pk.defined() ? pk.size(2) : 0;
-  const bool backward = torch::GradMode::is_enabled() &&
-                        (q.requires_grad() || hk.requires_grad() || xk.requires_grad() || hv.requires_grad() ||
-                         xv.requires_grad() || (pk.defined() && (pk.requires_grad() || pv.requires_grad())));
-  const bool enough_heads = !backward || q.size(0) * q.size(1) >= at::get_num_threads();  // as blocked_attention
-  if (enough_heads && fused_cpu_eligible({q, pk, pv, hk, hv, xk, xv}) &&
+  if (fused_attention_pays({q, pk, pv, hk, hv, xk, xv}) &&
       fused_attention_supported(n, n_p + 2 * m, so, -n_p, 0, /*keys_per_step=*/2)) {
     auto pairs = [&](const torch::Tensor& p, const torch::Tensor& h, const torch::Tensor& x) {
       auto hx = torch::stack({h, x}, 3).reshape({h.size(0), h.size(1), 2 * m, h.size(3)});

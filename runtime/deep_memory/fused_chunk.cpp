@@ -137,11 +137,16 @@ LayerGrads readout_layer_backward(const Tensor& go, const Tensor& x, const Tenso
   return g;
 }
 
+// The CPU form where it applies, else the tensor form.
+Forward forward_any(const variable_list& in, bool mom, bool l2, double tau, bool cpu) {
+  return cpu ? cpu_forward(in, mom, l2, tau) : run_forward(in, mom, l2, tau);
+}
+
 struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs, bool mom, bool l2, double tau) {
     const variable_list in(inputs.begin(), inputs.end());
     const bool cpu = cpu_form_eligible(in, mom);
-    auto o = cpu ? cpu_forward(in, mom, l2, tau) : run_forward(in, mom, l2, tau);
+    auto o = forward_any(in, mom, l2, tau, cpu);
     ctx->saved_data["cpu"] = cpu;
     ctx->saved_data["mom"] = mom;
     ctx->saved_data["l2"] = l2;
@@ -274,8 +279,7 @@ FusedChunkOutput fused_mlp_chunk(const FusedChunkInputs& x, bool loss_l2, double
   if (torch::GradMode::is_enabled()) {
     out = FusedChunkFn::apply(at::TensorList(in), mom, loss_l2, inner_grad_clip);
   } else {
-    auto o = cpu_form_eligible(in, mom) ? cpu_forward(in, mom, loss_l2, inner_grad_clip)
-                                        : run_forward(in, mom, loss_l2, inner_grad_clip);
+    auto o = forward_any(in, mom, loss_l2, inner_grad_clip, cpu_form_eligible(in, mom));
     out = {o.y, o.w0, o.w1, o.s0, o.s1};
   }
   FusedChunkOutput r;

@@ -417,11 +417,7 @@ bool cpu_form_eligible(const variable_list& in, bool mom) {
   }
   for (const auto& t : used)
     if (!t.defined()) return false;
-  if (!fused_cpu_eligible({used[0]})) return false;
-  const auto dtype = used[0].scalar_type();
-  for (const auto& t : used)
-    if (!t.device().is_cpu() || t.scalar_type() != dtype) return false;
-  return in[Q].dim() == 4 && in[Q].size(0) > 0 && in[Q].size(1) > 0;
+  return fused_cpu_eligible(used) && in[Q].dim() == 4 && in[Q].size(0) > 0 && in[Q].size(1) > 0;
 }
 
 Forward cpu_forward(const variable_list& in_raw, bool mom, bool l2, double tau) {
@@ -459,8 +455,7 @@ Forward cpu_forward(const variable_list& in_raw, bool mom, bool l2, double tau) 
 variable_list cpu_backward(const variable_list& in_raw, const Forward& f, const variable_list& go, bool mom, bool l2,
                            double tau) {
   RECORD_FUNCTION("mnemo::fused_chunk_backward", std::vector<c10::IValue>());
-  auto in = prepared(in_raw);
-  in[V] = in[K];  // v itself is not kept: only its shape is used (v̄ = -ḡ_y)
+  const auto in = prepared(in_raw);  // v is not kept (v̄ = -ḡ_y): its entry stays undefined
   const Dims z = dims_of(in, mom, l2);
   const auto opt = in[Q].options();
   auto mat = [&](int64_t r, int64_t c) { return torch::empty({z.B, z.H, r, c}, opt); };

@@ -112,6 +112,24 @@ torch::Tensor kappa(const DotPrep& p, const torch::Tensor& x, const torch::Tenso
   return (p.s * torch::matmul(x, keys.transpose(-1, -2))).exp();  // κ(k_j, x) = exp(s x·k_j)
 }
 
+// κ = exp((s x) keysᵀ): s on the [n, d] side, one pass less over κ.
+torch::Tensor kappa_values(const torch::Tensor& x, const torch::Tensor& keys, const torch::Tensor& s) {
+  return chunk_matmul(x * s, keys.transpose(-1, -2)).exp_();
+}
+
+// The operands' gradients given gk = κ̄ ⊙ κ (the adjoint of s x keysᵀ): with P = gk keys,
+// x̄ = s P, keys̄ = gkᵀ (s x), s̄ = Σ_i x_i · P_i (no recomputed x keysᵀ).
+struct KappaGrads {
+  torch::Tensor x, keys, s;
+};
+KappaGrads kappa_backward(const torch::Tensor& gk, const torch::Tensor& x, const torch::Tensor& keys,
+                          const torch::Tensor& s, bool need_s) {
+  auto P = chunk_matmul(gk, keys);
+  KappaGrads g{P * s, chunk_matmul(gk.transpose(-1, -2), x * s), torch::Tensor()};
+  if (need_s) g.s = (x * P).sum(-1, true).sum_to_size(s.sizes());
+  return g;
+}
+
 // κ = exp(s x keysᵀ) as one autograd node that keeps κ and the operands (views of arrays held anyway), not s·x keysᵀ:
 // x̄ = (κ̄ ⊙ κ s) keys, keys̄ = (κ̄ ⊙ κ s)ᵀ x, s̄ = Σ κ̄ ⊙ κ ⊙ (x keysᵀ) = Σ_i x_i · ((κ̄ ⊙ κ) keys)_i. The chunk form's score matrices
 // [chunk, past tokens] are most of what its backward holds; the composed form kept s·x keysᵀ as well.
@@ -119,7 +137,7 @@ torch::Tensor kappa(const DotPrep& p, const torch::Tensor& x, const torch::Tenso
 struct KappaFn : torch::autograd::Function<KappaFn> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& keys, const torch::Tensor& s) {
-    auto k = torch::matmul(x * s, keys.transpose(-1, -2)).exp_();  // s on the [n, d] side: one pass less over κ
+    auto k = kappa_values(x, keys, s);
     ctx->save_for_backward({x, keys, k, s});
     return k;
   }
@@ -127,16 +145,13 @@ struct KappaFn : torch::autograd::Function<KappaFn> {
                                                  torch::autograd::variable_list g) {
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &keys = saved[1], &k = saved[2], &s = saved[3];
-    auto gk = g[0] * k;                   // ∂/∂(s M)
-    auto P = torch::matmul(gk, keys);     // Σ_ij κ̄_ij κ_ij M_ij = Σ_i x_i · P_i: no recomputed M
-    torch::Tensor gs;
-    if (ctx->needs_input_grad(2)) gs = (x * P).sum(-1, true).sum_to_size(s.sizes());
-    return {P * s, torch::matmul(gk.transpose(-1, -2), x * s), gs};  // (κ̄ ⊙ κ s)ᵀ x = (κ̄ ⊙ κ)ᵀ (s x)
+    auto r = kappa_backward(g[0] * k, x, keys, s, ctx->needs_input_grad(2));
+    return {r.x, r.keys, r.s};
   }
 };
 
 torch::Tensor kappa_chunk(const DotPrep& p, const torch::Tensor& x, const torch::Tensor& keys) {
-  if (!torch::GradMode::is_enabled()) return torch::matmul(x * p.s, keys.transpose(-1, -2)).exp_();
+  if (!torch::GradMode::is_enabled()) return kappa_values(x, keys, p.s);
   return KappaFn::apply(x, keys, p.s);
 }
 
@@ -169,8 +184,7 @@ struct KernelReadFn : torch::autograd::Function<KernelReadFn> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& token, const torch::Tensor& a, const torch::Tensor& s,
                                const torch::Tensor& keys_data, int64_t S0, c10::intrusive_ptr<PrefixKeysGrad> sink) {
-    auto kp = keys_data.narrow(2, 0, S0);
-    auto k = chunk_matmul(x * s, kp.transpose(-1, -2)).exp_();
+    auto k = kappa_values(x, keys_data.narrow(2, 0, S0), s);
     ctx->save_for_backward({x, a, s, k, keys_data});
     ctx->saved_data["S0"] = S0;
     ctx->saved_data["sink"] = c10::IValue::make_capsule(sink);
@@ -182,15 +196,12 @@ struct KernelReadFn : torch::autograd::Function<KernelReadFn> {
     const auto &x = saved[0], &a = saved[1], &s = saved[2], &k = saved[3], &keys = saved[4];
     const int64_t S0 = ctx->saved_data["S0"].toInt();
     auto sink = c10::static_intrusive_pointer_cast<PrefixKeysGrad>(ctx->saved_data["sink"].toCapsule());
-    const auto kp = keys.narrow(2, 0, S0);
     const auto& gr = g[0];
-    auto ga = chunk_matmul(k.transpose(-1, -2), gr);                 // ā = κᵀ ḡ
-    auto gk = chunk_matmul(gr, a.transpose(-1, -2)).mul_(k);         // κ̄ ⊙ κ = (ḡ aᵀ) ⊙ κ
-    auto P = chunk_matmul(gk, kp);                                   // X̄ = s P, s̄ = Σ X ⊙ P
-    auto gs = (x * P).sum(-1, true).sum_to_size(s.sizes());
+    auto ga = chunk_matmul(k.transpose(-1, -2), gr);                                       // ā = κᵀ ḡ
+    auto r = kappa_backward(chunk_matmul(gr, a.transpose(-1, -2)).mul_(k), x, keys.narrow(2, 0, S0), s, true);
     if (!sink->grad.defined()) sink->grad = torch::zeros_like(keys);
-    sink->grad.narrow(2, 0, S0).add_(chunk_matmul(gk.transpose(-1, -2), x * s));  // K̄p = (κ̄ ⊙ κ)ᵀ (s X)
-    return {P * s, torch::Tensor(), ga, gs, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    sink->grad.narrow(2, 0, S0).add_(r.keys);
+    return {r.x, torch::Tensor(), ga, r.s, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 

@@ -30,7 +30,7 @@ std::atomic<int>& fused_switch() {
 bool fused_cpu_enabled() { return fused_switch().load(std::memory_order_relaxed) != 0; }
 void set_fused_cpu_enabled(bool on) { fused_switch().store(on ? 1 : 0); }
 
-bool fused_cpu_eligible(std::initializer_list<torch::Tensor> tensors) {
+bool fused_cpu_eligible(at::ArrayRef<torch::Tensor> tensors) {
   if (!fused_cpu_enabled() || torch_compat::autocast_enabled(c10::DeviceType::CPU)) return false;
   c10::optional<torch::ScalarType> dtype;
   for (const auto& t : tensors) {

@@ -32,7 +32,7 @@ class FusedCpuScope {
 };
 
 // Enabled, every defined tensor on the CPU with the same dtype, fp32 or fp64, and CPU autocast off.
-bool fused_cpu_eligible(std::initializer_list<torch::Tensor> tensors);
+bool fused_cpu_eligible(at::ArrayRef<torch::Tensor> tensors);
 
 // RMSNorm over the last dim: y = x · r · w, r = (mean(x²) + eps)^-½. weight: [D] of x's dtype.
 torch::Tensor fused_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
