@@ -125,11 +125,14 @@ TEST_CASE("dt/swdt: blocked kernel equals the token recurrence of the weights (f
 TEST_CASE("dot: chunked form equals the token-by-token reference with the same anchor (fp64, gradients, splits)",
           "[dt]") {
   double worst = 0;
+  // strong decay: log α ≈ -4 a token, so the chunk form's decay scale ρ passes -30 and its coefficients are rescaled
+  for (bool strong : {false, true})
   for (int64_t b : {1, 4, 64})
     for (int64_t c : {1, 3})
       for (int64_t T : {1, 10, 21}) {
-        CAPTURE(b, c, T);
+        CAPTURE(strong, b, c, T);
         auto in = make_inputs(2, T, 2, 4, 30 + b + c + T, 1.0 / c);
+        if (strong) in.la = (in.la.detach() - 4.0).requires_grad_();
         auto rc = dot_chunk(in.q, in.k, in.v, in.la, in.eta, in.ga, in.s, {}, c, b);
         auto rr = dot_recurrent(in.q, in.k, in.v, in.la, in.eta, in.ga, in.s, {}, c, b);
         CHECK(torch::isfinite(rc.y).all().item<bool>());
@@ -145,14 +148,18 @@ TEST_CASE("dot: chunked form equals the token-by-token reference with the same a
           CHECK(max_rel_err(g1[i], g2[i]) <= 1e-8);
         }
         torch::NoGradGuard ng;
-        const int64_t split = T / 2 + 1 > T ? T : T / 2 + 1;
-        auto n = [&](const torch::Tensor& x, int64_t a, int64_t l) { return x.narrow(1, a, l); };
-        auto r1 = dot_chunk(n(in.q, 0, split), n(in.k, 0, split), n(in.v, 0, split), n(in.la, 0, split),
-                            n(in.eta, 0, split), n(in.ga, 0, split), in.s, {}, c, b);
-        auto r2 = dot_chunk(n(in.q, split, T - split), n(in.k, split, T - split), n(in.v, split, T - split),
-                            n(in.la, split, T - split), n(in.eta, split, T - split), n(in.ga, split, T - split), in.s,
-                            r1.state, c, b);
-        CHECK(max_rel_err(torch::cat({r1.y, r2.y}, 1), rc.y) <= 1e-10);
+        // split after one token too: fewer carried tokens than the window's c - 1 earlier rows
+        for (int64_t split : {std::min<int64_t>(T, 1), std::min(T, T / 2 + 1)}) {
+          CAPTURE(split);
+          auto n = [&](const torch::Tensor& x, int64_t a, int64_t l) { return x.narrow(1, a, l); };
+          auto r1 = dot_chunk(n(in.q, 0, split), n(in.k, 0, split), n(in.v, 0, split), n(in.la, 0, split),
+                              n(in.eta, 0, split), n(in.ga, 0, split), in.s, {}, c, b);
+          auto r2 = dot_chunk(n(in.q, split, T - split), n(in.k, split, T - split), n(in.v, split, T - split),
+                              n(in.la, split, T - split), n(in.eta, split, T - split), n(in.ga, split, T - split),
+                              in.s, r1.state, c, b);
+          CHECK(max_rel_err(torch::cat({r1.y, r2.y}, 1), rc.y) <= 1e-10);
+          CHECK(max_rel_err(r2.state.a, rc.state.a) <= 1e-10);
+        }
       }
   WARN("dot chunk vs recurrent: max rel err " << worst);
 }

@@ -205,6 +205,70 @@ struct KernelReadFn : torch::autograd::Function<KernelReadFn> {
   }
 };
 
+// A chunk's terms that do not depend on the memory, computed for every chunk at once ([B, H, n, ...], then unbound:
+// one node each, so no per-chunk view of a whole array hands the backward a full-length gradient); the chunk loop
+// keeps the reads, the errors and the coefficient update. Window rows i ∈ [S0-c+1, S0+L): W = L + c - 1 rows, zero
+// before the first token, where γ = 0 makes C vanish.
+struct DotPiece {
+  torch::Tensor X;       // [B, H, W + L, d]: the window keys, then the chunk's queries
+  torch::Tensor Vw;      // [B, H, W, dv]: the window values
+  torch::Tensor Ckappa;  // [B, H, L, W]: C ⊙ κ(k_i, q_t),  C = L · G (§7.6)
+  torch::Tensor C_end;   // [B, H, W, 1]: C[end, i]
+  torch::Tensor A;       // [B, H, L, 1]: A_t = Π_{r=S0}^{t} α_r
+  torch::Tensor b_end;   // [B, H, 1, 1]: log A_end
+};
+
+std::vector<DotPiece> dot_pieces(const DotPrep& p, const torch::Tensor& K_all, const torch::Tensor& V_all,
+                                 const torch::Tensor& G_all, int64_t head, int64_t carried, int64_t c, int64_t chunk) {
+  const int64_t rest = p.Q.size(2) - head, full = rest / chunk, tail = rest % chunk;
+  auto pad = [&](const torch::Tensor& x) {  // c - 1 zero rows before the first token
+    auto sz = x.sizes().vec();
+    sz[2] = c - 1;
+    return c > 1 ? torch::cat({torch::zeros(sz, x.options()), x}, 2) : x;
+  };
+  const auto Kp = pad(K_all), Vp = pad(V_all), Gp = pad(G_all);  // chunk at S0: window = padded rows [S0, S0 + W)
+  const auto s5 = p.s.unsqueeze(-1);                                // [1, H, 1, 1, 1]
+  const auto bool_opts = torch::TensorOptions().dtype(torch::kBool).device(p.Q.device());
+  std::vector<DotPiece> out;
+  auto terms = [&](int64_t S0, int64_t n, int64_t L) {  // n chunks of L tokens from absolute index S0
+    const int64_t W = L + c - 1, t0 = head + (S0 - carried);
+    auto rows = [&](const torch::Tensor& x, int64_t from) {  // rows [from, from + nL) as [B, H, n, L, (d)]
+      auto sz = x.sizes().vec();
+      sz[2] = L;
+      sz.insert(sz.begin() + 2, n);
+      return x.narrow(2, from, n * L).reshape(sz);
+    };
+    // The window: the c - 1 rows before the chunk (the first rows of the padded array's blocks), then the chunk. As
+    // views and one cat; unfold's backward cost ~10 ms a call.
+    auto win = [&](const torch::Tensor& x) {  // padded [B, H, N + c - 1, (d)] -> [B, H, n, W, (d)]
+      if (n == 1) return x.narrow(2, S0, W).unsqueeze(2);
+      if (L < c - 1) {
+        auto u = x.narrow(2, S0, (n - 1) * L + W).unfold(2, W, L);
+        return x.dim() == 4 ? u.transpose(-1, -2) : u;
+      }
+      return torch::cat({rows(x, S0).narrow(3, 0, c - 1), rows(x, S0 + c - 1)}, 3);
+    };
+    auto Qn = rows(p.Q, t0), et = rows(p.et, t0), Kw = win(Kp), Vw = win(Vp), gw = win(Gp);
+    auto b = rows(p.la, t0).cumsum(-1);  // [B, H, n, L]
+    // C = L · G: L[t, n] = Π_{r=n+1}^{t} α_r, G[n, i] = η_n γ_i e^{-s} 1[i <= n <= i+c-1]   (§7.6)
+    auto tri = torch::tril(torch::ones({L, L}, bool_opts));
+    auto Lm = torch::where(tri, (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0).exp(), torch::zeros({}, b.options()));
+    auto tpos = torch::arange(L, bool_opts.dtype(torch::kLong)).view({L, 1});
+    auto rpos = torch::arange(W, tpos.options()).view({1, W}) - (c - 1);  // window row i - S0
+    auto band = (rpos <= tpos) & (tpos <= rpos + c - 1);                   // [L, W]
+    auto Gm = torch::where(band, et.unsqueeze(-1) * gw.unsqueeze(-2), torch::zeros({}, b.options())) * (-s5).exp();
+    auto C = torch::matmul(Lm, Gm);  // [B, H, n, L, W]
+    auto kappa_qk = torch::GradMode::is_enabled() ? KappaFn::apply(Qn, Kw, s5) : kappa_values(Qn, Kw, s5);
+    auto X = torch::cat({Kw, Qn}, -2).unbind(2), Vs = Vw.unbind(2), Ck = (C * kappa_qk).unbind(2),
+         Ce = C.select(-2, L - 1).unsqueeze(-1).unbind(2), A = b.exp().unsqueeze(-1).unbind(2),
+         Be = b.narrow(-1, L - 1, 1).unsqueeze(-1).unbind(2);
+    for (int64_t m = 0; m < n; ++m) out.push_back({X[m], Vs[m], Ck[m], Ce[m], A[m], Be[m]});
+  };
+  if (full > 0) terms(carried, full, chunk);
+  if (tail > 0) terms(carried + full * chunk, 1, tail);
+  return out;
+}
+
 }  // namespace
 
 DotResult dot_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -256,14 +320,14 @@ DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
   }
   auto p = dot_prep(q, k, v, log_alpha, eta, gamma, s);
   const auto opts = p.V.options();
-  // Keys, values and γ of every token up to a chunk's end are views of one array each (the carried ones, then this
-  // call's): appending per chunk copied them every chunk, O(T²/b) memory kept alive by the backward.
+  // Keys, values and γ of every token so far are one array each (the carried ones, then this call's).
   auto cat_rest = [&](const torch::Tensor& carried, const torch::Tensor& x) {
     auto rest = x.narrow(2, head, T - head);
     return carried.defined() ? torch::cat({carried.to(p.dt), rest}, 2) : rest;
   };
   const auto K_all = cat_rest(st.k, p.K), V_all = cat_rest(st.v, p.V), G_all = cat_rest(st.g, p.ga);
   const int64_t carried = st.k.defined() ? st.k.size(2) : 0;
+  const auto pieces = dot_pieces(p, K_all, V_all, G_all, head, carried, c, chunk);
   // The reads of the chunk-start memory: one node per chunk, their keys' gradients gathered in one buffer.
   const bool graph = torch::GradMode::is_enabled() && K_all.requires_grad();
   const auto sink = c10::make_intrusive<PrefixKeysGrad>();
@@ -272,51 +336,60 @@ DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
     if (!graph) return torch::matmul(kappa_chunk(p, x, K_all.narrow(2, 0, S0)), a);
     return KernelReadFn::apply(x, keys_token, a, p.s, K_all.detach(), S0, sink);
   };
-  for (int64_t t0 = head; t0 < T; t0 += chunk) {
-    const int64_t L = std::min(chunk, T - t0);
-    const int64_t S0 = st.k.defined() ? st.k.size(2) : 0;  // absolute index of the chunk start
-    auto Qc = p.Q.narrow(2, t0, L);
-    // Append the chunk: keys/values/γ as views, zero coefficients (st.a keeps its S0 rows until the chunk end).
-    const auto zeros = torch::zeros({p.V.size(0), p.V.size(1), L, p.V.size(3)}, opts);
-    const int64_t n_all = carried + (t0 - head) + L;
-    st.k = K_all.narrow(2, 0, n_all);
-    st.v = V_all.narrow(2, 0, n_all);
-    st.g = G_all.narrow(2, 0, n_all);
-    const torch::Tensor a0_start = st.a0;                                     // anchor coefficients so far
-    const torch::Tensor a_prev = S0 > 0 ? st.a.to(p.dt) : torch::Tensor();  // [B, H, S0, dv]
-    const int64_t i0 = std::max<int64_t>(0, S0 - c + 1), W = S0 + L - i0;  // window rows i ∈ [S0-c+1, S0+L-1]
-    auto Ki = st.k.narrow(2, i0, W);
-    torch::Tensor E = -st.v.narrow(2, i0, W), Yp = torch::zeros({p.V.size(0), p.V.size(1), L, p.V.size(3)}, opts);
+  // Coefficients relative to a decay scale (§7.6 decays factored out): a = e^ρ ã, ρ [B, H, 1, 1]. A chunk end
+  // multiplies every earlier coefficient by A_end; here it adds log A_end to ρ and leaves ã alone, so the O(S0) array
+  // is not rescaled (forward and backward) at every chunk: reads = e^ρ κ ã, and the window update enters ã as
+  // e^{-ρ} C e. Where ρ would fall below -kRescale, ã takes e^ρ once and ρ restarts at 0, which bounds e^{-ρ}.
+  constexpr double kRescale = 30.0;
+  torch::Tensor rel = st.a.defined() ? st.a.to(p.dt) : torch::Tensor(), rho;  // ã; ρ undefined = 0
+  auto actual = [](const torch::Tensor& r, const torch::Tensor& lr) { return lr.defined() ? r * lr.exp() : r; };
+  torch::Tensor start_rel, start_rho;  // ã, ρ at the start of the last chunk (the anchor of a partial one)
+  int64_t S0 = carried;                // absolute index of the chunk start
+  for (const auto& pc : pieces) {
+    const int64_t L = pc.A.size(2), W = L + c - 1;
+    start_rel = rel;
+    start_rho = rho;
+    torch::Tensor E, y;
     if (S0 > 0) {  // errors and reads of the chunk-start memory (attention over the earlier coefficients)
-      // The window keys and the chunk's queries against the earlier keys in one κ and one product (one view of
-      // the earlier keys, so one full-length gradient for it in the backward, not two).
-      auto reads = read(torch::cat({Ki, Qc}, 2), S0, a_prev);  // [B, H, W + L, dv]
-      auto parts = reads.split_with_sizes({W, L}, 2);
-      E = E + parts[0];
-      Yp = parts[1];
+      // The window keys and the chunk's queries against the earlier keys in one κ and one product.
+      auto parts = actual(read(pc.X, S0, rel), rho).split_with_sizes({W, L}, 2);  // [B, H, W + L, dv]
+      E = parts[0] - pc.Vw;
+      y = pc.A * parts[1] - chunk_matmul(pc.Ckappa, E);
+    } else {
+      E = -pc.Vw;
+      y = chunk_matmul(pc.Ckappa, pc.Vw);
     }
-    // C = L · G: L[t, n] = Π_{r=n+1}^{t} α_r, G[n, i] = η_n γ_i e^{-s} 1[i <= n <= i+c-1]   (§7.6)
-    auto b = p.la.narrow(2, t0, L).cumsum(2);  // [B, H, L]
-    auto tri = torch::tril(torch::ones({L, L}, torch::TensorOptions().dtype(torch::kBool).device(q.device())));
-    auto Lm = torch::where(tri, (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0).exp(), torch::zeros({}, opts));
-    auto nabs = torch::arange(S0, S0 + L, torch::TensorOptions().dtype(torch::kLong).device(q.device())).view({L, 1});
-    auto iabs = torch::arange(i0, S0 + L, nabs.options()).view({1, W});
-    auto win = (iabs <= nabs) & (nabs <= iabs + c - 1);  // [L, W]
-    auto Gm = torch::where(win, p.et.narrow(2, t0, L).unsqueeze(-1) * st.g.narrow(2, i0, W).unsqueeze(2),
-                           torch::zeros({}, opts)) * (-p.s).exp();
-    auto C = torch::matmul(Lm, Gm);  // [B, H, L, W]
-    auto A = b.exp().unsqueeze(-1);  // A_t = Π_{r=s}^{t} α_r
-    ys.push_back(A * Yp - torch::matmul(C * kappa_chunk(p, Qc, Ki), E));
-    // chunk end: a_j ← A_end a_j, a_i ← a_i - C[end, i] e_i on the window rows [i0, S0 + L) (the chunk's own tokens
-    // start at 0; scaling before appending them keeps the product's saved operand the array the read above saved
-    // already). One index_add_, whose backward passes the gradient through: slicing the window out and back in gave
-    // every chunk two full-length zero-filled gradient copies.
-    auto a = S0 > 0 ? torch::cat({A.select(2, L - 1).unsqueeze(-1) * a_prev, zeros}, 2) : torch::zeros_like(zeros);
-    const auto window_rows = torch::arange(i0, S0 + L, torch::TensorOptions().dtype(torch::kLong).device(q.device()));
-    st.a = a.index_add_(2, window_rows, C.select(2, L - 1).unsqueeze(-1) * E, /*alpha=*/-1);
+    ys.push_back(y);
+    // chunk end: a_j ← A_end a_j, a_i ← a_i - C[end, i] e_i on the window rows (the chunk's own tokens start at 0).
+    // In ã: ρ ← ρ + log A_end, ã_i ← ã_i - e^{-ρ} C[end, i] e_i. One index_add_, whose backward passes the gradient
+    // through: slicing the window out and back in gave every chunk two full-length gradient copies.
+    const int64_t skip = std::max<int64_t>(0, c - 1 - S0);  // window rows before the first token (zero padding)
+    auto rho_end = rho.defined() ? rho + pc.b_end : pc.b_end;
+    auto update = (pc.C_end * E).narrow(2, skip, W - skip);  // C[end, i] e_i
+    const auto zeros = torch::zeros({p.V.size(0), p.V.size(1), L, p.V.size(3)}, opts);
+    torch::Tensor grown;
+    if (S0 > 0 && rho_end.min().item<double>() >= -kRescale) {
+      update = update * (-rho_end).exp();
+      grown = torch::cat({rel, zeros}, 2);
+      rho = rho_end;
+    } else {  // ρ restarts at 0: ã takes e^{ρ_end}
+      grown = S0 > 0 ? torch::cat({rel * rho_end.exp(), zeros}, 2) : zeros;
+      rho = torch::Tensor();
+    }
+    const auto rows = torch::arange(S0 - (c - 1) + skip, S0 + L, torch::TensorOptions().dtype(torch::kLong).device(q.device()));
+    rel = grown.index_add_(2, rows, update, /*alpha=*/-1);
+    S0 += L;
     st.pos = (L == chunk) ? 0 : L;
+  }
+  if (!pieces.empty()) {
+    st.k = K_all;
+    st.v = V_all;
+    st.g = G_all;
+    st.a = actual(rel, rho);
     // a0: at a chunk end the coefficients; inside a chunk those at its start, the new tokens' at 0
-    st.a0 = st.pos == 0 ? st.a : cat_or(a0_start.defined() ? a0_start.to(p.dt) : torch::Tensor(), zeros);
+    st.a0 = st.pos == 0 ? st.a
+                        : cat_or(start_rel.defined() ? actual(start_rel, start_rho) : torch::Tensor(),
+                                 torch::zeros({p.V.size(0), p.V.size(1), st.pos, p.V.size(3)}, opts));
   }
   DotResult r;
   r.y = T ? torch::cat(ys, 2).transpose(1, 2).to(v.scalar_type())
