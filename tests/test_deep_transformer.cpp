@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/deep_transformer/kernel_memory.h"
+#include "runtime/kernels/fused_cpu.h"
 #include "runtime/layers.h"
 #include "runtime/model.h"
 #include "runtime/registry.h"
@@ -125,12 +126,15 @@ TEST_CASE("dt/swdt: blocked kernel equals the token recurrence of the weights (f
 TEST_CASE("dot: chunked form equals the token-by-token reference with the same anchor (fp64, gradients, splits)",
           "[dt]") {
   double worst = 0;
+  // both forms of the read of the chunk-start memory: the CPU form (kernel_read_cpu) and the tensor form
+  for (bool fused : {true, false})
   // strong decay: log α ≈ -4 a token, so the chunk form's decay scale ρ passes -30 and its coefficients are rescaled
   for (bool strong : {false, true})
   for (int64_t b : {1, 4, 64})
     for (int64_t c : {1, 3})
       for (int64_t T : {1, 10, 21}) {
-        CAPTURE(strong, b, c, T);
+        CAPTURE(fused, strong, b, c, T);
+        FusedCpuScope scope(fused);
         auto in = make_inputs(2, T, 2, 4, 30 + b + c + T, 1.0 / c);
         if (strong) in.la = (in.la.detach() - 4.0).requires_grad_();
         auto rc = dot_chunk(in.q, in.k, in.v, in.la, in.eta, in.ga, in.s, {}, c, b);
@@ -162,6 +166,33 @@ TEST_CASE("dot: chunked form equals the token-by-token reference with the same a
         }
       }
   WARN("dot chunk vs recurrent: max rel err " << worst);
+}
+
+TEST_CASE("dot: the CPU form of the chunk-start read equals the tensor form over several key tiles (fp64, fp32)",
+          "[dt]") {
+  // T = 600, chunk 64: up to 576 earlier keys, three tiles of 256 in kernel_read_cpu
+  for (auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    CAPTURE(dtype);
+    auto in = make_inputs(1, 600, 2, 8, 7, 1.0 / 3);
+    auto cast = [&](const torch::Tensor& t) { return t.detach().to(dtype).requires_grad_(); };
+    std::vector<torch::Tensor> leaves;
+    for (const auto& t : in.leaves()) leaves.push_back(cast(t));
+    auto run = [&](bool fused) {
+      FusedCpuScope scope(fused);
+      auto r = dot_chunk(leaves[0], leaves[1], leaves[2], leaves[3], leaves[4], leaves[5], leaves[6], {}, 3, 64);
+      torch::manual_seed(5);
+      auto loss = (r.y * torch::randn(r.y.sizes(), r.y.options())).sum();
+      auto g = torch::autograd::grad({loss}, leaves);
+      g.insert(g.begin(), r.y.detach());
+      return g;
+    };
+    auto on = run(true), off = run(false);
+    const double tol = dtype == torch::kFloat64 ? 1e-12 : 1e-4;
+    for (size_t i = 0; i < on.size(); ++i) {
+      CAPTURE(i);
+      CHECK(max_rel_err(on[i], off[i]) <= tol);
+    }
+  }
 }
 
 TEST_CASE("deep_transformer, swdt, dot mixers: prefill + decode equals the full forward (fp64)", "[dt]") {

@@ -5,6 +5,7 @@
 
 #include "core/common.h"
 #include "runtime/deep_transformer/kernel_memory.h"
+#include "runtime/deep_transformer/kernel_read_cpu.h"
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/precision.h"
 
@@ -184,10 +185,17 @@ struct KernelReadFn : torch::autograd::Function<KernelReadFn> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& token, const torch::Tensor& a, const torch::Tensor& s,
                                const torch::Tensor& keys_data, int64_t S0, c10::intrusive_ptr<PrefixKeysGrad> sink) {
-    auto k = kappa_values(x, keys_data.narrow(2, 0, S0), s);
-    ctx->save_for_backward({x, a, s, k, keys_data});
+    const bool cpu = kernel_read_cpu::eligible(x, keys_data, a, s);
     ctx->saved_data["S0"] = S0;
     ctx->saved_data["sink"] = c10::IValue::make_capsule(sink);
+    ctx->saved_data["cpu"] = cpu;
+    if (cpu) {  // the CPU form: κ's tiles exp'd and read while in cache
+      auto f = kernel_read_cpu::forward(x, keys_data, S0, a, s);
+      ctx->save_for_backward({x, a, s, f.kappa, keys_data});
+      return f.reads;
+    }
+    auto k = kappa_values(x, keys_data.narrow(2, 0, S0), s);
+    ctx->save_for_backward({x, a, s, k, keys_data});
     return chunk_matmul(k, a);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -197,6 +205,10 @@ struct KernelReadFn : torch::autograd::Function<KernelReadFn> {
     const int64_t S0 = ctx->saved_data["S0"].toInt();
     auto sink = c10::static_intrusive_pointer_cast<PrefixKeysGrad>(ctx->saved_data["sink"].toCapsule());
     const auto& gr = g[0];
+    if (ctx->saved_data["cpu"].toBool() && !torch::GradMode::is_enabled()) {
+      auto r = kernel_read_cpu::backward(gr, x, keys, S0, a, s, k, sink->grad);
+      return {r.x, torch::Tensor(), r.a, r.s, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
     auto ga = chunk_matmul(k.transpose(-1, -2), gr);                                       // ā = κᵀ ḡ
     auto r = kappa_backward(chunk_matmul(gr, a.transpose(-1, -2)).mul_(k), x, keys.narrow(2, 0, S0), s, true);
     if (!sink->grad.defined()) sink->grad = torch::zeros_like(keys);
