@@ -146,7 +146,8 @@ std::string format_parse_error(const CLI::App& app, const CLI::ParseError& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  mnemo::configure_allocator();  // before the first tensor
+  mnemo::configure_allocator();   // before the first tensor
+  mnemo::configure_denormals();  // before the first parallel region
   CLI::App app{"mnemo: train, evaluate and compare long-memory sequence models"};
   app.require_subcommand(0, 1);
   bool show_version = false;

@@ -13,6 +13,10 @@ void configure_threads();
 // MNEMO_MALLOC_TUNING=0 or the user's own MALLOC_*_ / GLIBC_TUNABLES leave glibc's defaults alone.
 void configure_allocator();
 std::string allocator_description();
+// Flush subnormal floats to zero on the CPU (FTZ/DAZ) unless MNEMO_FLUSH_DENORMAL=0; call before the first
+// parallel region (threads created later inherit it). The description says which.
+void configure_denormals();
+std::string denormals_description();
 std::string blas_library();  // the BLAS shared object LibTorch resolved (e.g. libopenblasp...)
 std::string torch_version();
 std::string git_commit();  // the commit the binary was configured from (12 hex digits) or "unknown"

@@ -85,7 +85,7 @@ struct Measured {
 // The measurement conditions shared by every row of one benchmark run (taken once per run).
 struct Conditions {
   std::string host = hostname(), blas = blas_library(), torch_v = torch_version();
-  std::string cpu_allocator = allocator_description();
+  std::string cpu_allocator = allocator_description(), denormals = denormals_description();
   int64_t threads = at::get_num_threads();
 };
 
@@ -345,7 +345,7 @@ std::vector<BenchRow> run_kernel_benchmarks(const BenchOptions& opt,
         json extra = {{"scope", "kernel"}, {"kernel", op.name}, {"heads", H}, {"head_dim", D},
                       {"chunk_size", chunk}, {"params", in.params}, {"warmup", opt.warmup},
                       {"peak_mem_method", PeakMemoryProbe(device).method()},
-                      {"cpu_allocator", conditions.cpu_allocator}};
+                      {"cpu_allocator", conditions.cpu_allocator}, {"denormals", conditions.denormals}};
         r.config_json = extra.dump();
         rows.push_back(r);
         if (on_row) on_row(r);
@@ -508,6 +508,7 @@ std::string bench_method_text(const BenchOptions& opt, const torch::Device& devi
     << ", LibTorch " << torch_version() << ", git " << git_commit() << "\n";
   s << "  BLAS " << blas_library() << "\n";
   s << "  CPU allocator: " << allocator_description() << "\n";
+  s << "  denormals: " << denormals_description() << "\n";
   s << "  timing: " << DeviceTimer::method(device)
     << (device.is_cuda() ? " (decode: monotonic clock with CUDA synchronize)" : "") << ", "
     << opt.warmup << " warm-up + " << opt.repeats
@@ -575,6 +576,7 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
       extra["peak_mem_method"] = PeakMemoryProbe(device).method();
       extra["scope"] = opt.scope;
       extra["cpu_allocator"] = conditions.cpu_allocator;
+      extra["denormals"] = conditions.denormals;
       if (first_mixer) extra["mixer"] = mc.layer_mixers().front();
       if (mode == "decode") {
         extra["decode_tokens"] = opt.decode_tokens;

@@ -18,6 +18,7 @@ int main(int argc, char* argv[]) {
       return 77;
     }
   }
-  mnemo::configure_allocator();  // the same CPU allocator settings as the mnemo binary
+  mnemo::configure_allocator();  // the same CPU allocator and denormal settings as the mnemo binary
+  mnemo::configure_denormals();
   return Catch::Session().run(static_cast<int>(args.size()), args.data());
 }

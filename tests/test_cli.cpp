@@ -31,6 +31,21 @@ TEST_CASE("the glibc allocator tuning is applied, and MNEMO_MALLOC_TUNING=0 leav
 }
 #endif
 
+#if defined(__x86_64__)
+TEST_CASE("subnormal floats are flushed to zero, and MNEMO_FLUSH_DENORMAL=0 keeps them", "[cli]") {
+  // this process (tests/main.cpp configures it as the mnemo binary does): 1e-38 / 4 is subnormal in fp32
+  auto tiny = torch::full({4}, 1e-38f) / 4.f;
+  CHECK(tiny.eq(0).all().item<bool>());
+  auto on = run_mnemo("--version");
+  REQUIRE_THAT(on.output, Catch::Contains("denormals: flushed to zero (FTZ/DAZ)"));
+  ::setenv("MNEMO_FLUSH_DENORMAL", "0", 1);  // inherited by the child process
+  auto off = run_mnemo("--version");
+  ::unsetenv("MNEMO_FLUSH_DENORMAL");
+  REQUIRE(off.exit_code == 0);
+  REQUIRE_THAT(off.output, Catch::Contains("denormals: kept (MNEMO_FLUSH_DENORMAL=0)"));
+}
+#endif
+
 TEST_CASE("mnemo models and tasks list the registry (text and JSON)", "[cli]") {
   auto m = run_mnemo("models --json");
   REQUIRE(m.exit_code == 0);
