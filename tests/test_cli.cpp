@@ -19,15 +19,24 @@ TEST_CASE("mnemo --version names LibTorch and the BLAS", "[cli]") {
   REQUIRE_THAT(r.output, Catch::Contains("CPU allocator: "));
 }
 
+namespace {
+// `mnemo --version` as is, and with the environment variable `name` set to "0" (a start-up setting's off switch):
+// each line `expect_on` / `expect_off` in the respective output.
+void check_startup_switch(const char* name, const std::string& expect_on, const std::string& expect_off) {
+  auto on = run_mnemo("--version");
+  REQUIRE_THAT(on.output, Catch::Contains(expect_on));
+  ::setenv(name, "0", 1);  // inherited by the child process
+  auto off = run_mnemo("--version");
+  ::unsetenv(name);
+  REQUIRE(off.exit_code == 0);
+  REQUIRE_THAT(off.output, Catch::Contains(expect_off));
+}
+}  // namespace
+
 #if defined(__GLIBC__)
 TEST_CASE("the glibc allocator tuning is applied, and MNEMO_MALLOC_TUNING=0 leaves the defaults", "[cli]") {
-  auto tuned = run_mnemo("--version");
-  REQUIRE_THAT(tuned.output, Catch::Contains("CPU allocator: glibc malloc, tuned"));
-  ::setenv("MNEMO_MALLOC_TUNING", "0", 1);  // inherited by the child process
-  auto off = run_mnemo("--version");
-  ::unsetenv("MNEMO_MALLOC_TUNING");
-  REQUIRE(off.exit_code == 0);
-  REQUIRE_THAT(off.output, Catch::Contains("CPU allocator: glibc defaults (MNEMO_MALLOC_TUNING=0)"));
+  check_startup_switch("MNEMO_MALLOC_TUNING", "CPU allocator: glibc malloc, tuned",
+                       "CPU allocator: glibc defaults (MNEMO_MALLOC_TUNING=0)");
 }
 #endif
 
@@ -36,13 +45,8 @@ TEST_CASE("subnormal floats are flushed to zero, and MNEMO_FLUSH_DENORMAL=0 keep
   // this process (tests/main.cpp configures it as the mnemo binary does): 1e-38 / 4 is subnormal in fp32
   auto tiny = torch::full({4}, 1e-38f) / 4.f;
   CHECK(tiny.eq(0).all().item<bool>());
-  auto on = run_mnemo("--version");
-  REQUIRE_THAT(on.output, Catch::Contains("denormals: flushed to zero (FTZ/DAZ)"));
-  ::setenv("MNEMO_FLUSH_DENORMAL", "0", 1);  // inherited by the child process
-  auto off = run_mnemo("--version");
-  ::unsetenv("MNEMO_FLUSH_DENORMAL");
-  REQUIRE(off.exit_code == 0);
-  REQUIRE_THAT(off.output, Catch::Contains("denormals: kept (MNEMO_FLUSH_DENORMAL=0)"));
+  check_startup_switch("MNEMO_FLUSH_DENORMAL", "denormals: flushed to zero (FTZ/DAZ)",
+                       "denormals: kept (MNEMO_FLUSH_DENORMAL=0)");
 }
 #endif
 
