@@ -2,7 +2,8 @@
 //   forward, per tile J of keys:  κ_J = exp(xs K_Jᵀ),  reads += κ_J a_J
 //   backward, per tile:           ā_J = κ_Jᵀ ḡ,  Γ_J = (ḡ a_Jᵀ) ⊙ κ_J,  P += Γ_J K_J,  K̄_J += Γ_Jᵀ xs
 //   then                          X̄ = s P,  s̄ = Σ_b Σ_r x_r · P_r.
-// GEMMs through fused_cpu::gemm (the process's BLAS); exp and ⊙ as row loops compiled for AVX2/AVX-512 as well.
+// GEMMs through fused_cpu::gemm (the process's BLAS); exp and ⊙ as row loops compiled for AVX2/AVX-512 as well. The
+// fp32 exp is fused_cpu::fast_exp (argument clamped to [-87, 88]; κ's argument s k̂·q̂ lies in [-s, s], s ≈ √d_h).
 #include "runtime/deep_transformer/kernel_read_cpu.h"
 
 #include <ATen/Parallel.h>
