@@ -151,9 +151,9 @@ struct KappaFn : torch::autograd::Function<KappaFn> {
   }
 };
 
-torch::Tensor kappa_chunk(const DotPrep& p, const torch::Tensor& x, const torch::Tensor& keys) {
-  if (!torch::GradMode::is_enabled()) return kappa_values(x, keys, p.s);
-  return KappaFn::apply(x, keys, p.s);
+torch::Tensor kappa_chunk(const torch::Tensor& x, const torch::Tensor& keys, const torch::Tensor& s) {
+  if (!torch::GradMode::is_enabled()) return kappa_values(x, keys, s);
+  return KappaFn::apply(x, keys, s);
 }
 
 // The read of the chunk-start memory, reads = κ(X, Kp) a = exp(s X Kpᵀ) a with Kp the first S0 rows of the keys
@@ -205,13 +205,13 @@ struct KernelReadFn : torch::autograd::Function<KernelReadFn> {
     const int64_t S0 = ctx->saved_data["S0"].toInt();
     auto sink = c10::static_intrusive_pointer_cast<PrefixKeysGrad>(ctx->saved_data["sink"].toCapsule());
     const auto& gr = g[0];
+    if (!sink->grad.defined()) sink->grad = torch::zeros_like(keys);
     if (ctx->saved_data["cpu"].toBool() && !torch::GradMode::is_enabled()) {
       auto r = kernel_read_cpu::backward(gr, x, keys, S0, a, s, k, sink->grad);
       return {r.x, torch::Tensor(), r.a, r.s, torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
     auto ga = chunk_matmul(k.transpose(-1, -2), gr);                                       // ā = κᵀ ḡ
     auto r = kappa_backward(chunk_matmul(gr, a.transpose(-1, -2)).mul_(k), x, keys.narrow(2, 0, S0), s, true);
-    if (!sink->grad.defined()) sink->grad = torch::zeros_like(keys);
     sink->grad.narrow(2, 0, S0).add_(r.keys);
     return {r.x, torch::Tensor(), ga, r.s, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
@@ -270,7 +270,7 @@ std::vector<DotPiece> dot_pieces(const DotPrep& p, const torch::Tensor& K_all, c
     auto band = (rpos <= tpos) & (tpos <= rpos + c - 1);                   // [L, W]
     auto Gm = torch::where(band, et.unsqueeze(-1) * gw.unsqueeze(-2), torch::zeros({}, b.options())) * (-s5).exp();
     auto C = torch::matmul(Lm, Gm);  // [B, H, n, L, W]
-    auto kappa_qk = torch::GradMode::is_enabled() ? KappaFn::apply(Qn, Kw, s5) : kappa_values(Qn, Kw, s5);
+    auto kappa_qk = kappa_chunk(Qn, Kw, s5);
     auto X = torch::cat({Kw, Qn}, -2).unbind(2), Vs = Vw.unbind(2), Ck = (C * kappa_qk).unbind(2),
          Ce = C.select(-2, L - 1).unsqueeze(-1).unbind(2), A = b.exp().unsqueeze(-1).unbind(2),
          Be = b.narrow(-1, L - 1, 1).unsqueeze(-1).unbind(2);
@@ -345,7 +345,7 @@ DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
   const auto sink = c10::make_intrusive<PrefixKeysGrad>();
   const auto keys_token = graph ? PrefixKeysFn::apply(K_all, sink) : torch::Tensor();
   auto read = [&](const torch::Tensor& x, int64_t S0, const torch::Tensor& a) {
-    if (!graph) return torch::matmul(kappa_chunk(p, x, K_all.narrow(2, 0, S0)), a);
+    if (!graph) return torch::matmul(kappa_chunk(x, K_all.narrow(2, 0, S0), p.s), a);
     return KernelReadFn::apply(x, keys_token, a, p.s, K_all.detach(), S0, sink);
   };
   // Coefficients relative to a decay scale (§7.6 decays factored out): a = e^ρ ã, ρ [B, H, 1, 1]. A chunk end
@@ -388,7 +388,8 @@ DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
       grown = S0 > 0 ? torch::cat({rel * rho_end.exp(), zeros}, 2) : zeros;
       rho = torch::Tensor();
     }
-    const auto rows = torch::arange(S0 - (c - 1) + skip, S0 + L, torch::TensorOptions().dtype(torch::kLong).device(q.device()));
+    const auto rows =
+        torch::arange(S0 - (c - 1) + skip, S0 + L, torch::TensorOptions().dtype(torch::kLong).device(q.device()));
     rel = grown.index_add_(2, rows, update, /*alpha=*/-1);
     S0 += L;
     st.pos = (L == chunk) ? 0 : L;

@@ -157,12 +157,11 @@ Forward forward(const Tensor& x_in, const Tensor& keys_in, int64_t S0, const Ten
 }
 
 Grads backward(const Tensor& grad_reads, const Tensor& x_in, const Tensor& keys_in, int64_t S0, const Tensor& a_in,
-               const Tensor& s, const Tensor& kappa, Tensor& keys_grad) {
+               const Tensor& s, const Tensor& kappa, const Tensor& keys_grad) {
   RECORD_FUNCTION("mnemo::dot_read_backward", std::vector<c10::IValue>());
   const auto x = fused_cpu::unit_last_stride(x_in), keys = fused_cpu::unit_last_stride(keys_in),
              a = fused_cpu::unit_last_stride(a_in), g = fused_cpu::unit_last_stride(grad_reads);
   const Dims z = dims_of(x, S0, a);
-  if (!keys_grad.defined()) keys_grad = torch::zeros(keys.sizes(), keys.options());
   Grads r{torch::empty({z.B, z.H, z.R, z.d}, x.options()), torch::empty({z.B, z.H, S0, z.dv}, x.options()),
           Tensor()};
   auto gs = torch::empty({z.B, z.H}, x.options());

@@ -21,8 +21,10 @@ Forward forward(const torch::Tensor& x, const torch::Tensor& keys, int64_t S0, c
 struct Grads {
   torch::Tensor x, a, s;  // [B, H, R, d], [B, H, S0, dv], s's shape
 };
-// keys_grad [B, H, N ≥ S0, d]: its first S0 rows accumulate keys̄ = (κ̄ ⊙ κ)ᵀ (s X).
+// keys_grad [B, H, N ≥ S0, d] (allocated by the caller, unit last stride): its first S0 rows accumulate
+// keys̄ = (κ̄ ⊙ κ)ᵀ (s X).
 Grads backward(const torch::Tensor& grad_reads, const torch::Tensor& x, const torch::Tensor& keys, int64_t S0,
-               const torch::Tensor& a, const torch::Tensor& s, const torch::Tensor& kappa, torch::Tensor& keys_grad);
+               const torch::Tensor& a, const torch::Tensor& s, const torch::Tensor& kappa,
+               const torch::Tensor& keys_grad);
 
 }  // namespace mnemo::kernel_read_cpu
