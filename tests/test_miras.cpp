@@ -6,6 +6,7 @@
 
 #include "runtime/deep_memory/memory.h"
 #include "runtime/layers.h"
+#include "runtime/kernels/fused_cpu.h"
 #include "runtime/miras/miras.h"
 #include "runtime/registry.h"
 #include "engine/trainer.h"
@@ -90,6 +91,9 @@ MirasOptions family_options(const std::string& family, int64_t chunk) {
     o.retention = "lq";
   } else if (family == "yaad") {
     o.bias = "huber";
+  } else if (family == "memora_huber") {  // not a paper model: the lag token's node under the Huber bias's adjoint
+    o.bias = "huber";
+    o.retention = "kl";
   } else {
     o.retention = "kl";
   }
@@ -316,24 +320,36 @@ TEST_CASE("miras dual form gradients in fp32 match fp64 (GELU backward on transp
   }
 }
 
-TEST_CASE("miras: the fused segment node equals the op-by-op segment in fp64 (outputs, state, gradients)", "[miras]") {
-  // Moneta carries the frozen lq scales, Yaad the Huber switch (both branches occur), Memora the lag token; T = 23
-  // with b = 8 has a partial last segment, b = 23 one segment.
-  for (const std::string family : {"moneta", "yaad", "memora"}) {
+TEST_CASE("miras: the fused segment and lag-token nodes equal the op-by-op forms in fp64 (outputs, state, gradients)",
+          "[miras]") {
+  // Moneta carries the frozen lq scales, Yaad the Huber switch (both branches occur), Memora the lag token (its own
+  // node, fused_lag.h; "memora_huber" takes it through the Huber bias's adjoint); T = 23 with b = 8 has a partial
+  // last segment, b = 23 one segment.
+  // The lag node runs in its CPU form (fused_lag_cpu.h) and its tensor form (MNEMO_FUSED_CPU=0).
+  for (const std::string family : {"moneta", "yaad", "memora", "memora_huber"}) {
+    const bool kl = family.rfind("memora", 0) == 0;
     for (int64_t G : {4, 1}) {
       for (int64_t b : {8, 23}) {
-        auto in = make_inputs(2, 23, 2, 4, G, family == "memora" ? "kl" : "l2", 130 + b);
-        auto fused = family_options(family, b), composed = fused;
-        composed.fused_segment = false;
-        CAPTURE(family, G, b);
-        auto ref = run(in, true, composed), got = run(in, true, fused);
-        CHECK(max_rel_err(got.o, ref.o) <= 1e-12);
-        for (size_t i = 0; i < 2; ++i) CHECK(max_rel_err(got.state[i], ref.state[i]) <= 1e-12);
-        REQUIRE(got.grads.size() == ref.grads.size());
-        for (size_t i = 0; i < ref.grads.size(); ++i) {
-          CAPTURE(leaf_names[i]);
-          REQUIRE(got.grads[i].defined() == ref.grads[i].defined());
-          if (ref.grads[i].defined()) CHECK(max_rel_err(got.grads[i], ref.grads[i]) <= 1e-10);
+        for (bool cpu_form : {true, false}) {
+          if (!kl && !cpu_form) continue;
+          FusedCpuScope form(cpu_form);
+          auto in = make_inputs(2, 23, 2, 4, G, kl ? "kl" : "l2", 130 + b);
+          auto fused = family_options(family, b), composed = fused;
+          composed.fused_segment = false;
+          CAPTURE(family, G, b, cpu_form);
+          auto ref = run(in, true, composed), got = run(in, true, fused);
+          // Memora's fused lag node rounds differently from the op-by-op step, and the KL step's log and softmax
+          // carry that from chunk to chunk (1/W of the small weights): measured up to 4e-12 in the outputs and
+          // 1.1e-10 in the gradients with three lag tokens (G = 1, b = 8); the others: ~1e-15 and ~1e-12.
+          const double tol = kl ? 1e-10 : 1e-12;
+          CHECK(max_rel_err(got.o, ref.o) <= tol);
+          for (size_t i = 0; i < 2; ++i) CHECK(max_rel_err(got.state[i], ref.state[i]) <= tol);
+          REQUIRE(got.grads.size() == ref.grads.size());
+          for (size_t i = 0; i < ref.grads.size(); ++i) {
+            CAPTURE(leaf_names[i]);
+            REQUIRE(got.grads[i].defined() == ref.grads[i].defined());
+            if (ref.grads[i].defined()) CHECK(max_rel_err(got.grads[i], ref.grads[i]) <= (kl ? 1e-9 : 1e-10));
+          }
         }
       }
     }

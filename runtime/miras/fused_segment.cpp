@@ -8,12 +8,14 @@
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/gelu.h"
 #include "runtime/kernels/node_math.h"
+#include "runtime/miras/anchor_pass.h"
 
 namespace mnemo {
 
 namespace {
 
 using namespace node;  // Tensor, tr, mean_last, head_sum, layer_norm_adjoint (runtime/kernels/node_math.h)
+using miras_node::AnchorPass;
 
 // Gradient of a [B, H, n, G] gate from a [B, H, n, d] one.
 Tensor to_gate(const Tensor& g, int64_t G) { return G == 1 ? g.sum(-1, true) : g; }
@@ -27,7 +29,7 @@ struct Params {
 
 struct Forward {
   Tensor out, w0, w1;                                        // outputs
-  Tensor G0, P0, P0d, N0, s0, E, Gy, Gu, R, Dl, hub;         // anchor pass (hub: Huber's per-token switch)
+  AnchorPass a;                                              // the inner gradient's terms at Â (anchor_pass.h)
   Tensor bn, eb, ebi, Qe, ke, kei, ge, gei, mask, A0, h, Ga, Pa, S1, uu, u, nrm, s;  // read-out
   Tensor gl, el, keep;                                       // segment end (keep: where b_n - b ≤ 0)
 };
@@ -37,20 +39,8 @@ Forward run_forward(const variable_list& in, const Params& pr) {
   const auto &q = in[Q], &k = in[K], &gam = in[GAM], &bet = in[BET];
   const int64_t n = q.size(2);
   // Anchor pass: rank-1 terms (cols Dl, Gu; rows K, G0) of the inner gradient at Â (memory.h memory_grad_terms).
-  auto H0 = chunk_matmul(k, tr(in[AN0]));
-  {
-    auto g = gelu_values(H0, /*with_second=*/true);
-    f.G0 = g.value, f.P0 = g.grad, f.P0d = g.second;
-  }
-  auto U0 = chunk_matmul(f.G0, tr(in[AN1]));
-  auto C0 = U0 - mean_last(U0);
-  f.s0 = torch::sqrt(mean_last(C0 * C0) + pr.o.ln_eps);
-  f.N0 = C0 / f.s0;
-  f.E = k + f.N0 * gam + bet - in[V];
-  f.Gy = miras_bias_gradient(f.E, in[DELTA], pr.o, &f.hub);
-  f.Gu = layer_norm_adjoint(f.Gy * gam, f.N0, f.s0);  // γ ⊙ g_y taken back through the LN (memory_grad_terms)
-  f.R = chunk_matmul(f.Gu, in[AN1]);
-  f.Dl = f.R * f.P0;
+  f.a = miras_node::anchor_forward(k, in[V], in[DELTA], gam, bet, in[AN0], in[AN1], pr.o);
+  const auto &Gu = f.a.Gu, &G0 = f.a.G0, &Dl = f.a.Dl;
   // Decays (in-segment cumulative log α, factorised: the caller checked the span).
   f.bn = in[LA].cumsum(2);
   f.eb = f.bn.exp();
@@ -58,17 +48,17 @@ Forward run_forward(const variable_list& in, const Params& pr) {
   f.Qe = q * f.eb;
   f.ke = k * in[ETA];
   f.kei = f.ke * f.ebi;
-  f.ge = f.Gu * in[ETA];
+  f.ge = Gu * in[ETA];
   f.gei = f.ge * f.ebi;
   f.mask = causal_mask(n, q.device()).to(q.scalar_type());
   // Read-out, layer W_2 then layer W_1.
   f.A0 = chunk_matmul(f.Qe, tr(f.kei)) * f.mask;
-  f.h = chunk_matmul(f.Qe, tr(in[W0])) - chunk_matmul(f.A0, f.Dl);
+  f.h = chunk_matmul(f.Qe, tr(in[W0])) - chunk_matmul(f.A0, Dl);
   {
     auto g = gelu_values(pr.scaled ? f.h * in[SC0] : f.h);
     f.Ga = g.value, f.Pa = g.grad;
   }
-  f.S1 = chunk_matmul(f.Ga, tr(f.G0)) * f.mask;
+  f.S1 = chunk_matmul(f.Ga, tr(G0)) * f.mask;
   f.uu = chunk_matmul(f.Ga, tr(in[W1])) - chunk_matmul(f.S1, f.gei);
   f.u = f.eb * f.uu;
   auto us = pr.scaled ? f.u * in[SC1] : f.u;
@@ -82,8 +72,8 @@ Forward run_forward(const variable_list& in, const Params& pr) {
   f.keep = (dif <= 0).to(q.scalar_type());
   f.gl = dif.clamp_max(0.0).exp();
   f.el = bl.exp();
-  f.w0 = in[W0] * f.el - chunk_matmul(tr(f.Dl), f.ke * f.gl);
-  f.w1 = tr(f.el) * in[W1] - chunk_matmul(tr(f.ge * f.gl), f.G0);
+  f.w0 = in[W0] * f.el - chunk_matmul(tr(Dl), f.ke * f.gl);
+  f.w1 = tr(f.el) * in[W1] - chunk_matmul(tr(f.ge * f.gl), G0);
   return f;
 }
 
@@ -95,33 +85,29 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
     pr.o.bias = bias, pr.o.p = p, pr.o.lp_eps = lp_eps, pr.o.huber_eps = huber_eps, pr.o.ln_eps = ln_eps;
     pr.scaled = scaled;
     auto f = run_forward(in, pr);
-    ctx->saved_data["bias"] = bias;
-    ctx->saved_data["p"] = p;
-    ctx->saved_data["lp_eps"] = lp_eps;
-    ctx->saved_data["huber_eps"] = huber_eps;
+    miras_node::save_bias_options(ctx, pr.o);
     ctx->saved_data["scaled"] = scaled;
     variable_list save(in);
-    for (const Tensor* t : {&f.G0, &f.P0, &f.P0d, &f.N0, &f.s0, &f.E, &f.Gy, &f.Gu, &f.R, &f.Dl, &f.hub, &f.bn, &f.eb,
-                            &f.ebi, &f.Qe, &f.ke, &f.kei, &f.ge, &f.gei, &f.mask, &f.A0, &f.h, &f.Ga, &f.Pa, &f.S1,
-                            &f.uu, &f.u, &f.nrm, &f.s, &f.gl, &f.el, &f.keep})
+    for (const auto& t : f.a.saved()) save.push_back(t);
+    for (const Tensor* t : {&f.bn, &f.eb, &f.ebi, &f.Qe, &f.ke, &f.kei, &f.ge, &f.gei, &f.mask, &f.A0, &f.h, &f.Ga,
+                            &f.Pa, &f.S1, &f.uu, &f.u, &f.nrm, &f.s, &f.gl, &f.el, &f.keep})
       save.push_back(*t);
     ctx->save_for_backward(save);
     return {f.out, f.w0, f.w1};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list go) {
-    const std::string bias = ctx->saved_data["bias"].toStringRef();
-    const double p = ctx->saved_data["p"].toDouble(), lp_eps = ctx->saved_data["lp_eps"].toDouble(),
-                 huber_eps = ctx->saved_data["huber_eps"].toDouble();
+    const MirasOptions o = miras_node::load_bias_options(ctx);
     const bool scaled = ctx->saved_data["scaled"].toBool();
     const auto sv = ctx->get_saved_variables();
     const variable_list in(sv.begin(), sv.begin() + kInputs);
     Forward f;
-    size_t i = kInputs;
-    for (Tensor* t : {&f.G0, &f.P0, &f.P0d, &f.N0, &f.s0, &f.E, &f.Gy, &f.Gu, &f.R, &f.Dl, &f.hub, &f.bn, &f.eb,
-                      &f.ebi, &f.Qe, &f.ke, &f.kei, &f.ge, &f.gei, &f.mask, &f.A0, &f.h, &f.Ga, &f.Pa, &f.S1, &f.uu,
-                      &f.u, &f.nrm, &f.s, &f.gl, &f.el, &f.keep})
+    f.a = AnchorPass::from_saved(sv, kInputs);
+    size_t i = kInputs + AnchorPass::kSaved;
+    for (Tensor* t : {&f.bn, &f.eb, &f.ebi, &f.Qe, &f.ke, &f.kei, &f.ge, &f.gei, &f.mask, &f.A0, &f.h, &f.Ga, &f.Pa,
+                      &f.S1, &f.uu, &f.u, &f.nrm, &f.s, &f.gl, &f.el, &f.keep})
       *t = sv[i++];
+    const auto &Gu = f.a.Gu, &G0 = f.a.G0, &Dl = f.a.Dl;
     const auto &q = in[Q], &k = in[K], &gam = in[GAM], &eta = in[ETA];
     const int64_t n = q.size(2), G = in[LA].size(-1);
     auto zeros_if_undef = [](const Tensor& g, const Tensor& like) { return g.defined() ? g : torch::zeros_like(like); };
@@ -135,8 +121,8 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
     auto gel = (gw0e * in[W0]).sum(-2, true) + tr((gw1e * in[W1]).sum(-1, true));  // [B, H, 1, d]
     auto T0 = f.ke * f.gl, T1 = f.ge * f.gl;
     Tensor gDl = -chunk_matmul(T0, tr(gw0e));
-    auto gT0 = -chunk_matmul(f.Dl, gw0e);
-    auto gT1 = -chunk_matmul(f.G0, tr(gw1e));
+    auto gT0 = -chunk_matmul(Dl, gw0e);
+    auto gT1 = -chunk_matmul(G0, tr(gw1e));
     Tensor gG0 = -chunk_matmul(T1, gw1e);
     Tensor gke = gT0 * f.gl, gge = gT1 * f.gl;
     auto gdif = (gT0 * f.ke + gT1 * f.ge) * f.gl * f.keep;
@@ -157,7 +143,7 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
     auto guu = gu * f.eb;
     auto gS1 = -chunk_matmul(guu, tr(f.gei)) * f.mask;
     auto ggei = -chunk_matmul(tr(f.S1), guu);
-    auto gGa = chunk_matmul(guu, in[W1]) + chunk_matmul(gS1, f.G0);
+    auto gGa = chunk_matmul(guu, in[W1]) + chunk_matmul(gS1, G0);
     g[W1] = g[W1] + chunk_matmul(tr(guu), f.Ga);
     gG0 = gG0 + chunk_matmul(tr(gS1), f.Ga);
     gge = gge + ggei * f.ebi;
@@ -168,7 +154,7 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
       g[SC0] = (gh * f.h).sum(at::IntArrayRef{-2, -1}, true);
       gh = gh * in[SC0];
     }
-    auto gA0 = -chunk_matmul(gh, tr(f.Dl)) * f.mask;
+    auto gA0 = -chunk_matmul(gh, tr(Dl)) * f.mask;
     gDl = gDl - chunk_matmul(tr(f.A0), gh);
     auto gQe = chunk_matmul(gh, in[W0]) + chunk_matmul(gA0, f.kei);
     g[W0] = g[W0] + chunk_matmul(tr(gh), f.Qe);
@@ -180,51 +166,20 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
     // Gates: K_η = K ⊙ η, Gu_η = Gu ⊙ η, e^{±b}, b = cumsum(log α).
     Tensor gGu = gge * eta;
     Tensor gk = gke * eta;
-    g[ETA] = to_gate(gge * f.Gu + gke * k, G);
+    g[ETA] = to_gate(gge * Gu + gke * k, G);
     gbn = gbn + to_gate(geb * f.eb - gebi * f.ebi, G);
     gbn = gbn + torch::constant_pad_nd(gbl, {0, 0, n - 1, 0});  // b_n is the last row of b
     g[LA] = gbn.flip(2).cumsum(2).flip(2);
 
-    // Anchor pass, in reverse: Dl = (Gu Â1) ⊙ P0.
-    auto gR = gDl * f.P0, gP0 = gDl * f.R;
-    gGu = gGu + chunk_matmul(gR, tr(in[AN1]));
-    g[AN1] = chunk_matmul(tr(f.Gu), gR);
-    // Gu = LN-adjoint of γ g_y at N0: Gu = (gh - mean gh - N0 mean(gh N0)) / s0, gh = γ g_y.
-    auto gZ = gGu / f.s0;
-    auto gs0 = -(gGu * f.Gu).sum(-1, true) / f.s0;
-    auto ghg = f.Gy * gam;
-    auto ggh = gZ - mean_last(gZ) - f.N0 * mean_last(gZ * f.N0);
-    Tensor gN0 = -mean_last(ghg * f.N0) * gZ - mean_last(gZ * f.N0) * ghg;
-    auto gGy = ggh * gam;
-    ggam = ggam + head_sum(ggh * f.Gy);
-    // g_y = φ(E).
-    Tensor gE;
-    if (bias == "l2") {
-      gE = gGy;
-    } else if (bias == "lp") {
-      auto w = f.E * f.E + lp_eps;
-      gE = gGy * p * w.pow((p - 4.0) / 2.0) * (w + (p - 2.0) * f.E * f.E);
-    } else {
-      auto w = f.E * f.E + huber_eps;
-      auto dl = in[DELTA].unsqueeze(-1);
-      gE = gGy * (f.hub + (1.0 - f.hub) * dl * huber_eps / (w * w.sqrt()));
-      g[DELTA] = (gGy * (1.0 - f.hub) * f.E / w.sqrt()).sum(-1);
-    }
-    // E = K + N0 ⊙ γ + β - V.
-    gk = gk + gE;
-    g[V] = -gE;
-    gN0 = gN0 + gE * gam;
-    ggam = ggam + head_sum(gE * f.N0);
-    gbet = gbet + head_sum(gE);
-    // N0 = LN(U0) with the extra s0 path of Gu.
-    auto gs0t = gs0 - (gN0 * f.N0).sum(-1, true) / f.s0;
-    auto gC0 = gN0 / f.s0 + gs0t * f.N0 / static_cast<double>(f.N0.size(-1));
-    auto gU0 = gC0 - mean_last(gC0);
-    gG0 = gG0 + chunk_matmul(gU0, in[AN1]);
-    g[AN1] = g[AN1] + chunk_matmul(tr(gU0), f.G0);
-    auto gH0 = gG0 * f.P0 + gP0 * f.P0d;
-    gk = gk + chunk_matmul(gH0, in[AN0]);
-    g[AN0] = chunk_matmul(tr(gH0), k);
+    // Anchor pass, in reverse (anchor_pass.h).
+    auto ag = miras_node::anchor_backward(f.a, k, in[DELTA], gam, in[AN0], in[AN1], gDl, gGu, gG0, o);
+    gk = gk + ag.k;
+    g[V] = ag.v;
+    g[DELTA] = ag.delta;
+    ggam = ggam + ag.gam;
+    gbet = gbet + ag.bet;
+    g[AN0] = ag.an0;
+    g[AN1] = ag.an1;
     g[Q] = gq;
     g[K] = gk;
     g[GAM] = ggam.sum_to_size(gam.sizes());

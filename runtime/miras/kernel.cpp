@@ -14,6 +14,7 @@
 
 #include "core/common.h"
 #include "runtime/miras/miras.h"
+#include "runtime/miras/fused_lag.h"
 #include "runtime/miras/fused_segment.h"
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/gelu.h"
@@ -136,8 +137,15 @@ RankOneTerms grad_terms(const Prepared& p, const MemoryWeights& w, const torch::
   return memory_grad_terms(p.spec, w, acts, g, p.norm);
 }
 
-// Memora's lag-token update of the single token x from the current weights (in place on st).
-torch::Tensor lag_step(const Prepared& p, const Seq& x, MirasState& st, const MirasOptions& o) {
+// Memora's lag-token update of the single token x from the current weights (in place on st); `fused`: as one
+// autograd node (fused_lag.h), else op by op (the reference the node is tested against).
+torch::Tensor lag_step(const Prepared& p, const Seq& x, MirasState& st, const MirasOptions& o, bool fused = false) {
+  if (fused) {
+    auto r = miras_fused_lag({x.q, x.k, x.v, x.la, x.eta, x.delta, p.norm.gamma, p.norm.beta, st.cur}, o);
+    st.cur = r.next;
+    st.anchor = r.next;
+    return r.out;
+  }
   auto terms = grad_terms(p, st.cur, x.k, x.v, x.delta, o);
   auto G = per_token_grads(terms);  // [B, H, 1, out, in]
   auto a = x.la.squeeze(2).exp(), e = x.eta.squeeze(2);  // [B, H, G]
@@ -370,7 +378,7 @@ MirasResult miras_chunk(const torch::Tensor& q, const torch::Tensor& k, const to
       continue;
     }
     if (kinds[i] == Lag) {
-      outs.push_back(lag_step(p, pieces[i], st, opt));
+      outs.push_back(lag_step(p, pieces[i], st, opt, opt.fused_segment));
       st.pos = 1 % b;
       continue;
     }

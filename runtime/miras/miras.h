@@ -42,8 +42,8 @@ struct MirasOptions {
   // The dual form factorises the decays over the whole segment when their span allows (chunking.h
   // decay_factorisable) and sub-chunks otherwise; false: always sub-chunk (numerics only; tests both forms).
   bool factorise_decays = true;
-  // The factorised segment as one autograd node with a hand-written backward (fused_segment.h); false: the same
-  // maths op by op (the reference the node is tested against).
+  // The factorised segment and Memora's lag token as autograd nodes with hand-written backwards (fused_segment.h,
+  // fused_lag.h); false: the same maths op by op (the reference the nodes are tested against).
   bool fused_segment = true;
   int64_t expansion = 4;
   double ln_eps = 1e-5;
