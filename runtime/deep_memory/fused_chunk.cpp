@@ -181,9 +181,8 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
       return g;
     }
     const auto &q = in[Q], &qf = in[QF], &kf = in[KF];
-    const auto zeros_if_undef = [](const Tensor& g, const Tensor& like) { return g.defined() ? g : torch::zeros_like(like); };
-    const Tensor gy = zeros_if_undef(go[0], q), gw0 = zeros_if_undef(go[1], in[W0]), gw1 = zeros_if_undef(go[2], in[W1]);
-    const Tensor gs0 = mom ? zeros_if_undef(go[3], in[S0]) : Tensor(), gs1 = mom ? zeros_if_undef(go[4], in[S1]) : Tensor();
+    const Tensor gy = or_zeros(go[0], q), gw0 = or_zeros(go[1], in[W0]), gw1 = or_zeros(go[2], in[W1]);
+    const Tensor gs0 = mom ? or_zeros(go[3], in[S0]) : Tensor(), gs1 = mom ? or_zeros(go[4], in[S1]) : Tensor();
 
     variable_list g(kInputs + 3);  // + mom, l2, tau; no gradient for the empty placeholders
     // Chunk end: W0' = a W0 + d S0 - c0ᵀ (c_end ⊙ φk), W1' = a W1 + d S1 - (c_end ⊙ c1)ᵀ G0, and S_l' likewise with

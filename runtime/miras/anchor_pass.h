@@ -37,6 +37,9 @@ AnchorGrads anchor_backward(const AnchorPass& f, const torch::Tensor& k, const t
                             const torch::Tensor& gDl, const torch::Tensor& gGu, const torch::Tensor& gG0,
                             const MirasOptions& o);
 
+// Gradient of a [B, H, n, G] gate (G = d: channel-wise, G = 1: per head) from a [B, H, n, d] one.
+inline torch::Tensor to_gate(const torch::Tensor& g, int64_t G) { return G == 1 ? g.sum(-1, true) : g; }
+
 // The options the pass and its adjoint read (bias, p, lp_eps, huber_eps, ln_eps), kept in and read back from a
 // node's saved data.
 void save_bias_options(torch::autograd::AutogradContext* ctx, const MirasOptions& o);

@@ -16,9 +16,8 @@ namespace {
 
 using namespace node;  // Tensor, tr, mean_last, head_sum, layer_norm_adjoint
 using miras_node::AnchorPass;
+using miras_node::to_gate;
 
-// Gradient of a [B, H, 1, G] gate from a [B, H, 1, d] one.
-Tensor to_gate(const Tensor& g, int64_t G) { return G == 1 ? g.sum(-1, true) : g; }
 
 using namespace miras_lag;  // the inputs' order In (fused_lag_cpu.h)
 
@@ -101,9 +100,8 @@ struct MirasLagFn : torch::autograd::Function<MirasLagFn> {
     for (Tensor* t : {&f.alpha, &f.w0, &f.w1, &f.Ga, &f.Pa, &f.nrm, &f.s}) *t = sv[i++];
     const auto &q = in[Q], &k = in[K], &gam = in[GAM], &eta = in[ETA];
     const int64_t G = in[LA].size(-1);
-    auto zeros_if_undef = [](const Tensor& g, const Tensor& like) { return g.defined() ? g : torch::zeros_like(like); };
-    const Tensor gout = zeros_if_undef(go[0], q);
-    Tensor gw0 = zeros_if_undef(go[1], f.w0), gw1 = zeros_if_undef(go[2], f.w1);
+    const Tensor gout = or_zeros(go[0], q);
+    Tensor gw0 = or_zeros(go[1], f.w0), gw1 = or_zeros(go[2], f.w1);
     variable_list g(kInputs + 6);  // + bias, p, lp_eps, huber_eps, ln_eps, kl_floor
 
     // Read-out: out = q + LN(u) ⊙ γ + β, u = GELU(q W0'ᵀ) W1'ᵀ.

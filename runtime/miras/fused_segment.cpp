@@ -16,9 +16,8 @@ namespace {
 
 using namespace node;  // Tensor, tr, mean_last, head_sum, layer_norm_adjoint (runtime/kernels/node_math.h)
 using miras_node::AnchorPass;
+using miras_node::to_gate;
 
-// Gradient of a [B, H, n, G] gate from a [B, H, n, d] one.
-Tensor to_gate(const Tensor& g, int64_t G) { return G == 1 ? g.sum(-1, true) : g; }
 
 // Inputs in apply() order; DELTA, SC0, SC1 are empty placeholders where absent.
 enum In { Q, K, V, LA, ETA, DELTA, GAM, BET, AN0, AN1, W0, W1, SC0, SC1, kInputs };
@@ -110,9 +109,8 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
     const auto &Gu = f.a.Gu, &G0 = f.a.G0, &Dl = f.a.Dl;
     const auto &q = in[Q], &k = in[K], &gam = in[GAM], &eta = in[ETA];
     const int64_t n = q.size(2), G = in[LA].size(-1);
-    auto zeros_if_undef = [](const Tensor& g, const Tensor& like) { return g.defined() ? g : torch::zeros_like(like); };
-    const Tensor gout = zeros_if_undef(go[0], q), gw0e = zeros_if_undef(go[1], in[W0]),
-                 gw1e = zeros_if_undef(go[2], in[W1]);
+    const Tensor gout = or_zeros(go[0], q), gw0e = or_zeros(go[1], in[W0]),
+                 gw1e = or_zeros(go[2], in[W1]);
     variable_list g(kInputs + 6);  // + bias, p, lp_eps, huber_eps, ln_eps, scaled
 
     // Segment end: W0' = W0 ⊙ e^{b_n} - Dlᵀ (K_η ⊙ gl),  W1' = e^{b_n}ᵀ ⊙ W1 - (Gu_η ⊙ gl)ᵀ G0.
