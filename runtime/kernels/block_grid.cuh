@@ -1,0 +1,69 @@
+// Block-level kernel code that runs as a CUDA kernel and, unchanged, on the host over a sequential grid.
+//
+// A fused kernel here is written as a function of one block: `body(block, shared, lanes)`. Inside it, work is
+// spread over the block's threads with MNEMO_FOR_LANES and separated into phases by grid::barrier():
+//   MNEMO_FOR_LANES(i, n, lanes) { tile[i] = ...; }   // phase 1: every work item i in [0, n)
+//   grid::barrier();                                   // __syncthreads() on the device
+//   MNEMO_FOR_LANES(i, m, lanes) { ... tile[...] ... } // phase 2 reads what phase 1 wrote
+// On the device `lanes` is this thread (threadIdx.x of blockDim.x); on the host it is one lane standing for the
+// whole block (lane 0 of 1), so each loop covers all of its items in order and a barrier has nothing to wait for.
+// The host run therefore executes the kernel's own decomposition — tiles, chunk loop, shared-memory layout,
+// accumulation order per work item — and the CPU tests check it against the reference forms in fp64 and fp32
+// (docs/gpu.md, "Kernels proven on the CPU"). What it cannot show is a data race between threads of one phase:
+// `compute-sanitizer --tool racecheck` covers that on a GPU (scripts/gpu-check).
+//
+// Rules for block code: no warp intrinsics outside helpers that have a host form here; every cross-thread
+// exchange goes through shared memory and a barrier; a reduction writes per-lane partials, barrier, then lane 0
+// (or a loop over partials) combines them — with one host lane this is the full sum.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define MNEMO_HD __host__ __device__ __forceinline__
+#define MNEMO_GLOBAL __global__
+#else
+#define MNEMO_HD inline
+#endif
+
+namespace mnemo::grid {
+
+// The threads of one block as block code sees them.
+struct Lanes {
+  int lane;   // this thread's index in the block (host: 0)
+  int count;  // threads in the block (host: 1)
+};
+
+// Phase separator: __syncthreads() on the device; nothing on the host (phases run one after another).
+MNEMO_HD void barrier() {
+#if defined(__CUDA_ARCH__)
+  __syncthreads();
+#endif
+}
+
+// Shared-memory carve-up: consecutive, 16-byte aligned slices of one dynamic shared buffer, in the same order on
+// both sides, so the host run uses the kernel's layout (and its byte count, checked against the device limit).
+class SharedArena {
+ public:
+  MNEMO_HD explicit SharedArena(void* base) : base_(static_cast<unsigned char*>(base)), used_(0) {}
+  template <class T>
+  MNEMO_HD T* take(std::size_t count) {
+    T* slice = reinterpret_cast<T*>(base_ + used_);
+    used_ += (count * sizeof(T) + 15) / 16 * 16;
+    return slice;
+  }
+  MNEMO_HD std::size_t used() const { return used_; }
+
+ private:
+  unsigned char* base_;
+  std::size_t used_;
+};
+
+// Bytes a sequence of slices takes in a SharedArena (for the launch's dynamic shared-memory size).
+MNEMO_HD std::size_t shared_bytes(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
+
+}  // namespace mnemo::grid
+
+// Work items [0, n) of one phase spread over the block's threads.
+#define MNEMO_FOR_LANES(i, n, lanes) for (int i = (lanes).lane; i < (n); i += (lanes).count)
