@@ -9,7 +9,7 @@
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 // at::scaled_dot_product_attention (flash / memory-efficient backends on CUDA): a public API from 2.1
-// (models.md §14).
+// (docs/models.md#implementation-notes).
 #define MNEMO_HAS_SDPA MNEMO_TORCH_AT_LEAST(2, 1)
 
 namespace mnemo::torch_compat {

@@ -1,4 +1,4 @@
-// The network a task trains (spec tasks.md §6.3): the language model, or, for a task whose
+// The network a task trains (docs/tasks.md#mad): the language model, or, for a task whose
 // parameter "backbone" is "autoencoder" (MAD compression), mad-lab's autoencoder around the same
 // blocks. Both map ids [B, T] -> logits [B, T, V]; the trainer, the evaluator and the checkpoints
 // see only this.

@@ -1,4 +1,4 @@
-// Benchmark measurements (spec tasks.md §10.2); see bench.h for the protocol.
+// Benchmark measurements (docs/tasks.md#efficiency-benchmarks); see bench.h for the protocol.
 #include "engine/bench.h"
 #include "engine/op_profile.h"
 

@@ -1,4 +1,4 @@
-// `mnemo bench`: throughput, latency and memory of a model on random tokens (spec tasks.md §10.2).
+// `mnemo bench`: throughput, latency and memory of a model on random tokens (docs/tasks.md#efficiency-benchmarks).
 //  fwd    : forward under NoGradGuard, batch B x T tokens.
 //  fwdbwd : forward + cross-entropy backward + AdamW step (one training step).
 //  decode : prefill a T-token prompt, then time `decode_tokens` greedy tokens one at a time

@@ -1,4 +1,4 @@
-// `mnemo data fetch recall`: the recall-intensive QA sets (tasks spec §5.1) from the Hugging Face datasets-server
+// `mnemo data fetch recall`: the recall-intensive QA sets (tasks docs/tasks.md#recall-intensive-qa) from the Hugging Face datasets-server
 // JSON rows API, `GET {endpoint}/rows?dataset=D&config=C&split=S&offset=O&length=L` (L <= 100), one page at a time.
 //
 // Output: <dir>/<task>.jsonl, one line per dataset row (the API's `row` object, keys in the API's order), in row_idx

@@ -37,7 +37,7 @@ class DataSource {
 std::unique_ptr<DataSource> make_token_task_source(const TokenTask& task, int64_t n_train, int64_t batch_size,
                                                    int64_t grad_accum, uint64_t seed, const torch::Device& device);
 
-// Corpus windows of seq_len + 1 tokens from `shard` (spec tasks.md §2.2): `sampler` "random" (uniform
+// Corpus windows of seq_len + 1 tokens from `shard` (docs/tasks.md#language-modelling): `sampler` "random" (uniform
 // start positions, seeded per row) or "sequential" (consecutive windows [kT, kT + T], epoch after epoch);
 // packing off keeps every window inside one document (Error when no document has seq_len + 1 tokens);
 // reset_at_bos splits each window at its BOS tokens into right-padded rows that start from a fresh state.

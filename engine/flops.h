@@ -1,4 +1,4 @@
-// Training-FLOPs estimate of a language-model run (spec tasks.md §2.4), for the scaling curves:
+// Training-FLOPs estimate of a language-model run (docs/tasks.md#language-modelling), for the scaling curves:
 //   FLOPs = 6·N·D + 3·D·Σ_layers f_mixer(T)
 // N = parameters (a tied embedding counted once: the LM head's matmul), D = training tokens, T = context,
 // f_mixer = forward FLOPs per token of the mixer beyond its projections (d = d_model, d_h = head dim):

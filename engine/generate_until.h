@@ -1,4 +1,4 @@
-// The one generate_until of every evaluation (spec tasks.md §1.1, §1.3): the lm-eval driver's generation
+// The one generate_until of every evaluation (docs/tasks.md#evaluation-machinery): the lm-eval driver's generation
 // requests (engine/harness_eval.h: the recall tasks) and the generation tasks' (S-NIAH, BABILong:
 // engine/evaluate.h evaluate_generation_task) are answered here. lm-eval lm_eval/models/huggingface.py
 // HFLM.generate_until: the context encoded (BOS first with add_bos), left-truncated to max_length - max_gen_toks,

@@ -138,7 +138,7 @@ std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok
         owner.emplace_back(d, i);
         resp[d][i].is_greedy = true;
       } else if (r.type == RequestType::loglikelihood_rolling) {
-        // spec §8.10: the page's tokens without special tokens; windows with one token of context.
+        // docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext: the page's tokens without special tokens; windows with one token of context.
         if (!prefix) prefix = harness::prefix_token(tok);
         for (auto& win : harness::rolling_windows(tok.encode(r.arguments[0]), *prefix, o.max_length, 1)) {
           treq.push_back(std::move(win));

@@ -1,4 +1,4 @@
-// The zero-shot evaluation driver at lm-eval parity (issue 16; spec tasks.md §1, §8): tasks build requests from
+// The zero-shot evaluation driver at lm-eval parity (issue 16; docs/tasks.md#evaluation-machinery, docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext): tasks build requests from
 // strings, the driver encodes them (tasks/harness/request.h), asks the model (EvalModel::loglikelihood_tokens,
 // generate_greedy), hands each document's responses to process_results and aggregates (tasks/harness/aggregation.h).
 // Outputs as lm-eval's (lm_eval/evaluator.py simple_evaluate/evaluate, lm_eval/loggers/evaluation_tracker.py,
@@ -27,11 +27,11 @@ struct HarnessOptions {
   std::optional<int64_t> limit;    // unset = every document; N > 0 = the first N; N <= 0 is an Error
   int64_t batch_size = 32;
   int64_t max_length = 2048;       // the model's context: longer requests keep their last max_length tokens
-  std::optional<bool> add_bos;     // unset = the tokenizer has a BOS (spec §1.2 [decision])
+  std::optional<bool> add_bos;     // unset = the tokenizer has a BOS (docs/tasks.md#evaluation-machinery)
   bool log_samples = false;
   std::string output_path;         // folder of results.json / samples_<task>.jsonl / <task>.jsonl (requests_only)
   bool requests_only = false;      // write the requests and stop (no model needed)
-  // The recall tasks' context cutting (spec tasks.md §5.3; the Based lm-eval fork's --cutting_context
+  // The recall tasks' context cutting (docs/tasks.md#recall-intensive-qa; the Based lm-eval fork's --cutting_context
   // --context_length --answer_length; these defaults are MoM's command). Other tasks ignore it.
   bool cutting_context = false;
   int64_t context_length = 2048, answer_length = 48;

@@ -1,4 +1,4 @@
-// Online learning of the learnability targets (spec tasks.md §9; Atlas "Learnability
+// Online learning of the learnability targets (docs/tasks.md#learnability; Atlas "Learnability
 // Experiments"): a memory M sees the pairs (i_j, o_j) in order; at each position the
 // prequential loss  loss_j = ||M(i_j) - o_j||^2 / ||o_j||^2  is recorded BEFORE the update at j
 // (the paper prints ||i_j - o_j||^2, a typo), then M takes one step on the pair.
@@ -6,11 +6,11 @@
 // Memories:
 //   linear            M(i) = W i, W_0 = 0; delta rule with an l2-normalised step:
 //                     W <- W - (lr / ||i||^2) (W i - o) i^T         (lr = beta, default 0.5)
-//   mlp               the runtime's deep memory (models.md §2.8): M(z) = z + W_1 GELU(W_2 z),
+//   mlp               the runtime's deep memory (docs/models.md#deep-memory): M(z) = z + W_1 GELU(W_2 z),
 //                     W_2 [4d x d], W_1 [d x 4d], Xavier-uniform; GD on l = 1/2 ||e||^2 with the
 //                     closed-form gradients, step lr / ||i||^2 (default lr 0.5)
 //   mlp2 mlp3 mlp2x4 mlp3x4
-//                     the paper's learners (§9.1): Linear(d->w) GELU (Linear(w->w) GELU)^{h-1}
+//                     the paper's learners (docs/tasks.md#learnability): Linear(d->w) GELU (Linear(w->w) GELU)^{h-1}
 //                     Linear(w->d) with h = 2 or 3 hidden layers, w = d or 4d; Xavier-uniform,
 //                     zero biases; one optimiser step on grad loss_j (adamw | adam | rmsprop |
 //                     sgd; default AdamW lr 5e-4, betas (0.9, 0.999), wd 0)
@@ -53,7 +53,7 @@ class OnlineMemory {
   // Prequential step: returns loss_j before the update, then updates on (input, target).
   virtual double observe(const torch::Tensor& input, const torch::Tensor& target) = 0;
 };
-// The `mlp` memory's closed-form gradients of l = 1/2 ||M(z) - o||^2 (models.md §2.8):
+// The `mlp` memory's closed-form gradients of l = 1/2 ||M(z) - o||^2 (docs/models.md#deep-memory):
 //   h = W_2 z, a = GELU(h), e = z + W_1 a - o;  grad W_1 = e a^T;
 //   delta = (W_1^T e) * GELU'(h);  grad W_2 = delta z^T.
 struct DeepMemoryGradients {

@@ -1,5 +1,5 @@
 // Next-token log-probabilities of a language model, whole or chunk by chunk through its state
-// (length extrapolation, spec tasks.md §2.3: recurrent families keep memory flat in the length).
+// (length extrapolation, docs/tasks.md#language-modelling: recurrent families keep memory flat in the length).
 #include <torch/torch.h>
 
 #include "engine/model_adapter.h"

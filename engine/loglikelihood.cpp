@@ -1,4 +1,4 @@
-// lm-eval's loglikelihood primitive on token ids (spec tasks.md §1.1–1.3; external: EleutherAI/lm-evaluation-harness
+// lm-eval's loglikelihood primitive on token ids (docs/tasks.md#evaluation-machinery; external: EleutherAI/lm-evaluation-harness
 // lm_eval/models/huggingface.py HFLM._loglikelihood_tokens, `_collate`, `_select_cont_toks`; lm_eval/models/utils.py
 // Collator, pad_and_concat). Each request is its own row of a batch (fresh state); rows are right-padded, so padded
 // positions come after every real one and, models being causal (mixer contract), never change what is read.

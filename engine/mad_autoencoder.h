@@ -1,4 +1,4 @@
-// The MAD compression backbone (spec tasks.md §6.3; external: athms/mad-lab
+// The MAD compression backbone (docs/tasks.md#mad; external: athms/mad-lab
 // mad/model/auto_encoder.py, global_pool = "last"): the model's blocks encode the sequence, the
 // last (compression) token's representation e is the code, and every position t is decoded from
 // e + sincos(t) alone by a non-expanding MLP:

@@ -1,7 +1,7 @@
 // What a run optimises and how it is judged on held-out data (the trainer's "objective" part):
 // token tasks — cross-entropy on labelled positions, test loss / accuracy / the task's own metrics;
 // language modelling — next-token cross-entropy, validation loss / perplexity / bits per byte over
-// non-overlapping windows of the training context (spec tasks.md §2.2).
+// non-overlapping windows of the training context (docs/tasks.md#language-modelling).
 #pragma once
 #include <torch/torch.h>
 

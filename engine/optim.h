@@ -1,4 +1,4 @@
-// Optimiser set-up: AdamW with weight decay on 2-D weight matrices only (spec models.md §1.6),
+// Optimiser set-up: AdamW with weight decay on 2-D weight matrices only (docs/models.md#conventions),
 // cosine schedule with linear warm-up (hand-written: LibTorch 1.13 has none).
 #pragma once
 #include <torch/torch.h>

@@ -6,10 +6,10 @@ namespace mnemo {
 
 const std::vector<SizePreset>& size_presets() {
   static const std::vector<SizePreset> s = {
-      {"tiny", 2, 128, 4, "mnemo (models.md §11.4)"},
-      {"small", 6, 256, 4, "mnemo (models.md §11.4)"},
-      {"base", 12, 768, 12, "mnemo (models.md §11.4), the 110M/170M class"},
-      {"170M", 12, 768, 16, "Titans/Miras/Atlas (models.md §11.1)"},
+      {"tiny", 2, 128, 4, "mnemo (docs/models.md#sizes-and-recipes)"},
+      {"small", 6, 256, 4, "mnemo (docs/models.md#sizes-and-recipes)"},
+      {"base", 12, 768, 12, "mnemo (docs/models.md#sizes-and-recipes), the 110M/170M class"},
+      {"170M", 12, 768, 16, "Titans/Miras/Atlas (docs/models.md#sizes-and-recipes)"},
       {"340M", 24, 1024, 16, "Titans/Miras/Atlas (§11.1); MoM 340M = 24 x 1024 too"},
       {"760M", 24, 1536, 16, "Titans/Miras/Atlas (§11.1)"},
       {"1.3B", 18, 2048, 8, "Atlas (§11.1)"},
@@ -41,16 +41,16 @@ struct Recipe {
 const std::map<std::string, Recipe>& recipes() {
   static const std::map<std::string, Recipe> r = {
       {"titans",
-       {"Titans/Miras/Atlas (models.md §11.1 [decision]): AdamW (0.9, 0.95), wd 0.1, per-size peak lr, warm-up 1024 "
+       {"Titans/Miras/Atlas (docs/models.md#sizes-and-recipes): AdamW (0.9, 0.95), wd 0.1, per-size peak lr, warm-up 1024 "
         "steps, cosine to 10 %, clip 1.0, 2^19 tokens per batch, context 4096",
         {{"170M", 3e-3}, {"340M", 1.5e-3}, {"760M", 1.25e-3}, {"1.3B", 7e-4}}, 0.9, 0.95, 0.1, 1.0, -1, 0.1, 1024,
         4096, 524288}},
       {"mom",
-       {"MoM (models.md §11.2): AdamW lr 3e-4 (0.9, 0.95), wd 0.01, warm-up 1024 steps, cosine to 10 %, clip 1.0, "
+       {"MoM (docs/models.md#sizes-and-recipes): AdamW lr 3e-4 (0.9, 0.95), wd 0.01, warm-up 1024 steps, cosine to 10 %, clip 1.0, "
         "0.5M tokens per batch (2M at 1.3B), context 2048",
         {{"", 3e-4}}, 0.9, 0.95, 0.01, 1.0, -1, 0.1, 1024, 2048, 524288}},
       {"lattice",
-       {"Lattice (models.md §11.3): AdamW, wd 0.1, per-size peak lr, warm-up 1000 steps, cosine to lr 3e-5, clip 1.0, "
+       {"Lattice (docs/models.md#sizes-and-recipes): AdamW, wd 0.1, per-size peak lr, warm-up 1000 steps, cosine to lr 3e-5, clip 1.0, "
         "0.5M tokens per batch, context 4096",
         {{"lattice-110M", 1e-2}, {"lattice-340M", 1.5e-3}, {"lattice-760M", 1.25e-3}}, 0.9, 0.95, 0.1, 1.0, 3e-5, 0,
         1000, 4096, 524288}},

@@ -1,4 +1,4 @@
-// Named model sizes and the papers' training recipes (spec models.md §11), usable with every family:
+// Named model sizes and the papers' training recipes (docs/models.md#sizes-and-recipes), usable with every family:
 // `size` sets d_model / n_layers / n_heads, `recipe` the optimiser, schedule, batch in tokens and
 // context. Keys the user sets explicitly win over both.
 #pragma once
@@ -13,7 +13,7 @@ namespace mnemo {
 struct SizePreset {
   std::string name;
   int64_t n_layers, d_model, n_heads;
-  std::string source;  // e.g. "mnemo §11.4", "Titans/Miras/Atlas §11.1"
+  std::string source;  // e.g. "mnemo docs/models.md#sizes-and-recipes", "Titans/Miras/Atlas §11.1"
 };
 const std::vector<SizePreset>& size_presets();
 const SizePreset& size_preset(const std::string& name);  // Error listing the known sizes

@@ -7,7 +7,7 @@
 
 namespace mnemo {
 
-// MQAR (Zoology semantics, spec tasks.md §7) the way Zoology trains it: one run per family on a mixture of key-value
+// MQAR (Zoology semantics, docs/tasks.md#mqar) the way Zoology trains it: one run per family on a mixture of key-value
 // counts, tested per count (Zoology's train_configs / test_configs / slice_keys, see tasks/mqar_task.cpp). V = 512,
 // L = 128, training examples with N_KV = 8, 16, 32 in proportions 2 : 1 : 1, 768 test examples (256 per N_KV),
 // d_model 64 with 2 heads (d_head 32), 2 layers, 64 sequences per step from 40 000 training examples, AdamW (17 %
@@ -22,7 +22,7 @@ namespace mnemo {
 // the seed. At L = 128 the largest slice fills the state (N_KV = d_head = 32) and an ungated additive state takes
 // 128 writes; there the delta rule holds (DeltaNet 0.971 / 0.971 / 0.972 at N_KV 32 for seeds 0 / 1 / 2) and linear
 // attention does not (Katharopoulos form 0.865 / 0.198 / 0.060), with 64 sequences a step the same tokens per step
-// as before. Why both linear attentions: the identity form (MoM, Lattice; spec §4.1) and Katharopoulos et al.'s
+// as before. Why both linear attentions: the identity form (MoM, Lattice; docs/models.md#linear-attention) and Katharopoulos et al.'s
 // (elu + 1 features, normalised), the paper every one of ours cites for linear attention.
 // Longest run first (session 22's times, two at a time: Mamba2 651 s, linear attention 430 s, its Katharopoulos
 // form 434 s, Gated DeltaNet 410 s, DeltaNet 289 s, Transformer++ 146 s), so the two workers end together.
@@ -48,7 +48,7 @@ std::vector<std::string> quickstart_lm_models() {
   return {"atlas", "transformer", "linear_attn", "linear_attn_elu", "deltanet", "gated_deltanet", "mamba2"};
 }
 
-// ATLAS trains in the CPU quickstart with its recorded cost keys (spec models.md §7.7, README "ATLAS cost keys"):
+// ATLAS trains in the CPU quickstart with its recorded cost keys (docs/models.md#atlas, README "ATLAS cost keys"):
 // one Muon step per chunk of 64 tokens, every token of a chunk read from the chunk-start memory, the chunk graphs
 // kept (no recompute). The exact form (per-token Newton-Schulz, chunk 16) trains at ~1 % of Gated DeltaNet's speed
 // on this CPU (issue 19).
@@ -107,7 +107,7 @@ json quickstart_catalog() {
       "cell and trains 32-64 epochs of 180 000 examples. Transformer++ has Zoology's short convolution before "
       "attention (on q, k, v, kernel 4, as the linear recurrent families have by default); in the "
       "language-modelling stage it is the plain Transformer++. Linear attention runs in two forms: `linear_attn`, "
-      "the identity feature map without normaliser that MoM and Lattice write (spec models.md §4.1), and "
+      "the identity feature map without normaliser that MoM and Lattice write (docs/models.md#linear-attention), and "
       "`linear_attn_elu`, Katharopoulos et al.'s elu + 1 features with the normaliser, the paper each of ours cites "
       "for linear attention; the linear-memory claims are judged on the Katharopoulos form (why: below). Then a "
       "language-modelling comparison at an equal budget: byte tokenizer, Gutenberg books, context 256, d_model 64, "

@@ -50,7 +50,7 @@ const json& config_key_help() {
       {"early_stop_acc", "stop when test accuracy exceeds this (Zoology: 0.99); 0 = never"},
       {"device", "cpu | cuda | cuda:N | auto"},
       {"precision", "fp32 | bf16 | fp64 (bf16 autocast on the device: matmuls and attention in bf16, every "
-                    "recurrence in fp32, fp32 parameters and optimiser state; models.md §12. fp64: everything in "
+                    "recurrence in fp32, fp32 parameters and optimiser state; docs/models.md#numerical-stability. fp64: everything in "
                     "float64, for equivalence checks of whole runs)"},
       {"grad_accum", "micro-batches per optimiser step (each of batch_size sequences; equal to one batch of "
                      "batch_size x grad_accum)"},
@@ -163,7 +163,7 @@ std::string config_hash(const json& resolved) {
            // Issue 17's MQAR mixture keys (tasks/mqar_task.cpp): empty lists keep earlier MQAR cells.
            {"train_num_kv_pairs", json::array()}, {"train_kv_weights", json::array()},
            {"test_num_kv_pairs", json::array()},
-           // Issue 15's Titans inner-gradient clamp (spec §12.8): off, earlier Titans cells keep their hashes.
+           // Issue 15's Titans inner-gradient clamp (docs/models.md#titans-inner-gradient-clamp): off, earlier Titans cells keep their hashes.
            {"inner_grad_clip", 0.0}})
     if (c.contains(k) && c[k] == v) c.erase(k);
   // Issue 17's optional short conv of the transformer: off, earlier Transformer++ cells keep their hashes.

@@ -1,5 +1,5 @@
 // The token-level objective (cross-entropy over labelled positions) and evaluation (loss +
-// per-example accuracy, tasks/scoring.h; spec tasks.md §7.2).
+// per-example accuracy, tasks/scoring.h; docs/tasks.md#mqar).
 #pragma once
 #include <torch/torch.h>
 

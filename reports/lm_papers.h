@@ -1,4 +1,4 @@
-// The papers' language-modelling tables (Wiki./LMB. perplexity; spec results.md §1.1, §2.1, §3.1, §3.2, §4.2) as
+// The papers' language-modelling tables (Wiki./LMB. perplexity; arXiv:2501.00663, arXiv:2504.13173, arXiv:2505.23735, arXiv:2502.13685) as
 // data, copied exactly as printed: references for the language-modelling report section (reports/section_lm.cpp),
 // never outputs.
 #pragma once

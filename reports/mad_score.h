@@ -1,7 +1,7 @@
-// MAD score (spec tasks.md §6.1; external: athms/mad-lab mad/analysis.py): for every (model,
+// MAD score (docs/tasks.md#mad; external: athms/mad-lab mad/analysis.py): for every (model,
 // task, difficulty setting) the best test accuracy over the lr x weight-decay runs; task score
 // = mean over that task's settings; MAD score = mean over tasks. The Atlas-comparable average
-// (spec §6.4) is the mean of compression, noisy ICR, fuzzy ICR, selective copying and
+// (docs/tasks.md#mad) is the mean of compression, noisy ICR, fuzzy ICR, selective copying and
 // memorization.
 #pragma once
 #include <map>
@@ -51,7 +51,7 @@ std::map<std::string, MadModelScores> compute_mad_scores(const std::vector<MadRu
 // `baseline`: the task's entry "baseline" of the report catalog (reports/report.h).
 std::string mad_setting_label(const json& baseline, const json& setting_params);
 
-// Which accuracy a run contributes (spec §6.1): mad-lab reports the test accuracy of the
+// Which accuracy a run contributes (docs/tasks.md#mad): mad-lab reports the test accuracy of the
 // checkpoint with the lowest test perplexity, i.e. the evaluation with the lowest test loss.
 enum class MadSelection { lowest_test_loss, final, best };
 struct MadRunsFromDb {

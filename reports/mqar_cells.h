@@ -1,4 +1,4 @@
-// MQAR results as Zoology reports them (spec tasks.md §7.2): each run's best test accuracy over
+// MQAR results as Zoology reports them (docs/tasks.md#mqar): each run's best test accuracy over
 // its evaluations, then the maximum over the learning-rate sweep per (seq_len L, key-value pairs
 // N_KV, model, d_model). A run trained on Zoology's mixture (task parameter test_num_kv_pairs)
 // gives one cell per test slice, from its test metrics accuracy_nkv<N>. Shared by the MQAR section

@@ -1,4 +1,4 @@
-// BABILong (spec tasks.md §4): from the `evals` rows that BabilongTask::evaluate writes (metric
+// BABILong (docs/tasks.md#babilong): from the `evals` rows that BabilongTask::evaluate writes (metric
 // accuracy = label sets, or substring_accuracy; setting {"length", "haystack", "format", ...}):
 // accuracy vs context length per task, one line per model, one figure per (haystack, format,
 // scorer) so numbers measured differently are never mixed; the qa1–qa5 mean (the curve the
@@ -92,7 +92,7 @@ void babilong_section(ReportContext& ctx) {
   }
 
   ctx.md << "## BABILong\n\n";
-  ctx.md << "Accuracy (%) vs context length per bAbI task (spec tasks.md §4): facts hidden in distractor "
+  ctx.md << "Accuracy (%) vs context length per bAbI task (docs/tasks.md#babilong): facts hidden in distractor "
             "text, answer by greedy generation. `accuracy` = BABILong label-set scoring (`compare_answers`); "
             "`substring_accuracy` = the looser substring option. The haystack names the distractor corpus: "
             "the papers used PG-19, so only a `pg19` haystack is comparable with their figures.\n\n";

@@ -1,4 +1,4 @@
-// Benchmarks (spec tasks.md §10): throughput vs sequence length per model (log-log), one panel
+// Benchmarks (docs/tasks.md#efficiency-benchmarks): throughput vs sequence length per model (log-log), one panel
 // per mode (fwd, fwdbwd, decode), a table with latency percentiles and peak memory, and the
 // machines the numbers were measured on.
 #include <cmath>

@@ -1,5 +1,5 @@
 // Report header: when, which database, how many runs / benchmarks / evaluations, and the
-// machine the report was generated on (spec tasks.md §10.2: every report prints the machine,
+// machine the report was generated on (docs/tasks.md#efficiency-benchmarks: every report prints the machine,
 // LibTorch, BLAS, threads and git SHA).
 #include <map>
 #include <set>

@@ -1,4 +1,4 @@
-// Learnability (spec tasks.md §9.3; Atlas figure `fig:learnability-1`): normalised online loss
+// Learnability (docs/tasks.md#learnability; Atlas figure `fig:learnability-1`): normalised online loss
 // vs sequence position, one panel per setting, one line per memory; summary table of the final
 // loss (last 512 positions) and the first position where the smoothed loss drops below 1.
 #include <cmath>
@@ -62,7 +62,7 @@ void learnability_section(ReportContext& ctx) {
 
   ctx.md << "## Learnability (Atlas): online loss vs position\n\n";
   ctx.md << "Each memory is trained online on pairs (i_j, o_j), d as listed (paper: 256); loss_j = "
-            "||M(i_j) - o_j||² / ||o_j||² is recorded before the update at j (spec tasks.md §9; the paper prints "
+            "||M(i_j) - o_j||² / ||o_j||² is recorded before the update at j (docs/tasks.md#learnability; the paper prints "
             "||i_j - o_j||², a typo). Curves are means over seeds and over buckets of positions; loss < 1 is "
             "better than predicting zero. Settings: 1 low-rank map, 2 MLP map, 3 attention + MLP, 4 attention "
             "outputs as inputs, 5 sliding-window attention + MLP. Paper expectation: all eventually < 1; 1 "

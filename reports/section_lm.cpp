@@ -1,4 +1,4 @@
-// Language modelling (spec tasks.md §2, results.md §0): a table of every LM run (task "lm"),
+// Language modelling (docs/tasks.md#language-modelling, docs/reproducing.md#comparing-with-the-papers): a table of every LM run (task "lm"),
 // validation perplexity vs parameters, training FLOPs and tokens seen, length extrapolation from
 // `mnemo eval --task lm_ppl`, and the papers' Wiki. ppl beside ours — compared as a ranking of
 // families only (Kendall τ-b), never in the same column.
@@ -331,7 +331,7 @@ void extrapolation(ReportContext& ctx, const std::vector<EvalRow>& rows, const s
   }
   if (data.empty()) return;
   ctx.md << "### Length extrapolation\n\n";
-  ctx.md << "`mnemo eval --task lm_ppl` (spec tasks.md §2.3): the evaluation corpus cut into non-overlapping "
+  ctx.md << "`mnemo eval --task lm_ppl` (docs/tasks.md#language-modelling): the evaluation corpus cut into non-overlapping "
             "blocks of each length L, one forward per block; perplexity per L, and per position bucket of the "
             "longest L. The vertical line marks the training context.\n\n";
   if (skipped) ctx.md << skipped << " lm_ppl rows without a numeric length in their setting were left out.\n\n";
@@ -415,8 +415,8 @@ void paper_comparison(ReportContext& ctx, const std::vector<LmRun>& runs, const 
       ctx.md << "The papers' Wiki. ppl / LMB. ppl come from the zero-shot harness after pre-training at their "
                 "budget; ours are validation perplexities after a far smaller training run. The numbers are "
                 "**not comparable in absolute terms** (different corpus, tokenizer, and orders of magnitude fewer "
-                "training tokens); only the **ranking** of the families can be compared (spec results.md §0.6). "
-                "Paper rows are copied from mnemo's spec (results.md) and are references, never outputs; only "
+                "training tokens); only the **ranking** of the families can be compared (docs/reproducing.md#comparing-with-the-papers). "
+                "Paper rows are copied from mnemo's spec (docs/reproducing.md) and are references, never outputs; only "
                 "families with LM runs here are listed.\n\n";
     }
     ctx.md << "**" << block.title << "** — source: " << block.source << ".\n\n";
@@ -507,7 +507,7 @@ void lm_section(ReportContext& ctx) {
   if (runs.empty() && evals.empty()) return;
 
   ctx.md << "## Language modelling\n\n";
-  ctx.md << "Runs of task `lm` (spec tasks.md §2): validation perplexity = exp(mean NLL per predicted token) over "
+  ctx.md << "Runs of task `lm` (docs/tasks.md#language-modelling): validation perplexity = exp(mean NLL per predicted token) over "
             "non-overlapping windows of the training context; bpb = bits per byte of the validation text. "
             "Training FLOPs as recorded by the trainer: "
          << kFlopsFormula << ".\n\n";

@@ -1,4 +1,4 @@
-// MAD (spec tasks.md §6): the MAD score table (model x task, best over lr x wd per difficulty
+// MAD (docs/tasks.md#mad): the MAD score table (model x task, best over lr x wd per difficulty
 // setting, mean over settings, mean over tasks), the Atlas reference table with recomputed
 // averages, a model x task heatmap and accuracy-vs-difficulty plots per task.
 #include <cmath>
@@ -49,7 +49,7 @@ void paper_table(ReportContext& ctx) {
     double c[5];
     double printed_avg;
   };
-  // Atlas MAD table (results.md §3.4): Compression, (Noisy) ICR, Fuzzy ICR, Selective Copying,
+  // Atlas MAD table (arXiv:2505.23735): Compression, (Noisy) ICR, Fuzzy ICR, Selective Copying,
   // Memorization; Average = mean of the 5 columns (recomputed here).
   const Row rows[] = {{"Transformers", {49.4, 100, 48.2, 95.9, 83.8}, 75.46},
                       {"Gated DeltaNet", {44.8, 100, 32.5, 96.2, 81.7}, 71.04},
@@ -69,7 +69,7 @@ void paper_table(ReportContext& ctx) {
                                                  format_number(r.printed_avg, 2) : ""));
     table.push_back(cells);
   }
-  ctx.md << "Paper reference (Atlas, MAD table; results.md §3.4; the paper's models are ~10^2-10^3 times "
+  ctx.md << "Paper reference (Atlas, MAD table; arXiv:2505.23735; the paper's models are ~10^2-10^3 times "
             "larger in training budget than CPU runs — compare rankings, not values):\n\n";
   ctx.md << markdown_table({"model (paper)", "Compression", "(Noisy) ICR", "Fuzzy ICR", "Selective copying",
                             "Memorization", "Average (recomputed)"},
@@ -83,7 +83,7 @@ void mad_section(ReportContext& ctx) {
   auto scores = compute_mad_scores(data.runs);
 
   ctx.md << "## MAD synthetic tasks\n\n";
-  ctx.md << "Protocol (mad-lab; spec tasks.md §6.1): per run, the test `" << data.accuracy_metric
+  ctx.md << "Protocol (mad-lab; docs/tasks.md#mad): per run, the test `" << data.accuracy_metric
          << "` at the evaluation with the lowest test loss (mad-lab reports the checkpoint with the lowest "
             "test perplexity); per (model, task, difficulty setting) the best run over the lr x weight-decay "
             "grid; task score = mean over the task's settings; MAD score = mean over the tasks. "
@@ -92,7 +92,7 @@ void mad_section(ReportContext& ctx) {
                  : "Accuracy is mnemo's token accuracy (mean over labelled positions per example, then over "
                    "examples), not mad-lab's macro average: the runs did not log `accuracy_macro`.")
          << " The Atlas average is the mean of the five Atlas columns, with the noisy ICR score as \"(Noisy) "
-            "ICR\" (spec §6.4). Values in %.\n\n";
+            "ICR\" (docs/tasks.md#mad). Values in %.\n\n";
 
   std::vector<std::string> header{"model"};
   for (const auto& c : columns()) header.push_back(c.header);

@@ -1,4 +1,4 @@
-// MQAR (spec tasks.md §7.2): each run's best test accuracy over its evaluations, then the max
+// MQAR (docs/tasks.md#mqar): each run's best test accuracy over its evaluations, then the max
 // over the learning-rate sweep per (seq_len, num_kv_pairs, model, d_model) — Zoology's
 // protocol. Figure: accuracy vs d_model (log2), one line per model, one panel per
 // (seq_len, num_kv_pairs) — the shape of Zoology Figure 2 / Lattice Figure 7 — split into one row
@@ -34,7 +34,7 @@ void mqar_section(ReportContext& ctx) {
   if (cells.empty() && missing_keys.empty() && no_accuracy.empty()) return;  // no MQAR runs
 
   ctx.md << "## MQAR: accuracy vs model dimension\n\n";
-  ctx.md << "Protocol (Zoology; spec tasks.md §7.2): each run's best `test/accuracy` over its "
+  ctx.md << "Protocol (Zoology; docs/tasks.md#mqar): each run's best `test/accuracy` over its "
             "evaluations, then the maximum over the learning-rate sweep for each (sequence "
             "length L, key-value pairs N_KV, model, d_model). Accuracy is per example over its "
             "queries, averaged over test examples. A run trained on Zoology's mixture of key-value counts "

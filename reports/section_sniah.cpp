@@ -1,4 +1,4 @@
-// S-NIAH (spec tasks.md §3, results.md §1.2/§2.2/§3.3): from the `evals` rows that
+// S-NIAH (docs/tasks.md#s-niah, arXiv:2501.00663, arXiv:2504.13173, arXiv:2505.23735): from the `evals` rows that
 // SniahTask::evaluate writes (metric string_match_all, setting {"length", "depth"}), per task:
 // a heatmap of accuracy over (depth × length), one panel per model, and accuracy vs length
 // (mean over the evaluated depths, weighted by samples), one line per model. Tables give the
@@ -67,7 +67,7 @@ void sniah_section(ReportContext& ctx) {
   if (tasks.empty()) return;
 
   ctx.md << "## S-NIAH (RULER single needle)\n\n";
-  ctx.md << "Accuracy = RULER `string_match_all` × 100 (spec tasks.md §3): greedy decoding of at most "
+  ctx.md << "Accuracy = RULER `string_match_all` × 100 (docs/tasks.md#s-niah): greedy decoding of at most "
             "`tokens_to_generate` tokens, prompt + generation budget = the length in the evaluated "
             "tokenizer's tokens. S-NIAH-1 = noise haystack / number, S-NIAH-2 = essays / number, "
             "S-NIAH-3 = essays / UUID. Depth = position of the needle in the haystack.\n\n";

@@ -1,4 +1,4 @@
-// Zero-shot commonsense suite (issue 16; spec tasks.md §8, results.md §0): the `evals` rows of `mnemo eval --tasks`
+// Zero-shot commonsense suite (issue 16; docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext, docs/reproducing.md#comparing-with-the-papers): the `evals` rows of `mnemo eval --tasks`
 // in the Titans-line columns, one row per evaluated model with its budget; then each paper's rows (zeroshot_papers.cpp)
 // and ours in separate tables, the paper's average recomputed by its own rule, and the families' rankings compared by
 // Kendall τ-b.
@@ -262,8 +262,8 @@ void our_table(ReportContext& ctx, const std::vector<ZsModel>& models) {
   }
   ctx.md << markdown_table(header, rows) << "\n";
   ctx.md << "Values: accuracies in % ± the standard error (lm-eval's mean_stderr), perplexities ± the bootstrap "
-            "standard error. Avg. = the mean of the Titans line's 8 accuracy columns (LMB. acc … BoolQ; results.md "
-            "§7.1) over those present, (k/8) when fewer; ⚠ when it includes a flagged cell. Extra columns (CSQA, OBQA) "
+            "standard error. Avg. = the mean of the Titans line's 8 accuracy columns (LMB. acc … BoolQ; "
+            "docs/reproducing.md#arithmetic-problems-in-the-papers-tables) over those present, (k/8) when fewer; ⚠ when it includes a flagged cell. Extra columns (CSQA, OBQA) "
             "are outside it.\n\n";
   flag_notes(ctx, models);
   std::map<std::string, std::vector<std::string>> settings;
@@ -279,11 +279,10 @@ void our_table(ReportContext& ctx, const std::vector<ZsModel>& models) {
 }
 
 // ---- The papers' rows ----
-// results.md's list of a paper's arithmetic problems.
+// Where docs/reproducing.md lists a paper's arithmetic problems.
 std::string problems(const ZsPaperBlock& b) {
-  const std::map<std::string, std::string> s = {
-      {"Titans", "§7.1"}, {"Miras", "§7.2"}, {"Atlas", "§7.3"}, {"MoM", "§7.4"}, {"Lattice", "§7.5"}};
-  return "results.md " + (s.count(b.paper) ? s.at(b.paper) : std::string("§7"));
+  (void)b;  // one list for every paper, under the paper's name
+  return "docs/reproducing.md#arithmetic-problems-in-the-papers-tables";
 }
 std::string block_name(const std::string& id) {
   if (id == "gdn") return "the Gated DeltaNet paper";
@@ -463,7 +462,7 @@ void zeroshot_section(ReportContext& ctx) {
   std::vector<ZsModel> models = load_models(ctx, few_shot_rows);
   if (models.empty()) return;
   ctx.md << "## Zero-shot commonsense reasoning (lm-eval tasks)\n\n";
-  ctx.md << "`mnemo eval --tasks` (spec tasks.md §8): zero-shot log-likelihood scoring at lm-evaluation-harness "
+  ctx.md << "`mnemo eval --tasks` (docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext): zero-shot log-likelihood scoring at lm-evaluation-harness "
             "parity, one row per evaluated model, in the columns of the Titans line (Titans Table 1, Miras Table 2, "
             "Atlas). Each model's training budget is in its row.\n\n";
   if (few_shot_rows) ctx.md << few_shot_rows << " rows with num_fewshot > 0 are not shown.\n\n";
@@ -481,12 +480,12 @@ void zeroshot_section(ReportContext& ctx) {
       heading = true;
       ctx.md << "### The papers' zero-shot tables beside ours (references)\n\n";
       ctx.md << "Per paper and block: the paper's rows of the families evaluated here (copied from mnemo's spec, "
-                "results.md; references, never outputs), then ours in the same columns in a separate table, both "
+                "docs/reproducing.md; references, never outputs), then ours in the same columns in a separate table, both "
                 "budgets, and the two rankings of the families. Our models are far smaller and trained on far fewer "
                 "tokens (other corpus and tokenizer): absolute values are **not comparable**, only the **ranking** "
-                "is (results.md §0.6). A paper's average is recomputed by its own rule and ranks by the recomputed "
-                "value; ⚠ marks a printed value that disagrees (results.md §7). Rows a paper copied from another "
-                "name their source and are not independent evidence (results.md §6).\n\n";
+                "is (docs/reproducing.md#comparing-with-the-papers). A paper's average is recomputed by its own rule and ranks by the recomputed "
+                "value; ⚠ marks a printed value that disagrees (docs/reproducing.md#arithmetic-problems-in-the-papers-tables). Rows a paper copied from another "
+                "name their source and are not independent evidence (docs/reproducing.md#rows-copied-between-papers).\n\n";
     }
     paper_block(ctx, block, models);
   }

@@ -1,4 +1,4 @@
-// The papers' zero-shot commonsense tables (spec results.md §1.1, §2.1, §3.1, §3.2, §4.2, §5.1) as data, copied
+// The papers' zero-shot commonsense tables (arXiv:2501.00663, arXiv:2504.13173, arXiv:2505.23735, arXiv:2502.13685, arXiv:2504.05646) as data, copied
 // exactly as printed: references for the zero-shot report section (reports/section_zeroshot.cpp), never outputs.
 #pragma once
 #include <cmath>
@@ -42,7 +42,7 @@ const ZsPaperBlock* zs_paper_block(const std::string& id);  // nullptr if none
 const ZsPaperRow* zs_paper_row(const std::string& block, const std::string& model);
 
 // The paper's average by its own rule (the mean of the block's accuracy columns: every key but *_ppl), computed from
-// the source's cells for a copied row (results.md §7.3). avg_differs: the printed Avg. differs by more than 0.01
+// the source's cells for a copied row (docs/reproducing.md#arithmetic-problems-in-the-papers-tables). avg_differs: the printed Avg. differs by more than 0.01
 // (0.05 for one-decimal cells); cells: indices of a copied row's cells that differ from the source beyond the copy's
 // rounding.
 struct ZsRecomputed {

@@ -1,5 +1,5 @@
 // The one place that lists every built-in model family (one line each), and the hybrid
-// baselines of spec models.md §10 (per-layer alternation of registered mixers).
+// baselines of docs/models.md#hybrids (per-layer alternation of registered mixers).
 #include "runtime/registry.h"
 
 namespace mnemo {
@@ -34,11 +34,11 @@ ModelFamily hybrid(const std::string& name, const std::string& description, std:
 }  // namespace
 
 void register_hybrid_models(Registry& r) {
-  // Samba uses Mamba (v1) in its paper; mnemo's samba uses Mamba2 layers [decision, §10].
-  r.add_model(hybrid("samba", "Samba: alternating mamba2 and swa layers (spec §10)", {"mamba2", "swa"}, true));
-  r.add_model(hybrid("gdn_h1", "Gated DeltaNet-H1: alternating gated_deltanet and swa layers (spec §10)",
+  // Samba uses Mamba (v1) in its paper; mnemo's samba uses Mamba2 layers [decision, docs/models.md#hybrids].
+  r.add_model(hybrid("samba", "Samba: alternating mamba2 and swa layers (docs/models.md#hybrids)", {"mamba2", "swa"}, true));
+  r.add_model(hybrid("gdn_h1", "Gated DeltaNet-H1: alternating gated_deltanet and swa layers (docs/models.md#hybrids)",
                      {"gated_deltanet", "swa"}, true));
-  r.add_model(hybrid("gdn_h2", "Gated DeltaNet-H2: repeating (mamba2, gated_deltanet, swa) layers (spec §10)",
+  r.add_model(hybrid("gdn_h2", "Gated DeltaNet-H2: repeating (mamba2, gated_deltanet, swa) layers (docs/models.md#hybrids)",
                      {"mamba2", "gated_deltanet", "swa"}, true));
 }
 

@@ -1,4 +1,4 @@
-// Greedy generation (spec tasks.md §1.1 generate_until, §1.3): each request starts from the model's
+// Greedy generation (docs/tasks.md#evaluation-machinery generate_until, docs/models.md#conventions): each request starts from the model's
 // initial state, the prompt is prefilled through a ModelState (recurrent state / KV cache), then
 // tokens are decoded one at a time, feeding back the argmax.
 #pragma once

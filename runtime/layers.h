@@ -1,4 +1,4 @@
-// Shared building blocks (spec models.md §2): RMSNorm, SwiGLU, short causal conv, gated output
+// Shared building blocks (docs/models.md#shared-building-blocks): RMSNorm, SwiGLU, short causal conv, gated output
 // norm, RoPE, L2 normalisation, initialisation helpers.
 #pragma once
 #include <torch/torch.h>
@@ -9,10 +9,10 @@
 
 namespace mnemo {
 
-// nn::Linear without bias (unless asked) initialised normal(0, 0.02) (spec §1.6).
+// nn::Linear without bias (unless asked) initialised normal(0, 0.02) (docs/models.md#conventions).
 torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias = false);
 
-// RMSNorm(x) = x / sqrt(mean(x^2) + eps) * w over the last dim, computed in fp32 (spec §2.1). On the CPU (fp32 or
+// RMSNorm(x) = x / sqrt(mean(x^2) + eps) * w over the last dim, computed in fp32 (docs/models.md#block-skeleton). On the CPU (fp32 or
 // fp64, weight [D]) the fused kernel (runtime/kernels/fused_cpu.h), else rms_norm_reference.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps = 1e-6);
 // The eager formula (any device and dtype; statistics in fp32 for half/bf16).
@@ -26,7 +26,7 @@ struct RMSNormImpl : torch::nn::Module {
 };
 TORCH_MODULE(RMSNorm);
 
-// I = 256 * ceil(floor(d * r * 2/3) / 256) (spec §2.1, fla's rule).
+// I = 256 * ceil(floor(d * r * 2/3) / 256) (docs/models.md#block-skeleton, fla's rule).
 int64_t swiglu_hidden_size(int64_t d_model, double ratio);
 
 // SwiGLU(x) = W_down(SiLU(W_gate x) * W_up x), no biases. On the CPU (fp32/fp64) gate and up are one GEMM
@@ -39,7 +39,7 @@ struct SwiGLUImpl : torch::nn::Module {
 };
 TORCH_MODULE(SwiGLU);
 
-// Depthwise causal conv over time, kernel K, no bias, then SiLU (spec §2.3).
+// Depthwise causal conv over time, kernel K, no bias, then SiLU (docs/models.md#shared-building-blocks).
 // x: [B, T, C]. With a state, the last K-1 inputs are cached under `cache_key` ([B, C, K-1]).
 struct ShortConvImpl : torch::nn::Module {
   ShortConvImpl(int64_t channels, int64_t kernel = 4, bool silu = true);
@@ -51,7 +51,7 @@ struct ShortConvImpl : torch::nn::Module {
 };
 TORCH_MODULE(ShortConv);
 
-// Per-head gated RMSNorm: o_h = RMSNorm(y_h) * w * SiLU(g_h) (spec §2.5). y, g: [B, T, H, Dv].
+// Per-head gated RMSNorm: o_h = RMSNorm(y_h) * w * SiLU(g_h) (docs/models.md#shared-building-blocks). y, g: [B, T, H, Dv].
 struct GatedRMSNormImpl : torch::nn::Module {
   GatedRMSNormImpl(int64_t head_dim, double eps = 1e-6);
   torch::Tensor forward(const torch::Tensor& y, const torch::Tensor& g);
@@ -60,10 +60,10 @@ struct GatedRMSNormImpl : torch::nn::Module {
 };
 TORCH_MODULE(GatedRMSNorm);
 
-// l2norm(x) = x / sqrt(sum x^2 + eps) over the last dim (eps inside the sqrt, spec §2.4).
+// l2norm(x) = x / sqrt(sum x^2 + eps) over the last dim (eps inside the sqrt, docs/models.md#shared-building-blocks).
 torch::Tensor l2norm(const torch::Tensor& x, double eps = 1e-6);
 
-// Rotate-half RoPE (spec §2.2). x: [B, H, T, D]; positions start at `offset`. On the CPU (fp32/fp64, D even)
+// Rotate-half RoPE (docs/models.md#shared-building-blocks). x: [B, H, T, D]; positions start at `offset`. On the CPU (fp32/fp64, D even)
 // one fused kernel, else apply_rope_reference: x cos + rotate_half(x) sin.
 torch::Tensor apply_rope(const torch::Tensor& x, int64_t offset, double theta = 10000.0);
 torch::Tensor apply_rope_reference(const torch::Tensor& x, int64_t offset, double theta = 10000.0);

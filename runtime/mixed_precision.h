@@ -1,4 +1,4 @@
-// The precision policy of a run (config key `precision`, models.md §12):
+// The precision policy of a run (config key `precision`, docs/models.md#numerical-stability):
 //   fp32  everything in fp32 (the default; CPU runs and the equivalence tests);
 //   bf16  autocast on the run's device: matmuls and attention in bf16, while every recurrence (states, cumulative
 //         gates, triangular solves, inner gradients) stays in fp32 — the kernels open an AutocastOff region

@@ -1,4 +1,4 @@
-// The language model skeleton (spec models.md §2.1): embedding -> N blocks
+// The language model skeleton (docs/models.md#block-skeleton): embedding -> N blocks
 // (pre-RMSNorm, mixer, residual, pre-RMSNorm, SwiGLU, residual) -> final norm -> tied LM head.
 #pragma once
 #include <torch/torch.h>
@@ -81,7 +81,7 @@ class LanguageModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(LanguageModel);
 
-// The mixer keys a model's flat config accepts (spec models.md §2.1, flat form): every argument that a mixer of its
+// The mixer keys a model's flat config accepts (docs/models.md#block-skeleton, flat form): every argument that a mixer of its
 // pattern declares, with the family's overrides. A key that two of those mixers declare with different defaults has
 // no flat default: each layer keeps its own mixer's default unless the config sets the key flat (then it applies to
 // every layer whose mixer declares it), so no default is carried silently from one mixer to another.

@@ -1,4 +1,4 @@
-// Pieces of the standard recurrent-memory mixer template (spec models.md §2.6) shared by the
+// Pieces of the standard recurrent-memory mixer template (docs/models.md#shared-building-blocks) shared by the
 // linear-recurrent and deep-memory families:
 //   q = l2norm(SiLU(Conv4(x W_q))), k likewise, v = SiLU(Conv4(x W_v))   (per head)
 //   out = W_o concat_h( RMSNorm(y_h) * w * SiLU((x W_g)_h) )
@@ -20,7 +20,7 @@ struct HeadProjectionOptions {
   bool l2_normalize = false;
 };
 
-// The §2.6 template's q/k/v projection: SiLU after the (optional) short conv, l2norm for q and k.
+// The docs/models.md#shared-building-blocks template's q/k/v projection: SiLU after the (optional) short conv, l2norm for q and k.
 inline HeadProjectionOptions template_projection(int64_t d_model, int64_t n_heads, int64_t head_dim, bool short_conv,
                                                  int64_t conv_size, bool l2_normalize) {
   HeadProjectionOptions p;
@@ -58,7 +58,7 @@ struct GatedOutputImpl : torch::nn::Module {
 };
 TORCH_MODULE(GatedOutput);
 
-// Mamba2/GDN decay init (spec §2.7): A ~ U(lo, hi), A_log = log A;
+// Mamba2/GDN decay init (docs/models.md#shared-building-blocks): A ~ U(lo, hi), A_log = log A;
 // dt = exp(U(log 1e-3, log 1e-1)) clamped >= 1e-4, dt_bias = dt + log(-expm1(-dt)).
 torch::Tensor init_a_log(int64_t n_heads, double lo, double hi);
 torch::Tensor init_dt_bias(int64_t n, double dt_min = 1e-3, double dt_max = 1e-1, double floor = 1e-4);

@@ -1,4 +1,4 @@
-// The five target sequence functions of the Atlas learnability experiments (spec tasks.md §9.2):
+// The five target sequence functions of the Atlas learnability experiments (docs/tasks.md#learnability):
 // a sequence of pairs (i_j, o_j) in R^d that an online learner must fit position by position.
 #pragma once
 #include <torch/torch.h>

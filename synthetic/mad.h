@@ -1,4 +1,4 @@
-// MAD synthetic suite (spec tasks.md §6; external: athms/mad-lab mad/data/instances.py,
+// MAD synthetic suite (docs/tasks.md#mad; external: athms/mad-lab mad/data/instances.py,
 // mad/configs.py, configs/tasks/*.yml). Pure C++, no LibTorch: six instance generators with
 // mad-lab's parameters and baselines and the difficulty grids (mad-lab's accuracy: tasks/mad_metrics.h).
 #pragma once

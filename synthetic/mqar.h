@@ -1,4 +1,4 @@
-// MQAR generator (spec tasks.md §7.1, Zoology semantics). Pure C++, no LibTorch.
+// MQAR generator (docs/tasks.md#mqar, Zoology semantics). Pure C++, no LibTorch.
 #pragma once
 #include <cstdint>
 #include <vector>

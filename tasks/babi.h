@@ -1,4 +1,4 @@
-// bAbI v1.2 parsing (spec tasks.md §4.2, §4.3 step 1; data babi/en, babi/en-10k).
+// bAbI v1.2 parsing (docs/tasks.md#babilong step 1; data babi/en, babi/en-10k).
 // Line format "ID text"; question lines "ID question<TAB>answer<TAB>supporting IDs"; a story
 // restarts when ID = 1. Every question becomes one sample whose facts are the story's non-question
 // lines before it (earlier questions dropped).
@@ -25,7 +25,7 @@ struct BabiSample {
 std::vector<BabiSample> parse_babi(const std::string& text, const std::string& source);
 
 // The task's file in a bAbI folder: <dir>/qa<N>_*_<train|test>.txt (N in 1..20). The shipped
-// en-10k lacks qa3's train file: [decision, spec §4.2] then the same file from the sibling "en"
+// en-10k lacks qa3's train file: [decision, docs/tasks.md#babilong] then the same file from the sibling "en"
 // folder is used (reported through *fallback_used). Error if none exists.
 std::string babi_task_file(int task, Split split, const std::string& babi_dir, bool* fallback_used = nullptr);
 

@@ -23,7 +23,7 @@ std::vector<int64_t> truncate_tokens(const Tokenizer& tok, const std::vector<int
   return {};
 }
 
-// Distractor sentences (token lists) totalling exactly `budget` tokens (§4.3 step 3).
+// Distractor sentences (token lists) totalling exactly `budget` tokens (docs/tasks.md#babilong step 3).
 std::vector<std::vector<int64_t>> sample_background(const TextCorpus& corpus, const Tokenizer& tok, int64_t budget,
                                                     int64_t sample_size, SampleRng& rng) {
   std::vector<std::vector<int64_t>> out;
@@ -228,7 +228,7 @@ std::vector<TokenExample> BabilongTask::examples(Split split, int64_t n, uint64_
   const auto& pool = load_babi_file(file);
   auto corp = corpus();
   for (int64_t i = 0; i < n; ++i) {
-    // The context budget follows §4.3 (length − prompt_reserve); when the prompt scaffolding does
+    // The context budget follows docs/tasks.md#babilong (length − prompt_reserve); when the prompt scaffolding does
     // not fit in the reserve (e.g. the prompted format), the budget shrinks by the overflow.
     int64_t budget = sample_size_for(length_);
     std::optional<TokenExample> ex;
@@ -272,7 +272,7 @@ GenerationPlan BabilongTask::generation_plan(const EvalContext& ctx) const {
   const std::string mode = option_string(ctx.options, "mode", mode_);
   babilong_score(task_, mode, "", "x", "");  // validates the mode
   if (n < 1) throw Error(name() + ": eval option n must be >= 1");
-  // §4.4: the fine-tune format stops at "\n" or EOS, the prompted one at EOS.
+  // docs/tasks.md#babilong: the fine-tune format stops at "\n" or EOS, the prompted one at EOS.
   const std::vector<std::string> stops = format_ == "finetune" ? std::vector<std::string>{"\n"}
                                                                : std::vector<std::string>{};
   GenerationPlan plan;
@@ -369,7 +369,7 @@ void register_babilong_tasks(TaskRegistry& r) {
     TaskFamily f;
     f.name = "babilong_qa" + std::to_string(t);
     f.description = "BABILong qa" + std::to_string(t) +
-                    ": bAbI facts hidden in distractor text, answer by generation (spec tasks.md §4)";
+                    ": bAbI facts hidden in distractor text, answer by generation (docs/tasks.md#babilong)";
     f.defaults = defaults;
     f.help = help;
     f.trainable = true;

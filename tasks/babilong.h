@@ -1,4 +1,4 @@
-// BABILong (spec tasks.md §4; booydar/babilong): bAbI qa1..qa20 facts hidden at random sentence
+// BABILong (docs/tasks.md#babilong; booydar/babilong): bAbI qa1..qa20 facts hidden at random sentence
 // gaps of a distractor text up to a target length in tokens. Tasks babilong_qa1..babilong_qa20:
 // `mnemo generate` rows, `mnemo eval` by greedy generation (EvalTask) and fine-tuning examples
 // (TokenTask, loss on the answer tokens only) for `mnemo train`.
@@ -23,7 +23,7 @@ struct BabilongPrompt {
 };
 const BabilongPrompt& babilong_prompt(int task);  // booydar/babilong prompts.py texts (qa1..qa20)
 
-// One assembled sample (§4.3).
+// One assembled sample (docs/tasks.md#babilong).
 struct BabilongSample {
   std::string context;                  // facts + distractor sentences, decoded and stripped
   std::string question, target;         // target = the bAbI answer
@@ -34,7 +34,7 @@ struct BabilongSample {
   int64_t babi_index = 0;               // index of the question in the bAbI file
 };
 
-// §4.3: pick a bAbI question (uniformly, among those with at most sample_size / 8 facts whose
+// docs/tasks.md#babilong: pick a bAbI question (uniformly, among those with at most sample_size / 8 facts whose
 // fact tokens fit the budget), tokenise each fact and distractor sentence as " " + text, fill the
 // rest of `sample_size` with distractor sentences (random book, random offset, 10·sample_size
 // characters, first/last partial sentence dropped, sentences under 10 tokens skipped, the last one
@@ -46,9 +46,9 @@ BabilongSample assemble_babilong_sample(const std::vector<BabiSample>& pool, con
 struct BabilongPromptFlags {
   bool instruction = true, examples = true, post_prompt = true;
 };
-// "finetune": "{context}\nQuestion: {question}\nAnswer:" (§4.4 fine-tune format).
+// "finetune": "{context}\nQuestion: {question}\nAnswer:" (docs/tasks.md#babilong fine-tune format).
 // "prompted": "{instruction}\n\n{examples}\n\n{post_prompt}\n\n<context>\n{context}\n</context>\n\n
-// Question: {question}" stripped, with the disabled parts empty (§4.4 prompted format).
+// Question: {question}" stripped, with the disabled parts empty (docs/tasks.md#babilong prompted format).
 std::string babilong_format_prompt(int task, const std::string& format, const BabilongPromptFlags& flags,
                                    const std::string& context, const std::string& question);
 

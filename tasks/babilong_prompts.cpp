@@ -1,4 +1,4 @@
-// BABILong prompt texts (spec tasks.md §4.4): per-task instruction, in-context examples and
+// BABILong prompt texts (docs/tasks.md#babilong): per-task instruction, in-context examples and
 // post-prompt, as published in booydar/babilong babilong/prompts.py (DEFAULT_PROMPTS, Apache-2.0),
 // reproduced verbatim (including the reference's own typos and missing separators) so that
 // "prompted" results are comparable with the published BABILong numbers.

@@ -66,7 +66,7 @@ std::string option_string(const json& options, const std::string& key, const std
 std::optional<TokenExample> make_answer_example(const Tokenizer& tok, const std::string& prompt,
                                                 const std::string& answer, int64_t seq_len) {
   if (seq_len < 2) throw Error("make_answer_example: seq_len must be >= 2, got " + std::to_string(seq_len));
-  // §1.2 step 1: trailing whitespace of the context moves to the front of the continuation.
+  // docs/tasks.md#evaluation-machinery step 1: trailing whitespace of the context moves to the front of the continuation.
   size_t cut = prompt.size();
   while (cut > 0 && (prompt[cut - 1] == ' ' || prompt[cut - 1] == '\t' || prompt[cut - 1] == '\n')) --cut;
   const std::string context = prompt.substr(0, cut);

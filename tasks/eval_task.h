@@ -114,7 +114,7 @@ std::vector<int64_t> option_int_list(const json& options, const std::string& key
 int64_t option_int(const json& options, const std::string& key, int64_t fallback);
 std::string option_string(const json& options, const std::string& key, const std::string& fallback);
 
-// Training example for prompt -> answer (spec tasks.md §1.2 encoding, §4.4 fine-tune format):
+// Training example for prompt -> answer (docs/tasks.md#evaluation-machinery encoding, docs/tasks.md#babilong fine-tune format):
 // S = [BOS] + encode(prompt + answer) + [EOS]; the answer tokens are those after
 // len(encode(prompt)) (trailing whitespace of the prompt moves to the answer first).
 // input_ids = S[:-1], labels[i] = S[i+1] on answer/EOS positions, -100 elsewhere; right-padded

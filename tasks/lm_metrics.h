@@ -1,4 +1,4 @@
-// Language-model metrics (spec tasks.md §2.2–2.3): token-weighted perplexity over non-overlapping
+// Language-model metrics (docs/tasks.md#language-modelling): token-weighted perplexity over non-overlapping
 // windows, bits per byte, per-position buckets. One implementation for the trainer's validation
 // and for `mnemo eval --task lm_ppl`; the model is reached only through a log-prob callback.
 #pragma once

@@ -238,7 +238,7 @@ json lm_help() {
 void register_lm_tasks(TaskRegistry& r) {
   TaskFamily lm;
   lm.name = "lm";
-  lm.description = "language-model pretraining on a text corpus (spec tasks.md §2): validation ppl / bits per byte";
+  lm.description = "language-model pretraining on a text corpus (docs/tasks.md#language-modelling): validation ppl / bits per byte";
   lm.defaults = lm_defaults();
   lm.help = lm_help();
   lm.trainable = true;
@@ -247,7 +247,7 @@ void register_lm_tasks(TaskRegistry& r) {
 
   TaskFamily ppl;
   ppl.name = "lm_ppl";
-  ppl.description = "perplexity per evaluation length and per position bucket (length extrapolation, spec §2.3)";
+  ppl.description = "perplexity per evaluation length and per position bucket (length extrapolation, docs/tasks.md#language-modelling)";
   ppl.defaults = lm_defaults();
   ppl.help = lm_help();
   ppl.trainable = false;

@@ -1,4 +1,4 @@
-// MAD tasks in the task registry (spec tasks.md §6). Defaults = mad-lab's baseline of each task;
+// MAD tasks in the task registry (docs/tasks.md#mad). Defaults = mad-lab's baseline of each task;
 // the dataset sizes are the run's n_train / n_test (mad-lab: 12,800 / 1,280; memorization 256).
 #include "tasks/mad_tasks.h"
 
@@ -41,17 +41,17 @@ class MadTokenTask : public TokenTask {
 std::string description(MadTask t) {
   switch (t) {
     case MadTask::in_context_recall:
-      return "MAD in-context recall (spec tasks.md §6.3): recall the value of a key seen earlier; multi-query";
+      return "MAD in-context recall (docs/tasks.md#mad): recall the value of a key seen earlier; multi-query";
     case MadTask::noisy_in_context_recall:
-      return "MAD noisy in-context recall (§6.3): in-context recall with noise-token pairs (frac_noise)";
+      return "MAD noisy in-context recall (docs/tasks.md#mad): in-context recall with noise-token pairs (frac_noise)";
     case MadTask::fuzzy_in_context_recall:
-      return "MAD fuzzy in-context recall (§6.3): keys and values are motifs of 1..k / 1..v tokens";
+      return "MAD fuzzy in-context recall (docs/tasks.md#mad): keys and values are motifs of 1..k / 1..v tokens";
     case MadTask::selective_copying:
-      return "MAD selective copying (§6.3): copy the non-blank tokens, in order, after the copy token";
+      return "MAD selective copying (docs/tasks.md#mad): copy the non-blank tokens, in order, after the copy token";
     case MadTask::compression:
-      return "MAD compression (§6.3): reconstruct the sequence from the last token's encoding (autoencoder)";
+      return "MAD compression (docs/tasks.md#mad): reconstruct the sequence from the last token's encoding (autoencoder)";
     case MadTask::memorization:
-      return "MAD memorization (§6.3): a fixed key->value map learnt in the weights (nothing in context)";
+      return "MAD memorization (docs/tasks.md#mad): a fixed key->value map learnt in the weights (nothing in context)";
   }
   return "";
 }

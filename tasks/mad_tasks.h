@@ -1,4 +1,4 @@
-// The six MAD tasks as registered token tasks (spec tasks.md §6): mad_in_context_recall,
+// The six MAD tasks as registered token tasks (docs/tasks.md#mad): mad_in_context_recall,
 // mad_fuzzy_in_context_recall, mad_noisy_in_context_recall, mad_selective_copying,
 // mad_compression, mad_memorization. Generators in synthetic/mad.h.
 #pragma once

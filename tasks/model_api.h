@@ -10,7 +10,7 @@
 
 namespace mnemo {
 
-// generate_until, greedy (spec tasks.md §1.1, §1.3).
+// generate_until, greedy (docs/tasks.md#evaluation-machinery).
 struct GenerationRequest {
   int64_t max_new_tokens = 128;
   std::vector<int64_t> stop_ids;  // generation ends after emitting one of these (it is dropped)

@@ -1,4 +1,4 @@
-// MQAR as a registered token task (spec tasks.md §7), optionally a mixture of key-value counts.
+// MQAR as a registered token task (docs/tasks.md#mqar), optionally a mixture of key-value counts.
 //
 // Zoology trains on a mixture of MQAR settings and reports test accuracy per `num_kv_pairs` slice
 // (HazyResearch/zoology, experiments/paper_configs/arxiv24_based_figure2/configs.py: train_configs
@@ -124,7 +124,7 @@ class MqarTask : public TokenTask {
 void register_mqar_task(TaskRegistry& r) {
   TaskFamily f;
   f.name = "mqar";
-  f.description = "Zoology multi-query associative recall (spec tasks.md §7): accuracy on the queried values";
+  f.description = "Zoology multi-query associative recall (docs/tasks.md#mqar): accuracy on the queried values";
   MqarParams d;
   f.defaults = {{"vocab_size", d.vocab_size}, {"seq_len", d.seq_len},   {"num_kv_pairs", d.num_kv_pairs},
                 {"power_a", d.power_a},       {"num_passes", d.num_passes},

@@ -1,4 +1,4 @@
-// The scoring rules, each defined once and shared by every task (spec tasks.md preamble):
+// The scoring rules, each defined once and shared by every task (docs/tasks.md preamble):
 // exact match, `contains`, RULER `string_match_all`, BABILong label sets (`compare_answers`) and
 // substring, and the token-level accuracy of MQAR/MAD.
 #pragma once
@@ -16,15 +16,15 @@ std::string ascii_lower(const std::string& s);
 // 1 if strip(pred) == strip(target), else 0.
 double exact_match(const std::string& pred, const std::string& target);
 
-// `contains` (spec §5.4): 1 if any gold string occurs in pred, case-insensitively, else 0.
+// `contains` (docs/tasks.md#recall-intensive-qa): 1 if any gold string occurs in pred, case-insensitively, else 0.
 double contains_any(const std::string& pred, const std::vector<std::string>& golds);
 
-// RULER post-processing (spec §3.3): strip; every char in [\x00-\x1f] -> "\n"; strip.
+// RULER post-processing (docs/tasks.md#s-niah): strip; every char in [\x00-\x1f] -> "\n"; strip.
 std::string ruler_postprocess(const std::string& pred);
 // RULER string_match_all for one sample: fraction of refs r with r.lower() in pred.lower().
 double string_match_all(const std::string& pred, const std::vector<std::string>& refs);
 
-// BABILong (spec §4.6, booydar/babilong metrics.py).
+// BABILong (docs/tasks.md#babilong, booydar/babilong metrics.py).
 // Label set of a task "qa1".."qa20" (as written in TASK_LABELS); Error for another name.
 const std::vector<std::string>& babilong_task_labels(const std::string& task);
 // lower-case; keep the text before the first ".", "<context>" and "<example>". (The reference
@@ -38,7 +38,7 @@ bool babilong_compare_answers(const std::string& target, const std::string& outp
 // The looser option (lm-eval's port): target.lower() in pred.lower().
 bool substring_match(const std::string& target, const std::string& pred);
 
-// Token-level accuracy (spec §7.2, zoology compute_metrics): per example, the mean of
+// Token-level accuracy (docs/tasks.md#mqar, zoology compute_metrics): per example, the mean of
 // pred == label over its labelled positions (label != ignore); then the mean over the examples
 // that have at least one labelled position. Returns 0 when none has. Sizes must match (Error).
 double per_example_accuracy(const std::vector<std::vector<int64_t>>& preds,

@@ -321,7 +321,7 @@ GenerationPlan SniahTask::generation_plan(const EvalContext& ctx) const {
     cell.label = name() + " length " + std::to_string(length) + " depth " + std::to_string(depth);
     for (int64_t i = 0; i < n; ++i) {
       const SniahSample s = make_sample(Split::test, i, static_cast<uint64_t>(seed), length, depth, *tok);
-      harness::Request r;  // RULER: greedy, tokens_to_generate new tokens, EOS only (spec §3.3)
+      harness::Request r;  // RULER: greedy, tokens_to_generate new tokens, EOS only (docs/tasks.md#s-niah)
       r.type = harness::RequestType::generate_until;
       r.arguments = {s.input};
       r.max_gen_toks = tokens_to_generate_;
@@ -359,7 +359,7 @@ void register_sniah_tasks(TaskRegistry& r) {
     f.description = std::string("S-NIAH-") + std::to_string(v) + " (RULER niah_single_" + std::to_string(v) + "): " +
                     (v == 1 ? "noise haystack, 7-digit number" : v == 2 ? "essay haystack, 7-digit number"
                                                                         : "essay haystack, UUID") +
-                    " (spec tasks.md §3)";
+                    " (docs/tasks.md#s-niah)";
     f.defaults = {{"length", 4096},
                   {"tokens_to_generate", 128},
                   {"depth", -1},

@@ -1,4 +1,4 @@
-// S-NIAH: RULER single needle in a haystack (spec tasks.md §3; NVIDIA/RULER niah.py).
+// S-NIAH: RULER single needle in a haystack (docs/tasks.md#s-niah; NVIDIA/RULER niah.py).
 //   sniah_1 = niah_single_1: noise haystack (repeated sentence), 7-digit number value
 //   sniah_2 = niah_single_2: Paul Graham essay haystack, 7-digit number value
 //   sniah_3 = niah_single_3: essay haystack, UUID value

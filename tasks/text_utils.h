@@ -13,7 +13,7 @@
 
 namespace mnemo {
 
-// std::mt19937_64 seeded through splitmix64 (spec tasks.md §1.5) with portable draws (rejection
+// std::mt19937_64 seeded through splitmix64 (docs/tasks.md#evaluation-machinery) with portable draws (rejection
 // sampling, not the implementation-defined std distributions).
 class SampleRng {
  public:
@@ -27,7 +27,7 @@ class SampleRng {
   std::mt19937_64 gen_;
 };
 
-// Per-sample seed (spec §1.5: seed + sample index); the train split draws from a disjoint range
+// Per-sample seed (docs/tasks.md#evaluation-machinery: seed + sample index); the train split draws from a disjoint range
 // (offset 2^40) so train and test samples never coincide.
 uint64_t sample_seed(uint64_t seed, int64_t index, bool train_split);
 

@@ -1,5 +1,5 @@
 // Token shards: a corpus split tokenised once into a flat binary file and memory-mapped for training and
-// validation (issue 15; spec tasks.md §2.2; nanoGPT's train.bin idea), plus corpus-trained SentencePiece models.
+// validation (issue 15; docs/tasks.md#language-modelling; nanoGPT's train.bin idea), plus corpus-trained SentencePiece models.
 //
 // File format (little-endian):
 //   bytes 0..7    magic "MNEMOTK1"
@@ -10,7 +10,7 @@
 //   "split": "train"|"validation"|"all", "corpus": CorpusSpec::to_json(), "files": [{"path", "bytes", "sha256"}],
 //   "n_tokens", "n_documents", "n_text_bytes" (UTF-8 bytes of the document texts), "token_checksum" (FNV-1a 64
 //   over the token bytes, 16 hex digits), "created_at"}.
-// Token stream (§2.2): every document as [BOS] + encode(text) + [EOS] (BOS / EOS only when the tokenizer has
+// Token stream (docs/tasks.md#language-modelling): every document as [BOS] + encode(text) + [EOS] (BOS / EOS only when the tokenizer has
 // them), concatenated in corpus order.
 #pragma once
 #include <cstdint>

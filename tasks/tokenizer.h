@@ -27,7 +27,7 @@ class Tokenizer {
   // Identifier recorded with every result: "byte", or "sp:<file name>:<sha256 of the file, 12 hex>".
   virtual std::string id() const = 0;
 
-  // encode() with BOS prepended when the tokenizer defines one (spec tasks.md §1.2 BOS policy).
+  // encode() with BOS prepended when the tokenizer defines one (docs/tasks.md#evaluation-machinery BOS policy).
   std::vector<int64_t> encode_with_bos(const std::string& text) const;
   bool adds_bos() const { return bos_id() >= 0; }
 };

@@ -34,7 +34,7 @@ inline MemoryWeights random_weights(const DeepMemorySpec& spec, int64_t B, int64
   return w;
 }
 
-// φ = taylor_elementwise p = 2 with a = (1, 1/2) (§7.2), differentiable in x.
+// φ = taylor_elementwise p = 2 with a = (1, 1/2) (docs/models.md#atlas-family), differentiable in x.
 inline torch::Tensor phi2(const torch::Tensor& x) { return torch::cat({x, 0.5 * x * x}, -1); }
 
 struct KIn {

@@ -152,7 +152,7 @@ using KernelFn = std::function<std::vector<torch::Tensor>(const std::vector<torc
 
 // Runs `reference` and `candidate` on copies of `inputs` (fp64 leaves of size O(1)), compares
 // every output (relative error <= out_tol) and the gradients of Σ_i <out_i, w_i> (random w)
-// w.r.t. every input (relative error <= grad_tol, spec §13.2). Relative errors are taken against
+// w.r.t. every input (relative error <= grad_tol, docs/models.md#verification). Relative errors are taken against
 // max(max |reference|, 1e-6): with O(1) inputs, a reference below 1e-6 is a quantity that
 // vanishes mathematically (e.g. dL/dg at T = 1 without a state) and only rounding is left.
 inline void require_same_outputs_and_grads(const KernelFn& reference, const KernelFn& candidate,

@@ -1,4 +1,4 @@
-// Atlas GD/Muon family (spec models.md §2.8–2.10, §7.1–7.7, §13): deep-memory generalisations (lifted features,
+// Atlas GD/Muon family (docs/models.md#deep-memory, docs/models.md#newton-schulz-orthogonalisation, docs/models.md#shared-building-blocks, docs/models.md#atlas-family, docs/models.md#dla-swla-and-omeganet, docs/models.md#atlas, docs/models.md#verification): deep-memory generalisations (lifted features,
 // gated MLP, dual form over N != b terms), Omega/Muon kernels (chunked == token-by-token reference with
 // gradients, chunk size 1 == textbook recurrence, state carry), exact reductions (delta rule, Titans LMM, linear
 // attention), Newton–Schulz invariants, mixers and models (prefill + decode == full forward), a tiny MQAR run.
@@ -238,7 +238,7 @@ TEST_CASE("atlas reductions: OmegaNet c=1 linear identity == delta rule, == Tita
   CHECK(max_rel_err(om.state.w[0].transpose(-1, -2), delta.final_state) <= 1e-12);
 
   // c = 1, γ ≡ 1, any b and memory: W_t = α_t W_{t-1} - η_t ∇ℓ(M^0) is Titans' LMM with 1 - α_T = α, θ = η, no
-  // momentum (an independent chunk kernel, §5.3).
+  // momentum (an independent chunk kernel, docs/models.md#titans).
   double e_titans = 0;
   for (auto kind : {MemoryKind::Linear, MemoryKind::ResidualMLP}) {
     auto spec = spec_of(kind, d, 0);
@@ -285,7 +285,7 @@ TEST_CASE("atlas Newton-Schulz-5: odd, scale-invariant, singular values in (0.5,
     auto X = newton_schulz(G, 5);
     CHECK(X.sizes() == G.sizes());
     worst_odd = std::max(worst_odd, max_rel_err(newton_schulz(-G, 5), -X));
-    worst_scale = std::max(worst_scale, max_rel_err(newton_schulz(2.0 * G, 5), X));  // NS(2S) ≈ NS(S) (§13.6)
+    worst_scale = std::max(worst_scale, max_rel_err(newton_schulz(2.0 * G, 5), X));  // NS(2S) ≈ NS(S) (docs/models.md#verification)
     worst_scale = std::max(worst_scale, max_rel_err(newton_schulz(7.5 * G, 5), X));
     // Small inputs feel the 1e-7 of the normalisation most (relative 1e-7/||0.01 G||, amplified by 5 steps).
     worst_small = std::max(worst_small, max_rel_err(newton_schulz(0.01 * G, 5), X));

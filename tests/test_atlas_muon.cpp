@@ -1,4 +1,4 @@
-// ATLAS / ATLAS++ cost paths (issue 19; spec models.md §2.9, §7.7): the hand-written Newton–Schulz adjoint equals
+// ATLAS / ATLAS++ cost paths (issue 19; docs/models.md#newton-schulz-orthogonalisation, docs/models.md#atlas): the hand-written Newton–Schulz adjoint equals
 // autograd through the textbook iteration; the recomputing chunk node gives the gradients of the plain graph; the
 // options atlas_readout = chunk_start and ns_granularity = chunk keep chunk form == token reference (fp64, outputs,
 // state, gradients), carry their state across split points and through decode, and reject unknown values.
@@ -21,7 +21,7 @@ using mnemo::test::max_rel_err_all;
 
 namespace {
 
-// §2.9 verbatim, every step through autograd.
+// docs/models.md#newton-schulz-orthogonalisation verbatim, every step through autograd.
 torch::Tensor ns_textbook(const torch::Tensor& G, int64_t steps) {
   const double a = 3.4445, b = -4.7750, c = 2.0315;
   auto X = G / (torch::linalg_vector_norm(G, 2, torch::IntArrayRef({-2, -1}), true, c10::nullopt) + 1e-7);
@@ -78,7 +78,7 @@ TEST_CASE("atlas Newton-Schulz: the hand-written adjoint equals autograd through
   auto lo = newton_schulz(G, 5, true);
   CHECK(lo.scalar_type() == torch::kFloat32);
   // bf16 has 8 mantissa bits and NS-5's a = 3.4 amplifies them (measured 9 %); the property Muon needs stays:
-  // singular values in (0.5, 1.5) as in fp32 (§13.6).
+  // singular values in (0.5, 1.5) as in fp32 (docs/models.md#verification).
   auto hi = newton_schulz(G, 5);
   const double frob = ((lo - hi).norm() / hi.norm()).item<double>();
   CHECK(frob <= 0.15);

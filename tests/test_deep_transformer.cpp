@@ -1,4 +1,4 @@
-// DeepTransformer / SWDT / DOT (spec models.md §7.8, §13): DT with α ≡ 1, η ≡ 1 == unnormalised causal
+// DeepTransformer / SWDT / DOT (docs/models.md#deeptransformers-swdt-and-dot, docs/models.md#verification): DT with α ≡ 1, η ≡ 1 == unnormalised causal
 // attention; SWDT blocked kernel == the token recurrence of its weights (outputs and gradients, fp64);
 // cache carried across splits; DOT chunked == token-by-token reference with the same chunk anchor
 // (outputs, state, gradients); mixers: prefill + decode == full forward.

@@ -1,4 +1,4 @@
-// DeltaNet / Gated DeltaNet kernels and mixers (spec models.md §4.6, §4.7, §13):
+// DeltaNet / Gated DeltaNet kernels and mixers (docs/models.md#deltanet, docs/models.md#gated-deltanet, docs/models.md#verification):
 // chunk == recurrent in fp64 (outputs, final state, all gradients), GDN with g = 0 == DeltaNet,
 // state passing across splits, fp32 fixture parity, mixer prefill + decode == full forward.
 #include <catch2/catch.hpp>
@@ -155,7 +155,7 @@ TEST_CASE("delta rule kernels: fp32 compute for fp32 inputs, shape errors name t
   CHECK(r32.final_state.scalar_type() == torch::kFloat32);
   auto r64 = delta_rule_recurrent(in.q, in.k, in.v, in.beta, in.g, {}, 0.3);
   CHECK(max_rel_err(r32.o.to(torch::kFloat64), r64.o) <= 1e-5);
-  // bf16 activations keep an fp32 state (spec §1.2) and return o in bf16.
+  // bf16 activations keep an fp32 state (docs/models.md#conventions) and return o in bf16.
   auto rb = delta_rule_recurrent(q, k, v.to(torch::kBFloat16), beta, g, {}, 0.3);
   CHECK(rb.o.scalar_type() == torch::kBFloat16);
   CHECK(rb.final_state.scalar_type() == torch::kFloat32);
@@ -232,7 +232,7 @@ TEST_CASE("gated_deltanet mixer: gradients reach every parameter, head layout an
   CHECK(params["A_log"].sizes() == torch::IntArrayRef({4}));
   CHECK((params["A_log"].exp() <= 16.0).all().item<bool>());
 
-  // d_model >= 1024: heads of d_k = 256, H = floor(0.75 d / 256) (spec §4.7).
+  // d_model >= 1024: heads of d_k = 256, H = floor(0.75 d / 256) (docs/models.md#gated-deltanet).
   auto big = build_mixer("gated_deltanet", 1024, 16, json::object());
   CHECK(big->named_parameters()["q_proj.proj.weight"].sizes() == torch::IntArrayRef({768, 1024}));
   CHECK(big->named_parameters()["v_proj.proj.weight"].sizes() == torch::IntArrayRef({1536, 1024}));

@@ -1,4 +1,4 @@
-// Devices and the precision policy (issue 21, models.md §12).
+// Devices and the precision policy (issue 21, docs/models.md#numerical-stability).
 //  [precision]    on the CPU (every CI run): bf16 autocast through AutocastScope engages and restores; every mixer
 //                 takes a training step under it with finite gradients and keeps its recurrent state in fp32.
 //  [.cuda-*]      the same and more on a CUDA device; hidden from the plain run and registered with CTest as
@@ -219,7 +219,7 @@ TEST_CASE("cuda: every kernel op's forms agree in fp32 (T = 128, C = 16 and 64)"
             CAPTURE(k);
             REQUIRE(out.count(k));
             REQUIRE(out.at(k).is_cuda());
-            CHECK(max_rel_err(out.at(k), t) <= 2e-3);  // models.md §13.4: fp32 tolerance
+            CHECK(max_rel_err(out.at(k), t) <= 2e-3);  // docs/models.md#verification: fp32 tolerance
           }
         }
       }

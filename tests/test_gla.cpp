@@ -1,4 +1,4 @@
-// GLA kernels and mixer (spec models.md §4.3, §12, §13): fixtures, chunk == recurrent with
+// GLA kernels and mixer (docs/models.md#gla, docs/models.md#numerical-stability, docs/models.md#verification): fixtures, chunk == recurrent with
 // gradients (sub-chunk sizes included), stability under strong key-wise decay, state passing,
 // mixer decode == forward.
 #include "runtime/gla/gla.h"

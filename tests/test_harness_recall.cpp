@@ -1,4 +1,4 @@
-// The recall-intensive QA tasks (spec tasks.md §5): one test per rule, parity with the reference's own outputs
+// The recall-intensive QA tasks (docs/tasks.md#recall-intensive-qa): one test per rule, parity with the reference's own outputs
 // (tests/data/harness/recall/, made by scripts/parity/recall_reference.py from HazyResearch/prefix-linear-attention's
 // lm-eval fork), the driver end to end with a scripted model, and bad data.
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
-// Lattice (spec models.md §9, §13): the chunked approximation (17) == its token-by-token reference with
-// the same chunk-start anchor (outputs, states, all gradients, fp64); C = 1 == the exact §9.2 recurrence;
+// Lattice (docs/models.md#lattice, docs/models.md#verification): the chunked approximation (17) == its token-by-token reference with
+// the same chunk-start anchor (outputs, states, all gradients, fp64); C = 1 == the exact docs/models.md#lattice recurrence;
 // slot norms preserved exactly at C = 1 and restored at chunk ends; state carried across splits;
 // prefill + decode == full forward (mixer and model).
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Learnability experiments (spec tasks.md §9): the five target functions, the online memories,
+// Learnability experiments (docs/tasks.md#learnability): the five target functions, the online memories,
 // the result rows, `mnemo run learnability` and its report section.
 #include <catch2/catch.hpp>
 

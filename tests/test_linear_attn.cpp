@@ -1,4 +1,4 @@
-// Linear attention kernels and mixer (spec models.md §4.1, §13): fixtures, chunk == recurrent
+// Linear attention kernels and mixer (docs/models.md#linear-attention, docs/models.md#verification): fixtures, chunk == recurrent
 // with gradients, state passing, mixer decode == forward.
 #include "runtime/linear_attn/linear_attn.h"
 #include "tests/mixer_test_util.h"

@@ -1,4 +1,4 @@
-// MAD suite (spec tasks.md §6): generator properties and determinism for the six tasks, the
+// MAD suite (docs/tasks.md#mad): generator properties and determinism for the six tasks, the
 // difficulty grids, the registry entries, mad-lab's accuracy on hand-made cases, and the
 // compression autoencoder.
 #include <catch2/catch.hpp>

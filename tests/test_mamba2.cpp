@@ -1,4 +1,4 @@
-// Mamba-2 SSD kernels and mixer (spec models.md §4.5, §12, §13): fixtures, chunk == recurrent
+// Mamba-2 SSD kernels and mixer (docs/models.md#mamba2, docs/models.md#numerical-stability, docs/models.md#verification): fixtures, chunk == recurrent
 // with gradients, equivalence with simple GLA, segsum, state passing, mixer decode == forward.
 #include <cmath>
 

@@ -1,4 +1,4 @@
-// Miras: Moneta, Yaad, Memora (spec models.md §6, §13): chunked (channel-wise dual form) == token-by-token
+// Miras: Moneta, Yaad, Memora (docs/models.md#miras, docs/models.md#verification): chunked (channel-wise dual form) == token-by-token
 // reference with the same chunk rule (outputs, final state, all gradients), chunk size 1 == fully online
 // update, Yaad with a huge δ == ℓ2 update (== the deep-memory core's online GD step), Moneta with p = q = 2 ==
 // ℓ2 update with step 2η, state carried across splits, prefill + decode == full forward, MQAR learning.

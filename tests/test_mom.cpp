@@ -1,4 +1,4 @@
-// MoM (spec models.md §8, §13): one memory, top-1, no shared memory == Gated DeltaNet with the same
+// MoM (docs/models.md#mom, docs/models.md#verification): one memory, top-1, no shared memory == Gated DeltaNet with the same
 // weights; router (ties to the lower index, renormalised weights); load-balancing loss minimal for
 // uniform routing with a gradient reaching the router; batch rows independent (ragged dispatch);
 // routed-stream conv resets; chunk == recurrent; prefill + decode == full forward (mixer and models).

@@ -143,10 +143,10 @@ TEST_CASE("report: zero-shot section, our table and the papers' rows", "[report]
             "transformer |"));
   CHECK(has("| transformer | Transformer++ | 2 | 41.35 | 1 | 36.33 (#" + std::to_string(tf) + ") |"));
   CHECK(has("(MoM Table 3, 340M params / 15B tokens): **-1.000** (n = 2 families;"));
-  // Lattice: printed 46.93 vs recomputed 46.86 (results.md §7.5); no CSQA rows of ours, so no ranking.
+  // Lattice: printed 46.93 vs recomputed 46.86 (docs/reproducing.md#arithmetic-problems-in-the-papers-tables); no CSQA rows of ours, so no ranking.
   CHECK(has("| Transformer++ | 66.76 | 40.40 | 52.38 | 49.47 | 27.04 | 33.01 | 58.93 | 46.93 ⚠ | 46.86 | — | "
             "transformer |"));
-  CHECK(has("- ⚠ Transformer++: printed Avg. 46.93, recomputed 46.86 (results.md §7.5)"));
+  CHECK(has("- ⚠ Transformer++: printed Avg. 46.93, recomputed 46.86 (docs/reproducing.md#arithmetic-problems-in-the-papers-tables)"));
   CHECK(has("| " + T + " | 58.00 ± 1.00 | 28.00 ± 1.00 | 48.00 ± 1.00 | 38.00 ± 1.00 | 18.00 ± 1.00 | - | "
             "53.00 ± 1.00 | incomplete (6/7) |"));
   CHECK(has("Fewer than two families have the paper's row and all 7 of our accuracy columns: no ranking."));
@@ -154,7 +154,7 @@ TEST_CASE("report: zero-shot section, our table and the papers' rows", "[report]
 }
 
 TEST_CASE("report: the papers' zero-shot averages recomputed by their own rules", "[report]") {
-  // Exactly the disagreements of results.md §7 (Titans 760M TTT; Atlas TTT, SWDT, 1.3B Memora, 340M DLA; Lattice
+  // Exactly the disagreements of docs/reproducing.md#arithmetic-problems-in-the-papers-tables (Titans 760M TTT; Atlas TTT, SWDT, 1.3B Memora, 340M DLA; Lattice
   // Transformer++ and TTT at 340M), and the copied cells that differ from their source (Atlas 1.3B GDN-H2).
   std::set<std::string> avg_flags, cell_flags;
   for (const ZsPaperRow& r : zs_paper_rows()) {

@@ -1,5 +1,5 @@
 // Scalar-decay linear attention (simple GLA), RetNet retention and the retnet mixer
-// (spec models.md §4.2, §13): fixtures, chunk == recurrent with gradients, state passing, decode.
+// (docs/models.md#retnet, docs/models.md#verification): fixtures, chunk == recurrent with gradients, state passing, decode.
 #include <cmath>
 
 #include "runtime/retnet/retnet.h"

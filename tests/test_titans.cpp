@@ -1,4 +1,4 @@
-// Titans deep memory (spec models.md §2.8, §5, §13): deep-memory core (closed-form gradients vs autograd,
+// Titans deep memory (docs/models.md#deep-memory, docs/models.md#titans, docs/models.md#verification): deep-memory core (closed-form gradients vs autograd,
 // dual form vs materialised per-token weights), LMM kernel (chunk == token-by-token reference incl. gradients,
 // chunk size 1 == online GD, state carry), reduction to the delta rule, mixers (prefill + decode == full
 // forward, causality), and a short MQAR training run.
@@ -209,7 +209,7 @@ TEST_CASE("titans kernel: chunked dual form equals the token-by-token reference 
   }
 }
 
-TEST_CASE("titans kernel: the inner-gradient clamp (spec §12.8) keeps chunked == token-by-token and bounds ||g||",
+TEST_CASE("titans kernel: the inner-gradient clamp (docs/models.md#titans-inner-gradient-clamp) keeps chunked == token-by-token and bounds ||g||",
           "[titans]") {
   const int64_t B = 2, H = 2, d = 4, T = 20;
   auto spec = make_spec(MemoryKind::ResidualMLP, d);
@@ -478,7 +478,7 @@ TEST_CASE("titans_lmm learns a small MQAR (V=64, L=32, 2 pairs, 1 layer) well ab
 }
 
 TEST_CASE("titans_lmm at context 256 on real text: finite with the default inner-gradient clamp", "[titans][train]") {
-  // Issue 15's finding: with spec §12.8's clamp off, the first step on Gutenberg text at context 256 is NaN (a
+  // Issue 15's finding: with docs/models.md#titans-inner-gradient-clamp's clamp off, the first step on Gutenberg text at context 256 is NaN (a
   // 64-token chunk of anchor gradients, amplified by momentum, overshoots the inner loss's curvature, and the
   // two-layer memory's curvature grows each time the anchor is refreshed; fp64 too). The default clamp τ = 3 trains.
   auto dir = test::temp_dir("titans_ctx256");
@@ -494,6 +494,6 @@ TEST_CASE("titans_lmm at context 256 on real text: finite with the default inner
   };
   auto r = one_step(json::object(), "clamped");
   CHECK(std::isfinite(r.final_train_loss));
-  // A record of why the default departs from the spec (§12.8 says off): if this stops failing, revisit it.
+  // A record of why the default departs from the spec (docs/models.md#titans-inner-gradient-clamp says off): if this stops failing, revisit it.
   CHECK_THROWS_WITH(one_step({{"inner_grad_clip", 0.0}}, "unclamped"), Catch::Contains("loss is"));
 }

@@ -38,7 +38,7 @@ TEST_CASE("weight decay only on 2-D weight matrices", "[train]") {
   REQUIRE_FALSE(decays("block0.mixer.persistent_tokens", torch::zeros({4, 4}), declared));
 }
 
-TEST_CASE("learned initial memory states are declared no-decay (spec models.md §1.6)", "[train]") {
+TEST_CASE("learned initial memory states are declared no-decay (docs/models.md#conventions)", "[train]") {
   for (const std::string model : {"lattice_dec", "lattice_dot", "titans_lmm"}) {
     CAPTURE(model);
     ModelConfig mc = model_config_from_json(

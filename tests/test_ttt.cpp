@@ -1,4 +1,4 @@
-// TTT-Linear / TTT-MLP (spec models.md §4.10, §2.8, §13): fixture parity of the `ttt_linear` op,
+// TTT-Linear / TTT-MLP (docs/models.md#ttt, docs/models.md#deep-memory, docs/models.md#verification): fixture parity of the `ttt_linear` op,
 // dual form == token-by-token reference (outputs, final state, all gradients), mini-batch 1 ==
 // fully online update, TTT-Linear without LN at mini-batch 1 == delta rule, state carry across
 // splits, prefill + decode == full forward, a short MQAR run that learns.

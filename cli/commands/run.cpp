@@ -1,5 +1,5 @@
 // `mnemo run learnability --setting 1..5 --memory M [...]`: the Atlas learnability experiments
-// (spec tasks.md §9) — online learning of the five target functions, loss vs position.
+// (docs/tasks.md#learnability) — online learning of the five target functions, loss vs position.
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -24,7 +24,7 @@ struct LearnabilityArgs {
 
 std::string memory_help() {
   return "Memory (comma-separated list allowed): linear (delta rule), mlp (residual 2-layer MLP memory, "
-         "models.md §2.8, closed-form GD), mlp2 | mlp3 | mlp2x4 | mlp3x4 (the paper's learners: 2/3 hidden "
+         "docs/models.md#deep-memory, closed-form GD), mlp2 | mlp3 | mlp2x4 | mlp3x4 (the paper's learners: 2/3 hidden "
          "layers, no or 4x expansion, trained by --optimizer)";
 }
 }  // namespace
@@ -35,7 +35,7 @@ void add_run_command(CLI::App& app) {
   run->require_subcommand(1);
   auto* sub = run->add_subcommand(
       "learnability",
-      "Atlas learnability experiments (spec tasks.md §9): an online memory fits (i_j, o_j) pairs; "
+      "Atlas learnability experiments (docs/tasks.md#learnability): an online memory fits (i_j, o_j) pairs; "
       "records loss_j = ||M(i_j) - o_j||^2 / ||o_j||^2 before each update, per position");
   sub->add_option("--setting", a.settings, "Target function 1..5 (comma-separated list allowed): 1 low-rank, "
                                            "2 MLP, 3 attention+MLP, 4 attention outputs as inputs, 5 SWA+MLP")

@@ -1,4 +1,4 @@
-// ATLAS / ATLAS++ kernels (spec models.md §7.7): the Omega objective optimised by Muon with weight decay,
+// ATLAS / ATLAS++ kernels (docs/models.md#atlas): the Omega objective optimised by Muon with weight decay,
 //   u_t = Σ_{i ∈ win(t)} γ_i ∇ℓ_i(M^0),  S_t = θ_t S_{t-1} + u_t,  M_t = α_t M_{t-1} - η_t NS_k(S_t).
 // The chunk loop (one muon_chunk_piece per chunk, muon_chunk.cpp) and the token-by-token reference / decode step;
 // Newton–Schulz-k in newton_schulz.cpp. Options readout / ns_granularity: omega.h.

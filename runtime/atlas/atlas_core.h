@@ -1,4 +1,4 @@
-// Atlas-family memory core (spec models.md §7.2–7.7, §7.9): the §2.6 template projections with the feature map φ
+// Atlas-family memory core (docs/models.md#atlas-family, docs/models.md#dla-swla-and-omeganet, docs/models.md#atlas, docs/models.md#atlas-hybrids): the docs/models.md#shared-building-blocks template projections with the feature map φ
 // inserted after l2norm for q and k, per-token gates, the learned initial memory and the Omega/Muon kernel with
 // its decode state. Used by the dla / swla / omeganet / atlas / atlas_pp mixers and the atlas hybrids.
 //   q = l2norm(SiLU(Conv4(x W_q))), k likewise, v = SiLU(Conv4(x W_v))        per head, d_k = d_v = d_h
@@ -34,7 +34,7 @@ struct AtlasCoreOptions {
   std::string key = "atlas";
 };
 
-// φ (§7.2): taylor_elementwise φ(x) = concat_i a_i x^{⊙i} (i = 1..p, learnable a_i init 1/i!, D = p d);
+// φ (docs/models.md#atlas-family): taylor_elementwise φ(x) = concat_i a_i x^{⊙i} (i = 1..p, learnable a_i init 1/i!, D = p d);
 // taylor_full2 (Based): [1, x/d^{1/4}, x_i²/(√2 √d), x_i x_j/√d (i<j)], D = 1 + d + d(d+1)/2; identity: D = d.
 struct FeatureMapImpl : torch::nn::Module, DeclaresNoWeightDecay {
   FeatureMapImpl(const std::string& kind, int64_t d, int64_t degree);
@@ -73,31 +73,31 @@ struct AtlasCoreImpl : torch::nn::Module, DeclaresNoWeightDecay {
 };
 TORCH_MODULE(AtlasCore);
 
-// Args fields shared by every Atlas-family args struct (§7.10 defaults per family). omega_window = c (named apart
-// from the SWA `window` of the hybrids' flat config); eta_max = 0 means 1/c (§7.4, §7.5).
+// Args fields shared by every Atlas-family args struct (docs/models.md#atlas-family defaults per family). omega_window = c (named apart
+// from the SWA `window` of the hybrids' flat config); eta_max = 0 means 1/c (docs/models.md#dla-swla-and-omeganet).
 #define ATLAS_GD_FIELDS(CHUNK, WINDOW, MEMORY, LOSS, ALPHA_B, ETA_MAX, USE_GAMMA)                    \
   int64_t num_heads = 0;                 /* 0: the model's n_heads; d_k = d_v = d_model / heads */ \
-  int64_t chunk_size = CHUNK;            /* b: part of the model (§1.4) */                         \
-  int64_t omega_window = WINDOW;         /* c (§7.1) */                                             \
+  int64_t chunk_size = CHUNK;            /* b: part of the model (docs/models.md#conventions) */                         \
+  int64_t omega_window = WINDOW;         /* c (docs/models.md#atlas-family) */                                             \
   int64_t conv_size = 4;                                                                           \
   bool use_short_conv = true;                                                                      \
   std::string form = "chunk";            /* "chunk" | "recurrent" (same function) */                \
-  std::string memory = MEMORY;           /* "mlp" | "linear" | "gated_mlp" (§2.8) */                \
+  std::string memory = MEMORY;           /* "mlp" | "linear" | "gated_mlp" (docs/models.md#deep-memory) */                \
   int64_t expansion = 4;                                                                           \
-  std::string phi = "taylor_elementwise"; /* | "taylor_full2" | "identity" (§7.2) */                \
+  std::string phi = "taylor_elementwise"; /* | "taylor_full2" | "identity" (docs/models.md#atlas-family) */                \
   int64_t phi_degree = 2;                                                                          \
-  std::string loss = LOSS;               /* "l2" (Omega) | "dot" (Hebbian, §7.3) */                 \
+  std::string loss = LOSS;               /* "l2" (Omega) | "dot" (Hebbian, docs/models.md#dla-swla-and-omeganet) */                 \
   double alpha_bias = ALPHA_B;                                                                     \
   double eta_max = ETA_MAX;                                                                        \
   double eta_bias = 0.0;                                                                           \
-  bool use_gamma = USE_GAMMA;            /* γ_i = σ(x w_γ + b_γ) (§7.1); false: γ ≡ 1 */             \
+  bool use_gamma = USE_GAMMA;            /* γ_i = σ(x w_γ + b_γ) (docs/models.md#atlas-family); false: γ ≡ 1 */             \
   double gamma_bias = 3.0;
 
-// Muon fields of the ATLAS args structs (§7.7): θ bias, NS-k, and the recorded cost options of omega.h.
+// Muon fields of the ATLAS args structs (docs/models.md#atlas): θ bias, NS-k, and the recorded cost options of omega.h.
 #define ATLAS_MUON_FIELDS                                                                             \
   double theta_bias = 2.0;               /* momentum θ = σ(x w_θ + b_θ) ≈ 0.88 */                    \
-  int64_t ns_steps = 5;                  /* NS-k (§2.9) */                                            \
-  std::string atlas_readout = "token";   /* "token" (§7.7 step 5) | "chunk_start" (y_t = M^0(q_t)) */ \
+  int64_t ns_steps = 5;                  /* NS-k (docs/models.md#newton-schulz-orthogonalisation) */                                            \
+  std::string atlas_readout = "token";   /* "token" (docs/models.md#atlas step 5) | "chunk_start" (y_t = M^0(q_t)) */ \
   std::string ns_granularity = "token";  /* "token" | "chunk" (one Muon step per chunk) */            \
   std::string ns_precision = "fp32";     /* "fp32" | "bf16" (NS iterates, for CUDA) */                \
   bool atlas_recompute = true;           /* rerun each chunk in backward (memory of one chunk) */

@@ -1,4 +1,4 @@
-// Atlas hybrids (spec models.md §7.9): "we follow Titans and use two hybrid variants of MAL and MAG", with the
+// Atlas hybrids (docs/models.md#atlas-hybrids): "we follow Titans and use two hybrid variants of MAL and MAG", with the
 // ATLAS memory (Omega rule + Muon, atlas_core.h) in place of the Titans LMM; N_p = 4, SWA window 2048 [decision];
 // BABILong uses MAC "without persistent memory tokens" (atlas_mac with n_persistent = 0).
 //   atlas_mag (§5.7): x̃ = [p_1 … p_{N_p}] || x ;  y = SW-Attn*(x̃) ;  m = ATLAS(x̃) ;
@@ -19,7 +19,7 @@ namespace {
 struct AtlasMagArgs {
   ATLAS_GD_FIELDS(16, 8, "mlp", "l2", 5.0, 0.02, true)
   ATLAS_MUON_FIELDS
-  int64_t n_persistent = 4;  // N_p (§5.5, §7.9)
+  int64_t n_persistent = 4;  // N_p (docs/models.md#titans, docs/models.md#atlas-hybrids)
   int64_t window = 2048;     // SWA window W (keys (t-W, t], plus the prefix)
   double rope_theta = 10000.0;
   int64_t q_block = 256;
@@ -30,7 +30,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AtlasMagArgs, ATLAS_GD_NAMES, AT
 struct AtlasMacArgs {
   ATLAS_GD_FIELDS(16, 8, "mlp", "l2", 5.0, 0.02, true)
   ATLAS_MUON_FIELDS
-  int64_t n_persistent = 4;    // N_p (§5.6 default; 0 for the BABILong variant, §7.9)
+  int64_t n_persistent = 4;    // N_p (docs/models.md#titans-mac default; 0 for the BABILong variant, §7.9)
   int64_t segment_size = 512;  // C; a multiple of chunk_size
   double rope_theta = 10000.0;
   int64_t q_block = 256;
@@ -103,15 +103,15 @@ class AtlasMacMixer : public MacMixerBase {
 
 void register_atlas_hybrids(Registry& r) {
   r.add_mixer(make_mixer_family<AtlasMagArgs, AtlasMagMixer>(
-      "atlas_mag", "ATLAS MAG: SWA (prefix always visible) gated by the ATLAS memory branch (models.md §7.9, §5.7)",
+      "atlas_mag", "ATLAS MAG: SWA (prefix always visible) gated by the ATLAS memory branch (docs/models.md#atlas-hybrids, docs/models.md#titans-mag)",
       /*cpu_quickstart=*/false));
   r.add_mixer(make_mixer_family<AtlasMacArgs, AtlasMacMixer>(
       "atlas_mac",
-      "ATLAS MAC: segment attention over [persistent | ATLAS memory read-out | segment] (models.md §7.9, §5.6)",
+      "ATLAS MAC: segment attention over [persistent | ATLAS memory read-out | segment] (docs/models.md#atlas-hybrids, docs/models.md#titans-mac)",
       /*cpu_quickstart=*/false));
   ModelFamily mal;
   mal.name = "atlas_mal";
-  mal.description = "ATLAS MAL: alternating atlas and swa layers, N_p = 4 on the atlas layers (models.md §7.9, §5.8)";
+  mal.description = "ATLAS MAL: alternating atlas and swa layers, N_p = 4 on the atlas layers (docs/models.md#atlas-hybrids, docs/models.md#titans-mal)";
   mal.layer_pattern = {"atlas", "swa"};
   mal.overrides = {{"n_persistent", 4}};
   mal.cpu_quickstart = false;

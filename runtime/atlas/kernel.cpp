@@ -1,4 +1,4 @@
-// Atlas GD family kernels (spec models.md §7.3–7.6): chunk-wise Omega via the dual form of §2.8 with the
+// Atlas GD family kernels (docs/models.md#dla-swla-and-omeganet): chunk-wise Omega via the dual form of docs/models.md#deep-memory with the
 // b × (b+c-1) window coefficients, and the token-by-token reference / decode step. Shared preparation helpers.
 #include "runtime/atlas/omega.h"
 #include "runtime/deep_memory/fused_chunk.h"
@@ -108,7 +108,7 @@ Prepared prepare(const DeepMemorySpec& spec, const OmegaOptions& opt, const Omeg
 RankOneTerms window_terms(const DeepMemorySpec& spec, const OmegaOptions& opt, const MemoryWeights& anchor,
                           const torch::Tensor& k, const torch::Tensor& kf, const torch::Tensor& v) {
   auto acts = memory_forward(spec, anchor, k, {}, kf);
-  auto g_y = opt.loss == "l2" ? acts.out - v : -v;  // ℓ2: e = M^0(k) - v; dot (Hebbian, §7.3): -v
+  auto g_y = opt.loss == "l2" ? acts.out - v : -v;  // ℓ2: e = M^0(k) - v; dot (Hebbian, docs/models.md#dla-swla-and-omeganet): -v
   return memory_grad_terms(spec, anchor, acts, g_y);
 }
 
@@ -163,7 +163,7 @@ namespace {
 
 OmegaResult omega_chunk_impl(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
                              const OmegaState& init, bool allow_fused) {
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   if (opt.muon) return atlas_muon_chunk(spec, opt, in, init);
   const bool fused = allow_fused && fused_chunk_supported(spec);
   auto p = prepare(spec, opt, in, init);
@@ -179,9 +179,9 @@ OmegaResult omega_chunk_impl(const DeepMemorySpec& spec, const OmegaOptions& opt
     // Window arrays over positions [pos-c+1, pos+n-1]: carried c-1 tokens then the piece (N = n + c - 1).
     auto K = torch::cat({p.bk, x.k}, 2), KF = torch::cat({p.bkf, x.kf}, 2);
     auto V = torch::cat({p.bv, x.v}, 2), G = torch::cat({p.bg, x.gamma}, 2);
-    // A_t = Π_{r=s}^{t} α_r, (L ⊙ η)[t, n'] = Π_{r=n'+1}^{t} α_r η_n' (masked exponentials, §12.3/§12.6).
+    // A_t = Π_{r=s}^{t} α_r, (L ⊙ η)[t, n'] = Π_{r=n'+1}^{t} α_r η_n' (masked exponentials, docs/models.md#numerical-stability).
     auto lc = momentum_chunk_coefficients(x.log_alpha, {}, x.eta).dual;
-    // C = (L ⊙ η) · (M_s ⊙ γ)   (§7.6), [B, H, n, N]
+    // C = (L ⊙ η) · (M_s ⊙ γ)   (docs/models.md#dla-swla-and-omeganet), [B, H, n, N]
     auto C = torch::matmul(lc.C, band_mask(n, c, K.options()) * G.unsqueeze(-2));
     if (fused) {  // one autograd node with a hand-written backward (runtime/deep_memory/fused_chunk.h)
       FusedChunkInputs fin;
@@ -221,7 +221,7 @@ OmegaResult omega_chunk_composed(const DeepMemorySpec& spec, const OmegaOptions&
 
 OmegaResult omega_recurrent(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
                             const OmegaState& init) {
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   if (opt.muon) return atlas_muon_recurrent(spec, opt, in, init);
   auto p = prepare(spec, opt, in, init);
   const int64_t T = in.q.size(1), b = opt.chunk, c = opt.window;

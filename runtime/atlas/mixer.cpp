@@ -1,5 +1,5 @@
-// Atlas GD/Muon mixers (spec models.md §7.3–7.7, §7.10): dla, swla, omeganet, atlas, atlas_pp, and the core they
-// share (atlas_core.h). Mixer: out = W_o concat_h( RMSNorm(y_h) ⊙ w ⊙ SiLU((x W_g)_h) ) (§2.6).
+// Atlas GD/Muon mixers (docs/models.md#dla-swla-and-omeganet, docs/models.md#atlas, docs/models.md#atlas-family): dla, swla, omeganet, atlas, atlas_pp, and the core they
+// share (atlas_core.h). Mixer: out = W_o concat_h( RMSNorm(y_h) ⊙ w ⊙ SiLU((x W_g)_h) ) (docs/models.md#shared-building-blocks).
 #include <cmath>
 
 #include "runtime/atlas/atlas_core.h"
@@ -102,7 +102,7 @@ AtlasCoreImpl::AtlasCoreImpl(const AtlasCoreOptions& o) : opt(o) {
     b[2].fill_(o.gamma_bias);
     if (o.muon) b[3].fill_(o.theta_bias);
   }
-  auto w0 = init_memory_weights(spec, o.heads);  // Xavier-uniform (§2.8)
+  auto w0 = init_memory_weights(spec, o.heads);  // Xavier-uniform (docs/models.md#deep-memory)
   for (size_t l = 0; l < w0.size(); ++l)
     init_weights.push_back(register_parameter("memory_init_" + std::to_string(l), w0[l]));
 }
@@ -136,7 +136,7 @@ torch::Tensor AtlasCoreImpl::forward(const torch::Tensor& x, LayerState* state, 
   in.kf = phi(k);
   const int64_t n_gates = opt.muon ? 4 : 3;
   auto z = gate_proj(x).to(dt).view({B, T, n_gates, H});
-  const AutocastOff autocast_off;  // §12 rule 1: projections above under autocast, the memory below in fp32
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: projections above under autocast, the memory below in fp32
   in.log_alpha = torch::log_sigmoid(z.select(2, 0));
   const double eta_max = opt.eta_max > 0 ? opt.eta_max : 1.0 / static_cast<double>(opt.window);
   in.eta = eta_max * torch::sigmoid(z.select(2, 1));
@@ -192,7 +192,7 @@ torch::Tensor AtlasCoreImpl::forward(const torch::Tensor& x, LayerState* state, 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Args (§7.10 defaults; field macros in atlas_core.h).
+// Args (docs/models.md#atlas-family defaults; field macros in atlas_core.h).
 
 struct DlaArgs {
   ATLAS_GD_FIELDS(64, 1, "mlp", "dot", 6.0, 0.1, false)
@@ -206,7 +206,7 @@ struct OmegaNetArgs {
 struct AtlasArgs {
   ATLAS_GD_FIELDS(16, 8, "mlp", "l2", 5.0, 0.02, true)
   ATLAS_MUON_FIELDS
-  int64_t n_persistent = 0;  // N_p persistent tokens (§5.5); 0 for ATLAS alone, 4 in atlas_mal (§7.9)
+  int64_t n_persistent = 0;  // N_p persistent tokens (docs/models.md#titans); 0 for ATLAS alone, 4 in atlas_mal (§7.9)
 };
 struct AtlasPPArgs : AtlasArgs {
   AtlasPPArgs() { memory = "gated_mlp"; }
@@ -272,7 +272,7 @@ class AtlasMixer : public Mixer, public DeclaresNoWeightDecay {
   AtlasMixer(const MixerContext& ctx, const AtlasPPArgs& a)
       : AtlasMixer(ctx, atlas_core_options("atlas_pp", ctx, json(a), true), a.n_persistent) {}
 
-  // x̃ = [p_1 … p_{N_p}] || x on the first call of a request (§5.5, as titans_lmm); prefix outputs dropped.
+  // x̃ = [p_1 … p_{N_p}] || x on the first call of a request (docs/models.md#titans, as titans_lmm); prefix outputs dropped.
   std::vector<std::string> no_weight_decay() const override {
     return n_p_ > 0 ? std::vector<std::string>{"persistent"} : std::vector<std::string>{};
   }
@@ -303,22 +303,22 @@ class AtlasMixer : public Mixer, public DeclaresNoWeightDecay {
 void register_atlas_hybrids(Registry& r);  // runtime/atlas/hybrid.cpp
 
 // CPU quickstart: dla, swla, omeganet yes (d_model-64 quickstart cell, 1 thread: 20, 21, 22 s). ATLAS no: the exact
-// form runs Newton-Schulz-5 on every token's memory weights (§7.7), 438 MFLOP per token for training at d_model 128
+// form runs Newton-Schulz-5 on every token's memory weights (docs/models.md#atlas), 438 MFLOP per token for training at d_model 128
 // (fwd + recompute + adjoint), so the d_model-128 cell (120 steps x 2048 tokens) is ~45 min at 40 GFLOP/s even at
 // 43 % of the GEMM rate (memory is no longer the limit: 395 MB at T = 2048). The ATLAS models' small MQAR runs:
 // configs/mqar_learning_atlas.json and tests/test_atlas_muon.cpp.
 void register_atlas_families(Registry& r) {
   r.add_mixer(make_mixer_family<DlaArgs, AtlasMixer>(
-      "dla", "DLA: deep gated linear attention, residual-MLP memory, Hebbian GD + decay (models.md §7.3)", true));
+      "dla", "DLA: deep gated linear attention, residual-MLP memory, Hebbian GD + decay (docs/models.md#dla-swla-and-omeganet)", true));
   r.add_mixer(make_mixer_family<SwlaArgs, AtlasMixer>(
-      "swla", "SWLA: sliding-window (c = 8) Hebbian deep memory (models.md §7.4)", true));
+      "swla", "SWLA: sliding-window (c = 8) Hebbian deep memory (docs/models.md#dla-swla-and-omeganet)", true));
   r.add_mixer(make_mixer_family<OmegaNetArgs, AtlasMixer>(
-      "omeganet", "OmegaNet: Omega rule (window c = 8), polynomial features, residual-MLP memory (models.md §7.5)",
+      "omeganet", "OmegaNet: Omega rule (window c = 8), polynomial features, residual-MLP memory (docs/models.md#dla-swla-and-omeganet)",
       true));
   r.add_mixer(make_mixer_family<AtlasArgs, AtlasMixer>(
-      "atlas", "ATLAS: Omega rule optimised by Muon (momentum + Newton-Schulz-5), chunk 16 (models.md §7.7)", false));
+      "atlas", "ATLAS: Omega rule optimised by Muon (momentum + Newton-Schulz-5), chunk 16 (docs/models.md#atlas)", false));
   r.add_mixer(make_mixer_family<AtlasPPArgs, AtlasMixer>(
-      "atlas_pp", "ATLAS++: ATLAS with the gated-MLP memory (models.md §7.7)", false));
+      "atlas_pp", "ATLAS++: ATLAS with the gated-MLP memory (docs/models.md#atlas)", false));
   register_atlas_hybrids(r);
 }
 

@@ -1,4 +1,4 @@
-// One chunk piece of the ATLAS / ATLAS++ chunk form (spec models.md §7.7 steps 1–5) and its recomputing autograd
+// One chunk piece of the ATLAS / ATLAS++ chunk form (docs/models.md#atlas steps 1–5) and its recomputing autograd
 // node. With the window terms col_i row_iᵀ at the anchor M^0 (i over the N = n + c - 1 window positions):
 //   S_t = Θ_{s..t} S^0 + Σ_i (Θ ∘ M_s γ)[t, i] col_i row_iᵀ      (steps 1+2 in one batched outer-product sum)
 //   O_t = NS_k(S_t)                                              (step 3, one batch per weight shape)

@@ -1,4 +1,4 @@
-// Newton–Schulz-k (spec models.md §2.9) for the ATLAS kernels: one batch of fused matmuls per matrix shape, the
+// Newton–Schulz-k (docs/models.md#newton-schulz-orthogonalisation) for the ATLAS kernels: one batch of fused matmuls per matrix shape, the
 // wide orientation (Muon's transpose trick: iterate on the r × r Gram side, r = min(rows, cols)), and a
 // hand-written adjoint of the polynomial iterations so autograd keeps X, A, B per iteration only.
 //   forward   A = X Xᵀ,  B = b A + c A²,  Y = a X + B X

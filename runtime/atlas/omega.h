@@ -1,25 +1,25 @@
-// Atlas GD/Muon family kernels (spec models.md §7.1–7.7): the Omega rule over a sliding window of c tokens with
-// per-token gates, gradients at the chunk anchor (§1.4), for the deep memories of runtime/deep_memory.
+// Atlas GD/Muon family kernels (docs/models.md#atlas-family, docs/models.md#dla-swla-and-omeganet, docs/models.md#atlas): the Omega rule over a sliding window of c tokens with
+// per-token gates, gradients at the chunk anchor (docs/models.md#conventions), for the deep memories of runtime/deep_memory.
 //
-// Per head, column form, read after write (§1.3); win(t) = [t-c+1, t] ∩ [0, t]; M^0 = anchor (chunk-start state):
+// Per head, column form, read after write (docs/models.md#conventions); win(t) = [t-c+1, t] ∩ [0, t]; M^0 = anchor (chunk-start state):
 //   g_i = ∇_M ℓ_i(M^0)              ℓ2   ("l2",  OmegaNet/ATLAS): ℓ_i = ½||M(φ(k_i)) - v_i||², g_y = M^0(k_i) - v_i
-//                                   dot  ("dot", DLA/SWLA):      ℓ_i = -⟨M(φ(k_i)), v_i⟩,       g_y = -v_i (§7.3)
+//                                   dot  ("dot", DLA/SWLA):      ℓ_i = -⟨M(φ(k_i)), v_i⟩,       g_y = -v_i (docs/models.md#dla-swla-and-omeganet)
 //   u_t = Σ_{i ∈ win(t)} γ_i g_i
-//   GD   (§7.3–7.5):  M_t = α_t M_{t-1} - η_t u_t
-//   Muon (§7.7):      S_t = θ_t S_{t-1} + u_t;  M_t = α_t M_{t-1} - η_t NS_k(S_t)   (NS per matrix and head, §2.9)
+//   GD   (docs/models.md#dla-swla-and-omeganet):  M_t = α_t M_{t-1} - η_t u_t
+//   Muon (docs/models.md#atlas):      S_t = θ_t S_{t-1} + u_t;  M_t = α_t M_{t-1} - η_t NS_k(S_t)   (NS per matrix and head, docs/models.md#newton-schulz-orthogonalisation)
 //   y_t = M_t(q_t)  (memory input φ(q_t), residual q_t)
 // Chunks of b tokens aligned to absolute positions; the anchor becomes M_t after every b-th token.
 //
-// Chunked GD (§7.6): window positions [s-c+1, s+b-1] (the c-1 carried tokens re-evaluated at M^0),
-//   C = (L ⊙ η) · (M_s ⊙ γ)  (b × (b+c-1)),  y via the dual form of §2.8 (dual_form_readout with N = b+c-1).
-// Chunked Muon (§7.7 steps 1–5): per-token S_t as batched sums of outer products, batched NS, per-token weights
+// Chunked GD (docs/models.md#dla-swla-and-omeganet): window positions [s-c+1, s+b-1] (the c-1 carried tokens re-evaluated at M^0),
+//   C = (L ⊙ η) · (M_s ⊙ γ)  (b × (b+c-1)),  y via the dual form of docs/models.md#deep-memory (dual_form_readout with N = b+c-1).
+// Chunked Muon (docs/models.md#atlas steps 1–5): per-token S_t as batched sums of outer products, batched NS, per-token weights
 // (muon_chunk.cpp). Under autograd each chunk body is recomputed in the backward (only its inputs are saved), so
 // the graph never holds the per-token weights and NS iterates of more than one chunk.
-// Muon options (§7.7 "atlas_readout = chunk_start"; [decision] ns_granularity):
-//   readout "token" (default, exact §7.7): y_t = M_t(φ(q_t));  "chunk_start": y_t = M^0(φ(q_t)).
+// Muon options (docs/models.md#atlas "atlas_readout = chunk_start"; [decision] ns_granularity):
+//   readout "token" (default, exact docs/models.md#atlas): y_t = M_t(φ(q_t));  "chunk_start": y_t = M^0(φ(q_t)).
 //   ns_granularity "token" (default): NS(S_t) every token;  "chunk" (needs readout chunk_start): one Muon step per
 //   chunk, M_t = A_{s..t} M^0 - c_t NS(S_t) with c_t = Σ_{n=s}^{t} L[t, n] η_n (= α_t c_{t-1} + η_t), NS only where
-//   M_t is needed (chunk end, call end); chunk size 1 is §7.7 with read-before-write.
+//   M_t is needed (chunk end, call end); chunk size 1 is docs/models.md#atlas with read-before-write.
 // The token-by-token forms (`*_recurrent`) are the references and the decode step.
 #pragma once
 #include <torch/torch.h>
@@ -38,7 +38,7 @@ struct OmegaOptions {
   int64_t ns_steps = 5;     // k of NS-k (Muon)
   std::string readout = "token";         // Muon: "token" | "chunk_start"
   std::string ns_granularity = "token";  // Muon: "token" | "chunk" (requires readout "chunk_start")
-  std::string ns_precision = "fp32";     // Muon: "fp32" (§12 rule 1) | "bf16" (NS iterates in bf16, for CUDA)
+  std::string ns_precision = "fp32";     // Muon: "fp32" (docs/models.md#numerical-stability rule 1) | "bf16" (NS iterates in bf16, for CUDA)
   bool recompute = true;  // Muon chunk form under autograd: save chunk inputs, rerun the chunk body in backward
 };
 
@@ -64,7 +64,7 @@ struct OmegaResult {
   OmegaState state;
 };
 
-// Compute dtype fp64 if q is fp64, else fp32 (§1.2); y returned in v's dtype.
+// Compute dtype fp64 if q is fp64, else fp32 (docs/models.md#conventions); y returned in v's dtype.
 OmegaResult omega_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
                         const OmegaState& init);
 OmegaResult omega_recurrent(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
@@ -75,7 +75,7 @@ OmegaResult omega_recurrent(const DeepMemorySpec& spec, const OmegaOptions& opt,
 OmegaResult omega_chunk_composed(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
                                  const OmegaState& init);
 
-// Newton–Schulz-k (§2.9) on the last two dims of G [..., r, c], in G's dtype:
+// Newton–Schulz-k (docs/models.md#newton-schulz-orthogonalisation) on the last two dims of G [..., r, c], in G's dtype:
 //   X = G/(||G||_F + 1e-7); transpose if r > c; k × { A = X X^T; B = b A + c A A; X = a X + B X }.
 // One [N, min(r,c), max(r,c)] batch of fused matmuls; under autograd the iterations have a hand-written adjoint
 // (newton_schulz.cpp), which saves X, A, B per iteration instead of autograd's every matmul operand.
@@ -101,7 +101,7 @@ std::vector<OmegaInputs> split_inputs(const OmegaInputs& in, const std::vector<i
 // Rank-1 inner-gradient terms at `anchor` of the window tokens (k, kf, v: [B, H, N, .]).
 RankOneTerms window_terms(const DeepMemorySpec& spec, const OmegaOptions& opt, const MemoryWeights& anchor,
                           const torch::Tensor& k, const torch::Tensor& kf, const torch::Tensor& v);
-// Band mask M_s (§2.11) of n chunk tokens over N = n + c - 1 window positions: 1 iff t <= j <= t + c - 1.
+// Band mask M_s (docs/models.md#shared-building-blocks) of n chunk tokens over N = n + c - 1 window positions: 1 iff t <= j <= t + c - 1.
 torch::Tensor band_mask(int64_t n, int64_t c, const torch::TensorOptions& o);
 // Keep the last c-1 of the window arrays (cat(buffer, piece)).
 void roll_buffers(Prepared& p, int64_t c, const torch::Tensor& k, const torch::Tensor& kf, const torch::Tensor& v,

@@ -26,7 +26,7 @@ torch::Tensor visibility(int64_t q_start, int64_t nq, int64_t k_start, int64_t n
 
 torch::Tensor masked_softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
                                        const torch::Tensor& v, const torch::Tensor& mask) {
-  const AutocastOff autocast_off;  // scores, mask and softmax in fp32 under bf16 autocast (models.md §4)
+  const AutocastOff autocast_off;  // scores, mask and softmax in fp32 under bf16 autocast (docs/models.md#linear-recurrent-families)
   auto qf = compute_dtype(q), kf = compute_dtype(k), vf = compute_dtype(v);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   auto logits = torch::matmul(qf, kf.transpose(-1, -2)) * scale;
@@ -182,7 +182,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TransformerArgs, n_kv_heads, rop
                                                 conv_size)
 
 struct SwaArgs {
-  int64_t window = 2048;  // spec §3.2 default for hybrids at 4K context
+  int64_t window = 2048;  // docs/models.md#sliding-window-attention default for hybrids at 4K context
   int64_t n_kv_heads = 0;
   double rope_theta = 10000.0;
   int64_t q_block = 256;
@@ -206,9 +206,9 @@ class SwaMixer : public AttentionMixer {
 
 void register_attention_families(Registry& r) {
   r.add_mixer(make_mixer_family<TransformerArgs, TransformerMixer>(
-      "transformer", "Transformer++: causal softmax attention, RoPE, optional GQA, optional short conv on q/k/v (spec §3.1)"));
+      "transformer", "Transformer++: causal softmax attention, RoPE, optional GQA, optional short conv on q/k/v (docs/models.md#transformer)"));
   r.add_mixer(make_mixer_family<SwaArgs, SwaMixer>(
-      "swa", "sliding-window softmax attention, W keys incl. self, ring-buffer cache (spec §3.2)"));
+      "swa", "sliding-window softmax attention, W keys incl. self, ring-buffer cache (docs/models.md#sliding-window-attention)"));
 }
 
 }  // namespace mnemo

@@ -1,4 +1,4 @@
-// Softmax attention mixers (spec models.md §3): `transformer` (causal, RoPE, optional GQA) and
+// Softmax attention mixers (docs/models.md#transformer): `transformer` (causal, RoPE, optional GQA) and
 // `swa` (sliding window of W keys including the current token; decode cache = ring buffer of W).
 // Either may put a short convolution on q, k, v (`short_conv`; decode caches "conv_q", "conv_k", "conv_v").
 #pragma once
@@ -15,7 +15,7 @@ struct AttentionArgs {
   double rope_theta = 10000.0;
   int64_t q_block = 256;     // queries per block: memory O(T * block) (full) or O(block * (block+W))
   // Depthwise causal conv (kernel conv_size) + SiLU on q, k, v after their projections, as the linear
-  // recurrent families have it (spec §2.3). Off for Transformer++; Zoology's MQAR attention baseline has a
+  // recurrent families have it (docs/models.md#shared-building-blocks). Off for Transformer++; Zoology's MQAR attention baseline has a
   // short convolution before attention (Hybrid[BaseConv, MHA], arxiv24_based_figure2/configs.py).
   bool short_conv = false;
   int64_t conv_size = 4;

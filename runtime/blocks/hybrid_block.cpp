@@ -1,4 +1,4 @@
-// Titans hybrid blocks MAC (spec models.md §5.6) and MAG (§5.7) over an abstract memory branch (hybrid_block.h);
+// Titans hybrid blocks MAC (docs/models.md#titans-mac) and MAG (docs/models.md#titans-mag) over an abstract memory branch (hybrid_block.h);
 // used by titans_mac / titans_mag (runtime/titans) and atlas_mac / atlas_mag (runtime/atlas, §7.9).
 #include "runtime/blocks/hybrid_block.h"
 
@@ -51,7 +51,7 @@ torch::Tensor HybridAttnMixer::combine(const torch::Tensor& y, const torch::Tens
 }
 
 // ---------------------------------------------------------------------------------------------
-// MAC (§5.6)
+// MAC (docs/models.md#titans-mac)
 
 void MacMixerBase::check_mac(const MixerContext& ctx, const HybridAttnOptions& o) {
   if (o.segment_size < 1 || o.chunk_size < 1 || o.segment_size % o.chunk_size != 0)
@@ -114,7 +114,7 @@ torch::Tensor MacMixerBase::forward(const torch::Tensor& x, LayerState* state) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// MAG (§5.7)
+// MAG (docs/models.md#titans-mag)
 
 void MagMixerBase::check_mag(const MixerContext& ctx, const HybridAttnOptions& o) {
   if (o.window < 1) throw Error(o.family + ": window must be >= 1, got " + std::to_string(o.window));

@@ -1,4 +1,4 @@
-// Titans hybrid blocks MAC (spec models.md §5.6) and MAG (§5.7), parameterised by the memory branch so that the
+// Titans hybrid blocks MAC (docs/models.md#titans-mac) and MAG (docs/models.md#titans-mag), parameterised by the memory branch so that the
 // Titans LMM (titans_mac, titans_mag) and the ATLAS memory (atlas_mac, atlas_mag; §7.9) share one implementation.
 // A concrete mixer registers its memory module first (as "core"), then calls build_mac / build_mag, which register
 // "persistent" (N_p > 0), "q_proj", "k_proj", "v_proj", "norm_attn", "norm_mem", "o_proj" in this order (the
@@ -17,7 +17,7 @@ namespace mnemo {
 
 struct HybridAttnOptions {
   std::string family;          // for error messages
-  int64_t n_persistent = 4;    // N_p (§5.5)
+  int64_t n_persistent = 4;    // N_p (docs/models.md#titans)
   int64_t memory_width = 0;    // memory heads × head_dim; must equal d_model (the branches combine element-wise)
   double rope_theta = 10000.0;
   int64_t q_block = 256;
@@ -50,7 +50,7 @@ class HybridAttnMixer : public Mixer, public DeclaresNoWeightDecay {
   RMSNorm norm_a_{nullptr}, norm_b_{nullptr};
 };
 
-// MAC (§5.6 with its causality fix), per segment of C tokens aligned to absolute positions:
+// MAC (docs/models.md#titans-mac with its causality fix), per segment of C tokens aligned to absolute positions:
 //   1. h_j = M_{t-1}(q(x_j))  (memory after the previous segment; q = the memory's query path, own conv cache)
 //   2. y = Attn over [P | h | S]: query i sees all of P and h_j, S_j for j <= i; RoPE P at 0..N_p-1, h_j, S_j at N_p + j
 //   3. the memory absorbs the segment with k(y), v(y), gates(y) (continuing from M_{t-1}, b | C)
@@ -75,7 +75,7 @@ class MacMixerBase : public HybridAttnMixer {
   virtual torch::Tensor memory_absorb(const torch::Tensor& y, LayerState* st, bool detach) = 0;
 };
 
-// MAG (§5.7): x̃ = [P] || x; y = SW-Attn*(x̃) (window W, prefix always visible); m = Memory(x̃);
+// MAG (docs/models.md#titans-mag): x̃ = [P] || x; y = SW-Attn*(x̃) (window W, prefix always visible); m = Memory(x̃);
 //   o = W_o( RMSNorm_a(y) ⊙ σ(RMSNorm_b(m)) ), prefix positions dropped.
 // RoPE: prefix at 0..N_p-1, token t at N_p + t. Decode state: the memory's state, "mag_pk"/"mag_pv" (prefix
 // keys/values), "mag_wk"/"mag_wv" (the last <= W keys/values), "mag_pos".

@@ -46,7 +46,7 @@ torch::Tensor window_attention(const torch::Tensor& q, const torch::Tensor& qpos
     if (const auto f = fused_layout(qpos, kpos, window, always_before))
       return blocked_attention(q, k, v, f->q_offset, f->k_offset, f->window, q_block);
   }
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype(q);
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   auto kc = k.to(dt), vc = v.to(dt);

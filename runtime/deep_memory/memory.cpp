@@ -1,4 +1,4 @@
-// Deep-memory core (spec models.md §2.8, §5.3): forward with intermediates, closed-form inner
+// Deep-memory core (docs/models.md#deep-memory, docs/models.md#titans): forward with intermediates, closed-form inner
 // gradients as rank-1 terms, the dual-form chunk read-out and the momentum/decay coefficients.
 #include "runtime/deep_memory/memory.h"
 
@@ -145,7 +145,7 @@ RankOneTerms memory_grad_terms(const DeepMemorySpec& spec, const MemoryWeights& 
     t.rows = {acts.inputs[0]};
     return t;
   }
-  if (spec.kind == MemoryKind::GatedMLP) {  // r = W_1^T g_y (§2.8 gated MLP)
+  if (spec.kind == MemoryKind::GatedMLP) {  // r = W_1^T g_y (docs/models.md#deep-memory gated MLP)
     auto r = torch::matmul(g_y, w[2]);
     t.cols = {r * acts.gate * acts.gelu_grad, r * acts.gelu, g_y};  // ∂a/∂h = u ⊙ σ'(h)
     t.rows = {acts.inputs[0], acts.inputs[1], acts.inputs[2]};

@@ -1,5 +1,5 @@
 // Deep (MLP) associative memory shared by Titans, Miras, TTT-MLP and the Atlas GD family
-// (spec models.md §2.8, §5.3). Everything here is a plain differentiable tensor op: the outer
+// (docs/models.md#deep-memory, docs/models.md#titans). Everything here is a plain differentiable tensor op: the outer
 // loss back-propagates through the closed-form inner gradients (no double autograd).
 //
 // Kinds (per head, column-vector maths, storage [B, H, out, in] for every weight matrix):
@@ -41,7 +41,7 @@ struct DeepMemorySpec {
   int64_t d_in = 0, d_out = 0;
   int64_t expansion = 4;  // hidden width = expansion · d_in
   double ln_eps = 1e-5;   // ResidualMLP_LN only
-  int64_t d_feat = 0;     // width of φ(z) read by the first matrices (§7.2 D); 0: d_in
+  int64_t d_feat = 0;     // width of φ(z) read by the first matrices (docs/models.md#atlas-family D); 0: d_in
 
   int64_t hidden() const { return expansion * d_in; }
   int64_t feat() const { return d_feat > 0 ? d_feat : d_in; }
@@ -60,7 +60,7 @@ struct MemoryNorm {
   torch::Tensor gamma, beta;
 };
 
-// Xavier-uniform initial weights [H, out, in] (spec §2.8 learned initial state), fp32.
+// Xavier-uniform initial weights [H, out, in] (docs/models.md#deep-memory learned initial state), fp32.
 MemoryWeights init_memory_weights(const DeepMemorySpec& spec, int64_t n_heads);
 // The memory weights a sequence continues from: the decode state's (`<key>_w<l>`) when it holds them, else the
 // learned initial weights [H, out, in] broadcast over the batch, in dtype dt.
@@ -83,17 +83,17 @@ MemoryActivations memory_forward(const DeepMemorySpec& spec, const MemoryWeights
 torch::Tensor memory_apply(const DeepMemorySpec& spec, const MemoryWeights& w, const torch::Tensor& z,
                            const MemoryNorm& norm = {}, const torch::Tensor& z_feat = {});
 
-// Closed-form per-token gradient of ℓ w.r.t. every weight as rank-1 terms (spec §2.8):
+// Closed-form per-token gradient of ℓ w.r.t. every weight as rank-1 terms (docs/models.md#deep-memory):
 // ∇W_l(token n) = cols[l][n] rows[l][n]^T. cols[l]: [B, H, N, out_l], rows[l]: [B, H, N, in_l].
 // For ResidualMLP_LN, cols of W_1 are g_u (the gradient at the LN input), as the dual form needs.
-// GatedMLP: r = W_1^T g_y; cols {r ⊙ u ⊙ σ'(h), r ⊙ σ(h), g_y}, rows {z̃, z̃, a} (§2.8).
+// GatedMLP: r = W_1^T g_y; cols {r ⊙ u ⊙ σ'(h), r ⊙ σ(h), g_y}, rows {z̃, z̃, a} (docs/models.md#deep-memory).
 struct RankOneTerms {
   std::vector<torch::Tensor> cols, rows;
 };
 RankOneTerms memory_grad_terms(const DeepMemorySpec& spec, const MemoryWeights& w, const MemoryActivations& acts,
                                const torch::Tensor& g_y, const MemoryNorm& norm = {});
 
-// Spec §12.8 `inner_grad_clip`: the per-token (and per-head) gradient-norm soft clamp g ← g · τ/max(τ, ||g||),
+// docs/models.md#titans-inner-gradient-clamp `inner_grad_clip`: the per-token (and per-head) gradient-norm soft clamp g ← g · τ/max(τ, ||g||),
 // ||g||² = Σ_l ||cols_l[n]||² ||rows_l[n]||² (each weight's gradient is one outer product), applied to the cols.
 // Scaling the terms, not a materialised gradient, keeps the chunked and token-by-token forms one function.
 // tau <= 0: the terms unchanged.
@@ -114,7 +114,7 @@ struct DualCoefficients {
   torch::Tensor A;  // [B, H, b]    coefficient of the base weights W^b
   torch::Tensor D;  // [B, H, b]    coefficient of the carried momentum S^b (undefined: no momentum)
   torch::Tensor C;  // [B, H, b, N] weights of the rank-1 terms (N = b: lower-triangular; N != b: e.g. the Omega
-                    // window of §7.6, b × (b + c - 1), over terms that include carried tokens)
+                    // window of docs/models.md#dla-swla-and-omeganet, b × (b + c - 1), over terms that include carried tokens)
 };
 void check_scalar_coefficients(const DualCoefficients& c);
 

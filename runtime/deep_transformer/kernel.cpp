@@ -1,5 +1,5 @@
 // Kernels of DT / SWDT (blocked attention with decay-window weights) and DOT (kernel-form Omega rule,
-// token by token and chunk-wise). Spec models.md §7.8, §7.6, §12.10.
+// token by token and chunk-wise). Spec docs/models.md#deeptransformers-swdt-and-dot, docs/models.md#dla-swla-and-omeganet, docs/models.md#numerical-stability.
 #include <limits>
 #include <vector>
 
@@ -32,7 +32,7 @@ KernelAttnResult kernel_attention(const torch::Tensor& q, const torch::Tensor& k
                                   const torch::Tensor& s, const KernelAttnCache& cache, int64_t c, bool row_max,
                                   int64_t query_block) {
   check(q, k, v, log_alpha, s, c);
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype(v);
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
   const int64_t Nc = cache.k.defined() ? cache.k.size(2) : 0;
@@ -67,7 +67,7 @@ KernelAttnResult kernel_attention(const torch::Tensor& q, const torch::Tensor& k
     auto w = base.defined() ? base.unsqueeze(2) * bt.exp() : torch::zeros({B, H, L, N}, Q.options());
     for (int64_t o = 0; o < c; ++o) {
       auto on = (npos[o].view({1, N}) <= tpos);  // n <= t (n >= 0 folded into coef)
-      auto d = (bt - bn[o].unsqueeze(2)).clamp_max(0);  // b_t - b_n <= 0 (masked before exp, §12.3)
+      auto d = (bt - bn[o].unsqueeze(2)).clamp_max(0);  // b_t - b_n <= 0 (masked before exp, docs/models.md#numerical-stability)
       w = w + torch::where(on, coef[o].unsqueeze(2) * d.exp(), torch::zeros({}, Q.options()));
     }
     auto causal = kpos.view({1, N}) <= tpos;  // [L, N]
@@ -224,7 +224,7 @@ struct KernelReadFn : torch::autograd::Function<KernelReadFn> {
 struct DotPiece {
   torch::Tensor X;       // [B, H, W + L, d]: the window keys, then the chunk's queries
   torch::Tensor Vw;      // [B, H, W, dv]: the window values
-  torch::Tensor Ckappa;  // [B, H, L, W]: C ⊙ κ(k_i, q_t),  C = L · G (§7.6)
+  torch::Tensor Ckappa;  // [B, H, L, W]: C ⊙ κ(k_i, q_t),  C = L · G (docs/models.md#dla-swla-and-omeganet)
   torch::Tensor C_end;   // [B, H, W, 1]: C[end, i]
   torch::Tensor A;       // [B, H, L, 1]: A_t = Π_{r=S0}^{t} α_r
   torch::Tensor b_end;   // [B, H, 1, 1]: log A_end
@@ -262,7 +262,7 @@ std::vector<DotPiece> dot_pieces(const DotPrep& p, const torch::Tensor& K_all, c
     };
     auto Qn = rows(p.Q, t0), et = rows(p.et, t0), Kw = win(Kp), Vw = win(Vp), gw = win(Gp);
     auto b = rows(p.la, t0).cumsum(-1);  // [B, H, n, L]
-    // C = L · G: L[t, n] = Π_{r=n+1}^{t} α_r, G[n, i] = η_n γ_i e^{-s} 1[i <= n <= i+c-1]   (§7.6)
+    // C = L · G: L[t, n] = Π_{r=n+1}^{t} α_r, G[n, i] = η_n γ_i e^{-s} 1[i <= n <= i+c-1]   (docs/models.md#dla-swla-and-omeganet)
     auto tri = torch::tril(torch::ones({L, L}, bool_opts));
     auto Lm = torch::where(tri, (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0).exp(), torch::zeros({}, b.options()));
     auto tpos = torch::arange(L, bool_opts.dtype(torch::kLong)).view({L, 1});
@@ -286,7 +286,7 @@ std::vector<DotPiece> dot_pieces(const DotPrep& p, const torch::Tensor& K_all, c
 DotResult dot_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& log_alpha, const torch::Tensor& eta, const torch::Tensor& gamma,
                         const torch::Tensor& s, const DotState& st0, int64_t c, int64_t chunk) {
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   check(q, k, v, log_alpha, s, c);
   auto p = dot_prep(q, k, v, log_alpha, eta, gamma, s);
   const int64_t T = q.size(1);
@@ -317,7 +317,7 @@ DotResult dot_recurrent(const torch::Tensor& q, const torch::Tensor& k, const to
 DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                     const torch::Tensor& log_alpha, const torch::Tensor& eta, const torch::Tensor& gamma,
                     const torch::Tensor& s, const DotState& st0, int64_t c, int64_t chunk) {
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   check(q, k, v, log_alpha, s, c);
   const int64_t T = q.size(1);
   // A state inside a chunk: finish that chunk token by token, then whole chunks.
@@ -348,7 +348,7 @@ DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
     if (!graph) return torch::matmul(kappa_chunk(x, K_all.narrow(2, 0, S0), p.s), a);
     return KernelReadFn::apply(x, keys_token, a, p.s, K_all.detach(), S0, sink);
   };
-  // Coefficients relative to a decay scale (§7.6 decays factored out): a = e^ρ ã, ρ [B, H, 1, 1]. A chunk end
+  // Coefficients relative to a decay scale (docs/models.md#dla-swla-and-omeganet decays factored out): a = e^ρ ã, ρ [B, H, 1, 1]. A chunk end
   // multiplies every earlier coefficient by A_end; here it adds log A_end to ρ and leaves ã alone, so the O(S0) array
   // is not rescaled (forward and backward) at every chunk: reads = e^ρ κ ã, and the window update enters ã as
   // e^{-ρ} C e. Where ρ would fall below -kRescale, ã takes e^ρ once and ρ restarts at 0, which bounds e^{-ρ}.

@@ -1,5 +1,5 @@
 // DeepTransformers (DT), SWDT and DOT: exponential-kernel memories with the linear memory kept in
-// kernel form (spec models.md §7.8). κ(k, q) = exp(s_h k̂·q̂), k̂, q̂ l2-normalised, s_h > 0 per head.
+// kernel form (docs/models.md#deeptransformers-swdt-and-dot). κ(k, q) = exp(s_h k̂·q̂), k̂, q̂ l2-normalised, s_h > 0 per head.
 // Layouts: q, k [B, T, H, d], v [B, T, H, dv], gates [B, T, H]; caches [B, H, N, ...] (N past tokens).
 // All math in fp32 (fp64 when v is fp64); y is returned in v's dtype.
 #pragma once
@@ -19,7 +19,7 @@ struct KernelAttnResult {
   KernelAttnCache cache;
 };
 // log_alpha, eta, gamma: [B, T, H] (gamma undefined: γ ≡ 1); s: [H]. row_max: subtract the per-row
-// maximum logit before exp (the output RMSNorm makes y's scale irrelevant, §7.8, §12.10).
+// maximum logit before exp (the output RMSNorm makes y's scale irrelevant, docs/models.md#deeptransformers-swdt-and-dot, docs/models.md#numerical-stability).
 KernelAttnResult kernel_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const torch::Tensor& log_alpha, const torch::Tensor& eta, const torch::Tensor& gamma,
                                   const torch::Tensor& s, const KernelAttnCache& cache, int64_t window, bool row_max,
@@ -40,7 +40,7 @@ struct DotResult {
 DotResult dot_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& log_alpha, const torch::Tensor& eta, const torch::Tensor& gamma,
                         const torch::Tensor& s, const DotState& st, int64_t window, int64_t chunk);
-// Chunk-wise (§7.6 Omega coefficients): Y = diag(A) Y_prev - (C ⊙ K_qk) E per chunk.
+// Chunk-wise (docs/models.md#dla-swla-and-omeganet Omega coefficients): Y = diag(A) Y_prev - (C ⊙ K_qk) E per chunk.
 DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                     const torch::Tensor& log_alpha, const torch::Tensor& eta, const torch::Tensor& gamma,
                     const torch::Tensor& s, const DotState& st, int64_t window, int64_t chunk);

@@ -1,6 +1,6 @@
-// DeepTransformer (DT), SWDT and DOT mixers (spec models.md §7.8) on the §2.6 template:
+// DeepTransformer (DT), SWDT and DOT mixers (docs/models.md#deeptransformers-swdt-and-dot) on the docs/models.md#shared-building-blocks template:
 //   q̂ = l2norm(SiLU(Conv4(x W_q))), k̂ likewise, v = SiLU(Conv4(x W_v))          (per head)
-//   α_t = σ(x w_α + 6), η_t = σ(x w_η + 0) (DOT: (1/c) σ(·)), γ_t = σ(x w_γ + 3) (SWDT, DOT; §7.1)
+//   α_t = σ(x w_α + 6), η_t = σ(x w_η + 0) (DOT: (1/c) σ(·)), γ_t = σ(x w_γ + 3) (SWDT, DOT; docs/models.md#atlas-family)
 //   κ(k, q) = exp(s_h k̂·q̂), s_h = softplus(ρ_h), initialised to sqrt(d_h)
 //   DT / SWDT: exact blocked attention with decay-window weights (kernel_attention)
 //   DOT: kernel-form Omega rule with NLMS step e^{-s_h}, chunked (b = 64) with gradients at the chunk start
@@ -133,13 +133,13 @@ struct DOTMixer : KernelMemoryMixer {
 
 void register_deep_transformer_families(Registry& r) {
   r.add_mixer(make_mixer_family<KernelMemoryArgs, DTMixer>(
-      "deep_transformer", "DeepTransformer: Hebbian exp-kernel memory = decayed unnormalised attention (models.md §7.8)",
+      "deep_transformer", "DeepTransformer: Hebbian exp-kernel memory = decayed unnormalised attention (docs/models.md#deeptransformers-swdt-and-dot)",
       /*cpu_quickstart=*/true));
   // All three in the CPU quickstart (d_model-64 quickstart cell, 1 thread: swdt 16 s, dot 12 s).
   r.add_mixer(make_mixer_family<KernelMemoryArgs, SWDTMixer>(
-      "swdt", "SWDT: windowed Hebbian exp-kernel memory, exact blocked attention form (models.md §7.8)", true));
+      "swdt", "SWDT: windowed Hebbian exp-kernel memory, exact blocked attention form (docs/models.md#deeptransformers-swdt-and-dot)", true));
   r.add_mixer(make_mixer_family<KernelMemoryArgs, DOTMixer>(
-      "dot", "DOT: Omega-rule exp-kernel memory in coefficient form, chunked b = 64 (models.md §7.8)", true));
+      "dot", "DOT: Omega-rule exp-kernel memory in coefficient form, chunked b = 64 (docs/models.md#deeptransformers-swdt-and-dot)", true));
 }
 
 }  // namespace mnemo

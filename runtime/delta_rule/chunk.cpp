@@ -1,4 +1,4 @@
-// Chunk-wise (WY / UT transform) delta rule and gated delta rule (spec §4.6, §4.7, §12).
+// Chunk-wise (WY / UT transform) delta rule and gated delta rule (docs/models.md#deltanet, docs/models.md#gated-deltanet, docs/models.md#numerical-stability).
 // Per chunk of C rows Q (already scaled), K, V, with S the state before the chunk and
 // b_i = Σ_{r<=i} g_r (inclusive cumulative log decay within the chunk, 0 for DeltaNet):
 //   Γ_ij = exp(b_i - b_j) for i >= j, 0 above the diagonal (masked before exp)
@@ -24,7 +24,7 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& initial_state, double scale, int64_t chunk_size) {
   check_delta_rule_inputs(q, k, v, beta, g, initial_state);
   if (chunk_size < 1) throw Error("delta rule: chunk_size must be >= 1, got " + std::to_string(chunk_size));
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype({q, k, v, beta, g, initial_state});
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
   const auto opts = q.options().dtype(dt);
@@ -55,7 +55,7 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
       P = tril_fresh(chunk_matmul(Q_in, k_grown_t));
       K_out = k_grown_t.transpose(-1, -2) * chunk_decay;  // e^{b_C − b_j} <= 1
     } else {
-      // Differences are <= 0 in exact arithmetic (g <= 0); the clamp removes rounding (§12.3) and
+      // Differences are <= 0 in exact arithmetic (g <= 0); the clamp removes rounding (docs/models.md#numerical-stability) and
       // keeps every exp finite (<= 1), so zeroing the upper triangle after exp (tril) gives the
       // values of masking the exponent with −inf, without the slow boolean masked_fill.
       auto diff = (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0);

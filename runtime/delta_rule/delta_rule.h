@@ -1,4 +1,4 @@
-// DeltaNet and Gated DeltaNet kernels (spec models.md §4.6, §4.7; fixture ops `delta_rule`,
+// DeltaNet and Gated DeltaNet kernels (docs/models.md#deltanet, docs/models.md#gated-deltanet; fixture ops `delta_rule`,
 // `gated_delta_rule`). Row-vector fla convention, state S [B, H, K, V], read after write:
 //   S' = exp(g_t) S_{t-1}                    (g ≡ 0, i.e. undefined, for DeltaNet)
 //   u_t = beta_t (v_t - k_t S')

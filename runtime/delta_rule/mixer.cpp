@@ -1,7 +1,7 @@
-// DeltaNet (spec §4.6) and Gated DeltaNet (§4.7) mixers on the standard recurrent-memory
-// template (§2.6):
+// DeltaNet (docs/models.md#deltanet) and Gated DeltaNet (docs/models.md#gated-deltanet) mixers on the standard recurrent-memory
+// template (docs/models.md#shared-building-blocks):
 //   q = l2norm(SiLU(Conv4(x W_q))), k = l2norm(SiLU(Conv4(x W_k))), v = SiLU(Conv4(x W_v))
-//   β = σ(x w_b + b_b)  (× 2 with allow_neg_eigval)                          (§2.7)
+//   β = σ(x w_b + b_b)  (× 2 with allow_neg_eigval)                          (docs/models.md#shared-building-blocks)
 //   GDN: g = -exp(A_log) · softplus(x w_a + dt_bias), A ~ U(0, 16), dt_bias = softplus^-1(dt)
 //   y = delta rule (read after write, q scaled by d_k^-1/2), state [B, H, d_k, d_v] in fp32
 //   out = W_o concat_h( RMSNorm(y_h) ⊙ w ⊙ SiLU((x W_g)_h) )   (plain RMSNorm without output_gate)
@@ -21,19 +21,19 @@ struct DeltaNetArgs {
   int64_t num_heads = 0;    // 0: the model's n_heads
   int64_t head_dim = 0;     // d_k; 0: d_model / heads
   double expand_v = 1.0;    // d_v = expand_v · d_k
-  int64_t conv_size = 4;    // short conv kernel (§2.3)
+  int64_t conv_size = 4;    // short conv kernel (docs/models.md#shared-building-blocks)
   bool use_short_conv = true;
-  int64_t chunk_size = 64;  // speed knob only: the chunk form is exact (§1.4)
+  int64_t chunk_size = 64;  // speed knob only: the chunk form is exact (docs/models.md#conventions)
   std::string form = "chunk";  // "chunk" | "recurrent" (full forwards; T == 1 decode is recurrent)
   bool allow_neg_eigval = false;  // β ∈ (0, 2)
-  bool output_gate = true;        // gated RMSNorm output (§2.5); false: plain per-head RMSNorm
+  bool output_gate = true;        // gated RMSNorm output (docs/models.md#shared-building-blocks); false: plain per-head RMSNorm
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeltaNetArgs, num_heads, head_dim, expand_v, conv_size,
                                                 use_short_conv, chunk_size, form, allow_neg_eigval,
                                                 output_gate)
 
 // Gated DeltaNet: with num_heads = head_dim = 0, d_model >= 1024 uses heads of d_k = 256 and
-// H = floor(0.75 d_model / 256); smaller models use the model's heads with d_k = d_h (§4.7).
+// H = floor(0.75 d_model / 256); smaller models use the model's heads with d_k = d_h (docs/models.md#gated-deltanet).
 struct GatedDeltaNetArgs {
   int64_t num_heads = 0;
   int64_t head_dim = 0;
@@ -44,7 +44,7 @@ struct GatedDeltaNetArgs {
   std::string form = "chunk";
   bool allow_neg_eigval = false;
   bool output_gate = true;
-  double a_init_min = 0.0;  // A ~ U(a_init_min, a_init_max), A_log = log A (§2.7)
+  double a_init_min = 0.0;  // A ~ U(a_init_min, a_init_max), A_log = log A (docs/models.md#shared-building-blocks)
   double a_init_max = 16.0;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GatedDeltaNetArgs, num_heads, head_dim, expand_v, conv_size,
@@ -191,9 +191,9 @@ class DeltaRuleMixer : public Mixer, public DeclaresNoWeightDecay {
 
 void register_delta_rule_families(Registry& r) {
   r.add_mixer(make_mixer_family<DeltaNetArgs, DeltaRuleMixer>(
-      "deltanet", "DeltaNet: delta-rule linear memory, chunked WY form (models.md §4.6)"));
+      "deltanet", "DeltaNet: delta-rule linear memory, chunked WY form (docs/models.md#deltanet)"));
   r.add_mixer(make_mixer_family<GatedDeltaNetArgs, DeltaRuleMixer>(
-      "gated_deltanet", "Gated DeltaNet: delta rule with Mamba2-style decay (models.md §4.7)"));
+      "gated_deltanet", "Gated DeltaNet: delta rule with Mamba2-style decay (docs/models.md#gated-deltanet)"));
 }
 
 }  // namespace mnemo

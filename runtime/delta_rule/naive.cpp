@@ -1,4 +1,4 @@
-// Token-by-token (recurrent) delta rule / gated delta rule (spec §4.6, §4.7), and the input
+// Token-by-token (recurrent) delta rule / gated delta rule (docs/models.md#deltanet, docs/models.md#gated-deltanet), and the input
 // checks shared with the chunk form.
 #include <vector>
 
@@ -42,7 +42,7 @@ DeltaRuleResult delta_rule_recurrent(const torch::Tensor& q, const torch::Tensor
                                      const torch::Tensor& beta, const torch::Tensor& g,
                                      const torch::Tensor& initial_state, double scale) {
   check_delta_rule_inputs(q, k, v, beta, g, initial_state);
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype({q, k, v, beta, g, initial_state});
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
   auto qc = q.to(dt) * scale, kc = k.to(dt), vc = v.to(dt), bc = beta.to(dt);

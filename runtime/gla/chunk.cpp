@@ -1,4 +1,4 @@
-// Chunk-wise GLA with secondary (sub-chunk) chunking for the intra-chunk matrix (spec §4.3, §12).
+// Chunk-wise GLA with secondary (sub-chunk) chunking for the intra-chunk matrix (docs/models.md#gla, docs/models.md#numerical-stability).
 #include <limits>
 
 #include "runtime/gla/gla.h"
@@ -65,7 +65,7 @@ RecurrentResult gla_chunk(const torch::Tensor& q, const torch::Tensor& k, const 
   check_gla_inputs("gla_chunk", q, k, v, gk, initial_state);
   check_chunking("gla_chunk", q.size(1), chunk_size);
   if (sub_chunk < 1) throw Error("gla_chunk: sub_chunk must be >= 1, got " + std::to_string(sub_chunk));
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype(q);
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
   const int64_t C = std::min(chunk_size, T);

@@ -1,4 +1,4 @@
-// Gated Linear Attention kernels (spec models.md §4.3; fixture `gla`): key-wise log-decay gk <= 0.
+// Gated Linear Attention kernels (docs/models.md#gla; fixture `gla`): key-wise log-decay gk <= 0.
 //   S_t[i, :] = exp(gk_t[i]) · S_{t-1}[i, :] + k_t[i] · v_t,     o_t = q̃_t S_t   (q̃ = scale · q)
 // q, k, gk [B, T, H, K], v [B, T, H, V]; state [B, H, K, V] (undefined = zeros).
 #pragma once
@@ -20,7 +20,7 @@ RecurrentResult gla_recurrent(const torch::Tensor& q, const torch::Tensor& k, co
 // matmul per chunk. Otherwise A is built from sub-chunks of `sub_chunk` rows (the largest divisor of the chunk size not above
 // it): diagonal blocks from masked [c, c, K] exponents, off-diagonal blocks against the first row
 // r of the later block, (Q_I ⊙ e^{B_I − r}) (K_J ⊙ e^{r − B_J})ᵀ, where both exponents are <= 0.
-// No exp(−B) is ever formed alone (spec §12 rule 4).
+// No exp(−B) is ever formed alone (docs/models.md#numerical-stability rule 4).
 RecurrentResult gla_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           const torch::Tensor& gk, double scale, const torch::Tensor& initial_state = {},
                           int64_t chunk_size = 64, int64_t sub_chunk = 16);

@@ -1,4 +1,4 @@
-// `gla` mixer (spec models.md §4.3, fla GatedLinearAttention defaults): q, k, v plain projections
+// `gla` mixer (docs/models.md#gla, fla GatedLinearAttention defaults): q, k, v plain projections
 // (optional Conv4 + SiLU), key-wise log decay gk = logsigmoid((x W_1) W_2 + b) / 16 (rank 16),
 // S_t = Diag(e^{gk_t}) S_{t-1} + k_tᵀ v_t, o_t = q̃_t S_t (q̃ = d_k^-1/2 q);
 // out = W_o(RMSNorm(o) ⊙ SiLU(x W_g)). Decode state: "memory" [B, H, K, V] (fp32; fp64 for fp64
@@ -13,7 +13,7 @@
 namespace mnemo {
 
 struct GlaArgs {
-  int64_t chunk_size = 32;     // spec §4.3: C = 16–32 on CPU
+  int64_t chunk_size = 32;     // docs/models.md#gla: C = 16–32 on CPU
   std::string form = "chunk";  // "chunk" | "recurrent"
   double expand_k = 0.5;
   double expand_v = 1.0;
@@ -61,7 +61,7 @@ class GlaMixer : public Mixer {
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);
     auto q = q_(x, state), k = k_(x, state), v = v_(x, state);
-    // log-space gate from logits (spec §2.7, §12 rule 2), in the recurrence precision.
+    // log-space gate from logits (docs/models.md#shared-building-blocks, docs/models.md#numerical-stability rule 2), in the recurrence precision.
     auto logits = gate_up_(gate_down_(x)).view({B, T, H_, dk_});
     auto gk = torch::log_sigmoid(logits.to(recurrence_dtype(x))) / args_.gla_gate_normalizer;
     const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
@@ -83,7 +83,7 @@ class GlaMixer : public Mixer {
 
 void register_gla_family(Registry& r) {
   r.add_mixer(make_mixer_family<GlaArgs, GlaMixer>(
-      "gla", "gated linear attention, key-wise low-rank logsigmoid decay, gated RMSNorm (spec §4.3)"));
+      "gla", "gated linear attention, key-wise low-rank logsigmoid decay, gated RMSNorm (docs/models.md#gla)"));
 }
 
 }  // namespace mnemo

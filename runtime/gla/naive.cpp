@@ -1,4 +1,4 @@
-// Token-by-token GLA recurrence (spec §4.3): the decay scales the state's key rows.
+// Token-by-token GLA recurrence (docs/models.md#gla): the decay scales the state's key rows.
 #include "runtime/gla/gla.h"
 #include "runtime/kernels/precision.h"
 
@@ -18,7 +18,7 @@ RecurrentResult gla_recurrent(const torch::Tensor& q, const torch::Tensor& k, co
                               const torch::Tensor& gk, double scale, const torch::Tensor& initial_state) {
   check_gla_inputs("gla_recurrent", q, k, v, gk, initial_state);
   check_chunking("gla_recurrent", q.size(1), 1);
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype(q);
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
   auto qf = q.to(dt) * scale, kf = k.to(dt), vf = v.to(dt);

@@ -50,7 +50,7 @@ inline torch::Tensor tril_fresh(torch::Tensor t, int64_t diagonal = 0) {
 // row adds (sequential, like at::cumsum), 1.6× faster than at::cumsum on a middle dimension there.
 torch::Tensor cumsum_rows(const torch::Tensor& x);
 
-// Reference-row factorisation of in-chunk decays (spec §12 rules 3–4). With b the in-chunk inclusive
+// Reference-row factorisation of in-chunk decays (docs/models.md#numerical-stability rules 3–4). With b the in-chunk inclusive
 // cumulative log decay (b <= 0), e^{b_i − b_j} = e^{b_i} · e^{−b_j}, so a decayed score matrix is one
 // matmul (Q ⊙ e^{b}) (K ⊙ e^{−b})ᵀ masked after the product, with no [C, C] exponent. Every factor lies
 // in [e^{−span}, e^{span}], span = max |b|; true when the span is at most 40 (fp32/lower) or 300 (fp64),

@@ -1,4 +1,4 @@
-// Compute precision (spec models.md §1.2, §12 rule 1): recurrent states, cumulative gates, triangular
+// Compute precision (docs/models.md#conventions, docs/models.md#numerical-stability rule 1): recurrent states, cumulative gates, triangular
 // solves and inner gradients run in fp32 whatever the activation dtype; fp64 inputs (tests) stay fp64.
 // The same rule serves attention scores and RMSNorm statistics.
 #pragma once
@@ -23,7 +23,7 @@ inline torch::ScalarType recurrence_dtype(std::initializer_list<torch::Tensor> t
 
 // Autocast off for the lifetime of the object (the scope of a recurrence): under the bf16 policy
 // (runtime/mixed_precision.h) matmuls elsewhere run in bf16, but those of a recurrence must run in the dtype the
-// kernel chose with recurrence_dtype (models.md §12 rule 1). Nested regions are fine.
+// kernel chose with recurrence_dtype (docs/models.md#numerical-stability rule 1). Nested regions are fine.
 class AutocastOff {
  public:
   AutocastOff() : guard_(c10::autocast_dispatch_keyset) {}

@@ -1,4 +1,4 @@
-// Lattice kernels (spec models.md §9.2–§9.4): the exact C = 1 recurrence, approximation (17) token
+// Lattice kernels (docs/models.md#lattice): the exact C = 1 recurrence, approximation (17) token
 // by token with the chunk-start anchor, and (17) in parallel inside each chunk.
 #include <vector>
 
@@ -21,7 +21,7 @@ void check_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::T
 
 torch::Tensor slot_norm(const torch::Tensor& S) { return (S * S).sum(-1).sqrt(); }  // [B, H, m]
 
-// Gates of approximation (17) for a segment of L tokens from the anchor S0 (§9.3, corrections §9.4.1–2).
+// Gates of approximation (17) for a segment of L tokens from the anchor S0 (docs/models.md#lattice, corrections docs/models.md#lattice.1–2).
 // Inputs in [B, H, L, *] layout; returns h [B,H,L,d], g and w [B,H,L,m].
 struct Gates {
   torch::Tensor h, g, w;
@@ -33,13 +33,13 @@ Gates anchor_gates(const torch::Tensor& S0, const torch::Tensor& k, const torch:
   auto hh = torch::matmul(h, S0.transpose(-1, -2)) / (n * n);    // ĥ_i = s_i·h / n_i²
   auto kap = k / n;                                              // κ_i = k_i / n_i
   auto hsq = (h * h).sum(-1, true);                              // ||h||²
-  auto dsq = (kap * kap * (hsq - n * n * hh * hh)).clamp_min(0);  // ||Δ_i||² (§9.4.2)
+  auto dsq = (kap * kap * (hsq - n * n * hh * hh)).clamp_min(0);  // ||Δ_i||² (docs/models.md#lattice.2)
   auto ga_ = ga.unsqueeze(-1), mu_ = mu.unsqueeze(-1);
-  auto beta = n * torch::rsqrt(mu_ * mu_ * n * n + ga_ * ga_ * dsq + 1e-12);  // §9.4.1: μ² n²
+  auto beta = n * torch::rsqrt(mu_ * mu_ * n * n + ga_ * ga_ * dsq + 1e-12);  // docs/models.md#lattice.1: μ² n²
   return {h, beta * (mu_ + ga_ * hh * kap), -beta * ga_ * kap};
 }
 
-// Rescale every slot of S to the norm of the matching slot of S0 (chunk-end decision, §9.3).
+// Rescale every slot of S to the norm of the matching slot of S0 (chunk-end decision, docs/models.md#lattice).
 torch::Tensor renormalise(const torch::Tensor& S, const torch::Tensor& S0) {
   return S * (slot_norm(S0) / slot_norm(S)).unsqueeze(-1);
 }
@@ -60,7 +60,7 @@ Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
 LatticeResult lattice_exact(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const torch::Tensor& gamma, const torch::Tensor& mu, const torch::Tensor& S_init,
                             bool dec) {
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   check_inputs(q, k, v, gamma, mu, S_init);
   auto p = prepare(q, k, v, gamma, mu);
   auto S = S_init.to(p.dt);
@@ -87,7 +87,7 @@ LatticeResult lattice_exact(const torch::Tensor& q, const torch::Tensor& k, cons
 LatticeResult lattice_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const torch::Tensor& gamma, const torch::Tensor& mu, const LatticeState& st,
                                 int64_t chunk, bool dec) {
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   check_inputs(q, k, v, gamma, mu, st.S);
   if (chunk < 1 || st.pos < 0 || st.pos >= chunk)
     throw Error("lattice: need chunk >= 1 and 0 <= pos < chunk, got chunk " + std::to_string(chunk) + ", pos " +
@@ -116,7 +116,7 @@ LatticeResult lattice_recurrent(const torch::Tensor& q, const torch::Tensor& k, 
 LatticeResult lattice_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const torch::Tensor& gamma, const torch::Tensor& mu, const LatticeState& st,
                             int64_t chunk, bool dec) {
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   check_inputs(q, k, v, gamma, mu, st.S);
   if (chunk < 1 || st.pos < 0 || st.pos >= chunk)
     throw Error("lattice: need chunk >= 1 and 0 <= pos < chunk, got chunk " + std::to_string(chunk) + ", pos " +
@@ -131,7 +131,7 @@ LatticeResult lattice_chunk(const torch::Tensor& q, const torch::Tensor& k, cons
     auto qc = p.q.narrow(2, t, L);
     auto gt = anchor_gates(S0, p.k.narrow(2, t, L), p.v.narrow(2, t, L), p.ga.narrow(2, t, L), p.mu.narrow(2, t, L),
                            dec);
-    // Ω[τ, j] = Π_{l=j+1}^{τ} g_l by an explicit cumulative product (gates may be <= 0: no log space, §12.7).
+    // Ω[τ, j] = Π_{l=j+1}^{τ} g_l by an explicit cumulative product (gates may be <= 0: no log space, docs/models.md#numerical-stability).
     auto opts = torch::TensorOptions().dtype(torch::kBool).device(q.device());
     auto strict = torch::tril(torch::ones({L, L}, opts), -1).unsqueeze(-1);  // τ > j
     auto causal = torch::tril(torch::ones({L, L}, opts)).unsqueeze(-1);      // τ >= j

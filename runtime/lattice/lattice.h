@@ -1,9 +1,9 @@
-// Lattice — orthogonal slot memory, DEC and DOT variants (spec models.md §9).
+// Lattice — orthogonal slot memory, DEC and DOT variants (docs/models.md#lattice).
 // Per head: state S [B, H, m, d] (rows = slots s_i), k, q [B, T, H, m], v [B, T, H, d],
-// gates γ, μ [B, T, H] in (0, 1). Read after write: y_t = S_t^T q_t (§1.3).
-//   exact (§9.2, C = 1):  h = Σ_i k_i φ_i - v (DEC) | -v (DOT), κ_i = k_i/n_i, Δ_i = κ_i P(s_i) h,
+// gates γ, μ [B, T, H] in (0, 1). Read after write: y_t = S_t^T q_t (docs/models.md#conventions).
+//   exact (docs/models.md#lattice, C = 1):  h = Σ_i k_i φ_i - v (DEC) | -v (DOT), κ_i = k_i/n_i, Δ_i = κ_i P(s_i) h,
 //                         s_i ← β_i (μ s_i - γ Δ_i), β_i = n_i / sqrt(μ² n_i² + γ² ||Δ_i||² + 1e-12)
-//   chunked (§9.3, approximation (17)) with chunk-start anchor S^0 (norms n_i = ||s_i^0||):
+//   chunked (docs/models.md#lattice, approximation (17)) with chunk-start anchor S^0 (norms n_i = ||s_i^0||):
 //     S_τ = diag(g_τ) S_{τ-1} + w_τ h_τ^T, g = β(μ + γ ĥ κ), w = -β γ κ, ĥ_i = s_i^0·h / n_i²,
 //     ||Δ_i||² = κ_i² (||h||² - n_i² ĥ_i²)⁺, and at every chunk end each slot is rescaled to n_i.
 // All math runs in fp32 (fp64 when an input is fp64); y is returned in v's dtype.
@@ -23,7 +23,7 @@ struct LatticeResult {
   LatticeState state;
 };
 
-// §9.2 exact recurrence (token loop; no chunk anchor, no renormalisation).
+// docs/models.md#lattice exact recurrence (token loop; no chunk anchor, no renormalisation).
 LatticeResult lattice_exact(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const torch::Tensor& gamma, const torch::Tensor& mu, const torch::Tensor& S,
                             bool dec);
@@ -33,7 +33,7 @@ LatticeResult lattice_recurrent(const torch::Tensor& q, const torch::Tensor& k, 
                                 const torch::Tensor& gamma, const torch::Tensor& mu, const LatticeState& st,
                                 int64_t chunk, bool dec);
 
-// Approximation (17), parallel inside each chunk (explicit gate products, no log space: §9.3, §12.7).
+// Approximation (17), parallel inside each chunk (explicit gate products, no log space: docs/models.md#lattice, docs/models.md#numerical-stability).
 LatticeResult lattice_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const torch::Tensor& gamma, const torch::Tensor& mu, const LatticeState& st,
                             int64_t chunk, bool dec);

@@ -1,10 +1,10 @@
-// Lattice-DEC / Lattice-DOT mixers (spec models.md §9.5):
+// Lattice-DEC / Lattice-DOT mixers (docs/models.md#lattice):
 //   [q | k] = x W_qk (one fused projection, H·m each) -> two depthwise Conv4 + SiLU (q and k)
 //   v = x W_v (no conv, no activation); no l2norm on q or k (k carries the writing intensity)
 //   γ = σ(x W_γ + b_γ) (b_γ = 0), μ = σ(x w_μ + b_μ) (b_μ = +5; forget_gate = false: μ ≡ 1), per head
 //   y = Lattice memory (§9.2 exact at C = 1, approximation (17) for C > 1, per-token β, chunk-end
 //       renormalisation), from a learnable initial state with orthonormal rows (QR of a Gaussian)
-//   out = W_o concat_h( RMSNorm(y_h) ⊙ w ⊙ GELU((x W_g)_h) )                          (§2.5)
+//   out = W_o concat_h( RMSNorm(y_h) ⊙ w ⊙ GELU((x W_g)_h) )                          (docs/models.md#shared-building-blocks)
 // Decode state: "S" (running), "S0" (chunk-start anchor), "pos" (position in the chunk), conv caches.
 #include <cmath>
 
@@ -21,9 +21,9 @@ struct LatticeArgs {
   int64_t num_heads = 0;   // 0: the model's n_heads
   int64_t head_dim = 0;    // d (value / slot width); 0: d_model / heads (the paper: 64)
   int64_t slots = 0;       // m slots per head; 0: head_dim (the paper: m = d_head = 64)
-  int64_t chunk_size = 4;  // C: model hyper-parameter (§9.3: C = 4 for the LM runs; 1 = exact recurrence)
+  int64_t chunk_size = 4;  // C: model hyper-parameter (docs/models.md#lattice: C = 4 for the LM runs; 1 = exact recurrence)
   int64_t conv_size = 4;
-  bool forget_gate = true;  // μ_t gate (§9.5 "+ forget-gate (11)")
+  bool forget_gate = true;  // μ_t gate (docs/models.md#lattice "+ forget-gate (11)")
   double mu_bias = 5.0;
   double gamma_bias = 0.0;
   std::string form = "chunk";  // "chunk" | "recurrent" (token loop of the same model; reference/debug)
@@ -31,7 +31,7 @@ struct LatticeArgs {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LatticeArgs, num_heads, head_dim, slots, chunk_size, conv_size,
                                                 forget_gate, mu_bias, gamma_bias, form)
 
-// S_init is a learned initial memory state: no weight decay (spec models.md §1.6).
+// S_init is a learned initial memory state: no weight decay (docs/models.md#conventions).
 class LatticeMixer : public Mixer, public DeclaresNoWeightDecay {
  public:
   std::vector<std::string> no_weight_decay() const override { return {"S_init"}; }
@@ -61,7 +61,7 @@ class LatticeMixer : public Mixer, public DeclaresNoWeightDecay {
     torch::NoGradGuard ng;
     gamma_proj_->bias.fill_(a.gamma_bias);
     if (a.forget_gate) mu_proj_->bias.fill_(a.mu_bias);
-    // Learnable initial slots (§9.5): orthonormal rows (QR of a Gaussian) when m <= d, else unit-norm rows.
+    // Learnable initial slots (docs/models.md#lattice): orthonormal rows (QR of a Gaussian) when m <= d, else unit-norm rows.
     torch::Tensor s0;
     if (m_ <= d_) {
       auto qr = torch::linalg_qr(torch::randn({H_, d_, m_}));
@@ -100,7 +100,7 @@ class LatticeMixer : public Mixer, public DeclaresNoWeightDecay {
     }
     auto y = r.y.to(x.scalar_type());  // [B, T, H, d]
     auto g = gate_proj_(x).view({B, T, H_, d_});
-    auto o = rms_norm(y, norm_w_, 1e-6) * gelu_safe(g);  // Lattice output gate (§2.5)
+    auto o = rms_norm(y, norm_w_, 1e-6) * gelu_safe(g);  // Lattice output gate (docs/models.md#shared-building-blocks)
     return out_proj_(o.reshape({B, T, H_ * d_}));
   }
 
@@ -126,10 +126,10 @@ struct LatticeDot : LatticeMixer {
 // Both in the CPU quickstart (d_model-64 quickstart cell, 1 thread: lattice_dec 27 s, lattice_dot 19 s).
 void register_lattice_families(Registry& r) {
   r.add_mixer(make_mixer_family<LatticeArgs, LatticeDec>(
-      "lattice_dec", "Lattice-DEC: orthogonal slot memory, decoder loss, chunk approx. (17) (models.md §9)",
+      "lattice_dec", "Lattice-DEC: orthogonal slot memory, decoder loss, chunk approx. (17) (docs/models.md#lattice)",
       /*cpu_quickstart=*/true));
   r.add_mixer(make_mixer_family<LatticeArgs, LatticeDot>(
-      "lattice_dot", "Lattice-DOT: orthogonal slot memory, dot-product loss, chunk approx. (17) (models.md §9)",
+      "lattice_dot", "Lattice-DOT: orthogonal slot memory, dot-product loss, chunk approx. (17) (docs/models.md#lattice)",
       /*cpu_quickstart=*/true));
 }
 

@@ -1,4 +1,4 @@
-// Chunk-wise parallel linear attention (spec §4.1): O = Q S + tril(Q Kᵀ) V; S <- S + Kᵀ V.
+// Chunk-wise parallel linear attention (docs/models.md#linear-attention): O = Q S + tril(Q Kᵀ) V; S <- S + Kᵀ V.
 // With no decay the chunk-start states are an exclusive prefix sum of the per-chunk Kᵀ V.
 #include "runtime/linear_attn/linear_attn.h"
 #include "runtime/kernels/precision.h"
@@ -11,7 +11,7 @@ LinearAttnResult linear_attn_chunk(const torch::Tensor& q, const torch::Tensor& 
                                    bool normalize, const torch::Tensor& initial_z) {
   check_linear_attn_inputs("linear_attn_chunk", q, k, v, initial_state, normalize, initial_z);
   check_chunking("linear_attn_chunk", q.size(1), chunk_size);
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype(q);
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
   const int64_t C = std::min(chunk_size, T);

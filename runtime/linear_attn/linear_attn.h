@@ -1,4 +1,4 @@
-// Linear attention kernels (spec models.md §4.1; fixtures `linear_attn`, `linear_attn_norm`).
+// Linear attention kernels (docs/models.md#linear-attention; fixtures `linear_attn`, `linear_attn_norm`).
 //   S_t = S_{t-1} + k_tᵀ v_t,   o_t = q̃_t S_t                      (q̃ = scale · q, read after write)
 // Optional Katharopoulos normaliser (normalize = true):
 //   z_t = z_{t-1} + k_t,        o_t = (q̃_t S_t) / (q̃_t · z_t + 1e-10)

@@ -1,4 +1,4 @@
-// `linear_attn` mixer (spec models.md §4.1): q, k, v = SiLU(Conv4(x W)) per head (no l2norm),
+// `linear_attn` mixer (docs/models.md#linear-attention): q, k, v = SiLU(Conv4(x W)) per head (no l2norm),
 // o_t = q̃_t S_t with S_t = S_{t-1} + k_tᵀ v_t, q̃ = d_k^-1/2 q; out = W_o(RMSNorm(o) ⊙ SiLU(x W_g)).
 // Optional Katharopoulos normaliser (la_normalize): q, k -> elu(·)+1 > 0 and
 // o_t = q̃_t S_t / (q̃_t · z_t + 1e-10), z_t = Σ k.
@@ -20,14 +20,14 @@ struct LinearAttnArgs {
   double expand_v = 1.0;
   bool short_conv = true;
   int64_t conv_size = 4;
-  bool la_normalize = false;  // Katharopoulos denominator (off by default, spec §4.1)
+  bool la_normalize = false;  // Katharopoulos denominator (off by default, docs/models.md#linear-attention)
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LinearAttnArgs, chunk_size, form, expand_k, expand_v,
                                                 short_conv, conv_size, la_normalize)
 
 // The same mixer as Katharopoulos et al. (2020) define linear attention: positive features φ = elu + 1 and the
 // normaliser on. The papers cite this paper for their linear-attention rows; MoM and Lattice write the identity form
-// without the denominator (spec §4.1), which is `linear_attn`.
+// without the denominator (docs/models.md#linear-attention), which is `linear_attn`.
 struct LinearAttnEluArgs : LinearAttnArgs {
   LinearAttnEluArgs() { la_normalize = true; }
 };
@@ -85,11 +85,11 @@ class LinearAttnMixer : public Mixer {
 
 void register_linear_attn_family(Registry& r) {
   r.add_mixer(make_mixer_family<LinearAttnArgs, LinearAttnMixer>(
-      "linear_attn", "linear attention S_t = S_{t-1} + k v^T, Conv4+SiLU q/k/v, gated RMSNorm (spec §4.1)"));
+      "linear_attn", "linear attention S_t = S_{t-1} + k v^T, Conv4+SiLU q/k/v, gated RMSNorm (docs/models.md#linear-attention)"));
   r.add_mixer(make_mixer_family<LinearAttnEluArgs, LinearAttnMixer>(
       "linear_attn_elu",
       "linear attention as Katharopoulos et al. 2020: phi = elu + 1 on q, k and o_t = q S_t / (q . z_t), z_t = sum k "
-      "(linear_attn with la_normalize = true, spec §4.1)"));
+      "(linear_attn with la_normalize = true, docs/models.md#linear-attention)"));
 }
 
 }  // namespace mnemo

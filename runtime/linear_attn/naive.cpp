@@ -1,4 +1,4 @@
-// Token-by-token linear attention (spec §4.1): the reference the chunked form is tested against.
+// Token-by-token linear attention (docs/models.md#linear-attention): the reference the chunked form is tested against.
 #include "runtime/linear_attn/linear_attn.h"
 #include "runtime/kernels/precision.h"
 
@@ -21,7 +21,7 @@ LinearAttnResult linear_attn_recurrent(const torch::Tensor& q, const torch::Tens
                                        const torch::Tensor& initial_z) {
   check_linear_attn_inputs("linear_attn_recurrent", q, k, v, initial_state, normalize, initial_z);
   check_chunking("linear_attn_recurrent", q.size(1), 1);
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype(q);
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
   auto qf = q.to(dt) * scale, kf = k.to(dt), vf = v.to(dt);

@@ -1,4 +1,4 @@
-// Chunked Mamba-2 SSD in the form of mamba_ssm's ssd_minimal_discrete (spec §4.5, §12 rule 3).
+// Chunked Mamba-2 SSD in the form of mamba_ssm's ssd_minimal_discrete (docs/models.md#mamba2, docs/models.md#numerical-stability rule 3).
 #include <limits>
 
 #include "runtime/mamba2/mamba2.h"
@@ -45,7 +45,7 @@ RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Te
   if (initial_state.defined()) check_shape(op, "initial_state", initial_state, {Bn, H, P, N});
   check_chunking(op, T, chunk_size);
   const int64_t hpg = H / G;  // heads per group
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   const auto ct = recurrence_dtype(x);
   const int64_t L = std::min(chunk_size, T);
   auto dtf = dt.to(ct);
@@ -78,7 +78,7 @@ RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Te
     chunk_states = chunk_matmul(Xs.transpose(-1, -2), Bc).view({Bn, G, n_chunks, hpg, P, N}) *
                    a_last.exp().view({Bn, G, hpg, n_chunks, 1, 1}).transpose(2, 3);
   } else {
-    // L from differences clamped to <= 0 (§12 rule 3): every exp is finite and the upper triangle is
+    // L from differences clamped to <= 0 (docs/models.md#numerical-stability rule 3): every exp is finite and the upper triangle is
     // zeroed after exp, the values of segsum's masked exp.
     auto diff = (a_cum.unsqueeze(-1) - a_cum.unsqueeze(-2)).clamp_max(0.0);
     auto decay_matrix = tril_fresh(recording_grad() ? diff.exp() : diff.exp_());  // [B, H, n, L, L]

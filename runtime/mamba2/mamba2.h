@@ -1,4 +1,4 @@
-// Mamba-2 SSD scan (spec models.md §4.5; fixture `mamba2_ssd`): no D skip, no z gate, one B/C per
+// Mamba-2 SSD scan (docs/models.md#mamba2; fixture `mamba2_ssd`): no D skip, no z gate, one B/C per
 // head (the mixer broadcasts groups to heads). Per batch b and head h, with a_t = A_h · dt_t <= 0:
 //   Hs_t = exp(a_t) · Hs_{t-1} + (dt_t · x_t)ᵀ B_t        (P×N outer product)
 //   y_t  = Hs_t C_tᵀ                                       (read after write)

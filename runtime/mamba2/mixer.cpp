@@ -1,4 +1,4 @@
-// `mamba2` mixer (spec models.md §4.5, mamba_ssm Mamba2 defaults): in_proj -> [z, x, B, C, dt];
+// `mamba2` mixer (docs/models.md#mamba2, mamba_ssm Mamba2 defaults): in_proj -> [z, x, B, C, dt];
 // one depthwise Conv4 with bias + SiLU over xBC; dt = softplus(dt_raw + dt_bias), A = −exp(A_log);
 // SSD scan y_t = Hs_t C_tᵀ with Hs_t = e^{A dt_t} Hs_{t-1} + dt_t x_tᵀ B_t; y += D ⊙ x;
 // out = out_proj(RMSNorm_group(y ⊙ SiLU(z))). Heads = d_inner / head_dim (the model's n_heads is
@@ -22,7 +22,7 @@ struct Mamba2Args {
   int64_t mamba_d_state = 128;
   int64_t mamba_ngroups = 1;
   int64_t conv_size = 4;
-  double mamba_a_min = 1.0, mamba_a_max = 16.0;  // A ~ U(a_min, a_max) (spec §2.7)
+  double mamba_a_min = 1.0, mamba_a_max = 16.0;  // A ~ U(a_min, a_max) (docs/models.md#shared-building-blocks)
   double mamba_dt_min = 1e-3, mamba_dt_max = 1e-1, mamba_dt_floor = 1e-4;
   bool mamba_d_skip = true;  // y += D ⊙ x with D initialised to 1
 };
@@ -104,7 +104,7 @@ class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
     if (state) state->tensors["memory"] = r.final_state.detach();
     auto y = r.o;
     if (D_.defined()) y = y + xs * D_.to(y.scalar_type()).view({1, 1, H_, 1});
-    // Gate then norm (spec §2.5, Mamba2 variant), RMSNorm over groups of d_inner / ngroups.
+    // Gate then norm (docs/models.md#shared-building-blocks, Mamba2 variant), RMSNorm over groups of d_inner / ngroups.
     y = (y.reshape({B, T, d_inner_}) * torch::silu(z)).view({B, T, G_, d_inner_ / G_});
     y = rms_norm(y, norm_weight_.view({G_, d_inner_ / G_}));
     return out_proj_(y.reshape({B, T, d_inner_}));
@@ -120,7 +120,7 @@ class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
 
 void register_mamba2_family(Registry& r) {
   r.add_mixer(make_mixer_family<Mamba2Args, Mamba2Mixer>(
-      "mamba2", "Mamba2 SSD: scalar per-head decay exp(A dt), Conv4 over xBC, gated group RMSNorm (spec §4.5)"));
+      "mamba2", "Mamba2 SSD: scalar per-head decay exp(A dt), Conv4 over xBC, gated group RMSNorm (docs/models.md#mamba2)"));
 }
 
 }  // namespace mnemo

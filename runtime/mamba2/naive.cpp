@@ -1,4 +1,4 @@
-// Token-by-token Mamba-2 SSD recurrence (spec §4.5).
+// Token-by-token Mamba-2 SSD recurrence (docs/models.md#mamba2).
 #include "runtime/mamba2/mamba2.h"
 #include "runtime/kernels/precision.h"
 
@@ -21,7 +21,7 @@ RecurrentResult mamba2_ssd_recurrent(const torch::Tensor& x, const torch::Tensor
                                      const torch::Tensor& C, const torch::Tensor& initial_state) {
   check_mamba2_inputs("mamba2_ssd_recurrent", x, dt, A, B, C, initial_state);
   check_chunking("mamba2_ssd_recurrent", x.size(1), 1);
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   const auto ct = recurrence_dtype(x);
   const int64_t Bn = x.size(0), T = x.size(1), H = x.size(2), P = x.size(3), N = B.size(3);
   auto dtf = dt.to(ct);

@@ -1,4 +1,4 @@
-// Memora's lag token (miras.h, retention "kl"; spec models.md §6.5) as one autograd node with a hand-written backward.
+// Memora's lag token (miras.h, retention "kl"; docs/models.md#memora) as one autograd node with a hand-written backward.
 // The op-by-op step records ~60 small ops and about twice as many backward nodes for a single token; with one lag
 // token per chunk their dispatch cost Memora a third of its training step (issue 19).
 //

@@ -1,13 +1,13 @@
-// Miras kernels (spec models.md §6.2–6.5): Moneta, Yaad, Memora on the residual MLP + LN memory
+// Miras kernels (docs/models.md#miras, docs/models.md#moneta, docs/models.md#yaad, docs/models.md#memora): Moneta, Yaad, Memora on the residual MLP + LN memory
 //   M(z) = z + LN(W_1 GELU(W_2 z)) ⊙ γ + β      (runtime/deep_memory: kind ResidualMLP_LN, storage [B, H, out, in])
 // with channel-wise (or per-head scalar) retention α_t and learning rate η_t acting on the d_h axis of each
-// memory matrix: the columns (input channels) of W_2 and the rows (output channels) of W_1 (§6.2).
+// memory matrix: the columns (input channels) of W_2 and the rows (output channels) of W_1 (docs/models.md#miras).
 //
 // Attentional bias (output gradient g_y of e = M(k) - v at the gradient anchor):
 //   "l2":    g_y = e
-//   "huber": g_y = m e + (1 - m) δ e / sqrt(e² + ε),  m = 1[ ||e|| / sqrt(d) ≤ δ ]  (Yaad, §6.4)
-//   "lp":    g_y = p e ⊙ (e² + ε)^{(p-2)/2}                                          (Moneta, §6.3)
-// Retention / chunk rule (chunks of b tokens aligned to absolute positions, §1.4):
+//   "huber": g_y = m e + (1 - m) δ e / sqrt(e² + ε),  m = 1[ ||e|| / sqrt(d) ≤ δ ]  (Yaad, docs/models.md#yaad)
+//   "lp":    g_y = p e ⊙ (e² + ε)^{(p-2)/2}                                          (Moneta, docs/models.md#moneta)
+// Retention / chunk rule (chunks of b tokens aligned to absolute positions, docs/models.md#conventions):
 //   "l2" (Yaad):   W_t = α_t ⊙ W_{t-1} - η_t ⊙ ∇ℓ(W^0; k_t, v_t),  W^0 = W at the chunk start.
 //   "lq" (Moneta): A_t = α_t ⊙ A_{t-1} - η_t ⊙ ∇ℓ(W^0; k_t, v_t),  W^0 = A^0 / ||A^0||_q^{q-2} (chunk-start A^0),
 //                  in-chunk reads use A_t / ||A^0||_q^{q-2} (normaliser frozen at the chunk start), the next
@@ -16,7 +16,7 @@
 //                    W_s = softmax_in( α_s ⊙ log max(W_{s-1}, floor) - η_s ⊙ ∇ℓ(W_{s-1}; k_s, v_s) )
 //                  (softmax over each matrix's input axis: row-wise simplex), then for i = s+1 .. s+b-1
 //                    W_i = α_i ⊙ W_{i-1} - η_i ⊙ ∇ℓ(W_s; k_i, v_i)   (anchor W_s).
-// Read after write: o_t = M_{W_t}(q_t) (§1.3).
+// Read after write: o_t = M_{W_t}(q_t) (docs/models.md#conventions).
 // `miras_chunk` reads with the channel-wise dual form (per chunk, Γ_ts = exp(b_t - b_s) with b the in-chunk
 // cumulative log α: factorised as e^{b_t} e^{-b_s} when the span of b allows, else sub-chunks of `sub_chunk`
 // tokens keep every exponent ≤ 0 and materialise Γ only on the diagonal [c, c, G] blocks, see kernel.cpp); `miras_recurrent` materialises W_t token by token with the same

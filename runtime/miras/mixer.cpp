@@ -1,6 +1,6 @@
-// Miras mixers Moneta, Yaad, Memora (spec models.md §6.2–6.6) on the standard recurrent-memory template (§2.6):
+// Miras mixers Moneta, Yaad, Memora (docs/models.md#miras, docs/models.md#moneta, docs/models.md#yaad, docs/models.md#memora) on the standard recurrent-memory template (docs/models.md#shared-building-blocks):
 //   q = l2norm(SiLU(Conv4(x W_q))), k likewise, v = SiLU(Conv4(x W_v))      per head, d_k = d_v = d_h
-//   channel-wise low-rank gates (§2.7, rank 32): α = σ((x U_α) V_α + b_α) (b_α = +6), η = η_max σ((x U_η) V_η + b_η)
+//   channel-wise low-rank gates (docs/models.md#shared-building-blocks, rank 32): α = σ((x U_α) V_α + b_α) (b_α = +6), η = η_max σ((x U_η) V_η + b_η)
 //   (gate_granularity "channel": a vector in R^{d_h} per head; "head": one scalar per head)
 //   Yaad: δ_t = softplus(x w_δ + b_δ) per head (b_δ = 0.5413, δ ≈ 1 at init)
 //   y_t = M_{W_t}(q_t), memory x + LN(W_1 GELU(W_2 x)) with the family's bias / retention / chunk rule (miras.h)
@@ -22,7 +22,7 @@ namespace mnemo {
 
 #define MIRAS_COMMON_FIELDS                                                                               \
   int64_t num_heads = 0;                    /* 0: the model's n_heads */                                  \
-  int64_t chunk_size = 64;                  /* b: part of the model (§1.4) */                             \
+  int64_t chunk_size = 64;                  /* b: part of the model (docs/models.md#conventions) */                             \
   int64_t conv_size = 4;                                                                                  \
   bool use_short_conv = true;                                                                             \
   std::string form = "chunk";               /* "chunk" (dual form) | "recurrent" (token by token) */      \
@@ -89,7 +89,7 @@ class MirasMixer : public Mixer, public DeclaresNoWeightDecay {
     mo_.kl_floor = a.kl_floor;
   }
 
-  std::vector<std::string> no_weight_decay() const override {  // the learned initial memory (§1.6)
+  std::vector<std::string> no_weight_decay() const override {  // the learned initial memory (docs/models.md#conventions)
     std::vector<std::string> names;
     for (size_t l = 0; l < init_.size(); ++l) names.push_back("memory_init_" + std::to_string(l));
     return names;
@@ -98,7 +98,7 @@ class MirasMixer : public Mixer, public DeclaresNoWeightDecay {
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);
     auto q = q_proj_(x, state), k = k_proj_(x, state), v = v_proj_(x, state);  // [B, T, H, d]
-    const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+    const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
     const auto dt = recurrence_dtype(x);
     const int64_t G = opt_.gate_granularity == "channel" ? d_ : 1;
     auto log_alpha = torch::log_sigmoid(alpha_up_(alpha_down_(x)).to(dt)).view({B, T, heads_, G});
@@ -219,13 +219,13 @@ class MirasMixer : public Mixer, public DeclaresNoWeightDecay {
 void register_miras_families(Registry& r) {
   // In the CPU quickstart (d_model-64 quickstart cell, 1 thread: moneta 41 s, yaad 37 s, memora 34 s).
   r.add_mixer(make_mixer_family<MonetaArgs, MirasMixer>(
-      "moneta", "Moneta: lp attentional bias, lq-normalised accumulator, MLP+LN memory (models.md §6.3)",
+      "moneta", "Moneta: lp attentional bias, lq-normalised accumulator, MLP+LN memory (docs/models.md#moneta)",
       /*cpu_quickstart=*/true));
   r.add_mixer(make_mixer_family<YaadArgs, MirasMixer>(
-      "yaad", "Yaad: Huber attentional bias with input-dependent delta, MLP+LN memory (models.md §6.4)",
+      "yaad", "Yaad: Huber attentional bias with input-dependent delta, MLP+LN memory (docs/models.md#yaad)",
       /*cpu_quickstart=*/true));
   r.add_mixer(make_mixer_family<MemoraArgs, MirasMixer>(
-      "memora", "Memora: l2 bias, KL retention on a row-wise simplex, lag-token chunks (models.md §6.5)",
+      "memora", "Memora: l2 bias, KL retention on a row-wise simplex, lag-token chunks (docs/models.md#memora)",
       /*cpu_quickstart=*/true));
 }
 

@@ -1,4 +1,4 @@
-// MoM mixer (spec models.md §8.2) with Gated DeltaNet memories (kernels: runtime/delta_rule/):
+// MoM mixer (docs/models.md#mom) with Gated DeltaNet memories (kernels: runtime/delta_rule/):
 //   1. z = W_g x; p = softmax(z) (fp32); (w, Sel) = top-k (ties -> lower index); w <- w / Σ w
 //   2. memory m sees only its routed tokens, in time order (stable dispatch, no token dropping):
 //      q = W_q x (shared), k = W_k^m x, v = W_v^m x; SiLU(Conv4(·)) over m's own stream (conv weights
@@ -8,7 +8,7 @@
 //   3. shared memory: the same with W_k^s, W_v^s, W_b^s, W_a^s over the full sequence
 //   4. o = Σ_{m ∈ Sel} w_m o_m + o_s
 //   5. y = W_o concat_h( RMSNorm(o_h) ⊙ w ⊙ SiLU((W_gate x)_h) )
-// Aux loss (§8.3): aux_coef · E Σ tokens_per_expert · router_prob, per layer, divided by n_layers
+// Aux loss (docs/models.md#mom): aux_coef · E Σ tokens_per_expert · router_prob, per layer, divided by n_layers
 // (the mean over layers of the layer-wise Mixtral loss; attention layers of a hybrid count as 0).
 // Decode state: "mem<m>", "conv_{q,k,v}<m>" per memory and "mem_s", "conv_{q,k,v}_s".
 #include <cmath>
@@ -63,7 +63,7 @@ struct MomArgs {
   int64_t chunk_size = 64;     // speed knob: the GDN chunk form is exact
   std::string form = "chunk";  // "chunk" | "recurrent"
   double a_init_min = 0.0, a_init_max = 16.0;
-  double aux_coef = 0.01;  // §8.3; 0 switches the load-balancing loss off
+  double aux_coef = 0.01;  // docs/models.md#mom; 0 switches the load-balancing loss off
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MomArgs, num_memories, topk, shared_mem, num_heads, head_dim, expand_v,
                                                 conv_size, chunk_size, form, a_init_min, a_init_max, aux_coef)
@@ -192,13 +192,13 @@ class MomMixer : public Mixer, public DeclaresNoWeightDecay {
 
 void register_mom_families(Registry& r) {
   r.add_mixer(make_mixer_family<MomArgs, MomMixer>(
-      "mom", "MoM: top-k routed Gated DeltaNet memories + shared memory, load-balancing aux loss (models.md §8)",
+      "mom", "MoM: top-k routed Gated DeltaNet memories + shared memory, load-balancing aux loss (docs/models.md#mom)",
       /*cpu_quickstart=*/true));  // d64 quickstart cell: 32 s (1 thread)
   // MoM Hybrid (§8.4, §10): one causal softmax-attention layer (transformer mixer, RoPE) after every 7 MoM
   // layers, i.e. attention at 0-indexed layers 7, 15, 23 of 24. With n_layers <= 7 there is no attention layer.
   ModelFamily h;
   h.name = "mom_hybrid";
-  h.description = "MoM Hybrid: attention after every 7 mom layers (layers 7, 15, 23 of 24; models.md §8.4, §10)";
+  h.description = "MoM Hybrid: attention after every 7 mom layers (layers 7, 15, 23 of 24; docs/models.md#mom, docs/models.md#hybrids)";
   h.layer_pattern = {"mom", "mom", "mom", "mom", "mom", "mom", "mom", "transformer"};
   h.overrides = json::object();
   h.cpu_quickstart = false;  // the quickstart's 2 layers would be two mom layers: the same model as mom

@@ -1,4 +1,4 @@
-// Chunk-wise scalar-decay linear attention (spec §4.2, §12 rules 2–3): all chunks' intra-chunk
+// Chunk-wise scalar-decay linear attention (docs/models.md#retnet, docs/models.md#numerical-stability rules 2–3): all chunks' intra-chunk
 // parts in parallel, then a short sequential pass over chunks for the states.
 #include <limits>
 
@@ -12,7 +12,7 @@ RecurrentResult simple_gla_chunk(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& initial_state, int64_t chunk_size) {
   check_simple_gla_inputs("simple_gla_chunk", q, k, v, g, initial_state);
   check_chunking("simple_gla_chunk", q.size(1), chunk_size);
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype(q);
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
   const int64_t C = std::min(chunk_size, T);

@@ -1,4 +1,4 @@
-// `retnet` mixer (spec models.md §4.2, fla MultiScaleRetention defaults): q, k, v plain
+// `retnet` mixer (docs/models.md#retnet, fla MultiScaleRetention defaults): q, k, v plain
 // projections (optional Conv4 + SiLU), RoPE on q and k, fixed decays γ_h = 1 − 2^(−5−h),
 // S_t = γ_h S_{t-1} + k_tᵀ v_t, o_t = q̃_t S_t (q̃ = d_k^-1/2 q); out = W_o(RMSNorm(o) ⊙ SiLU(x W_g)).
 // Decode state: "memory" [B, H, K, V] (fp32; fp64 for fp64 modules) + conv caches when enabled;
@@ -76,7 +76,7 @@ class RetNetMixer : public Mixer {
 
 void register_retnet_family(Registry& r) {
   r.add_mixer(make_mixer_family<RetNetArgs, RetNetMixer>(
-      "retnet", "RetNet retention, fixed decay 1-2^(-5-h), RoPE q/k, gated RMSNorm (spec §4.2)"));
+      "retnet", "RetNet retention, fixed decay 1-2^(-5-h), RoPE q/k, gated RMSNorm (docs/models.md#retnet)"));
 }
 
 }  // namespace mnemo

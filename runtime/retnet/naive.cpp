@@ -1,4 +1,4 @@
-// Token-by-token scalar-decay linear attention (spec §4.2) and RetNet's fixed decays.
+// Token-by-token scalar-decay linear attention (docs/models.md#retnet) and RetNet's fixed decays.
 #include <cmath>
 
 #include "runtime/retnet/retnet.h"
@@ -21,7 +21,7 @@ RecurrentResult simple_gla_recurrent(const torch::Tensor& q, const torch::Tensor
                                      const torch::Tensor& initial_state) {
   check_simple_gla_inputs("simple_gla_recurrent", q, k, v, g, initial_state);
   check_chunking("simple_gla_recurrent", q.size(1), 1);
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   const auto dt = recurrence_dtype(q);
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
   auto qf = q.to(dt) * scale, kf = k.to(dt), vf = v.to(dt);

@@ -1,5 +1,5 @@
 // Scalar-decay linear attention ("simple GLA", fixture `simple_gla`) and RetNet retention
-// (spec models.md §4.2; fixture `retention`). Per batch b, head h, with log-decay g_t <= 0:
+// (docs/models.md#retnet; fixture `retention`). Per batch b, head h, with log-decay g_t <= 0:
 //   S_t = exp(g_t) · S_{t-1} + k_tᵀ v_t,     o_t = q̃_t S_t        (q̃ = scale · q)
 // RetNet is the special case g_t = ln γ_h with the fixed γ_h = 1 − 2^(−5−h).
 // q, k [B, T, H, K], v [B, T, H, V], g [B, T, H]; state [B, H, K, V] (undefined = zeros).

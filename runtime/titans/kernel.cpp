@@ -1,4 +1,4 @@
-// Titans LMM kernel (spec models.md §5.1–5.3): chunk-wise dual form and token-by-token reference.
+// Titans LMM kernel (docs/models.md#titans): chunk-wise dual form and token-by-token reference.
 #include <map>
 
 #include "core/common.h"
@@ -115,7 +115,7 @@ TitansLmmResult chunk_impl(const DeepMemorySpec& spec, const torch::Tensor& q, c
                            const torch::Tensor& v, const torch::Tensor& log_keep, const torch::Tensor& log_eta,
                            const torch::Tensor& theta, const TitansMemoryState& init, int64_t chunk_size,
                            double inner_grad_clip, bool allow_fused) {
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   check_inputs(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size, inner_grad_clip);
   auto p = prepare(q, k, v, log_keep, log_eta, theta, init);
   const bool fused = allow_fused && fused_chunk_supported(spec) && log_keep.defined() && log_eta.defined();
@@ -196,7 +196,7 @@ TitansLmmResult titans_lmm_recurrent(const DeepMemorySpec& spec, const torch::Te
                                      const torch::Tensor& v, const torch::Tensor& log_keep,
                                      const torch::Tensor& log_eta, const torch::Tensor& theta,
                                      const TitansMemoryState& init, int64_t chunk_size, double inner_grad_clip) {
-  const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   check_inputs(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size, inner_grad_clip);
   auto p = prepare(q, k, v, log_keep, log_eta, theta, init);
   const int64_t T = q.size(1);

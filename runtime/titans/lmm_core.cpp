@@ -1,4 +1,4 @@
-// The Titans LMM core module (spec models.md §5.2-5.4), shared by the titans_lmm, titans_mag and titans_mac
+// The Titans LMM core module (docs/models.md#titans), shared by the titans_lmm, titans_mag and titans_mac
 // mixers: q/k/v paths (Conv4 + SiLU, l2-normalised q, k), the gates α, η, θ, the learned initial memory,
 // and the call into the chunk-wise / token-by-token LMM kernel (runtime/titans/kernel.cpp).
 #include <cmath>
@@ -72,7 +72,7 @@ torch::Tensor LmmCoreImpl::forward(const torch::Tensor& x, LayerState* state, bo
   auto v = v_proj->forward_keyed(x, state, "conv_v", detach);
   const auto dt = recurrence_dtype(x);
   auto z = gate_proj(x).to(dt).view({B, T, 3, H});
-  const AutocastOff autocast_off;  // §12 rule 1: projections above under autocast, the memory below in fp32
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: projections above under autocast, the memory below in fp32
   auto log_keep = opt.use_decay ? torch::log_sigmoid(-z.select(2, 0)) : torch::Tensor();  // log(1 - α)
   auto log_eta = opt.use_momentum ? torch::log_sigmoid(z.select(2, 1)) : torch::Tensor();  // log η
   auto theta = opt.theta_max * torch::sigmoid(z.select(2, 2));

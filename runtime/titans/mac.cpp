@@ -1,4 +1,4 @@
-// Titans MAC — Memory as a Context (spec models.md §5.6, with its causality fix). Per segment of C tokens:
+// Titans MAC — Memory as a Context (docs/models.md#titans-mac, with its causality fix). Per segment of C tokens:
 //   1. h_j = M_{t-1}(q(x_j))  (memory after the previous segment; q = the memory's query path, own conv cache)
 //   2. y = Attn over [P | h | S]: query i sees all of P and h_j, S_j for j <= i (segment-relative);
 //      RoPE: P at 0..N_p-1, h_j and S_j at N_p + j
@@ -70,7 +70,7 @@ class TitansMacMixer : public MacMixerBase {
 
 void register_titans_mac(Registry& r) {
   r.add_mixer(make_mixer_family<TitansMacArgs, TitansMacMixer>(
-      "titans_mac", "Titans MAC: segment attention over [persistent | memory read-out | segment] (models.md §5.6)",
+      "titans_mac", "Titans MAC: segment attention over [persistent | memory read-out | segment] (docs/models.md#titans-mac)",
       /*cpu_quickstart=*/true));  // d64 quickstart cell: 38 s (1 thread)
 }
 

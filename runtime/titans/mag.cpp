@@ -1,4 +1,4 @@
-// Titans MAG — Memory as a Gate (spec models.md §5.7):
+// Titans MAG — Memory as a Gate (docs/models.md#titans-mag):
 //   x̃ = [p_1 … p_{N_p}] || x ;  y = SW-Attn*(x̃) (window W, prefix always visible) ;  m = LMM(x̃)
 //   o = W_o( RMSNorm_a(y) ⊙ σ(RMSNorm_b(m)) ), prefix positions dropped.
 // Attention: RoPE with the prefix at positions 0..N_p-1 and token t at N_p + t; queries only for the
@@ -56,7 +56,7 @@ class TitansMagMixer : public MagMixerBase {
 
 void register_titans_mag(Registry& r) {
   r.add_mixer(make_mixer_family<TitansMagArgs, TitansMagMixer>(
-      "titans_mag", "Titans MAG: SWA (prefix always visible) gated by the LMM branch (models.md §5.7)",
+      "titans_mag", "Titans MAG: SWA (prefix always visible) gated by the LMM branch (docs/models.md#titans-mag)",
       /*cpu_quickstart=*/true));  // d64 quickstart cell: 30 s (1 thread)
 }
 

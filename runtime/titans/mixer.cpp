@@ -1,4 +1,4 @@
-// The `titans_lmm` mixer (spec models.md §5.4) and the Titans family registration (titans_lmm, titans_mag,
+// The `titans_lmm` mixer (docs/models.md#titans) and the Titans family registration (titans_lmm, titans_mag,
 // titans_mac, model titans_mal).
 //   x̃ = [p_1 … p_{N_p}] || RMSNorm(h)        (persistent tokens, first call of a request only)
 //   y = LMM(q, k, v; α, η, θ)                  (chunk b, anchor gradients, momentum, decay)
@@ -88,12 +88,12 @@ void register_titans_mac(Registry& r);  // runtime/titans/mac.cpp
 
 void register_titans_families(Registry& r) {
   r.add_mixer(make_mixer_family<TitansLmmArgs, TitansLmmMixer>(
-      "titans_lmm", "Titans LMM: deep neural memory with momentum and decay, chunk-wise dual form (models.md §5.4)"));
+      "titans_lmm", "Titans LMM: deep neural memory with momentum and decay, chunk-wise dual form (docs/models.md#titans)"));
   register_titans_mag(r);
   register_titans_mac(r);
   ModelFamily mal;
   mal.name = "titans_mal";
-  mal.description = "Titans MAL: alternating titans_lmm and swa layers (models.md §5.8)";
+  mal.description = "Titans MAL: alternating titans_lmm and swa layers (docs/models.md#titans-mal)";
   mal.layer_pattern = {"titans_lmm", "swa"};
   mal.overrides = json::object();
   mal.cpu_quickstart = true;  // d64 quickstart cell: 17 s (1 thread)

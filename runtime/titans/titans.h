@@ -1,10 +1,10 @@
-// Titans neural long-term memory (spec models.md §5): the LMM kernel (chunk-wise dual form and the
+// Titans neural long-term memory (docs/models.md#titans): the LMM kernel (chunk-wise dual form and the
 // token-by-token reference/decode step) and the LMM core module shared by the titans_lmm, titans_mag and
 // titans_mac mixers (the attention of MAG/MAC is runtime/blocks/window_attention.h).
 //
-// Kernel recurrence (per head, column form, read after write §1.3), gradients at the chunk anchor M^0:
+// Kernel recurrence (per head, column form, read after write docs/models.md#conventions), gradients at the chunk anchor M^0:
 //   u_t = ∇_M ½||M^0(k_t) - v_t||²,  S_t = η_t S_{t-1} - θ_t u_t,  M_t = (1 - α_t) M_{t-1} + S_t,  y_t = M_t(q_t)
-// chunks of b tokens aligned to absolute positions; the anchor becomes M_t after every b-th token (§5.3).
+// chunks of b tokens aligned to absolute positions; the anchor becomes M_t after every b-th token (docs/models.md#titans).
 #pragma once
 #include <torch/torch.h>
 
@@ -62,13 +62,13 @@ struct LmmCoreOptions {
   bool use_momentum = true, use_decay = true, use_conv = true;
   int64_t conv_size = 4;
   double alpha_bias = -6.0, eta_bias = 2.0, theta_bias = 0.0, theta_max = 0.1;
-  double inner_grad_clip = 0;  // τ of the per-token gradient soft clamp (§12.8); 0 = off
+  double inner_grad_clip = 0;  // τ of the per-token gradient soft clamp (docs/models.md#titans-inner-gradient-clamp); 0 = off
   bool recurrent = false;  // full forwards token by token (same function)
   std::string key = "lmm";  // prefix of the state keys
 };
 
 // x [B, T, D] -> y [B, T, H, d_h]: q = l2norm(SiLU(Conv4(x W_Q))), k likewise, v = SiLU(Conv4(x W_V)),
-// gates α = σ(x w_α + b_α), η = σ(x w_η + b_η), θ = θ_max σ(x w_θ + b_θ) (§5.2), then the LMM kernel.
+// gates α = σ(x w_α + b_α), η = σ(x w_η + b_η), θ = θ_max σ(x w_θ + b_θ) (docs/models.md#titans), then the LMM kernel.
 // With a state, continues from it (memory, momentum, anchor, offset, conv caches) and stores the new one.
 struct LmmCoreImpl : torch::nn::Module, DeclaresNoWeightDecay {
   explicit LmmCoreImpl(const LmmCoreOptions& o);
@@ -95,19 +95,19 @@ TORCH_MODULE(LmmCore);
 struct TitansLmmArgs {
   int64_t num_heads = 0;     // 0: the model's n_heads
   int64_t head_dim = 0;      // d_k = d_v; 0: d_model / heads
-  int64_t memory_depth = 2;  // L_M: 1 linear memory, 2 residual MLP (§5.1)
-  int64_t expansion = 4;     // MLP hidden = expansion · d_h (§2.8)
-  int64_t chunk_size = 64;   // b: a model hyper-parameter for deep memories (§1.4)
-  int64_t n_persistent = 4;  // N_p persistent tokens per layer (§5.5)
+  int64_t memory_depth = 2;  // L_M: 1 linear memory, 2 residual MLP (docs/models.md#titans)
+  int64_t expansion = 4;     // MLP hidden = expansion · d_h (docs/models.md#deep-memory)
+  int64_t chunk_size = 64;   // b: a model hyper-parameter for deep memories (docs/models.md#conventions)
+  int64_t n_persistent = 4;  // N_p persistent tokens per layer (docs/models.md#titans)
   bool use_momentum = true;  // false: η ≡ 0 (Titans--)
   bool use_decay = true;     // false: α ≡ 0
   bool use_conv = true;      // Conv4 + SiLU on q, k, v
   int64_t conv_size = 4;
-  double alpha_bias = -6.0;  // α = σ(x w_α + b_α) (§5.2)
+  double alpha_bias = -6.0;  // α = σ(x w_α + b_α) (docs/models.md#titans)
   double eta_bias = 2.0;     // η = σ(x w_η + b_η)
   double theta_bias = 0.0;   // θ = θ_max σ(x w_θ + b_θ)
   double theta_max = 0.1;
-  // τ: per-token inner gradient g ← g·τ/max(τ, ||g||) (§12.8; 0 = off). On by default, unlike the spec: with it
+  // τ: per-token inner gradient g ← g·τ/max(τ, ||g||) (docs/models.md#titans-inner-gradient-clamp; 0 = off). On by default, unlike the spec: with it
   // off, Titans gives NaN in its first forward at context 256 on real text (64-token chunks of anchor gradients,
   // amplified ~1/(1-η) by momentum, overshoot the inner loss's curvature; fp64 too). τ = 3, not 1: measured
   // (session 17, d_model 64, context 256, 144 steps on Gutenberg) val ppl τ = 1 / 3 / 10: 8.35 / 8.49 / 9.25, and

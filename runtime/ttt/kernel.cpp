@@ -1,6 +1,6 @@
-// TTT kernels: dual (chunked) form and token-by-token reference (see ttt.h; spec §4.10, §2.8).
+// TTT kernels: dual (chunked) form and token-by-token reference (see ttt.h; docs/models.md#ttt, docs/models.md#deep-memory).
 //
-// Anchor gradients (§2.8 "MLP + LN", row storage): with X_1 = K, Z_l = X_l W_l + b_l,
+// Anchor gradients (docs/models.md#deep-memory "MLP + LN", row storage): with X_1 = K, Z_l = X_l W_l + b_l,
 // X_{l+1} = GELU(Z_l), u = Z_last, n = (u - mean u)/r, r = sqrt(var u + eps):
 //   g   = w ⊙ (n ⊙ w + b_ln - target)                    (∂ℓ/∂(LN output), target = v - k)
 //   E_L = (D g - Σ g - n Σ(g ⊙ n)) / (r D)                (LN backward: ∂ℓ/∂u)

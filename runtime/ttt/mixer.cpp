@@ -1,5 +1,5 @@
-// TTT-Linear and TTT-MLP mixers (spec models.md §4.10) on the standard recurrent-memory template
-// (§2.6): q = l2norm(SiLU(Conv4(x W_q))), k likewise, v = SiLU(Conv4(x W_v)) per head (d_k = d_v = d_h),
+// TTT-Linear and TTT-MLP mixers (docs/models.md#ttt) on the standard recurrent-memory template
+// (docs/models.md#shared-building-blocks): q = l2norm(SiLU(Conv4(x W_q))), k likewise, v = SiLU(Conv4(x W_v)) per head (d_k = d_v = d_h),
 // per-token learning rate η_s = (η_base / d_h) σ(x_s θ_lr + b_lr) per head, inner model
 //   f(z) = z + LN(f_res(z)) ⊙ w + b_ln,  f_res linear (D -> D) or MLP (D -> 4D -> D, GELU), inner biases,
 // mini-batch GD with the dual form of ttt.h (coefficients C[t, s] = row_t col_s), output f(q_t; W_t)
@@ -22,7 +22,7 @@ namespace mnemo {
 
 struct TTTLinearArgs {
   int64_t num_heads = 0;   // 0: the model's n_heads
-  int64_t mini_batch = 16;  // b: part of the model (§1.4)
+  int64_t mini_batch = 16;  // b: part of the model (docs/models.md#conventions)
   double eta_base = 1.0;    // η = (η_base / d_h) σ(·)
   std::string eta_convention = "ttt_lm";  // "ttt_lm" | "fla"
   std::string output_residual = "query";   // "query" (f(q), spec) | "inner" (õ + LN(õ), fla)
@@ -59,7 +59,7 @@ class TTTMixer : public Mixer, public DeclaresNoWeightDecay {
       : TTTMixer(ctx, Options{"ttt_mlp", a.num_heads, a.mini_batch, a.eta_base, a.expansion, a.eta_convention,
                               a.output_residual, a.ln_eps, a.conv_size, a.use_short_conv, a.form}) {}
 
-  // The learned initial inner weights (§1.6).
+  // The learned initial inner weights (docs/models.md#conventions).
   std::vector<std::string> no_weight_decay() const override {
     std::vector<std::string> names;
     for (size_t l = 1; l <= W0_.size(); ++l)
@@ -70,7 +70,7 @@ class TTTMixer : public Mixer, public DeclaresNoWeightDecay {
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);
     auto q = q_proj_(x, state), k = k_proj_(x, state), v = v_proj_(x, state);  // [B, T, H, d]
-    const AutocastOff autocast_off;  // §12 rule 1: the recurrence in fp32 under bf16 autocast
+    const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
     const auto dt = recurrence_dtype(x);
     auto eta = torch::sigmoid(lr_proj_(x).to(dt)) * (opt_.eta_base / static_cast<double>(d_));  // [B, T, H]
 
@@ -90,7 +90,7 @@ class TTTMixer : public Mixer, public DeclaresNoWeightDecay {
         st.anchor.b.push_back(b0_[l].to(dt).unsqueeze(0).expand({B, -1, -1, -1}));
       }
     }
-    // Position of each token inside its mini-batch (aligned to absolute positions, §1.4).
+    // Position of each token inside its mini-batch (aligned to absolute positions, docs/models.md#conventions).
     auto local = (torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(x.device())) + st.pos) %
                  opt_.mini_batch;
     torch::Tensor row, col;
@@ -164,7 +164,7 @@ class TTTMixer : public Mixer, public DeclaresNoWeightDecay {
     k_proj_ = proj(true, "k");
     v_proj_ = proj(false, "v");
     lr_proj_ = register_module("lr_proj", make_linear(ctx.d_model, heads_, /*bias=*/true));
-    // Inner LN affine (outer parameters), stored flat so that weight decay skips them (§1.6).
+    // Inner LN affine (outer parameters), stored flat so that weight decay skips them (docs/models.md#conventions).
     ln_w_ = register_parameter("inner_ln_weight", torch::ones({heads_ * d_}));
     ln_b_ = register_parameter("inner_ln_bias", torch::zeros({heads_ * d_}));
     // Learned initial inner weights per head (ttt-lm-pytorch: normal(0, 0.02), biases zero).
@@ -190,9 +190,9 @@ class TTTMixer : public Mixer, public DeclaresNoWeightDecay {
 
 void register_ttt_families(Registry& r) {
   r.add_mixer(make_mixer_family<TTTLinearArgs, TTTMixer>(
-      "ttt_linear", "TTT-Linear: linear inner model + LN, mini-batch GD dual form (models.md §4.10)"));
+      "ttt_linear", "TTT-Linear: linear inner model + LN, mini-batch GD dual form (docs/models.md#ttt)"));
   r.add_mixer(make_mixer_family<TTTMLPArgs, TTTMixer>(
-      "ttt_mlp", "TTT-MLP: 2-layer GELU inner MLP + LN, mini-batch GD dual form (models.md §4.10)",
+      "ttt_mlp", "TTT-MLP: 2-layer GELU inner MLP + LN, mini-batch GD dual form (docs/models.md#ttt)",
       // In the CPU quickstart (d_model-64 quickstart cell, 1 thread: 28 s).
       /*cpu_quickstart=*/true));
 }

@@ -1,4 +1,4 @@
-// TTT-Linear / TTT-MLP kernels (spec models.md §4.10, §2.8 "MLP + LN" row; fixture op `ttt_linear`).
+// TTT-Linear / TTT-MLP kernels (docs/models.md#ttt, docs/models.md#deep-memory "MLP + LN" row; fixture op `ttt_linear`).
 //
 // Inner model per head, row-vector storage (z = x W + b, W [in, out]):
 //   linear: f_res(x) = x W_1 + b_1                                  (1 layer, D -> D)
@@ -6,7 +6,7 @@
 //   inner loss  ℓ_s = ½ || LN(f_res(k_s)) ⊙ w + b_ln - (v_s - k_s) ||²   (LN eps `eps`, affine outer)
 //   output      o_t = r_t + LN(f_res(q̃_t; W_t)) ⊙ w + b_ln,   q̃ = scale · q,
 //               r_t = q̃_t (spec: f(z) = z + LN(f_res(z))) or r_t = f_res(q̃_t; W_t) (fla, `residual_inner`).
-// Mini-batch GD (§1.4): the sequence is cut into mini-batches of `mini_batch` tokens aligned to
+// Mini-batch GD (docs/models.md#conventions): the sequence is cut into mini-batches of `mini_batch` tokens aligned to
 // absolute positions; inside a mini-batch every gradient is taken at the anchor W' (the weights at
 // the mini-batch start) and the per-token weights are
 //   W_t = W' - Σ_{s ≤ t, s in the mini-batch} C[t, s] ∇ℓ_s(W'),     C[t, s] = row_t · col_s
@@ -16,7 +16,7 @@
 //                       uses η of the last token, as in fla's chunk_ttt_linear_ref.
 //   ttt-lm-pytorch:     row_t = 1 / t_local (t_local = 1..b inside the mini-batch), col_s = η_s with
 //                       η_s = (η_base/d_h) σ(θ_lr · x_s)   (the mixers' default).
-// Forms: `ttt_chunk` is the dual form of §2.8 (two masked b×b matmuls per layer, no per-token weight
+// Forms: `ttt_chunk` is the dual form of docs/models.md#deep-memory (two masked b×b matmuls per layer, no per-token weight
 // materialisation); `ttt_recurrent` is the token-by-token reference that materialises W_t. Both are
 // plain differentiable tensor ops (autograd reaches q, k, v, row, col, LN params, initial weights),
 // compute in fp32 (fp64 when any input is fp64) and return o in v's dtype.

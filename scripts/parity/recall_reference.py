@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Expected outputs of the recall tasks (spec tasks.md §5), produced by the reference's own code.
+"""Expected outputs of the recall tasks (docs/tasks.md#recall-intensive-qa), produced by the reference's own code.
 
 Runs HazyResearch/prefix-linear-attention's lm-eval fork, unchanged, on synthetic records written here:
   - lm-eval-harness/lm_eval/tasks/based_{fda,swde,squadv2,nq,triviaqa,drop}/task.py, imported as they are

@@ -1,4 +1,4 @@
-// The zero-shot tasks whose rules need code (spec tasks.md §8.4, §8.9, §8.10): WinoGrande's partial scoring
+// The zero-shot tasks whose rules need code (docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext): WinoGrande's partial scoring
 // (lm_eval/tasks/winogrande/preprocess_winogrande.py, multiple-input: the choices are contexts), LAMBADA
 // (lm_eval/tasks/lambada/lambada_openai.yaml; ConfigurableTask.process_results for loglikelihood) and WikiText
 // (lm_eval/tasks/wikitext/{wikitext.yaml, preprocess_wikitext.py}; pages as lm-eval's wikitext dataset script

@@ -1,4 +1,4 @@
-// The zero-shot task registry and the paper groups (spec tasks.md §8.11, §5).
+// The zero-shot task registry and the paper groups (docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext, docs/tasks.md#recall-intensive-qa).
 #include "tasks/harness/harness_task.h"
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 namespace mnemo::harness {
 
 namespace {
-// spec tasks.md §8.11: the columns each paper prints (LAMBADA's ppl and acc both come from lambada_openai).
+// docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext: the columns each paper prints (LAMBADA's ppl and acc both come from lambada_openai).
 const std::vector<std::pair<std::string, std::vector<std::string>>>& groups() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> g = {
       // Titans, Miras, Atlas (the Gated DeltaNet protocol): Wiki ppl, LMB ppl/acc, PIQA, Hella, Wino, ARC-e,
@@ -23,7 +23,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& groups() {
       // Lattice: PIQA, Hella, Wino, ARC-e, ARC-c, CSQA, BoolQ.
       {"commonsense_lattice",
        {"piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "commonsense_qa", "boolq"}},
-      // spec tasks.md §5: the recall-intensive tasks in MoM Table 2's column order (FDA, SWDE, SQuAD, NQ, TriviaQA,
+      // docs/tasks.md#recall-intensive-qa: the recall-intensive tasks in MoM Table 2's column order (FDA, SWDE, SQuAD, NQ, TriviaQA,
       // Drop); their "Just read twice" prompts (JRT) as a group of their own.
       {"recall", {"fda", "swde", "squad_completion", "nq", "triviaqa", "drop"}},
       {"recall_twice", {"fda_twice", "swde_twice", "squad_completion_twice", "nq_twice", "triviaqa_twice", "drop_twice"}},

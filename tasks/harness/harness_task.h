@@ -1,4 +1,4 @@
-// Zero-shot tasks at lm-eval parity (issue 16; spec tasks.md §8): a task = documents + the requests of a
+// Zero-shot tasks at lm-eval parity (issue 16; docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext): a task = documents + the requests of a
 // document + process_results(doc, responses) -> per-document metric values; aggregation and standard errors
 // exist once (tasks/harness/aggregation.h). Most tasks are data: a JSON task spec read by one generic
 // multiple-choice task (tasks/harness/multiple_choice.cpp); code only where lm-eval's preprocessing needs it
@@ -19,7 +19,7 @@ struct HarnessTaskContext {
   const Tokenizer* tokenizer = nullptr;
   bool add_bos = false;          // the driver prepends BOS to every request
   int64_t max_length = 2048;
-  bool cutting_context = false;  // the recall tasks' truncate_context (spec tasks.md §5.3)
+  bool cutting_context = false;  // the recall tasks' truncate_context (docs/tasks.md#recall-intensive-qa)
   int64_t context_length = 2048, answer_length = 48;
   // `mnemo eval --skip-malformed`: a malformed record of the data file is skipped (HarnessTask::malformed_records)
   // instead of being an Error, and a data file whose SHA-256 differs from the reference copy's is read, flagged

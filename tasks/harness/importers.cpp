@@ -1,4 +1,4 @@
-// Shipped data files -> the Hugging Face dataset schema each lm-eval task reads (spec tasks.md §8.2–8.8), so the
+// Shipped data files -> the Hugging Face dataset schema each lm-eval task reads (docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext), so the
 // task specs can use lm-eval's YAML prompts verbatim. HellaSwag's process_docs/preprocess follow
 // lm_eval/tasks/hellaswag/utils.py.
 #include "tasks/harness/py_compat.h"

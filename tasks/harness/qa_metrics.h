@@ -1,4 +1,4 @@
-// Scoring rules of the recall-intensive QA tasks (spec tasks.md §5.4), once for every task that uses them:
+// Scoring rules of the recall-intensive QA tasks (docs/tasks.md#recall-intensive-qa), once for every task that uses them:
 // `contains` (HazyResearch/prefix-linear-attention lm-eval-harness/lm_eval/tasks/based_*/task.py contains_score)
 // and SQuAD v2's exact / F1 per question (the official SQuAD 2.0 script as Hugging Face datasets' `squad_v2`
 // metric runs it: metrics/squad_v2/evaluate.py normalize_answer, get_tokens, compute_exact, compute_f1,

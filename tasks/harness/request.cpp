@@ -1,4 +1,4 @@
-// lm-eval request encoding (spec tasks.md §1.2, §8.10): lm_eval/api/model.py TemplateLM._encode_pair and
+// lm-eval request encoding (docs/tasks.md#evaluation-machinery, docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext): lm_eval/api/model.py TemplateLM._encode_pair and
 // TemplateLM.loglikelihood (empty context), lm_eval/models/huggingface.py prefix_token_id, lm_eval/utils.py
 // get_rolling_token_windows and make_disjoint_window.
 #include "tasks/harness/request.h"

@@ -1,4 +1,4 @@
-// lm-evaluation-harness requests and their encoding (spec tasks.md §1.1–1.2, §8.10; external:
+// lm-evaluation-harness requests and their encoding (docs/tasks.md#evaluation-machinery, docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext; external:
 // EleutherAI/lm-evaluation-harness lm_eval/api/instance.py, lm_eval/models/huggingface.py `_encode_pair`,
 // lm_eval/utils.py `get_rolling_token_windows`, `make_disjoint_window`). Tasks build requests from strings;
 // the engine's driver encodes them with these functions and asks the model (tasks/model_api.h).
