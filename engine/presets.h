@@ -13,7 +13,7 @@ namespace mnemo {
 struct SizePreset {
   std::string name;
   int64_t n_layers, d_model, n_heads;
-  std::string source;  // e.g. "mnemo docs/models.md#sizes-and-recipes", "Titans/Miras/Atlas §11.1"
+  std::string source;  // e.g. "mnemo docs/models.md#sizes-and-recipes", "Titans/Miras/Atlas (docs/models.md#sizes-and-recipes)"
 };
 const std::vector<SizePreset>& size_presets();
 const SizePreset& size_preset(const std::string& name);  // Error listing the known sizes

@@ -416,7 +416,7 @@ void paper_comparison(ReportContext& ctx, const std::vector<LmRun>& runs, const 
                 "budget; ours are validation perplexities after a far smaller training run. The numbers are "
                 "**not comparable in absolute terms** (different corpus, tokenizer, and orders of magnitude fewer "
                 "training tokens); only the **ranking** of the families can be compared (docs/reproducing.md#comparing-with-the-papers). "
-                "Paper rows are copied from mnemo's spec (docs/reproducing.md) and are references, never outputs; only "
+                "Paper rows are copied from the papers' tables (docs/reproducing.md) and are references, never outputs; only "
                 "families with LM runs here are listed.\n\n";
     }
     ctx.md << "**" << block.title << "** — source: " << block.source << ".\n\n";

@@ -479,8 +479,8 @@ void zeroshot_section(ReportContext& ctx) {
     if (!heading) {
       heading = true;
       ctx.md << "### The papers' zero-shot tables beside ours (references)\n\n";
-      ctx.md << "Per paper and block: the paper's rows of the families evaluated here (copied from mnemo's spec, "
-                "docs/reproducing.md; references, never outputs), then ours in the same columns in a separate table, both "
+      ctx.md << "Per paper and block: the paper's rows of the families evaluated here (copied from the papers' "
+                "tables, docs/reproducing.md; references, never outputs), then ours in the same columns in a separate table, both "
                 "budgets, and the two rankings of the families. Our models are far smaller and trained on far fewer "
                 "tokens (other corpus and tokenizer): absolute values are **not comparable**, only the **ranking** "
                 "is (docs/reproducing.md#comparing-with-the-papers). A paper's average is recomputed by its own rule and ranks by the recomputed "

@@ -1,4 +1,4 @@
-// The papers' zero-shot commonsense tables, copied exactly from docs/reproducing.md (printed strings, so "34.1" and
+// The papers' zero-shot commonsense tables, copied exactly from the papers (printed strings, so "34.1" and
 // "34.10" survive): Titans Table 1 (§1.1), Miras Table 2 (§2.1), Atlas main and appendix tables (§3.1, §3.2), MoM
 // Table 3 (§4.2), Lattice Table 2 (§5.1). References for reports/section_zeroshot.cpp, never outputs.
 #include "reports/zeroshot_papers.h"

@@ -1,4 +1,4 @@
-// The scoring rules, each defined once and shared by every task (docs/tasks.md preamble):
+// The scoring rules, each defined once and shared by every task (docs/tasks.md#evaluation-machinery):
 // exact match, `contains`, RULER `string_match_all`, BABILong label sets (`compare_answers`) and
 // substring, and the token-level accuracy of MQAR/MAD.
 #pragma once

@@ -494,6 +494,6 @@ TEST_CASE("titans_lmm at context 256 on real text: finite with the default inner
   };
   auto r = one_step(json::object(), "clamped");
   CHECK(std::isfinite(r.final_train_loss));
-  // A record of why the default departs from the spec (docs/models.md#titans-inner-gradient-clamp says off): if this stops failing, revisit it.
+  // A record of why the default clamp is on (docs/models.md#titans-inner-gradient-clamp): if this stops failing, revisit it.
   CHECK_THROWS_WITH(one_step({{"inner_grad_clip", 0.0}}, "unclamped"), Catch::Contains("loss is"));
 }
