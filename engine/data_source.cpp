@@ -12,7 +12,7 @@ namespace mnemo {
 
 namespace {
 
-// Token tasks: seeded epoch permutations of the training examples (as before issue 15: a run with
+// Token tasks: seeded epoch permutations of the training examples (as before the data-source refactoring: a run with
 // grad_accum 1 draws the same examples in the same order).
 class TokenTaskSource : public DataSource {
  public:

@@ -1,4 +1,4 @@
-// The zero-shot evaluation driver at lm-eval parity (issue 16; docs/tasks.md#evaluation-machinery, docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext): tasks build requests from
+// The zero-shot evaluation driver at lm-eval parity (docs/tasks.md#evaluation-machinery, docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext): tasks build requests from
 // strings, the driver encodes them (tasks/harness/request.h), asks the model (EvalModel::loglikelihood_tokens,
 // generate_greedy), hands each document's responses to process_results and aggregates (tasks/harness/aggregation.h).
 // Outputs as lm-eval's (lm_eval/evaluator.py simple_evaluate/evaluate, lm_eval/loggers/evaluation_tracker.py,
@@ -66,7 +66,7 @@ struct HarnessEvalRequest {
   std::string db = kDefaultDbPath, device = "auto";
   std::optional<int64_t> max_length;  // unset = the checkpoint's seq_len, else 2048
   bool keep_previous = false;         // keep earlier evals rows of the same cells
-  // Unset = 1 on the CPU, 32 on CUDA. On the CPU one request at a time is the fastest (session 20, tiny Gated
+  // Unset = 1 on the CPU, 32 on CUDA. On the CPU one request at a time is the fastest (measured 2026-11-26, tiny Gated
   // DeltaNet, 2 threads: PIQA 384 vs 284 requests/s at batch 1 vs 32, WikiText 35.4 vs 14.6): the forward is
   // already compute-bound at batch 1 and larger batches leave the caches.
   std::optional<int64_t> batch_size;

@@ -14,17 +14,17 @@ namespace mnemo {
 // warm-up, cosine over 2400 steps), early stop at 0.99 test accuracy (over all slices), each family at its best
 // learning rate of the probe sweeps below (Zoology reports the best over learning rates). Transformer++ gets
 // Zoology's short convolution.
-// Why V = 512 (session 17): with V = 128 there are only 63 keys, which d_model 64 can embed almost orthogonally.
-// Why 2400 steps (session 21): at 1200 linear attention was caught in its accuracy jump, so fp32 rounding decided
+// Why V = 512: with V = 128 there are only 63 keys, which d_model 64 can embed almost orthogonally.
+// Why 2400 steps: at 1200 linear attention was caught in its accuracy jump, so fp32 rounding decided
 // its verdict (0.218 or 0.878 at N_KV 16 for equal math).
-// Why L = 128 and N_KV up to 32 (session 22): at L = 64 with N_KV <= 16 every linear memory converged to about 0.98,
+// Why L = 128 and N_KV up to 32: at L = 64 with N_KV <= 16 every linear memory converged to about 0.98,
 // so the papers' gap between the delta rule and linear attention lay within the noise and its verdict changed with
 // the seed. At L = 128 the largest slice fills the state (N_KV = d_head = 32) and an ungated additive state takes
 // 128 writes; there the delta rule holds (DeltaNet 0.971 / 0.971 / 0.972 at N_KV 32 for seeds 0 / 1 / 2) and linear
 // attention does not (Katharopoulos form 0.865 / 0.198 / 0.060), with 64 sequences a step the same tokens per step
 // as before. Why both linear attentions: the identity form (MoM, Lattice; docs/models.md#linear-attention) and Katharopoulos et al.'s
 // (elu + 1 features, normalised), the paper every one of ours cites for linear attention.
-// Longest run first (session 22's times, two at a time: Mamba2 651 s, linear attention 430 s, its Katharopoulos
+// Longest run first (measured 2026-11-26, two at a time: Mamba2 651 s, linear attention 430 s, its Katharopoulos
 // form 434 s, Gated DeltaNet 410 s, DeltaNet 289 s, Transformer++ 146 s), so the two workers end together.
 std::vector<std::string> quickstart_mqar_models() {
   return {"mamba2", "linear_attn", "linear_attn_elu", "gated_deltanet", "deltanet", "transformer"};
@@ -43,7 +43,7 @@ double quickstart_mqar_lr(const std::string& model) {
 
 // Language modelling: the d_model-64 column of configs/lm_scaling_cpu.json (byte tokenizer, context
 // 256, 144 steps of 16 x 256 tokens = 0.59 M tokens, about 4 tokens per Transformer++ parameter).
-// ATLAS first: its run is the longest (session 23: 82 s on one core beside a build, the others about 18 s).
+// ATLAS first: its run is the longest (measured 2026-11-26: 82 s on one core beside a build, the others about 18 s).
 std::vector<std::string> quickstart_lm_models() {
   return {"atlas", "transformer", "linear_attn", "linear_attn_elu", "deltanet", "gated_deltanet", "mamba2"};
 }
@@ -51,7 +51,7 @@ std::vector<std::string> quickstart_lm_models() {
 // ATLAS trains in the CPU quickstart with its recorded cost keys (docs/models.md#atlas, README "ATLAS cost keys"):
 // one Muon step per chunk of 64 tokens, every token of a chunk read from the chunk-start memory, the chunk graphs
 // kept (no recompute). The exact form (per-token Newton-Schulz, chunk 16) trains at ~1 % of Gated DeltaNet's speed
-// on this CPU (issue 19).
+// on this CPU (docs/performance.md).
 static json quickstart_lm_case(const std::string& model) {
   json c = {{"model", model}};
   if (model == "atlas") {
@@ -118,7 +118,7 @@ json quickstart_catalog() {
       "memory, the chunk graphs kept (`atlas_readout = chunk_start`, `ns_granularity = chunk`, `chunk_size = 64`, "
       "`atlas_recompute = false`; the exact form, per-token Newton-Schulz at chunk 16, trains at about 1 % of Gated "
       "DeltaNet's speed on this CPU); on MQAR it is left out (the reason is measured, below). "
-      "Why this length (session 22): at L = 64 with N_KV up to 16 every linear memory converged to about 0.98 "
+      "Why this length: at L = 64 with N_KV up to 16 every linear memory converged to about 0.98 "
       "(DeltaNet 0.978, identity linear attention 0.978, Gated DeltaNet 0.979, Mamba2 0.985 at N_KV 16), so the gap "
       "the papers report lay inside the noise and its verdict changed with the seed (Katharopoulos form 0.926 / "
       "0.906 / 0.975 for seeds 0 / 1 / 2). At L = 128 the N_KV-32 slice fills the state (N_KV = d_head). "
@@ -133,15 +133,15 @@ json quickstart_catalog() {
       "papers' gap is the direction, which every seed shows. 'Attention above Gated DeltaNet' is within the margin "
       "for seed 0 (0.997 vs 0.973); Gated DeltaNet's seed 1 reached 0.906 (Transformer++ was not run at seeds 1, 2).";
   const auto mqar = quickstart_mqar_models();
-  // Families tried on the quickstart's own MQAR config (session 21, 1 thread), with what was measured.
+  // Families tried on the quickstart's own MQAR config (2026-11-26, 1 thread), with what was measured.
   const std::map<std::string, std::string> measured_reasons = {
       {"titans_lmm",
-       "budget, measured: on the quickstart's protocol of session 21 (L = 64, N_KV 4 / 8 / 16, batches of 128: the "
+       "budget, measured: on the quickstart's earlier protocol (L = 64, N_KV 4 / 8 / 16, batches of 128: the "
        "same tokens per step as now) at lr 8e-3 still near chance (0.021 / 0.010 / 0.009) at step 400, at about 1 s "
        "a step (8 400 tokens/s), so its 2400-step schedule alone would take about 40 minutes "
        "of one core; `mnemo sweep --config configs/mqar_learning.json` runs it"},
       {"atlas",
-       "budget, measured (session 23): on this MQAR protocol with the language-modelling stage's cost keys "
+       "budget, measured: on this MQAR protocol with the language-modelling stage's cost keys "
        "(chunk-granularity Newton-Schulz, chunk 64, chunk-start read-out, no recompute) ATLAS trains at about "
        "14 750 tokens/s on one core, so its 2400 steps alone take about 22 minutes of a core, and at lr 8e-3 and "
        "1.6e-2 it was still at chance after 800 steps (test accuracy 0.005 for both, chance about 1/256; training "

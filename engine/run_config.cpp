@@ -153,20 +153,20 @@ json task_params_of(const json& resolved) {
 std::string config_hash(const json& resolved) {
   json c = resolved;
   for (const char* k : {"device", "eval_every", "log_every", "eval_batch_size", "cache_dir"}) c.erase(k);
-  // Keys added with issue 15 leave the hashes of earlier runs unchanged while at their defaults.
+  // Keys added after the first runs leave the hashes of earlier runs unchanged while at their defaults.
   for (const auto& [k, v] : std::vector<std::pair<const char*, json>>{
            {"grad_accum", 1}, {"warmup_steps", -1}, {"primary_metric", ""}, {"size", ""}, {"recipe", ""},
            {"precision", "fp32"},
-           // Issue 19's ATLAS cost keys (runtime/atlas/atlas_core.h): at their defaults, earlier ATLAS cells keep
+           // The ATLAS cost keys (runtime/atlas/atlas_core.h): at their defaults, earlier ATLAS cells keep
            // their hashes (a sweep does not re-run them).
            {"ns_granularity", "token"}, {"ns_precision", "fp32"}, {"atlas_recompute", true},
-           // Issue 17's MQAR mixture keys (tasks/mqar_task.cpp): empty lists keep earlier MQAR cells.
+           // The MQAR mixture keys (tasks/mqar_task.cpp): empty lists keep earlier MQAR cells.
            {"train_num_kv_pairs", json::array()}, {"train_kv_weights", json::array()},
            {"test_num_kv_pairs", json::array()},
-           // Issue 15's Titans inner-gradient clamp (docs/models.md#titans-inner-gradient-clamp): off, earlier Titans cells keep their hashes.
+           // The Titans inner-gradient clamp (docs/models.md#titans-inner-gradient-clamp): off, earlier Titans cells keep their hashes.
            {"inner_grad_clip", 0.0}})
     if (c.contains(k) && c[k] == v) c.erase(k);
-  // Issue 17's optional short conv of the transformer: off, earlier Transformer++ cells keep their hashes.
+  // The optional short conv of the transformer: off, earlier Transformer++ cells keep their hashes.
   if (c.value("model", "") == "transformer" && c.value("short_conv", true) == false && c.value("conv_size", 0) == 4) {
     c.erase("short_conv");
     c.erase("conv_size");

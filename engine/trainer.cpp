@@ -149,7 +149,7 @@ StepResult optimiser_step(Backbone& model, torch::optim::Optimizer& optimizer, D
     {
       const AutocastScope autocast(device, precision);  // forward and loss; backward outside (as torch.amp)
       auto logits = model.forward(b.input_ids);
-      // One rank, accum 1: the mean as before issue 15 (identical numbers); else the sum over the step's labels.
+      // One rank, accum 1: the mean, as before gradient accumulation existed (identical numbers); else the sum over the step's labels.
       loss = accum == 1 && world == 1 ? token_loss(logits, b.labels)
                                       : token_loss_sum(logits, b.labels) / double(std::max<int64_t>(1, labelled));
       aux = model.aux_loss();

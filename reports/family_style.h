@@ -1,4 +1,4 @@
-// One colour and one marker per model family, the same in every figure of the report (issue 17).
+// One colour and one marker per model family, the same in every figure of the report.
 // Families are sorted into the groups of the papers' comparisons; the marker encodes the group, the
 // colour the family (distinct within a group, from a fixed qualitative palette). A family the table
 // does not know (a plugin) gets a deterministic colour from a hash of its name.

@@ -102,7 +102,7 @@ Verdict above(const Grid& g, const std::string& better, const std::string& worse
 
 // The linear-attention form the linear-memory claims are judged on: Katharopoulos et al.'s (φ = elu + 1 with the
 // normaliser; the paper every one of ours cites for its linear-attention rows) where it ran, else the identity form.
-// Why not both (session 22): on the quickstart's protocol the identity form's verdict changed with the seed (0.453
+// Why not both: on the quickstart's protocol the identity form's verdict changed with the seed (0.453
 // and 0.974 at N_KV 32 = d_head for seeds 0 and 1, where its state can hold every pair), the Katharopoulos form's did
 // not (0.865 / 0.198 / 0.060 against DeltaNet's 0.971-0.972); the protocol paragraph gives both.
 struct LinearAttnForm {

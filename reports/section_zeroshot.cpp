@@ -1,4 +1,4 @@
-// Zero-shot commonsense suite (issue 16; docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext, docs/reproducing.md#comparing-with-the-papers): the `evals` rows of `mnemo eval --tasks`
+// Zero-shot commonsense suite (docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext, docs/reproducing.md#comparing-with-the-papers): the `evals` rows of `mnemo eval --tasks`
 // in the Titans-line columns, one row per evaluated model with its budget; then each paper's rows (zeroshot_papers.cpp)
 // and ours in separate tables, the paper's average recomputed by its own rule, and the families' rankings compared by
 // Kendall τ-b.

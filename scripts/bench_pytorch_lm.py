@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch-eager reference for `mnemo bench --mode fwdbwd` (issue 15): the same Transformer++ as mnemo's
+"""PyTorch-eager reference for `mnemo bench --mode fwdbwd`: the same Transformer++ as mnemo's
 `transformer` family (runtime/model.cpp, runtime/attention): token embedding tied to the LM head, per block
 pre-RMSNorm -> causal softmax attention with non-interleaved RoPE (theta 10000; q/k/v/o projections without bias)
 -> residual, pre-RMSNorm -> SwiGLU down(silu(gate x) * up x), hidden 256*ceil(floor(d*r*2/3)/256) -> residual;

@@ -1,4 +1,4 @@
-// Text corpora for language-model pretraining (issue 15; docs/tasks.md#language-modelling): folders of .txt files,
+// Text corpora for language-model pretraining (docs/tasks.md#language-modelling): folders of .txt files,
 // plain-text files split into documents, JSONL files with a text field; a deterministic held-out split.
 #pragma once
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Language modelling on a text corpus (issue 15; docs/tasks.md#language-modelling): the `lm` task trains on
+// Language modelling on a text corpus (docs/tasks.md#language-modelling): the `lm` task trains on
 // windows of a token shard of the corpus's training documents and validates on its held-out
 // documents; `lm_ppl` evaluates a checkpoint's perplexity per evaluation length and per position
 // bucket (length extrapolation, docs/tasks.md#language-modelling). Data: tasks/corpus.h, tasks/token_shard.h.

@@ -1,5 +1,5 @@
 // Token shards: a corpus split tokenised once into a flat binary file and memory-mapped for training and
-// validation (issue 15; docs/tasks.md#language-modelling; nanoGPT's train.bin idea), plus corpus-trained SentencePiece models.
+// validation (docs/tasks.md#language-modelling; nanoGPT's train.bin idea), plus corpus-trained SentencePiece models.
 //
 // File format (little-endian):
 //   bytes 0..7    magic "MNEMOTK1"

@@ -1,4 +1,4 @@
-// Tokenizers for text tasks (issue 6): a byte-level tokenizer (no training) and SentencePiece
+// Tokenizers for text tasks: a byte-level tokenizer (no training) and SentencePiece
 // (load a .model; `mnemo tokenizer train` trains one with SentencePiece's own trainer).
 // Length budgets of text tasks are counted in the configured tokenizer's tokens.
 #pragma once

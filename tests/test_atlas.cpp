@@ -460,6 +460,6 @@ TEST_CASE("atlas_mac: prefill + decode == full forward, causal, exact gradients 
 
 // Measured (seed 0, 1 thread, shared 2-core machine): omeganet 0.105 in 8.5 s, swla 0.094 in 9.3 s. Not included
 // (over the 20 s budget or not above chance in 150 steps): dla 0.035 (7.6 s), atlas 0.078 (391 s; 0.080 in 123 s
-// after issue 19, in test_atlas_muon.cpp with the chunk-granularity variant), atlas_pp 0.047 (448 s).
+// with the hand-written Newton–Schulz adjoint, in test_atlas_muon.cpp with the chunk-granularity variant), atlas_pp 0.047 (448 s).
 TEST_CASE("omeganet learns a small MQAR well above chance", "[atlas][train]") { CHECK(tiny_mqar("omeganet") >= 0.07); }
 TEST_CASE("swla learns a small MQAR well above chance", "[atlas][train]") { CHECK(tiny_mqar("swla") >= 0.07); }

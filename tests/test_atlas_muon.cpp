@@ -1,4 +1,4 @@
-// ATLAS / ATLAS++ cost paths (issue 19; docs/models.md#newton-schulz-orthogonalisation, docs/models.md#atlas): the hand-written Newton–Schulz adjoint equals
+// ATLAS / ATLAS++ cost paths (docs/models.md#newton-schulz-orthogonalisation, docs/models.md#atlas): the hand-written Newton–Schulz adjoint equals
 // autograd through the textbook iteration; the recomputing chunk node gives the gradients of the plain graph; the
 // options atlas_readout = chunk_start and ns_granularity = chunk keep chunk form == token reference (fp64, outputs,
 // state, gradients), carry their state across split points and through decode, and reject unknown values.
@@ -199,13 +199,13 @@ TEST_CASE("atlas options: decode equals the full forward, keys recorded with def
 TEST_CASE("atlas with chunk-granularity NS learns a small MQAR well above chance", "[atlas][train]") {
   // Chunk 4: with the read-out at the chunk start, chunk 16 leaves half of the 32-token sequence one chunk behind
   // (measured: chunk 16 0.059, chunk 8 0.061, chunk 4 0.088 in 28 s). 300 steps, bar twice chance (2/32): best
-  // test accuracy over seeds 0-3 (mnemo train, 1 thread, session 18): 150 steps 0.066 / 0.066 / 0.096 / 0.152
+  // test accuracy over seeds 0-3 (mnemo train, 1 thread, 2026-11-26): 150 steps 0.066 / 0.066 / 0.096 / 0.152
   // (0.066 fell under the former bar of 0.07 without any ATLAS change); 300 steps 0.096 / 0.082 / 0.090 / 0.154.
   CHECK(tiny_mqar("atlas", {{"atlas_readout", "chunk_start"}, {"ns_granularity", "chunk"}, {"chunk_size", 4},
                             {"steps", 300}}) >= 2.0 / 32);
 }
 // Measured (1 thread, shared 2-core machine): chunk-granularity NS, chunk 4: 0.088 in 30 s; exact: 0.080 in 123 s
-// (was 391 s before issue 19).
+// (391 s before the hand-written Newton–Schulz adjoint).
 TEST_CASE("atlas (exact per-token NS) learns a small MQAR well above chance", "[atlas][train]") {
   CHECK(tiny_mqar("atlas", json::object()) >= 0.07);
 }

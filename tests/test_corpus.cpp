@@ -1,4 +1,4 @@
-// Corpora and token shards for language-model pretraining (issue 15; docs/tasks.md#language-modelling).
+// Corpora and token shards for language-model pretraining (docs/tasks.md#language-modelling).
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-// Devices and the precision policy (issue 21, docs/models.md#numerical-stability).
+// Devices and the precision policy (docs/models.md#numerical-stability).
 //  [precision]    on the CPU (every CI run): bf16 autocast through AutocastScope engages and restores; every mixer
 //                 takes a training step under it with finite gradients and keeps its recurrent state in fp32.
 //  [.cuda-*]      the same and more on a CUDA device; hidden from the plain run and registered with CTest as

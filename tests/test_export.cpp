@@ -1,4 +1,4 @@
-// Weights in and out (issue 15): the safetensors reader/writer, `mnemo export` and its loader, `mnemo import-fla`.
+// Weights in and out: the safetensors reader/writer, `mnemo export` and its loader, `mnemo import-fla`.
 // The fla tests write fla-style files (fla's key names and layouts, random weights) and compare mnemo's logits with
 // fla's forward written out here from fla's own code (fla/layers/attn.py, fla/layers/gated_deltanet.py,
 // fla/ops/gated_delta_rule/naive.py, fla/modules/*): an independent path, so a wrong key, a missing transpose or a

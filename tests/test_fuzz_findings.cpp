@@ -75,7 +75,7 @@ TEST_CASE("checkpoint metadata with wrong types or ranges names the file and the
                     Catch::Contains("corrupted trainer state") && Catch::Contains("'step' must be >= 0"));
   std::ofstream(dir / "checkpoint" / "trainer.json") << "{\"step\": \"x\", \"run_id\": 1}";
   CHECK_THROWS_WITH(load_trainer_state(dir.string()), Catch::Contains("corrupted trainer state"));
-  // fuzz_checkpoint, session 18: a float too large for int64 (undefined behaviour in the conversion before).
+  // fuzz_checkpoint: a float too large for int64 (undefined behaviour in the conversion before).
   std::ofstream(dir / "checkpoint" / "trainer.json") << "{\"step\": 2.22222e+81, \"run_id\": 1}";
   CHECK_THROWS_WITH(load_trainer_state(dir.string()),
                     Catch::Contains("corrupted trainer state") && Catch::Contains("'step' must be an integer"));

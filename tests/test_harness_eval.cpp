@@ -1,4 +1,4 @@
-// The lm-eval-parity driver (issue 16): the loglikelihood primitive against a hand computation (one forward per
+// The lm-eval-parity driver: the loglikelihood primitive against a hand computation (one forward per
 // request), right padding and order restoration, truncation to max_length, is_greedy; the driver's results.json,
 // samples, table, requests-only files and evals cells with a test-only task; bad input.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Zero-shot tasks at lm-eval parity (issue 16): one test per rule, then parity with lm-eval's own outputs
+// Zero-shot tasks at lm-eval parity: one test per rule, then parity with lm-eval's own outputs
 // (tests/data/harness/, produced by running lm-evaluation-harness's functions; see the README there).
 #include <catch2/catch.hpp>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// Language-model pretraining (issue 15): corpus windows and packing, accumulation == one big batch,
+// Language-model pretraining: corpus windows and packing, accumulation == one big batch,
 // bit-exact resume, perplexity arithmetic, length evaluation through the state, every family trains.
 #include <catch2/catch.hpp>
 #include <torch/torch.h>

@@ -1,4 +1,4 @@
-// Issue 18, "Messages": every bad input named in it ends in one `mnemo: error: ...` line that names the
+// Messages: every bad input listed here ends in one `mnemo: error: ...` line that names the
 // option, key or file at fault, with exit status 1 (items 6, 8, 12, 13, 14). All cases stop before training.
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// report.html in a real browser (issue 17): headless Chromium loads a small report and a script appended
+// report.html in a real browser: headless Chromium loads a small report and a script appended
 // to a copy of the page lists the images that did not load (naturalWidth 0) or are shown wider than drawn
 // (naturalWidth < clientWidth: blurry upscaling). Chromium comes from scripts/setup; without it this test
 // fails and says so.

@@ -147,7 +147,7 @@ TEST_CASE("report claims: the linear-memory claims use Katharopoulos's linear at
         std::string::npos);
   CHECK(table_row(md, "A deep test-time memory (Titans LMM) recalls better than linear attention (Katharopoulos")
             .find("not testable") != std::string::npos);
-  CHECK(md.find("Within its state's capacity") == std::string::npos);  // removed in session 22
+  CHECK(md.find("Within its state's capacity") == std::string::npos);  // a sentence the report no longer writes
   CHECK(table_row(md, "N_KV=4 (L=64) | 3 |").find("| - (every model within 0.05) |") != std::string::npos);
   CHECK(table_row(md, "N_KV=64 (L=64) | 4 |").find("| - (every") == std::string::npos);
 }

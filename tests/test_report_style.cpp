@@ -1,4 +1,4 @@
-// Issue 17: one colour and marker per model family across the report's figures, at most 8 lines a
+// One colour and marker per model family across the report's figures, at most 8 lines a
 // panel, legends in their own margin, ranking bars with the chance level, and report.html as a page.
 #include <catch2/catch.hpp>
 

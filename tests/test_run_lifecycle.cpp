@@ -1,4 +1,4 @@
-// A run's life (issue 18): resume of a completed run, cumulative summaries, crash-safe checkpoints,
+// A run's life: resume of a completed run, cumulative summaries, crash-safe checkpoints,
 // no test set, validation before the run row, one-line failure messages, checkpoint compatibility,
 // adoption of a row left without a checkpoint, SIGINT/SIGTERM.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Runs that never lie (issue 18): two sweep processes on one DB run each cell once (leases + folder
+// Runs that never lie: two sweep processes on one DB run each cell once (leases + folder
 // locks), stale leases are taken over, `eval` ties its rows to the run and replaces a cell's earlier
 // value, `report` reads a read-only DB and refuses a SQLite file that is not mnemo's.
 #include <catch2/catch.hpp>

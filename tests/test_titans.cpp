@@ -478,7 +478,7 @@ TEST_CASE("titans_lmm learns a small MQAR (V=64, L=32, 2 pairs, 1 layer) well ab
 }
 
 TEST_CASE("titans_lmm at context 256 on real text: finite with the default inner-gradient clamp", "[titans][train]") {
-  // Issue 15's finding: with docs/models.md#titans-inner-gradient-clamp's clamp off, the first step on Gutenberg text at context 256 is NaN (a
+  // Measured: with docs/models.md#titans-inner-gradient-clamp's clamp off, the first step on Gutenberg text at context 256 is NaN (a
   // 64-token chunk of anchor gradients, amplified by momentum, overshoots the inner loss's curvature, and the
   // two-layer memory's curvature grows each time the anchor is refreshed; fp64 too). The default clamp τ = 3 trains.
   auto dir = test::temp_dir("titans_ctx256");

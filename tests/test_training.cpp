@@ -205,7 +205,7 @@ TEST_CASE("each linear-recurrent family learns a small MQAR well above chance", 
 
 // Measured: ttt_mlp 0.45, titans_mac 0.52, titans_mal 0.29 (titans_mag 0.53) after 400 steps (ttt_linear, titans_lmm
 // and yaad have their own tests in test_ttt/test_titans/test_miras). Moneta and Memora train 800 steps: at 400 they
-// are at the start of learning and a rounding-level change moves them across the bar (session 19, 1 thread, seeds
+// are at the start of learning and a rounding-level change moves them across the bar (measured 2026-11-26, 1 thread, seeds
 // 0-3: 400 steps moneta 0.09-0.23, memora 0.05-0.13; 800 steps moneta 0.83/0.38/0.40/0.18, memora
 // 0.17/0.18/0.16/0.19).
 TEST_CASE("each deep test-time memory learns a small MQAR well above chance", "[train][learn][deep_memory]") {

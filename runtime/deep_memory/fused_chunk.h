@@ -1,7 +1,7 @@
 // One chunk of the deep-memory dual form (memory.h) for the residual-MLP memory M(z) = z + W_1 GELU(W_2 φ(z)) as a
 // single autograd node with a hand-written backward. The op-by-op form (dual_form_readout + memory_grad_terms +
 // combine_state) records ~60 small ops per chunk and about twice as many backward nodes; at the benchmark shapes
-// their dispatch overhead, not the arithmetic, dominated training (issue 19). Used by Titans (§5.3: momentum,
+// their dispatch overhead, not the arithmetic, dominated training. Used by Titans (§5.3: momentum,
 // decay, inner-gradient clip) and the Atlas GD family (§7.6: Omega window, feature map, ℓ2 or dot loss). Two forms
 // share its saved tensors (fused_chunk_forms.h): LibTorch ops on every device (fused_chunk.cpp) and, for fp32/fp64 on
 // the CPU, row loops with direct GEMMs (fused_chunk_cpu.cpp).

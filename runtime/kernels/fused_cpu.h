@@ -1,4 +1,4 @@
-// Fused CPU kernels for the layers every block runs (issue 15): RMSNorm, the SwiGLU gate, RoPE and causal
+// Fused CPU kernels for the layers every block runs: RMSNorm, the SwiGLU gate, RoPE and causal
 // softmax attention, each one autograd Function with a hand-written forward and backward, where eager LibTorch
 // makes one memory pass per op (5–10 per layer). They compute the same functions as the eager formulas in
 // runtime/layers.cpp and runtime/attention (kept as the references, tests/test_fused_ops.cpp compares them).

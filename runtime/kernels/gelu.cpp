@@ -1,6 +1,6 @@
 // GELU values in one pass over memory on the CPU (gelu.h gelu_values): the deep-memory chunk nodes take GELU, GELU'
 // and GELU'' of every pre-activation of every chunk; as eager ops that was ~13 passes and an erf per call, a
-// tenth of a Titans LMM layer's training step (issue 19).
+// tenth of a Titans LMM layer's training step.
 #include "runtime/kernels/gelu.h"
 
 #include <ATen/record_function.h>

@@ -1,6 +1,6 @@
 // Memora's lag token (miras.h, retention "kl"; docs/models.md#memora) as one autograd node with a hand-written backward.
 // The op-by-op step records ~60 small ops and about twice as many backward nodes for a single token; with one lag
-// token per chunk their dispatch cost Memora a third of its training step (issue 19).
+// token per chunk their dispatch cost Memora a third of its training step.
 //
 // Per head, the token's rows k, v, q [1, d], weights W0 = W_2 [hid, d], W1 = W_1 [d, hid], gates a = e^{log α},
 // η [1, G] (G = d or 1):

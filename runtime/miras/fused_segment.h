@@ -1,7 +1,7 @@
 // One linear segment of the Miras channel-wise dual form (kernel.cpp dual_segment, factorised decays) as a single
 // autograd node with a hand-written backward. The op-by-op form records ~70 small ops per segment and about twice as
 // many backward nodes; at the benchmark shapes their dispatch, not the arithmetic, dominated Moneta / Yaad / Memora
-// training (issue 19), as it did for Titans (runtime/deep_memory/fused_chunk.h).
+// training, as it did for Titans (runtime/deep_memory/fused_chunk.h).
 //
 // Per head, tokens as rows (n tokens, d = d_h, hid = 4 d), anchor Â0 [hid, d], Â1 [d, hid], start weights W0, W1:
 //   anchor pass  H0 = K Â0ᵀ, G0 = GELU(H0), U0 = G0 Â1ᵀ, N0 = LN(U0), E = K + N0 ⊙ γ + β - V, g_y = φ(E),

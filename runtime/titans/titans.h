@@ -107,10 +107,10 @@ struct TitansLmmArgs {
   double eta_bias = 2.0;     // η = σ(x w_η + b_η)
   double theta_bias = 0.0;   // θ = θ_max σ(x w_θ + b_θ)
   double theta_max = 0.1;
-  // τ: per-token inner gradient g ← g·τ/max(τ, ||g||) (docs/models.md#titans-inner-gradient-clamp; 0 = off). On by default, unlike the spec: with it
+  // τ: per-token inner gradient g ← g·τ/max(τ, ||g||) (docs/models.md#titans-inner-gradient-clamp; 0 = off). On by default: with it
   // off, Titans gives NaN in its first forward at context 256 on real text (64-token chunks of anchor gradients,
   // amplified ~1/(1-η) by momentum, overshoot the inner loss's curvature; fp64 too). τ = 3, not 1: measured
-  // (session 17, d_model 64, context 256, 144 steps on Gutenberg) val ppl τ = 1 / 3 / 10: 8.35 / 8.49 / 9.25, and
+  // (2026-11-25, d_model 64, context 256, 144 steps on Gutenberg) val ppl τ = 1 / 3 / 10: 8.35 / 8.49 / 9.25, and
   // the small MQAR of tests/test_titans.cpp best accuracy τ = 0 / 1 / 3 / 10: 0.119 / 0.070 / 0.100 / 0.119.
   double inner_grad_clip = 3.0;
   std::string form = "chunk";  // "chunk" | "recurrent" (same function; decode steps are recurrent)

@@ -1,7 +1,7 @@
 // One TTT-MLP mini-batch of the dual form (kernel.cpp ttt_chunk; 2-layer GELU inner MLP with biases, inner LN
 // loss) as a single autograd node with a hand-written backward. The composed form records ~180 small ops per
 // mini-batch (16 tokens) and about twice as many backward nodes; their dispatch overhead dominated training
-// (issue 19). Rows are tokens; per head:
+//. Rows are tokens; per head:
 //   anchor    Z0 = K W0 + b0, X1 = GELU(Z0), u = X1 W1 + b1, n = (u - ū)/r, r = sqrt(var u + eps)
 //             g = w ⊙ (w ⊙ n + b_ln - t)   (t = v - k, or v without the skip)
 //             E1 = (g - mean g - n mean(g ⊙ n)) / r,   E0 = (E1 W1ᵀ) ⊙ GELU'(Z0)

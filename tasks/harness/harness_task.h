@@ -1,4 +1,4 @@
-// Zero-shot tasks at lm-eval parity (issue 16; docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext): a task = documents + the requests of a
+// Zero-shot tasks at lm-eval parity (docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext): a task = documents + the requests of a
 // document + process_results(doc, responses) -> per-document metric values; aggregation and standard errors
 // exist once (tasks/harness/aggregation.h). Most tasks are data: a JSON task spec read by one generic
 // multiple-choice task (tasks/harness/multiple_choice.cpp); code only where lm-eval's preprocessing needs it

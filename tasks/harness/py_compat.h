@@ -1,4 +1,4 @@
-// Python semantics the lm-eval parity rules depend on (issue 16): str methods over code points (isspace, strip,
+// Python semantics the lm-eval parity rules depend on: str methods over code points (isspace, strip,
 // len, capitalize, re.split(r"\s+") piece counts), json.dumps's default output, numpy.argmax, and CPython's
 // random.Random (MT19937 seeded with init_by_array, random(), getrandbits, shuffle, choices). With the latter
 // lm-eval's bootstrap standard errors and its evaluator's seeded document shuffle are reproduced bit for bit.

@@ -1,4 +1,4 @@
-// Shared pieces of the zero-shot tasks (issue 16): checked data files, JSON-lines parsing with file:line errors,
+// Shared pieces of the zero-shot tasks: checked data files, JSON-lines parsing with file:line errors,
 // lm-eval's multiple-choice scoring, the task factories, and the text transforms the tests pin down.
 #pragma once
 #include <functional>

@@ -1,4 +1,4 @@
-// The multiple-choice tasks as data (issue 16): one JSON spec per task, read by the generic task in
+// The multiple-choice tasks as data: one JSON spec per task, read by the generic task in
 // tasks/harness/multiple_choice.cpp. Prompts, choices and targets are lm-eval's YAML fields verbatim
 // (lm_eval/tasks/<task>/*.yaml, cited per spec) over documents in the Hugging Face schema the importers build.
 //
