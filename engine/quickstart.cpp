@@ -95,43 +95,38 @@ json quickstart_lm_sweep(const std::vector<std::string>& models) {
 }
 
 json quickstart_catalog() {
-  const std::string protocol =
-      "MQAR (Zoology semantics and training mixture): vocabulary 512 (255 keys), sequence length 128, one run per "
-      "family trained on examples with 8, 16 and 32 key-value pairs (proportions 2 : 1 : 1) and tested on each "
-      "number separately (256 test examples each), d_model 64, 2 heads (d_head 32, so N_KV 32 fills a head's "
-      "state), 2 layers, batches of 64 from 40 000 training examples, AdamW (17 % warm-up, cosine over 2400 steps) "
-      "with early stop at 0.99 test accuracy; each family at its best learning rate of a probe sweep "
-      "(configs/mqar_quickstart_lr.json: 4e-3 Transformer++, 2e-3 linear attention and DeltaNet, 1.6e-2 Gated "
-      "DeltaNet, 8e-3 Mamba2, 3.2e-2 Katharopoulos linear attention, whose rate was probed again at this length: "
-      "1.6e-2 / 3.2e-2 / 6.4e-2 gave 0.571 / 0.865 / 0.068 at N_KV 32), where Zoology takes the best of four per "
-      "cell and trains 32-64 epochs of 180 000 examples. Transformer++ has Zoology's short convolution before "
-      "attention (on q, k, v, kernel 4, as the linear recurrent families have by default); in the "
-      "language-modelling stage it is the plain Transformer++. Linear attention runs in two forms: `linear_attn`, "
-      "the identity feature map without normaliser that MoM and Lattice write (docs/models.md#linear-attention), and "
-      "`linear_attn_elu`, Katharopoulos et al.'s elu + 1 features with the normaliser, the paper each of ours cites "
-      "for linear attention; the linear-memory claims are judged on the Katharopoulos form (why: below). Then a "
-      "language-modelling comparison at an equal budget: byte tokenizer, Gutenberg books, context 256, d_model 64, "
-      "144 steps of 4096 tokens (0.59 M "
-      "tokens), validation perplexity on 65 536 held-out tokens (its ranking against Titans Table 1 and the "
-      "Atlas tables is in the language-modelling section). ATLAS joins the language-modelling stage with its "
-      "recorded cost keys: one Muon step per chunk of 64 tokens, every token of a chunk read from the chunk-start "
-      "memory, the chunk graphs kept (`atlas_readout = chunk_start`, `ns_granularity = chunk`, `chunk_size = 64`, "
-      "`atlas_recompute = false`; the exact form, per-token Newton-Schulz at chunk 16, trains at about 1 % of Gated "
-      "DeltaNet's speed on this CPU); on MQAR it is left out (the reason is measured, below). "
-      "Why this length: at L = 64 with N_KV up to 16 every linear memory converged to about 0.98 "
-      "(DeltaNet 0.978, identity linear attention 0.978, Gated DeltaNet 0.979, Mamba2 0.985 at N_KV 16), so the gap "
-      "the papers report lay inside the noise and its verdict changed with the seed (Katharopoulos form 0.926 / "
-      "0.906 / 0.975 for seeds 0 / 1 / 2). At L = 128 the N_KV-32 slice fills the state (N_KV = d_head). "
-      "Checked over seeds 0 / 1 / 2 of this protocol (configs/mqar_quickstart_seeds.json), accuracy at N_KV 32: "
-      "DeltaNet 0.971 / 0.971 / 0.972, Katharopoulos linear attention 0.865 / 0.198 / 0.060, so 'DeltaNet recalls "
-      "better than linear attention' holds for every seed; Gated DeltaNet 0.973 / 0.906 (seeds 0 / 1), so its claim "
-      "holds for both. The linear-memory claims are judged on the Katharopoulos form because the identity form's "
-      "verdict does not survive the seeds: 0.453 / 0.974 / 0.855 (seed 1 stopped early at step 1900, level with "
-      "DeltaNet: at N_KV = d_head its state can hold every pair, and whether it learns to within 2400 steps depends "
-      "on the seed). The Katharopoulos form's spread says its gap, too, mixes interference with slow, "
-      "seed-dependent learning on this budget (seeds 1 and 2 were below 0.71 at N_KV 8 after 2400 steps); the "
-      "papers' gap is the direction, which every seed shows. 'Attention above Gated DeltaNet' is within the margin "
-      "for seed 0 (0.997 vs 0.973); Gated DeltaNet's seed 1 reached 0.906 (Transformer++ was not run at seeds 1, 2).";
+  // Short facts, one a line of the report's list; papers cited by arXiv id.
+  const json protocol = json::array({
+      "Task: MQAR with Zoology's semantics and training mixture (arXiv:2312.04927), vocabulary 512 (255 keys), "
+      "sequence length 128.",
+      "Data: one run per family, trained on examples with 8, 16 and 32 key-value pairs (proportions 2 : 1 : 1; "
+      "40 000 training examples, batches of 64) and tested on each number separately (256 test examples each).",
+      "Model: d_model 64, 2 heads (d_head 32, so N_KV 32 fills a head's state), 2 layers. Transformer++ has "
+      "Zoology's short convolution (kernel 4) on q, k, v, as the linear recurrent families have by default.",
+      "Optimiser: AdamW, 17 % warm-up, cosine over 2400 steps, early stop at 0.99 test accuracy.",
+      "Learning rates: each family's best of a probe sweep (configs/mqar_quickstart_lr.json): 4e-3 Transformer++, "
+      "2e-3 linear attention and DeltaNet, 1.6e-2 Gated DeltaNet, 8e-3 Mamba2, 3.2e-2 Katharopoulos linear "
+      "attention (1.6e-2 / 3.2e-2 / 6.4e-2 gave 0.571 / 0.865 / 0.068 at N_KV 32). Zoology takes the best of four "
+      "per cell and trains 32-64 epochs of 180 000 examples.",
+      "Linear attention in two forms: `linear_attn`, the identity feature map without normaliser (as MoM, "
+      "arXiv:2502.13685, and Lattice, arXiv:2504.05646, write it), and `linear_attn_elu`, elu + 1 features with the "
+      "normaliser (Katharopoulos et al., arXiv:2006.16236). The linear-memory claims are judged on the "
+      "Katharopoulos form: the identity form's verdict does not survive the seeds (below).",
+      "Language modelling at an equal budget: byte tokenizer, Gutenberg books, context 256, d_model 64, 144 steps "
+      "of 4096 tokens (0.59 M tokens), validation perplexity on 65 536 held-out tokens; Transformer++ without the "
+      "short convolution. Its ranking against Titans (arXiv:2501.00663) and Atlas (arXiv:2505.23735) is in the "
+      "language-modelling section.",
+      "ATLAS runs in the language-modelling stage only, with its recorded cost keys (`atlas_readout = "
+      "chunk_start`, `ns_granularity = chunk`, `chunk_size = 64`, `atlas_recompute = false`); the exact form "
+      "(per-token Newton-Schulz at chunk 16) trains at about 1 % of Gated DeltaNet's speed on this CPU.",
+      "Why L = 128: at L = 64 with N_KV up to 16 every linear memory reached about 0.98 (DeltaNet 0.978, identity "
+      "linear attention 0.978, Gated DeltaNet 0.979, Mamba2 0.985 at N_KV 16), so the papers' gap lay inside the "
+      "noise and its verdict changed with the seed.",
+      "Seeds 0 / 1 / 2 (configs/mqar_quickstart_seeds.json), accuracy at N_KV 32: DeltaNet 0.971 / 0.971 / 0.972; "
+      "Katharopoulos linear attention 0.865 / 0.198 / 0.060; identity linear attention 0.453 / 0.974 / 0.855; "
+      "Gated DeltaNet 0.973 / 0.906 (seeds 0 / 1). 'DeltaNet above linear attention' holds for every seed.",
+      "'Attention above Gated DeltaNet' is within the margin for seed 0 (0.997 vs 0.973); Transformer++ was not "
+      "run at seeds 1 and 2."});
   const auto mqar = quickstart_mqar_models();
   // Families tried on the quickstart's own MQAR config (2026-11-26, 1 thread), with what was measured.
   const std::map<std::string, std::string> measured_reasons = {

@@ -22,7 +22,7 @@ json quickstart_mqar_sweep(const std::vector<std::string>& models);
 // One case per model: {"model": m} plus the family's recorded cost keys where it has them (ATLAS).
 json quickstart_lm_sweep(const std::vector<std::string>& models);
 
-// {"protocol": text, "left_out": {family: reason}} for the report catalog (every registered
+// {"protocol": [fact, ...], "left_out": {family: reason}} for the report catalog (every registered
 // family the MQAR stage does not run, with the reason).
 json quickstart_catalog();
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "reports/claims.h"
 #include "reports/mqar_cells.h"
 #include "reports/rank_stats.h"
 #include "reports/report.h"
@@ -138,14 +139,59 @@ Verdict degrades_with_pairs(const Grid& g, const LinearAttnForm& la) {
   return v;
 }
 
-void claims_section(ReportContext& ctx) {
-  const MqarCells data = mqar_cells(ctx.db);
-  if (data.cells.empty()) return;
+// MQAR accuracies per d_model.
+std::map<int64_t, Grid> grids_by_dim(ResultsDB& db) {
+  const MqarCells data = mqar_cells(db);
   std::map<int64_t, Grid> by_dim;
   for (const auto& [key, c] : data.cells) {
     const auto& [L, nkv, model, d] = key;
     by_dim[d][Setting{L, nkv}][model] = c.accuracy;
   }
+  return by_dim;
+}
+
+std::vector<Verdict> verdicts_at(const Grid& grid) {
+  const LinearAttnForm la = linear_attn_form(grid);
+  return {attention_solves(grid),
+          above(grid, "gated_deltanet", la.model, "Gated DeltaNet recalls better than " + la.label,
+                "Lattice §3 (delta rule: higher memory capacity); Lattice Fig. 7"),
+          above(grid, "deltanet", la.model, "DeltaNet recalls better than " + la.label,
+                "Lattice §3 citing Schlag et al. 2021 and Yang et al. 2024"),
+          above(grid, "titans_lmm", la.model, "A deep test-time memory (Titans LMM) recalls better than " + la.label,
+                "Titans §5; Atlas §(MQAR figure)"),
+          above(grid, "transformer", "gated_deltanet", "Attention recalls better than Gated DeltaNet at the largest N_KV",
+                "Zoology Fig. 2; Lattice Fig. 7"),
+          degrades_with_pairs(grid, la)};
+}
+
+bool testable(const std::string& verdict) { return verdict.rfind("not testable", 0) != 0; }
+
+// Greedy word wrap of `text` to lines of at most `width` characters (a longer word is cut).
+std::vector<std::string> wrap(const std::string& text, size_t width) {
+  std::vector<std::string> lines;
+  std::string line;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = text.find(' ', i);
+    if (j == std::string::npos) j = text.size();
+    std::string word = text.substr(i, j - i);
+    i = j + 1;
+    while (word.size() > width) {
+      if (!line.empty()) lines.push_back(line), line.clear();
+      lines.push_back(word.substr(0, width));
+      word = word.substr(width);
+    }
+    if (word.empty()) continue;
+    if (!line.empty() && line.size() + 1 + word.size() > width) lines.push_back(line), line.clear();
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty() || lines.empty()) lines.push_back(line);
+  return lines;
+}
+
+void claims_section(ReportContext& ctx) {
+  const std::map<int64_t, Grid> by_dim = grids_by_dim(ctx.db);
+  if (by_dim.empty()) return;
 
   ctx.md << "## The papers' MQAR claims, tested on these runs\n\n";
   ctx.md << "Each claim is judged per d_model on the MQAR cells in the database (best test accuracy over "
@@ -157,8 +203,16 @@ void claims_section(ReportContext& ctx) {
   const json quick = ctx.catalog.value("quickstart", json::object());
   bool has_quickstart = false;
   for (const RunInfo& r : ctx.db.runs()) has_quickstart = has_quickstart || r.sweep.rfind("quickstart", 0) == 0;
-  if (has_quickstart && quick.contains("protocol"))
-    ctx.md << "**Quickstart protocol.** " << quick["protocol"].get<std::string>() << "\n\n";
+  if (has_quickstart && quick.contains("protocol")) {  // a list of facts (or one paragraph)
+    ctx.md << "**Quickstart protocol.**";
+    if (quick["protocol"].is_array()) {
+      ctx.md << "\n\n";
+      for (const auto& fact : quick["protocol"]) ctx.md << "- " << fact.get<std::string>() << "\n";
+      ctx.md << "\n";
+    } else {
+      ctx.md << " " << quick["protocol"].get<std::string>() << "\n\n";
+    }
+  }
   if (has_quickstart && quick.contains("left_out") && !quick["left_out"].empty()) {
     std::vector<std::vector<std::string>> rows;
     for (auto it = quick["left_out"].begin(); it != quick["left_out"].end(); ++it)
@@ -169,23 +223,11 @@ void claims_section(ReportContext& ctx) {
   }
 
   for (const auto& [d, grid] : by_dim) {
-    const LinearAttnForm la = linear_attn_form(grid);
-    std::vector<Verdict> verdicts{
-        attention_solves(grid),
-        above(grid, "gated_deltanet", la.model, "Gated DeltaNet recalls better than " + la.label,
-              "Lattice §3 (delta rule: higher memory capacity); Lattice Fig. 7"),
-        above(grid, "deltanet", la.model, "DeltaNet recalls better than " + la.label,
-              "Lattice §3 citing Schlag et al. 2021 and Yang et al. 2024"),
-        above(grid, "titans_lmm", la.model, "A deep test-time memory (Titans LMM) recalls better than " + la.label,
-              "Titans §5; Atlas §(MQAR figure)"),
-        above(grid, "transformer", "gated_deltanet", "Attention recalls better than Gated DeltaNet at the largest N_KV",
-              "Zoology Fig. 2; Lattice Fig. 7"),
-        degrades_with_pairs(grid, la)};
     std::vector<std::vector<std::string>> rows;
     int agree = 0, tested = 0;
-    for (const Verdict& v : verdicts) {
+    for (const Verdict& v : verdicts_at(grid)) {
       rows.push_back({v.claim, v.source, v.evidence.empty() ? "-" : v.evidence, v.verdict});
-      if (v.verdict.rfind("not testable", 0) != 0) ++tested;
+      if (testable(v.verdict)) ++tested;
       if (v.verdict == "agrees") ++agree;
     }
     ctx.md << "### d_model = " << d << ": " << agree << " of " << tested << " testable claims agree\n\n";
@@ -222,6 +264,50 @@ void claims_section(ReportContext& ctx) {
 }
 
 }  // namespace
+
+std::vector<ClaimVerdict> mqar_claim_verdicts(ResultsDB& db) {
+  std::vector<ClaimVerdict> out;
+  for (const auto& [d, grid] : grids_by_dim(db))
+    for (const Verdict& v : verdicts_at(grid)) out.push_back({d, v.claim, v.source, v.evidence, v.verdict});
+  return out;
+}
+
+std::string claims_text_table(const std::vector<ClaimVerdict>& verdicts, int width) {
+  // Columns: claim 40 %, ours 40 %, verdict the rest (two spaces between columns).
+  const size_t usable = static_cast<size_t>(std::max(60, width)) - 4;
+  const size_t claim_w = usable * 2 / 5, ours_w = usable * 2 / 5, verdict_w = usable - claim_w - ours_w;
+  auto row = [&](const std::string& a, const std::string& b, const std::string& c) {
+    const auto wa = wrap(a, claim_w), wb = wrap(b, ours_w), wc = wrap(c, verdict_w);
+    std::string text;
+    for (size_t i = 0; i < std::max({wa.size(), wb.size(), wc.size()}); ++i) {
+      std::string line = i < wa.size() ? wa[i] : "";
+      line.resize(claim_w, ' ');
+      line += "  " + (i < wb.size() ? wb[i] : "");
+      line.resize(claim_w + 2 + ours_w, ' ');
+      line += "  " + (i < wc.size() ? wc[i] : "");
+      line.erase(line.find_last_not_of(' ') + 1);
+      text += line + "\n";
+    }
+    return text;
+  };
+  std::string out;
+  for (size_t i = 0; i < verdicts.size();) {
+    size_t j = i;
+    int agree = 0, tested = 0;
+    for (; j < verdicts.size() && verdicts[j].d_model == verdicts[i].d_model; ++j) {
+      tested += testable(verdicts[j].verdict) ? 1 : 0;
+      agree += verdicts[j].verdict == "agrees" ? 1 : 0;
+    }
+    out += "MQAR claims at d_model = " + std::to_string(verdicts[i].d_model) + ": " + std::to_string(agree) + " of " +
+           std::to_string(tested) + " testable claims agree\n";
+    out += row("claim", "ours", "verdict");
+    out += row(std::string(claim_w, '-'), std::string(ours_w, '-'), std::string(verdict_w, '-'));
+    for (; i < j; ++i)
+      out += row(verdicts[i].claim, verdicts[i].evidence.empty() ? "-" : verdicts[i].evidence, verdicts[i].verdict);
+    if (j < verdicts.size()) out += "\n";
+  }
+  return out;
+}
 
 void register_claims_section() { register_report_section("mqar_claims", 15, claims_section); }
 

@@ -4,9 +4,11 @@
 
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 #include "engine/quickstart.h"
 #include "engine/report_catalog.h"
+#include "reports/claims.h"
 #include "reports/mqar_cells.h"
 #include "reports/report.h"
 #include "test_util.h"
@@ -119,7 +121,7 @@ TEST_CASE("report claims: verdicts and tau-b follow the numbers in the database"
   CHECK(md.find("figures/mqar_ranking.png") != std::string::npos);
 
   // The quickstart's protocol and the families it leaves out come from the catalog.
-  CHECK(md.find("**Quickstart protocol.**") != std::string::npos);
+  CHECK(md.find("**Quickstart protocol.**\n\n- Task: MQAR") != std::string::npos);
   CHECK(md.find("| atlas |") != std::string::npos);
   CHECK(md.find("| transformer | budget") == std::string::npos);
 }
@@ -168,7 +170,13 @@ TEST_CASE("quickstart: its sweeps name real families and the catalog leaves out 
   const json catalog = quickstart_catalog();
   for (const std::string& m : quickstart_mqar_models()) CHECK_FALSE(catalog["left_out"].contains(m));
   CHECK(catalog["left_out"]["titans_lmm"].get<std::string>().find("budget, measured") != std::string::npos);
-  CHECK(catalog["protocol"].get<std::string>().find("MQAR") != std::string::npos);
+  REQUIRE(catalog["protocol"].is_array());
+  CHECK(catalog["protocol"][0].get<std::string>().find("MQAR") != std::string::npos);
+  for (const auto& fact : catalog["protocol"]) {  // short facts, citing papers rather than project history
+    CHECK(fact.get<std::string>().size() < 450);
+    CHECK(fact.get<std::string>().find("session") == std::string::npos);
+    CHECK(fact.get<std::string>().find("models.md") == std::string::npos);
+  }
   CHECK(catalog["left_out"]["atlas"].get<std::string>().find("budget, measured") != std::string::npos);
   const json lm = quickstart_lm_sweep(quickstart_lm_models());
   CHECK(lm["base"]["task"] == "lm");
@@ -177,4 +185,25 @@ TEST_CASE("quickstart: its sweeps name real families and the catalog leaves out 
   CHECK(lm["cases"][0] == json({{"model", "atlas"}, {"atlas_readout", "chunk_start"}, {"ns_granularity", "chunk"},
                                 {"chunk_size", 64}, {"atlas_recompute", false}}));
   CHECK(lm["cases"][1] == json({{"model", "transformer"}}));
+}
+
+TEST_CASE("report claims: the verdicts as the plain-text table the quickstart prints", "[report]") {
+  fs::path dir = test::temp_dir("claims_text");
+  ResultsDB db((dir / "r.sqlite").string());
+  CHECK(claims_text_table(mqar_claim_verdicts(db)).empty());  // no MQAR runs: nothing to print
+  for (int nkv : {4, 16}) {
+    add_mqar_run(db, "transformer", nkv, 1e-3, 0.99);
+    add_mqar_run(db, "deltanet", nkv, 1e-3, nkv == 4 ? 0.95 : 0.9);
+    add_mqar_run(db, "linear_attn", nkv, 1e-3, nkv == 4 ? 0.8 : 0.3);
+  }
+  const auto verdicts = mqar_claim_verdicts(db);
+  REQUIRE(verdicts.size() == 6);  // the six claims at d_model 64
+  const std::string text = claims_text_table(verdicts, 100);
+  INFO(text);
+  CHECK_THAT(text, Catch::StartsWith("MQAR claims at d_model = 64: 3 of 3 testable claims agree\n"));
+  CHECK_THAT(text, Catch::Contains("claim") && Catch::Contains("ours") && Catch::Contains("verdict"));
+  CHECK_THAT(text, Catch::Contains("deltanet 0.900 vs linear_attn 0.300"));
+  CHECK_THAT(text, Catch::Contains("not testable"));
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) CHECK(line.size() <= 100);
 }
