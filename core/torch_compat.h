@@ -4,6 +4,9 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
+#ifdef MNEMO_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #define MNEMO_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
@@ -13,6 +16,13 @@
 #define MNEMO_HAS_SDPA MNEMO_TORCH_AT_LEAST(2, 1)
 
 namespace mnemo::torch_compat {
+
+#ifdef MNEMO_WITH_CUDA
+// The current CUDA stream of `device` as the void* the torch-free kernel launchers take (a cudaStream_t).
+inline void* current_cuda_stream(const c10::Device& device) {
+  return static_cast<void*>(c10::cuda::getCurrentCUDAStream(device.index()).stream());
+}
+#endif
 
 // Autocast state of one device type (CPU or CUDA) on the calling thread. 2.4 made the API per device type;
 // 1.13 has one switch per device type under other names.
