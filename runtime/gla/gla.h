@@ -25,6 +25,25 @@ RecurrentResult gla_chunk(const torch::Tensor& q, const torch::Tensor& k, const 
                           const torch::Tensor& gk, double scale, const torch::Tensor& initial_state = {},
                           int64_t chunk_size = 64, int64_t sub_chunk = 16);
 
+// The fused chunk kernel of the family (chunk_kernel.cuh) as one autograd node: forward and backward in one
+// kernel each. The gate is key-wise gk [B, T, H, K] (GLA), a per-head scalar g [B, T, H] (simple GLA, RetNet) or
+// none (undefined; linear attention); q, k, v in fp32, fp64 or bf16 (state and gates in fp32, fp64 for fp64).
+// cu_seqlens (int32 [N + 1], B = 1) packs N sequences of varying length into one batch row; the initial state
+// and the final state are then [N, H, K, V]. CUDA tensors run the CUDA kernels (builds with MNEMO_CUDA_KERNELS;
+// the tiling then follows the device's shared memory), CPU tensors the same block code over a sequential host
+// grid with `tiling` (chunk = chunk_size).
+enum class GlaGate { kKeyWise, kScalar, kNone };
+struct GlaFusedTiling {
+  int64_t sub_chunk = 16;
+  int64_t tile_v = 0;  // value columns per block; 0 = all of V
+};
+RecurrentResult gla_chunk_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& gate, GlaGate gate_kind, double scale,
+                                const torch::Tensor& initial_state = {}, int64_t chunk_size = 64,
+                                const torch::Tensor& cu_seqlens = {}, const GlaFusedTiling& tiling = {});
+// Whether gla_chunk_fused runs on tensors like `like` in this build (CPU: always; CUDA: with the CUDA kernels).
+bool gla_fused_kernel_available(const torch::Tensor& like);
+
 // Shape checks shared by both forms (mnemo::Error naming the op and the input).
 void check_gla_inputs(const char* op, const torch::Tensor& q, const torch::Tensor& k,
                       const torch::Tensor& v, const torch::Tensor& gk, const torch::Tensor& s0);

@@ -1,0 +1,451 @@
+// Fused chunk kernel of the gated-linear-attention family, forward and backward, as block code
+// (runtime/kernels/block_grid.cuh): the same functions run as CUDA kernels (chunk_kernel.cu) and, over a
+// sequential grid, on the host (chunk_fused.cpp), where the tests check them against gla_chunk / gla_recurrent,
+// simple_gla_chunk and linear_attn_chunk in fp64 and fp32.
+//
+// One block per (sequence, head, value tile of tile_v columns); it walks the sequence's chunks of C tokens,
+// carrying its K × tile_v slice of the state in shared memory (fp32, fp64 for fp64 inputs). Per chunk of L <= C
+// rows, with Q = scale · q, the in-chunk cumulative log gate B_i = Σ_{r<=i} g_r (<= 0, non-increasing in i;
+// key-wise [L, K], a scalar per row for simple GLA / RetNet, zero for linear attention) and S the chunk-start state
+// (GLA, arXiv:2312.06635 §4; the fla chunk form):
+//   O     = (Q ⊙ e^B) S + A V,           A_ij = Σ_c Q_ic K_jc e^{B_ic − B_jc}   (i >= j, else 0)
+//   S'    = D S + (K ⊙ F)ᵀ V,            D = Diag(e^{B_L}),  F_jc = e^{B_Lc − B_jc}
+// No exp of a positive number is formed (docs/models.md#numerical-stability rule 4). The rows are cut into
+// sub-blocks of c rows; block I has first row f_I and last row l_I, r_I = B_{f_I}, R_I = B_{l_I}. For j in an
+// earlier block J < I,
+//   e^{B_ic − B_jc} = e^{B_ic − r_Ic} · e^{r_Ic − R_Jc} · e^{R_Jc − B_jc}          (all three exponents <= 0)
+// so A's off-diagonal blocks are Σ_c Qn_ic M_IJc Kn_jc with Qn = Q ⊙ e^{B − r}, Kn = K ⊙ e^{R − B} and the
+// small M_IJc = e^{r_Ic − R_Jc}; a diagonal block takes e^{B_ic − B_jc} (j <= i) per entry. The same factors give
+// Q ⊙ e^B = Qn ⊙ e^{r} and K ⊙ F = Kn ⊙ e^{B_L − R} without further exps.
+//
+// Backward, per chunk in reverse order, from dO and the gradient dS' of the chunk-end state (the next chunk's
+// dS, or d(final state)); the chunk-start states S (and S') come from the forward's chunk_states:
+//   dA_ij = dO_i · V_j                                             (i >= j)
+//   dV_j  = Σ_{i>=j} A_ij dO_i + (K ⊙ F)_j dS'
+//   dQ_ic = e^{B_ic} (dO_i · S_c) + Σ_{j<=i} dA_ij K_jc e^{B_ic − B_jc}
+//   dK_jc = F_jc (V_j · dS'_c)    + Σ_{i>=j} dA_ij Q_ic e^{B_ic − B_jc}
+//   dB_ic = Q_ic dQ_ic − K_ic dK_ic + [i = L] Σ_v dS'_cv S'_cv     (B enters e^B, A, F and D)
+//   dg_rc = Σ_{i>=r} dB_ic          (scalar gate: also summed over c)
+//   dS    = D dS' + (Q ⊙ e^B)ᵀ dO                                  (dS of the first chunk is d(initial state))
+//   dq    = scale · dQ
+// The two intra sums use the sub-block factors as the forward does: for j in J < I(i),
+//   Σ_j dA_ij K_jc e^{B_ic − B_jc} = e^{B_ic − r_Ic} Σ_{J<I} M_IJc Σ_{j∈J} dA_ij Kn_jc, and
+//   Σ_i dA_ij Q_ic e^{B_ic − B_jc} = e^{R_Jc − B_jc} Σ_{I>J} M_IJc Σ_{i∈I} dA_ij Qn_ic.
+// dq, dk and dg depend on every value column: each value tile writes its partial sums ([value_tiles, ...]) and the
+// caller adds them; dv and d(initial state) belong to one tile each.
+//
+// Work items of a phase are spread over the block's lanes; each item owns its output entry (no atomics), so the
+// host run's results do not depend on the lane count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/gla/chunk_kernel.h"
+#include "runtime/kernels/bf16.cuh"
+#include "runtime/kernels/block_grid.cuh"
+
+namespace mnemo::gla_kernel {
+
+// A SharedArena stand-in that only counts bytes (the launch size of the same carve-up).
+struct ByteCounter {
+  std::size_t used_bytes = 0;
+  template <class T>
+  MNEMO_HD T* take(std::size_t count) {
+    used_bytes += (count * sizeof(T) + 15) / 16 * 16;
+    return nullptr;
+  }
+  MNEMO_HD std::size_t used() const { return used_bytes; }
+};
+
+// Shared tiles of one block; the backward adds its own after these.
+template <class Acc>
+struct Tiles {
+  Acc *q, *k, *b, *qn, *kn, *v, *a, *s, *m, *er, *g, *d;  // common
+  Acc *d_o, *da, *s_end, *ds, *dq, *dk, *row_sum;          // backward only
+};
+
+MNEMO_HD int gate_width(const Problem& p) { return p.gate == Gate::kKeyWise ? static_cast<int>(p.key_dim) : 1; }
+MNEMO_HD int sub_blocks(const Problem& p) { return (p.tiling.chunk + p.tiling.sub_chunk - 1) / p.tiling.sub_chunk; }
+
+template <class Acc, class Arena>
+MNEMO_HD Tiles<Acc> carve(Arena& arena, const Problem& p, bool backward) {
+  const std::size_t C = p.tiling.chunk, K = p.key_dim, BV = p.tiling.tile_v, S = sub_blocks(p);
+  Tiles<Acc> t{};
+  t.q = arena.template take<Acc>(C * K);
+  t.k = arena.template take<Acc>(C * K);
+  t.b = arena.template take<Acc>(C * gate_width(p));
+  t.qn = arena.template take<Acc>(C * K);
+  t.kn = arena.template take<Acc>(C * K);
+  t.v = arena.template take<Acc>(C * BV);
+  t.a = arena.template take<Acc>(C * C);
+  t.s = arena.template take<Acc>(K * BV);
+  t.m = arena.template take<Acc>(S * S * K);
+  t.er = arena.template take<Acc>(S * K);
+  t.g = arena.template take<Acc>(S * K);
+  t.d = arena.template take<Acc>(K);
+  if (backward) {
+    t.d_o = arena.template take<Acc>(C * BV);
+    t.da = arena.template take<Acc>(C * C);
+    t.s_end = arena.template take<Acc>(K * BV);
+    t.ds = arena.template take<Acc>(K * BV);
+    t.dq = arena.template take<Acc>(C * K);
+    t.dk = arena.template take<Acc>(C * K);
+    t.row_sum = arena.template take<Acc>(C);
+  }
+  return t;
+}
+
+template <class Acc>
+std::size_t shared_bytes(const Problem& p, bool backward) {
+  ByteCounter counter;
+  carve<Acc>(counter, p, backward);
+  return counter.used();
+}
+
+// Token span and first state slot of sequence n.
+MNEMO_HD void sequence_span(const Problem& p, int64_t n, int64_t& bos, int64_t& len, int64_t& slot0) {
+  if (p.cu_seqlens) {
+    bos = p.cu_seqlens[n];
+    len = p.cu_seqlens[n + 1] - bos;
+    slot0 = p.state_slots[n];
+  } else {
+    bos = n * p.seq_len;
+    len = p.seq_len;
+    slot0 = n * (chunks_of(p.seq_len, p.tiling.chunk) + 1);
+  }
+}
+
+// Which (sequence, head, value tile) a block is.
+struct BlockCoords {
+  int64_t n, h, v0;
+  int bv;
+};
+MNEMO_HD BlockCoords block_coords(const Problem& p, int64_t block) {
+  const int64_t NV = value_tiles(p);
+  BlockCoords bc;
+  const int64_t vt = block % NV;
+  bc.h = (block / NV) % p.heads;
+  bc.n = block / NV / p.heads;
+  bc.v0 = vt * p.tiling.tile_v;
+  const int64_t rest = p.value_dim - bc.v0;
+  bc.bv = static_cast<int>(rest < p.tiling.tile_v ? rest : p.tiling.tile_v);
+  return bc;
+}
+
+// Phases shared by both directions for one chunk of L rows starting at token t0 (absolute row bos + t0):
+// load Q (scaled), K and the gates, then B (cumsum), then the sub-block factors.
+template <class E, class Acc>
+MNEMO_HD void load_chunk_keys(const Problem& p, const E* q, const E* k, const Acc* gate, int64_t row0, int64_t h,
+                              int L, const Tiles<Acc>& t, grid::Lanes lanes) {
+  const int64_t H = p.heads, K = p.key_dim;
+  const Acc scale = static_cast<Acc>(p.scale);
+  const int gw = gate_width(p);
+  MNEMO_FOR_LANES(x, L * static_cast<int>(K), lanes) {
+    const int64_t i = x / K, col = x % K;
+    const int64_t at = ((row0 + i) * H + h) * K + col;
+    t.q[x] = scale * grid::load_as<Acc>(q + at);
+    t.k[x] = grid::load_as<Acc>(k + at);
+  }
+  MNEMO_FOR_LANES(x, L * gw, lanes) {
+    const int64_t i = x / gw, col = x % gw;
+    t.b[x] = gate ? gate[((row0 + i) * H + h) * gw + col] : Acc(0);
+  }
+}
+
+template <class Acc>
+MNEMO_HD void gate_cumsum(const Problem& p, int L, const Tiles<Acc>& t, grid::Lanes lanes) {
+  const int gw = gate_width(p);
+  MNEMO_FOR_LANES(col, gw, lanes) {
+    for (int i = 1; i < L; ++i) t.b[i * gw + col] += t.b[(i - 1) * gw + col];
+  }
+}
+
+// B_ic from the tile (key-wise: column c; scalar or none: the row's one value).
+template <class Acc>
+MNEMO_HD Acc cum_gate(const Tiles<Acc>& t, int gw, int i, int col) {
+  return t.b[i * gw + (gw == 1 ? 0 : col)];
+}
+
+template <class Acc>
+MNEMO_HD void sub_block_factors(const Problem& p, int L, const Tiles<Acc>& t, grid::Lanes lanes) {
+  const int K = static_cast<int>(p.key_dim), c = p.tiling.sub_chunk, gw = gate_width(p);
+  const int nsub = (L + c - 1) / c, S = sub_blocks(p);
+  auto last_row = [&](int I) { return (I * c + c < L ? I * c + c : L) - 1; };
+  MNEMO_FOR_LANES(x, L * K, lanes) {
+    const int i = x / K, col = x % K, I = i / c;
+    const Acc Bi = cum_gate(t, gw, i, col);
+    t.qn[x] = t.q[x] * grid::exp_acc(Bi - cum_gate(t, gw, I * c, col));
+    t.kn[x] = t.k[x] * grid::exp_acc(cum_gate(t, gw, last_row(I), col) - Bi);
+  }
+  MNEMO_FOR_LANES(x, nsub * nsub * K, lanes) {
+    const int col = x % K, J = (x / K) % nsub, I = x / K / nsub;
+    if (J < I)
+      t.m[(I * S + J) * K + col] = grid::exp_acc(cum_gate(t, gw, I * c, col) - cum_gate(t, gw, last_row(J), col));
+  }
+  MNEMO_FOR_LANES(x, nsub * K, lanes) {
+    const int col = x % K, I = x / K;
+    t.er[x] = grid::exp_acc(cum_gate(t, gw, I * c, col));
+    t.g[x] = grid::exp_acc(cum_gate(t, gw, L - 1, col) - cum_gate(t, gw, last_row(I), col));
+  }
+  MNEMO_FOR_LANES(col, K, lanes) { t.d[col] = grid::exp_acc(cum_gate(t, gw, L - 1, col)); }
+}
+
+// A_ij for j <= i (entries above the diagonal are not read).
+template <class Acc>
+MNEMO_HD Acc intra_score(const Problem& p, const Tiles<Acc>& t, int i, int j) {
+  const int K = static_cast<int>(p.key_dim), c = p.tiling.sub_chunk, gw = gate_width(p), S = sub_blocks(p);
+  const int I = i / c, J = j / c;
+  Acc sum = 0;
+  if (J < I) {
+    const Acc* m = t.m + (I * S + J) * K;
+    for (int col = 0; col < K; ++col) sum += t.qn[i * K + col] * m[col] * t.kn[j * K + col];
+  } else {
+    for (int col = 0; col < K; ++col)
+      sum += t.q[i * K + col] * t.k[j * K + col] *
+             grid::exp_acc(cum_gate(t, gw, i, col) - cum_gate(t, gw, j, col));
+  }
+  return sum;
+}
+
+template <class E, class Acc>
+MNEMO_HD void forward_block(const Problem& p, const ForwardPointers& ptr, int64_t block, void* shared,
+                            grid::Lanes lanes) {
+  grid::SharedArena arena(shared);
+  const Tiles<Acc> t = carve<Acc>(arena, p, false);
+  const E* q = static_cast<const E*>(ptr.q);
+  const E* k = static_cast<const E*>(ptr.k);
+  const E* v = static_cast<const E*>(ptr.v);
+  const Acc* gate = static_cast<const Acc*>(ptr.gate);
+  const Acc* s0 = static_cast<const Acc*>(ptr.s0);
+  E* o = static_cast<E*>(ptr.o);
+  Acc* final_state = static_cast<Acc*>(ptr.final_state);
+  Acc* chunk_states = static_cast<Acc*>(ptr.chunk_states);
+
+  const BlockCoords bc = block_coords(p, block);
+  int64_t bos, len, slot0;
+  sequence_span(p, bc.n, bos, len, slot0);
+  const int64_t H = p.heads, V = p.value_dim, h = bc.h, v0 = bc.v0;
+  const int K = static_cast<int>(p.key_dim), C = p.tiling.chunk, c = p.tiling.sub_chunk, BV = p.tiling.tile_v;
+  const int bv = bc.bv;
+  auto state_at = [&](int64_t slot, int row, int col) { return ((slot * H + h) * K + row) * V + v0 + col; };
+
+  MNEMO_FOR_LANES(x, K * bv, lanes) {
+    const int row = x / bv, col = x % bv;
+    t.s[row * BV + col] = s0 ? s0[state_at(bc.n, row, col)] : Acc(0);
+  }
+  grid::barrier();
+  const int64_t N = chunks_of(len, C);
+  for (int64_t ci = 0; ci < N; ++ci) {
+    const int64_t row0 = bos + ci * C;
+    const int L = static_cast<int>(len - ci * C < C ? len - ci * C : C);
+    load_chunk_keys<E, Acc>(p, q, k, gate, row0, h, L, t, lanes);
+    MNEMO_FOR_LANES(x, L * bv, lanes) {
+      const int i = x / bv, col = x % bv;
+      t.v[i * BV + col] = grid::load_as<Acc>(v + ((row0 + i) * H + h) * V + v0 + col);
+    }
+    MNEMO_FOR_LANES(x, K * bv, lanes) {
+      const int row = x / bv, col = x % bv;
+      chunk_states[state_at(slot0 + ci, row, col)] = t.s[row * BV + col];
+    }
+    grid::barrier();
+    gate_cumsum(p, L, t, lanes);
+    grid::barrier();
+    sub_block_factors(p, L, t, lanes);
+    grid::barrier();
+    MNEMO_FOR_LANES(x, L * L, lanes) {
+      const int i = x / L, j = x % L;
+      if (j <= i) t.a[i * C + j] = intra_score(p, t, i, j);
+    }
+    grid::barrier();
+    // O = (Qn ⊙ e^r) S + A V
+    MNEMO_FOR_LANES(x, L * bv, lanes) {
+      const int i = x / bv, col = x % bv, I = i / c;
+      Acc sum = 0;
+      for (int r = 0; r < K; ++r) sum += t.qn[i * K + r] * t.er[I * K + r] * t.s[r * BV + col];
+      for (int j = 0; j <= i; ++j) sum += t.a[i * C + j] * t.v[j * BV + col];
+      grid::store_as<Acc>(o + ((row0 + i) * H + h) * V + v0 + col, sum);
+    }
+    grid::barrier();
+    // S <- D S + (Kn ⊙ e^{B_L − R})ᵀ V
+    MNEMO_FOR_LANES(x, K * bv, lanes) {
+      const int r = x / bv, col = x % bv;
+      Acc sum = t.d[r] * t.s[r * BV + col];
+      for (int j = 0; j < L; ++j) sum += t.kn[j * K + r] * t.g[(j / c) * K + r] * t.v[j * BV + col];
+      t.s[r * BV + col] = sum;
+    }
+    grid::barrier();
+  }
+  MNEMO_FOR_LANES(x, K * bv, lanes) {
+    const int row = x / bv, col = x % bv;
+    final_state[state_at(bc.n, row, col)] = t.s[row * BV + col];
+    chunk_states[state_at(slot0 + N, row, col)] = t.s[row * BV + col];
+  }
+}
+
+template <class E, class Acc>
+MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int64_t block, void* shared,
+                             grid::Lanes lanes) {
+  grid::SharedArena arena(shared);
+  const Tiles<Acc> t = carve<Acc>(arena, p, true);
+  const E* q = static_cast<const E*>(ptr.q);
+  const E* k = static_cast<const E*>(ptr.k);
+  const E* v = static_cast<const E*>(ptr.v);
+  const E* d_o = static_cast<const E*>(ptr.d_o);
+  const Acc* gate = static_cast<const Acc*>(ptr.gate);
+  const Acc* chunk_states = static_cast<const Acc*>(ptr.chunk_states);
+  const Acc* d_final = static_cast<const Acc*>(ptr.d_final_state);
+  Acc* dq = static_cast<Acc*>(ptr.dq);
+  Acc* dk = static_cast<Acc*>(ptr.dk);
+  Acc* dv = static_cast<Acc*>(ptr.dv);
+  Acc* dgate = static_cast<Acc*>(ptr.dgate);
+  Acc* ds0 = static_cast<Acc*>(ptr.ds0);
+
+  const BlockCoords bc = block_coords(p, block);
+  int64_t bos, len, slot0;
+  sequence_span(p, bc.n, bos, len, slot0);
+  const int64_t H = p.heads, V = p.value_dim, h = bc.h, v0 = bc.v0;
+  const int K = static_cast<int>(p.key_dim), C = p.tiling.chunk, c = p.tiling.sub_chunk, BV = p.tiling.tile_v;
+  const int bv = bc.bv, S = sub_blocks(p), gw = gate_width(p);
+  const int64_t tokens = p.cu_seqlens ? p.cu_seqlens[p.sequences] : p.sequences * p.seq_len;
+  const int64_t partial = (bc.v0 / BV) * tokens * H;  // this value tile's slice of dq, dk, dgate (in rows)
+  const Acc scale = static_cast<Acc>(p.scale);
+  auto state_at = [&](int64_t slot, int row, int col) { return ((slot * H + h) * K + row) * V + v0 + col; };
+  auto last_row = [&](int I, int L) { return (I * c + c < L ? I * c + c : L) - 1; };
+
+  MNEMO_FOR_LANES(x, K * bv, lanes) {
+    const int row = x / bv, col = x % bv;
+    t.ds[row * BV + col] = d_final ? d_final[state_at(bc.n, row, col)] : Acc(0);
+  }
+  grid::barrier();
+  const int64_t N = chunks_of(len, C);
+  for (int64_t ci = N - 1; ci >= 0; --ci) {
+    const int64_t row0 = bos + ci * C;
+    const int L = static_cast<int>(len - ci * C < C ? len - ci * C : C);
+    load_chunk_keys<E, Acc>(p, q, k, gate, row0, h, L, t, lanes);
+    MNEMO_FOR_LANES(x, L * bv, lanes) {
+      const int i = x / bv, col = x % bv;
+      const int64_t at = ((row0 + i) * H + h) * V + v0 + col;
+      t.v[i * BV + col] = grid::load_as<Acc>(v + at);
+      t.d_o[i * BV + col] = grid::load_as<Acc>(d_o + at);
+    }
+    MNEMO_FOR_LANES(x, K * bv, lanes) {
+      const int row = x / bv, col = x % bv;
+      t.s[row * BV + col] = chunk_states[state_at(slot0 + ci, row, col)];
+      t.s_end[row * BV + col] = chunk_states[state_at(slot0 + ci + 1, row, col)];
+    }
+    grid::barrier();
+    gate_cumsum(p, L, t, lanes);
+    grid::barrier();
+    sub_block_factors(p, L, t, lanes);
+    grid::barrier();
+    MNEMO_FOR_LANES(x, L * L, lanes) {
+      const int i = x / L, j = x % L;
+      if (j <= i) {
+        t.a[i * C + j] = intra_score(p, t, i, j);
+        Acc sum = 0;
+        for (int col = 0; col < bv; ++col) sum += t.d_o[i * BV + col] * t.v[j * BV + col];
+        t.da[i * C + j] = sum;
+      }
+    }
+    grid::barrier();
+    // dV_j = Σ_{i>=j} A_ij dO_i + (Kn ⊙ e^{B_L − R})_j dS'
+    MNEMO_FOR_LANES(x, L * bv, lanes) {
+      const int j = x / bv, col = x % bv;
+      Acc sum = 0;
+      for (int i = j; i < L; ++i) sum += t.a[i * C + j] * t.d_o[i * BV + col];
+      for (int r = 0; r < K; ++r) sum += t.kn[j * K + r] * t.g[(j / c) * K + r] * t.ds[r * BV + col];
+      dv[((row0 + j) * H + h) * V + v0 + col] = sum;
+    }
+    // dQ_ic = e^{B_ic} (dO_i · S_c) + e^{B_ic − r_Ic} Σ_{J<I} M_IJc Σ_{j∈J} dA_ij Kn_jc + diagonal block
+    MNEMO_FOR_LANES(x, L * K, lanes) {
+      const int i = x / K, col = x % K, I = i / c;
+      const Acc Bi = cum_gate(t, gw, i, col);
+      Acc inter = 0;
+      for (int r = 0; r < bv; ++r) inter += t.d_o[i * BV + r] * t.s[col * BV + r];
+      Acc off = 0;
+      for (int J = 0; J < I; ++J) {
+        Acc inner = 0;
+        for (int j = J * c; j < J * c + c; ++j) inner += t.da[i * C + j] * t.kn[j * K + col];
+        off += t.m[(I * S + J) * K + col] * inner;
+      }
+      Acc diag = 0;
+      for (int j = I * c; j <= i; ++j)
+        diag += t.da[i * C + j] * t.k[j * K + col] * grid::exp_acc(Bi - cum_gate(t, gw, j, col));
+      t.dq[x] = grid::exp_acc(Bi) * inter + grid::exp_acc(Bi - cum_gate(t, gw, I * c, col)) * off + diag;
+    }
+    // dK_jc = F_jc (V_j · dS'_c) + e^{R_Jc − B_jc} Σ_{I>J} M_IJc Σ_{i∈I} dA_ij Qn_ic + diagonal block
+    MNEMO_FOR_LANES(x, L * K, lanes) {
+      const int j = x / K, col = x % K, J = j / c, lJ = last_row(J, L);
+      const Acc Bj = cum_gate(t, gw, j, col);
+      Acc state = 0;
+      for (int r = 0; r < bv; ++r) state += t.v[j * BV + r] * t.ds[col * BV + r];
+      Acc off = 0;
+      const int nsub = (L + c - 1) / c;
+      for (int I = J + 1; I < nsub; ++I) {
+        Acc inner = 0;
+        for (int i = I * c; i <= last_row(I, L); ++i) inner += t.da[i * C + j] * t.qn[i * K + col];
+        off += t.m[(I * S + J) * K + col] * inner;
+      }
+      Acc diag = 0;
+      for (int i = j; i <= lJ; ++i)
+        diag += t.da[i * C + j] * t.q[i * K + col] * grid::exp_acc(cum_gate(t, gw, i, col) - Bj);
+      t.dk[x] = grid::exp_acc(cum_gate(t, gw, L - 1, col) - Bj) * state +
+                grid::exp_acc(cum_gate(t, gw, lJ, col) - Bj) * off + diag;
+    }
+    grid::barrier();
+    // Gradients out; dB_ic = Q_ic dQ_ic − K_ic dK_ic (+ Σ_v dS'_cv S'_cv on the last row), kept in kn.
+    MNEMO_FOR_LANES(x, L * K, lanes) {
+      const int i = x / K, col = x % K;
+      const int64_t at = (partial + (row0 + i) * H + h) * K + col;
+      dq[at] = scale * t.dq[x];
+      dk[at] = t.dk[x];
+      if (p.gate != Gate::kNone) {
+        Acc db = t.q[x] * t.dq[x] - t.k[x] * t.dk[x];
+        if (i == L - 1)
+          for (int r = 0; r < bv; ++r) db += t.ds[col * BV + r] * t.s_end[col * BV + r];
+        t.kn[x] = db;
+      }
+    }
+    grid::barrier();
+    // dg_r = Σ_{i>=r} dB_i (key-wise per column; scalar: row sums first). dS <- D dS' + (Qn ⊙ e^r)ᵀ dO.
+    if (p.gate == Gate::kKeyWise) {
+      MNEMO_FOR_LANES(col, K, lanes) {
+        Acc run = 0;
+        for (int i = L - 1; i >= 0; --i) {
+          run += t.kn[i * K + col];
+          dgate[(partial + (row0 + i) * H + h) * K + col] = run;
+        }
+      }
+    } else if (p.gate == Gate::kScalar) {
+      MNEMO_FOR_LANES(i, L, lanes) {
+        Acc sum = 0;
+        for (int col = 0; col < K; ++col) sum += t.kn[i * K + col];
+        t.row_sum[i] = sum;
+      }
+    }
+    MNEMO_FOR_LANES(x, K * bv, lanes) {
+      const int r = x / bv, col = x % bv;
+      Acc sum = t.d[r] * t.ds[r * BV + col];
+      for (int i = 0; i < L; ++i) sum += t.qn[i * K + r] * t.er[(i / c) * K + r] * t.d_o[i * BV + col];
+      t.ds[r * BV + col] = sum;
+    }
+    grid::barrier();
+    if (p.gate == Gate::kScalar) {
+      if (lanes.lane == 0) {
+        Acc run = 0;
+        for (int i = L - 1; i >= 0; --i) {
+          run += t.row_sum[i];
+          dgate[partial + (row0 + i) * H + h] = run;
+        }
+      }
+      grid::barrier();
+    }
+  }
+  MNEMO_FOR_LANES(x, K * bv, lanes) {
+    const int row = x / bv, col = x % bv;
+    ds0[state_at(bc.n, row, col)] = t.ds[row * BV + col];
+  }
+}
+
+}  // namespace mnemo::gla_kernel
