@@ -48,7 +48,7 @@ std::vector<std::string> quickstart_lm_models() {
   return {"atlas", "transformer", "linear_attn", "linear_attn_elu", "deltanet", "gated_deltanet", "mamba2"};
 }
 
-// ATLAS trains in the CPU quickstart with its recorded cost keys (docs/models.md#atlas, README "ATLAS cost keys"):
+// ATLAS trains in the CPU quickstart with its recorded cost keys (docs/models.md#atlas):
 // one Muon step per chunk of 64 tokens, every token of a chunk read from the chunk-start memory, the chunk graphs
 // kept (no recompute). The exact form (per-token Newton-Schulz, chunk 16) trains at ~1 % of Gated DeltaNet's speed
 // on this CPU (docs/performance.md).

@@ -1,4 +1,4 @@
-// The main job (`mnemo quickstart`, README command 1): two small sweeps chosen so that their
+// The main job (`mnemo quickstart`, run by scripts/quickstart): two small sweeps chosen so that their
 // comparison can be checked against the papers' claims on a 2-core CPU — MQAR recall at three numbers
 // of key-value pairs (the gap between attention, the delta rule and linear attention, Zoology Fig. 2)
 // and a tiny language-modelling pretraining comparison at an equal token budget — plus what the

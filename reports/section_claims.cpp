@@ -218,7 +218,7 @@ void claims_section(ReportContext& ctx) {
     for (auto it = quick["left_out"].begin(); it != quick["left_out"].end(); ++it)
       rows.push_back({it.key(), it->get<std::string>()});
     ctx.md << "Families the quickstart does not run, and why (each trains with `mnemo train`; see the "
-              "README for the longer protocols):\n\n"
+              "docs/reproducing.md for the longer protocols):\n\n"
            << markdown_table({"family", "reason"}, rows) << "\n";
   }
 

@@ -1,6 +1,6 @@
 // Results database: SQLite through its C API, WAL journal, 60 s busy timeout, foreign keys on.
 // Every multi-row write runs inside one transaction; values are always bound, never spliced
-// into SQL text. Schema: README.md, "Results database".
+// into SQL text. Schema: docs/results.md.
 #include "results/db.h"
 
 #include <chrono>

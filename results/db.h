@@ -1,5 +1,5 @@
 // Results database (SQLite, WAL, busy timeout, every write in a transaction). The single source
-// for reports. Schema documented in README.md ("Results database").
+// for reports. Schema documented in docs/results.md.
 #pragma once
 #include <sqlite3.h>
 

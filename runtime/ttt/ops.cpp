@@ -3,7 +3,7 @@
 // initial_state W [B,H,D,D], initial_state_bias c [B,H,1,D]; params scale, eps, mini_batch_size.
 // fla's convention as an instance of ttt.h: C[t, s] = eta_t (row = eta, col = 1), output residual
 // õ ("inner"), loss target v - k. Forms: "recurrent" (token-by-token, materialised weights) and
-// "dual" (mini-batch dual form). The mini-batch size is part of the math (README), so neither form
+// "dual" (mini-batch dual form). The mini-batch size is part of the math (docs/models.md#ttt), so neither form
 // is a "chunk" form swept over chunk sizes: both use params.mini_batch_size.
 #include <cmath>
 

@@ -2,7 +2,7 @@
 // HazyResearch/prefix-linear-attention's lm-eval fork: lm-eval-harness/lm_eval/tasks/based_{fda,swde,squadv2,
 // triviaqa,nq,drop}/task.py (prompts, requests, process_results), lm_eval/api/task.py Task.truncate_context
 // (--cutting_context) and lm_eval/__main__.py (which field is cut and which answers locate the cut, per task).
-// The reference's code is the authority; where docs/tasks.md#recall-intensive-qa says otherwise, README.md lists the difference.
+// The reference's code is the authority; where docs/tasks.md#recall-intensive-qa describes the reference otherwise, docs/tasks.md#recall-intensive-qa lists the difference.
 // Data: <data_dir>/eval/recall/<file>.jsonl, one Hugging Face dataset row per line (fetched by the user).
 #pragma once
 #include <memory>

@@ -1,6 +1,6 @@
 // Shared by the fuzz targets: the rule a parser must keep, and scratch files for parsers that read paths.
 //
-// The rule (README "Bad input and failures"): any input ends either in a result or in one mnemo::Error whose
+// The rule (docs/cli.md#errors-and-exit-status): any input ends either in a result or in one mnemo::Error whose
 // message names the file/field/value. Anything else escaping a parser — a JSON library exception
 // (json::type_error names no file or field), a LibTorch error, std::out_of_range, ... — is a finding: the
 // target prints it and aborts, so libFuzzer saves the input. Crashes, sanitizer reports, leaks of
