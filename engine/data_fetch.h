@@ -23,7 +23,7 @@ struct RecallSource {
   std::string split;    // "validation"
 };
 
-// The six sets, in the spec's order.
+// The six sets, in MoM Table 2's column order.
 const std::vector<RecallSource>& recall_sources();
 // The source of a task name; Error listing the known ones if there is none.
 RecallSource recall_source(const std::string& task);

@@ -14,7 +14,7 @@ namespace mnemo {
 
 struct MixerFamily {
   std::string name;
-  std::string description;  // one line, with the spec section
+  std::string description;  // one line, with its docs/models.md section
   json defaults;            // the args struct's defaults (JSON round-trip)
   std::function<std::shared_ptr<Mixer>(const MixerContext&)> make;
   bool cpu_quickstart = true;  // included in `mnemo quickstart` on CPU

@@ -124,7 +124,7 @@ int64_t lines_in(const fs::path& p) {
 
 }  // namespace
 
-TEST_CASE("data fetch: the recall sources are the spec's six, and an unknown task lists the known ones",
+TEST_CASE("data fetch: the recall sources are the Based suite's six, and an unknown task lists the known ones",
           "[data_fetch]") {
   REQUIRE(recall_sources().size() == 6);
   CHECK(recall_source("fda").dataset == "hazyresearch/based-fda");

@@ -1,4 +1,4 @@
-// Softmax attention over explicit positions, shared by the Titans and ATLAS hybrids (MAC, MAG; spec
+// Softmax attention over explicit positions, shared by the Titans and ATLAS hybrids (MAC, MAG;
 // docs/models.md#titans-mac, docs/models.md#titans-mag, docs/models.md#atlas-hybrids): q [B, H, Tq, d] at positions qpos [Tq], keys/values [B, H, Tk, d] at
 // kpos [Tk] (ascending). A key is visible when kpos <= qpos and, with window > 0, kpos > qpos - window
 // or kpos < always_before (the persistent/always-visible prefix). Queries run in blocks of q_block;

@@ -1,5 +1,5 @@
 // Kernels of DT / SWDT (blocked attention with decay-window weights) and DOT (kernel-form Omega rule,
-// token by token and chunk-wise). Spec docs/models.md#deeptransformers-swdt-and-dot, docs/models.md#dla-swla-and-omeganet, docs/models.md#numerical-stability.
+// token by token and chunk-wise). See docs/models.md#deeptransformers-swdt-and-dot, docs/models.md#dla-swla-and-omeganet, docs/models.md#numerical-stability.
 #include <limits>
 #include <vector>
 
