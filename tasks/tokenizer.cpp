@@ -1,4 +1,5 @@
 #include "tasks/tokenizer.h"
+#include "tasks/hf_tokenizer.h"
 
 #include <dlfcn.h>
 #include <sys/resource.h>
@@ -355,7 +356,8 @@ int64_t SentencePieceTokenizer::pad_id() const { return impl_->pad >= 0 ? impl_-
 std::shared_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   if (spec == "byte") return std::make_shared<ByteTokenizer>(true);
   if (spec == "byte:plain") return std::make_shared<ByteTokenizer>(false);
-  if (spec.empty()) throw Error("tokenizer: empty spec (expected \"byte\", \"byte:plain\" or a .model path)");
+  if (spec.empty())
+    throw Error("tokenizer: empty spec (expected \"byte\", \"byte:plain\", a .model path or a tokenizer.json)");
   std::string path = spec;
   if (!fs::exists(path)) {
     const fs::path in_data = fs::path(data_dir()) / spec;
@@ -363,7 +365,8 @@ std::shared_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   }
   if (!fs::exists(path))
     throw Error("tokenizer '" + spec +
-                "': no such file (expected \"byte\", \"byte:plain\" or a SentencePiece .model path)");
+                "': no such file (expected \"byte\", \"byte:plain\", a SentencePiece .model path, or a "
+                "tokenizer.json file or a folder holding one)");
   // Loaded models are shared: tasks and evaluators ask for the same tokenizer repeatedly.
   static std::mutex mutex;
   static std::unordered_map<std::string, std::shared_ptr<Tokenizer>> cache;
@@ -372,7 +375,9 @@ std::shared_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  auto tok = std::make_shared<SentencePieceTokenizer>(path);
+  std::shared_ptr<Tokenizer> tok;
+  if (is_hf_tokenizer_path(path)) tok = std::make_shared<HfTokenizer>(path);
+  else tok = std::make_shared<SentencePieceTokenizer>(path);
   cache.emplace(key, tok);
   return tok;
 }

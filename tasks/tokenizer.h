@@ -24,7 +24,8 @@ class Tokenizer {
   virtual int64_t eos_id() const = 0;  // -1 if none
   // Right-padding id: the tokenizer's PAD, else EOS, else 0 (padded positions are never labelled).
   virtual int64_t pad_id() const;
-  // Identifier recorded with every result: "byte", or "sp:<file name>:<sha256 of the file, 12 hex>".
+  // Identifier recorded with every result: "byte", "sp:<file name>:<sha256 of the file, 12 hex>", or
+  // "hf:<folder>/tokenizer.json:<sha256, 12 hex>".
   virtual std::string id() const = 0;
 
   // encode() with BOS prepended when the tokenizer defines one (docs/tasks.md#evaluation-machinery BOS policy).
@@ -74,8 +75,9 @@ class SentencePieceTokenizer : public Tokenizer {
   std::string path_, id_;
 };
 
-// spec: "byte", "byte:plain", or the path of a SentencePiece .model (absolute, relative to the
-// working directory, or relative to the data directory). Anything else is an Error.
+// spec: "byte", "byte:plain", the path of a SentencePiece .model, or of a Hugging Face tokenizer.json (a
+// file ending in .json, or a folder holding a tokenizer.json; tasks/hf_tokenizer.h) — absolute, relative to
+// the working directory, or relative to the data directory. Anything else is an Error.
 std::shared_ptr<Tokenizer> load_tokenizer(const std::string& spec);
 
 struct SentencePieceTrainOptions {
