@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -20,6 +23,10 @@ namespace mnemo {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Ids are indices into a table: real vocabularies stay below 300 000; a file claiming more is refused rather
+// than allocating a table for it.
+constexpr int64_t kMaxTokenId = (1 << 22) - 1;
 
 // ---- UTF-8 helpers ----
 
@@ -485,8 +492,8 @@ void HfTokenizer::Impl::load_model(const json& model) {
   std::string type = model.contains("type") ? type_of(model, where) : (model.contains("merges") ? "BPE" : "");
   if (type != "BPE") unsupported(type.empty() ? "(no type)" : type, "model.type", "BPE");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
-    if (model.contains(key) && !model[key].is_null() && !model[key].get_ref<const json::string_t&>().empty())
-      fail(std::string("model.") + key, "is not supported (only null or \"\")");
+    if (model.contains(key) && !model[key].is_null() && model[key] != "")
+      fail(std::string("model.") + key, "is not supported (only null or \"\"), got " + json_excerpt(model[key]));
   if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"] != 0)
     fail("model.dropout", "BPE dropout is not supported (only null): encoding must be deterministic");
   byte_fallback = flag(model, "byte_fallback", where, false);
@@ -497,8 +504,9 @@ void HfTokenizer::Impl::load_model(const json& model) {
   if (!v.is_object()) fail("model.vocab", "expected an object {token: id}, got " + json_excerpt(v));
   int32_t max_id = -1;
   for (auto it = v.begin(); it != v.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > (1 << 30))
-      fail("model.vocab." + it.key(), "expected a non-negative id, got " + json_excerpt(it.value()));
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > kMaxTokenId)
+      fail("model.vocab." + it.key(),
+           "expected an id in [0, " + std::to_string(kMaxTokenId) + "], got " + json_excerpt(it.value()));
     const auto tid = it.value().get<int32_t>();
     vocab.emplace(it.key(), tid);
     max_id = std::max(max_id, tid);
@@ -698,8 +706,8 @@ void HfTokenizer::Impl::load_added_tokens(const json& list) {
     const std::string where = "added_tokens[" + std::to_string(i) + "]";
     const json& t = list[i];
     const json& tid = field(t, "id", where);
-    if (!tid.is_number_integer() || tid.get<int64_t>() < 0 || tid.get<int64_t>() > (1 << 30))
-      fail(where + ".id", "expected a non-negative id, got " + json_excerpt(tid));
+    if (!tid.is_number_integer() || tid.get<int64_t>() < 0 || tid.get<int64_t>() > kMaxTokenId)
+      fail(where + ".id", "expected an id in [0, " + std::to_string(kMaxTokenId) + "], got " + json_excerpt(tid));
     if (flag(t, "single_word", where, false)) fail(where + ".single_word", "true is not supported");
     AddedToken a{str(t, "content", where), tid.get<int32_t>(), flag(t, "special", where, false),
                  flag(t, "normalized", where, false), flag(t, "lstrip", where, false), flag(t, "rstrip", where, false)};

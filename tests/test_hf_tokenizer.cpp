@@ -152,7 +152,7 @@ TEST_CASE("bad tokenizer.json files give one error naming the file and the field
   CHECK_THAT(error_of(p), Catch::Contains(p + ": pre_tokenizer.pretokenizers[0].pattern: regex") &&
                               Catch::Contains("does not compile"));
   p = edited_copy("gpt2", dir, "vocab_id", [](json& d) { d["model"]["vocab"]["Ġthe"] = "x"; });
-  CHECK_THAT(error_of(p), Catch::Contains(p + ": model.vocab.Ġthe: expected a non-negative id"));
+  CHECK_THAT(error_of(p), Catch::Contains(p + ": model.vocab.Ġthe: expected an id in [0, 4194303], got \"x\""));
 
   // Duplicate keys: the JSON reader refuses them (an object naming a key twice would keep the last silently).
   const std::string dup = (dir / "dup.json").string();
