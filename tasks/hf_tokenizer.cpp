@@ -378,7 +378,9 @@ class TokenMatcher {
   bool any_ = false;
 };
 
-uint64_t pair_key(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
+uint64_t pair_key(int32_t a, int32_t b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
 
 }  // namespace
 
@@ -600,7 +602,8 @@ void HfTokenizer::Impl::load_pre_tokenizer(const json& p, const std::string& whe
     if (pat.is_object() && pat.contains("Regex") && pat["Regex"].is_string())
       t.regex = std::make_shared<Regex>(pat["Regex"].get<std::string>(), path + ": " + where + ".pattern");
     else if (pat.is_object() && pat.contains("String") && pat["String"].is_string())
-      t.regex = std::make_shared<Regex>(regex_quote(pat["String"].get<std::string>()), path + ": " + where + ".pattern");
+      t.regex = std::make_shared<Regex>(regex_quote(pat["String"].get<std::string>()),
+                                        path + ": " + where + ".pattern");
     else
       fail(where + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}, got " + json_excerpt(pat));
     const std::string behavior = str(p, "behavior", where);
@@ -834,7 +837,8 @@ void HfTokenizer::Impl::encode_segment(std::string_view text, bool at_start, std
           case PreTokenizer::kMetaspace: {
             std::string s(piece.text);
             replace_all(s, " ", p.replacement);
-            const bool prepend = p.prepend == PreTokenizer::kAlways || (p.prepend == PreTokenizer::kFirst && piece.at_start);
+            const bool prepend =
+                p.prepend == PreTokenizer::kAlways || (p.prepend == PreTokenizer::kFirst && piece.at_start);
             if (prepend && s.compare(0, p.replacement.size(), p.replacement) != 0) s.insert(0, p.replacement);
             store.push_back(std::move(s));
             std::string_view t = store.back();
@@ -1081,8 +1085,10 @@ std::string HfTokenizer::decode(const std::vector<int64_t>& ids) const {
           run_len = 0;
         };
         for (auto& t : tokens) {
-          if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && std::isxdigit(static_cast<unsigned char>(t[3])) &&
-              std::isxdigit(static_cast<unsigned char>(t[4]))) {
+          const bool byte_token = t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
+                                  std::isxdigit(static_cast<unsigned char>(t[3])) &&
+                                  std::isxdigit(static_cast<unsigned char>(t[4]));
+          if (byte_token) {
             run += static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16));
             ++run_len;
           } else {
@@ -1103,7 +1109,9 @@ std::string HfTokenizer::decode(const std::vector<int64_t>& ids) const {
       case Decoder::kStrip:
         for (auto& t : tokens) {
           for (int k = 0; k < d.start && t.compare(0, d.a.size(), d.a) == 0; ++k) t.erase(0, d.a.size());
-          for (int k = 0; k < d.stop && t.size() >= d.a.size() && t.compare(t.size() - d.a.size(), d.a.size(), d.a) == 0; ++k)
+          for (int k = 0; k < d.stop && t.size() >= d.a.size() &&
+                          t.compare(t.size() - d.a.size(), d.a.size(), d.a) == 0;
+               ++k)
             t.erase(t.size() - d.a.size());
         }
         break;

@@ -105,7 +105,8 @@ TEST_CASE("tokenizer.json special ids, identity and load_tokenizer", "[tokenizer
   CHECK(a->bos_id() == a->encode_with_bos("x").front());
   const auto dir = test::temp_dir("hf_tok_config");
   fs::copy_file(kFixtures / "qwen2" / "tokenizer.json", dir / "tokenizer.json");
-  std::ofstream(dir / "tokenizer_config.json") << R"({"eos_token": "<|im_end|>", "pad_token": {"content": "<|endoftext|>"}})";
+  std::ofstream(dir / "tokenizer_config.json")
+      << R"({"eos_token": "<|im_end|>", "pad_token": {"content": "<|endoftext|>"}})";
   HfTokenizer qwen(dir.string());
   CHECK(qwen.eos_id() == qwen.token_to_id("<|im_end|>"));
   CHECK(qwen.pad_id() == qwen.token_to_id("<|endoftext|>"));

@@ -43,7 +43,8 @@ void add_tokenizer_command(CLI::App& app) {
 
   static std::string info_spec;
   auto* info = cmd->add_subcommand("info", "Print a tokenizer's id, vocabulary size and special ids as JSON");
-  info->add_option("spec", info_spec, "\"byte\", \"byte:plain\", a .model path or a tokenizer.json (file or folder)")->required();
+  info->add_option("spec", info_spec, "\"byte\", \"byte:plain\", a .model path or a tokenizer.json (file or folder)")
+      ->required();
   info->callback([] { std::cout << tokenizer_info(*load_tokenizer(info_spec)).dump() << "\n"; });
 
   static std::string enc_spec, enc_text, enc_file;
