@@ -1,5 +1,6 @@
 #include "engine/evaluate.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include "engine/checkpoint.h"
@@ -46,7 +47,12 @@ json evaluate_generation_task(const GenerationTask& task, EvalContext& ctx) {
     GenerateUntilOptions g;
     g.add_bos = plan.tokenizer->adds_bos();  // encode_with_bos, as the task sized its prompts
     g.prefill_chunk = plan.prefill_chunk;
-    const auto texts = generate_until(ctx.model, *plan.tokenizer, cell.requests, g);
+    std::vector<std::string> texts;
+    try {
+      texts = generate_until(ctx.model, *plan.tokenizer, cell.requests, g);
+    } catch (const Error& e) {
+      throw Error("task " + plan.task + ", " + cell.label + ", " + e.what());
+    }
     std::vector<double> scores;
     json samples = json::array();
     for (size_t i = 0; i < texts.size(); ++i) {
@@ -80,6 +86,10 @@ std::function<void(const std::vector<EvalCell>&)> eval_rows_sink(ResultsDB& db, 
   return [&db, model_name, checkpoint, run_id, keep_previous](const std::vector<EvalCell>& cells) {
     std::vector<EvalRow> rows;
     const std::string now = now_iso8601();
+    for (const EvalCell& c : cells)
+      if (!std::isfinite(c.value))  // whatever the path, a non-finite score is never recorded as a result
+        throw Error("task " + c.task + ", " + c.setting.dump() + ": " + c.metric + " is " + std::to_string(c.value) +
+                    " (non-finite weights or activations?); nothing recorded");
     for (const EvalCell& c : cells) {
       EvalRow r;
       r.created_at = now;
@@ -191,10 +201,18 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
   }
   json metrics;
   if (auto* tt = dynamic_cast<TokenTask*>(task.get())) {
-    metrics = eval_token_task(model, *tt, ckpt_cfg, a, device);
+    try {
+      metrics = eval_token_task(model, *tt, ckpt_cfg, a, device);
+    } catch (const Error& e) {
+      throw Error("task " + task_name + ", " + e.what());
+    }
   } else {
     throw Error("task '" + task_name + "' has no evaluation on a checkpoint");
   }
+  for (auto it = metrics.begin(); it != metrics.end(); ++it)
+    if (it.value().is_number() && !std::isfinite(it.value().get<double>()))
+      throw Error("task " + task_name + ": " + it.key() + " is " + std::to_string(it.value().get<double>()) +
+                  " (non-finite weights or activations?); nothing recorded");
   ResultsDB db(a.db);
   const int64_t run_id = checkpoint_run_id(db, a.checkpoint);
   std::vector<EvalRow> rows;

@@ -2,6 +2,7 @@
 #include "engine/generate_until.h"
 
 #include "core/common.h"
+#include "core/signals.h"
 
 namespace mnemo {
 
@@ -61,7 +62,12 @@ std::vector<std::string> generate_until(EvalModel& model, const Tokenizer& tok,
   std::vector<std::string> out;
   out.reserve(requests.size());
   for (const auto& r : requests) {
-    out.push_back(answer_one(model, tok, r, options));
+    if (stop_requested()) throw Error(std::string("interrupted by ") + stop_signal_name());
+    try {
+      out.push_back(answer_one(model, tok, r, options));
+    } catch (const Error& e) {
+      throw Error("document " + std::to_string(r.doc_id) + ": " + e.what());
+    }
     if (options.progress) options.progress(static_cast<int64_t>(out.size()));
   }
   return out;

@@ -165,8 +165,13 @@ std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok
     const auto ans = model.loglikelihood_tokens(slice, o.batch_size, o.max_length);
     if (ans.size() != slice.size()) throw Error("loglikelihood_tokens returned a wrong number of answers");
     for (size_t k = s; k < e; ++k) {
+      const double ll = ans[k - s].first;
+      if (!std::isfinite(ll))  // a NaN scores like any number in the argmax of a multiple choice: never scored
+        throw Error("task " + w.name + ", document " + std::to_string(owner[order[k]].first) +
+                    ": the model's log-likelihood is " + format_fixed(ll, 1) +
+                    " (non-finite weights or activations); nothing scored, no results written");
       Response& r = resp[owner[order[k]].first][owner[order[k]].second];
-      r.ll += ans[k - s].first;  // rolling: the document's ll is the sum over its windows
+      r.ll += ll;  // rolling: the document's ll is the sum over its windows
       r.is_greedy = r.is_greedy && ans[k - s].second;
     }
     p.update(static_cast<int64_t>(e), e == order.size() && gens.empty());
@@ -177,7 +182,12 @@ std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok
   g.add_bos = add_bos;
   g.max_length = o.max_length;
   g.progress = [&](int64_t done) { p.update(static_cast<int64_t>(order.size()) + done, done == static_cast<int64_t>(gens.size())); };
-  const auto texts = generate_until(model, tok, gen_requests, g);
+  std::vector<std::string> texts;
+  try {
+    texts = generate_until(model, tok, gen_requests, g);
+  } catch (const Error& e) {
+    throw Error("task " + w.name + ", " + e.what());
+  }
   for (size_t k = 0; k < gens.size(); ++k) resp[gens[k].first][gens[k].second].text = texts[k];
   return resp;
 }

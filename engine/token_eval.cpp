@@ -38,6 +38,12 @@ TokenEvalResult evaluate_tokens(Backbone& model, const std::vector<TokenExample>
     for (size_t i = s; i < std::min(examples.size(), s + batch_size); ++i) chunk.push_back(&examples[i]);
     auto batch = collate(chunk, device);
     auto logits = model.forward(batch.input_ids);
+    // A NaN logit still gives an argmax and so an "accuracy": never scored.
+    const auto finite = torch::isfinite(logits).reshape({logits.size(0), -1}).all(1).cpu();
+    for (int64_t i = 0; !finite.all().item<bool>() && i < finite.size(0); ++i)
+      if (!finite[i].item<bool>())
+        throw Error("test example " + std::to_string(s + static_cast<size_t>(i)) +
+                    ": the model's logits are not finite (nan or inf): non-finite weights or activations");
     const int64_t n_labels = (batch.labels != kIgnoreLabel).sum().item<int64_t>();
     if (n_labels > 0) loss_sum += token_loss(logits, batch.labels).item<double>() * n_labels;
     r.n_labels += n_labels;

@@ -42,6 +42,10 @@ std::vector<int64_t> greedy_generate(LanguageModelImpl& model, const std::vector
     last_logits = model.forward(ids, &state).select(1, e - s - 1);  // [1, V]
   }
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
+    // argmax over NaN logits still names a token: a model with non-finite weights would "generate" text.
+    if (!torch::isfinite(last_logits).all().item<bool>())
+      throw Error("the model's logits for generated token " + std::to_string(step + 1) +
+                  " are not finite (nan or inf): non-finite weights or activations");
     const int64_t next = last_logits.argmax(-1).item<int64_t>();
     if (std::find(options.stop_ids.begin(), options.stop_ids.end(), next) != options.stop_ids.end()) break;
     out.push_back(next);

@@ -60,8 +60,11 @@ MNEMO_INLINE ExpBounds opaque_bounds() {
 
 // e^x in fp32 without branches: x clamped to [-87, 88] by integer compares on its bits (negative floats order
 // as unsigned, positive ones as signed ints), x = n ln2 + r, e^r by Cephes' expf polynomial (max rel. error
-// ~1.2e-7 against std::exp), 2^n by building the exponent bits.
+// ~1.2e-7 against std::exp), 2^n by building the exponent bits. Non-finite arguments give what std::exp gives
+// (NaN -> NaN, above ln FLT_MAX -> +inf), selected after the polynomial: the clamp alone would turn a NaN into
+// e^88 or e^-87, and a softmax over NaN scores into finite probabilities where the eager formula gives NaN.
 MNEMO_INLINE float fast_exp(float x, ExpBounds bounds) {
+  const float x_in = x;
   uint32_t b;
   std::memcpy(&b, &x, 4);
   b = std::min(b, bounds.lo);
@@ -80,7 +83,8 @@ MNEMO_INLINE float fast_exp(float x, ExpBounds bounds) {
   const uint32_t e = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &e, 4);
-  return p * scale;
+  const float y = p * scale;
+  return x_in != x_in ? x_in : (x_in > 88.72283935546875f ? INFINITY : y);  // ln FLT_MAX
 }
 // fp64 (the equivalence tests): the library exp.
 MNEMO_INLINE double fast_exp(double x, ExpBounds) { return std::exp(x); }
