@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "cli/commands/commands.h"
+#include "core/atomic_file.h"
 #include "core/common.h"
 #include "core/system_info.h"
 
@@ -182,6 +183,8 @@ int main(int argc, char** argv) {
     } else if (app.get_subcommands().empty()) {
       std::cout << app.help();
     }
+    // The output went somewhere that took every byte (`mnemo score ... > /dev/full` is an error, not exit 0).
+    mnemo::check_stdout();
   } catch (const CLI::Success& e) {  // --help (and friends): CLI11 prints it, exit 0
     return app.exit(e);
   } catch (const CLI::ParseError& e) {

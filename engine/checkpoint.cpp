@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 
+#include "core/atomic_file.h"
 #include "core/file_tree.h"
 #include "engine/export.h"
 #include "engine/run_config.h"
@@ -63,28 +64,32 @@ std::string checkpoint_dir(const std::string& out_dir) { return (fs::path(out_di
 
 namespace {
 
-std::string errno_text() { return std::strerror(errno); }
-
 // fsync a file or a folder; Error naming it on failure.
-void fsync_path(const fs::path& p, bool directory) {
-  int fd = ::open(p.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) throw Error("cannot open " + p.string() + " to sync it: " + errno_text());
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  // Some file systems cannot sync a folder (EINVAL): the renames are then as durable as they get.
-  if (rc != 0 && !(directory && (err == EINVAL || err == ENOTSUP)))
-    throw Error("cannot sync " + p.string() + " to disk: " + std::strerror(err));
-}
+void fsync_path(const fs::path& p, bool directory) { mnemo::fsync_path(p.string(), directory); }
 
-void write_file(const fs::path& p, const std::string& text) {
-  {
-    std::ofstream o(p, std::ios::binary | std::ios::trunc);
-    o << text;
-    o.flush();
-    if (!o) throw Error("cannot write " + p.string());
-  }
-  fsync_path(p, false);
+void write_file(const fs::path& p, const std::string& text) { write_file_atomic(p.string(), text); }
+
+// torch::save through an AtomicFile. LibTorch's own file writer throws from its destructor when a write fails (a full
+// disk, a file size limit), which ends the process in std::terminate; here its writer function never fails: the first
+// error is kept, the remaining bytes are dropped, and the error is thrown once LibTorch has returned.
+template <typename Value>
+void save_torch_file(const Value& value, const fs::path& p) {
+  AtomicFile file(p.string());
+  std::optional<Error> failed;
+  torch::serialize::OutputArchive archive;
+  value.save(archive);
+  archive.save_to([&](const void* data, size_t n) -> size_t {
+    if (!failed) {
+      try {
+        file.write(data, n);
+      } catch (const Error& e) {
+        failed = e;
+      }
+    }
+    return n;
+  });
+  if (failed) throw *failed;
+  file.commit();
 }
 
 void rename_or_throw(const fs::path& from, const fs::path& to) {
@@ -177,13 +182,11 @@ void save_checkpoint(const std::string& out_dir, const json& config, Backbone& m
                                       {"layer_mixers", model.config().layer_mixers()},
                                       {"backbone", model.kind}}.dump(2));
   try {
-    torch::save(model.module, (tmp / "model.pt").string());
-    if (optimizer) torch::save(*optimizer, (tmp / "optim.pt").string());
+    save_torch_file(*model.module, tmp / "model.pt");
+    if (optimizer) save_torch_file(*optimizer, tmp / "optim.pt");
   } catch (const c10::Error& e) {
     throw Error("cannot write the checkpoint in " + tmp.string() + ": " + e.what_without_backtrace());
   }
-  fsync_path(tmp / "model.pt", false);
-  if (optimizer) fsync_path(tmp / "optim.pt", false);
   write_file(tmp / "trainer.json", state.to_json().dump(2));  // last: marks the folder complete
   fsync_path(tmp, true);
   // From here on a complete checkpoint always exists under one of the three names.

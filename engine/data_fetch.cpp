@@ -1,6 +1,11 @@
 #include "engine/data_fetch.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +13,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/signals.h"
 
 namespace mnemo {
@@ -22,21 +28,6 @@ const char* kChecksums = "CHECKSUMS.json";
 
 std::string source_label(const RecallSource& s) {
   return s.task + " (" + s.dataset + ", config " + s.config + ", split " + s.split + ")";
-}
-
-// Writes `text` to `path` through a temporary file and a rename: a reader sees the old file or the new one.
-void write_file_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("cannot write " + tmp.string());
-    out << text;
-    out.flush();
-    if (!out) throw Error("cannot write " + tmp.string() + " (disk full?)");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw Error("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
 }
 
 // Number of '\n' in the first `bytes` bytes of `path`, and whether the last of them is a '\n'.
@@ -337,11 +328,17 @@ FetchResult fetch_recall_source(const RecallSource& s, const FetchOptions& o) {
             context("GET " + url + ": row " + std::to_string(want) + " cannot be written as JSON (" + e.what() + ")"));
       }
     }
-    {
-      std::ofstream out(part, std::ios::binary | std::ios::app);
-      out << text;
-      out.flush();
-      if (!out) throw Error("cannot append to " + part.string() + " (disk full?)");
+    {  // every write checked; a page cut short by a full disk lies beyond the recorded byte count, which resume trims
+      const int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0) throw Error(context("cannot append to " + part.string() + ": " + std::strerror(errno)));
+      try {
+        write_all(fd, text.data(), text.size(), part.string());
+        if (::fsync(fd) != 0) throw Error("cannot write " + part.string() + ": " + std::strerror(errno));
+      } catch (const Error& e) {
+        ::close(fd);
+        throw Error(context(e.what()));
+      }
+      if (::close(fd) != 0) throw Error(context("cannot write " + part.string() + ": " + std::strerror(errno)));
     }
     st.rows += static_cast<int64_t>(rows.size());
     st.bytes += static_cast<int64_t>(text.size());

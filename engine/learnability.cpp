@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
+#include "core/atomic_file.h"
 #include "runtime/registry.h"
 #include "runtime/kernels/gelu.h"
 
@@ -279,10 +281,7 @@ std::vector<EvalRow> learnability_eval_rows(const LearnabilityResult& r, int64_t
 }
 
 void write_learnability_csv(const LearnabilityResult& r, const std::string& path) {
-  std::filesystem::path p(path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  std::ofstream f(path);
-  if (!f) throw Error("cannot write " + path);
+  std::ostringstream f;
   f << "position,mean";
   for (size_t s = 0; s < r.loss.size(); ++s) f << ",seed_" << (r.config.seed + s);
   f << "\n";
@@ -292,7 +291,7 @@ void write_learnability_csv(const LearnabilityResult& r, const std::string& path
     for (const auto& curve : r.loss) f << "," << curve[j];
     f << "\n";
   }
-  if (!f) throw Error("write failed: " + path);
+  write_file_atomic(path, f.str());  // tmp file, every write checked, rename
 }
 
 }  // namespace mnemo

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 
+#include "core/atomic_file.h"
 #include "core/common.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -57,42 +58,6 @@ bool byte_count(const std::vector<int64_t>& shape, int64_t elem, uint64_t& out) 
     if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return false;
   out = n;
   return true;
-}
-
-void fsync_or_throw(const fs::path& p, bool directory) {
-  int fd = ::open(p.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) throw Error("cannot open " + p.string() + " to sync it: " + std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0 && !(directory && (err == EINVAL || err == ENOTSUP)))
-    throw Error("cannot sync " + p.string() + " to disk: " + std::strerror(err));
-}
-
-// Writes through `fill` into path.tmp.<pid>, then fsync + rename + folder fsync; the tmp file is removed on failure.
-void atomic_write(const std::string& path, const std::function<void(std::ofstream&)>& fill) {
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error("cannot create " + dir.string() + " for " + path + ": " + ec.message());
-  const fs::path tmp = target.string() + ".tmp." + std::to_string(::getpid());
-  try {
-    {
-      std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
-      if (!o) throw Error("cannot write " + tmp.string() + ": " + std::strerror(errno));
-      fill(o);
-      o.flush();
-      if (!o) throw Error("cannot write " + tmp.string() + " (disk full?)");
-    }
-    fsync_or_throw(tmp, false);
-    fs::rename(tmp, target, ec);
-    if (ec) throw Error("cannot rename " + tmp.string() + " to " + path + ": " + ec.message());
-  } catch (...) {
-    fs::remove(tmp, ec);
-    throw;
-  }
-  fsync_or_throw(dir, true);
 }
 
 }  // namespace
@@ -267,20 +232,15 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   }
   std::string header = h.dump();
   header.append((8 - header.size() % 8) % 8, ' ');  // the reference writer's padding
-  atomic_write(path, [&](std::ofstream& o) {
-    unsigned char len[8];
-    uint64_t n = header.size();
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xff);
-    o.write(reinterpret_cast<const char*>(len), 8);
-    o.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const Item& it : items)
-      if (it.t.numel() > 0)
-        o.write(static_cast<const char*>(it.t.data_ptr()), static_cast<std::streamsize>(it.t.numel() * it.size));
-  });
-}
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  atomic_write(path, [&](std::ofstream& o) { o.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); });
+  AtomicFile o(path);  // tmp file, every write checked, fsync, rename, folder fsync
+  unsigned char len[8];
+  uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xff);
+  o.write(len, 8);
+  o.write(header);
+  for (const Item& it : items)
+    if (it.t.numel() > 0) o.write(it.t.data_ptr(), static_cast<size_t>(it.t.numel() * it.size));
+  o.commit();
 }
 
 }  // namespace mnemo

@@ -9,6 +9,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include "core/atomic_file.h"  // write_file_atomic, for the writers that include this header
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -52,7 +54,5 @@ class SafetensorsFile {
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-// `bytes` into `path` via path.tmp.<pid> + fsync + rename + folder fsync (Error naming the path).
-void write_file_atomic(const std::string& path, const std::string& bytes);
 
 }  // namespace mnemo

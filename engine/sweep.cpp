@@ -22,6 +22,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "core/atomic_file.h"
 #include "core/signals.h"
 #include "engine/checkpoint.h"
 #include "engine/run_config.h"
@@ -284,7 +285,7 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
     }
     try {
       const std::string cfg_file = (fs::path(out_dir) / "cell.json").string();
-      { std::ofstream(cfg_file) << cell.dump(2); }
+      write_file_atomic(cfg_file, cell.dump(2));  // checked: a cell never starts from a truncated config
       std::vector<std::string> args = {self, "train", "--config", cfg_file, "--db", opt.db_path, "--out", out_dir,
                                        "--sweep", name, "--quiet"};
       if (has_checkpoint(out_dir)) args.push_back("--resume");  // a stopped or crashed run of this cell

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <set>
 
+#include "core/atomic_file.h"
+
 namespace mnemo {
 
 namespace fs = std::filesystem;
@@ -42,12 +44,7 @@ std::vector<SectionEntry> sorted_sections() {
   return s;
 }
 
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot write " + path.string());
-  f << text;
-  if (!f) throw Error("error while writing " + path.string());
-}
+void write_file(const fs::path& path, const std::string& text) { write_file_atomic(path.string(), text); }
 
 std::string html_escape(const std::string& s) {
   std::string out;

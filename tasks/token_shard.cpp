@@ -14,6 +14,7 @@
 #include <fstream>
 #include <limits>
 
+#include "core/atomic_file.h"
 #include "core/parse_int.h"
 #include "core/process.h"
 #include "core/progress.h"
@@ -75,16 +76,8 @@ class TokenWriter {
   int64_t count() const { return n_; }
   uint64_t checksum() const { return checksum_; }
 
-  static void write_all(int fd, const void* data, size_t n, const std::string& path) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const ssize_t w = ::write(fd, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) throw Error(sys_error("cannot write", path));
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
+  // Every write checked (core/atomic_file.h: EINTR retried, the OS error named, test fault injection).
+  static void write_all(int fd, const void* data, size_t n, const std::string& path) { mnemo::write_all(fd, data, n, path); }
 
  private:
   static constexpr size_t kBuf = 1 << 20;

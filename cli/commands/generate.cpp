@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/commands/commands.h"
+#include "core/atomic_file.h"
 #include "tasks/mad_tasks.h"
 #include "tasks/task.h"
 
@@ -50,23 +51,10 @@ void add_generate_command(CLI::App& app) {
       throw Error("generate: not enough memory for " + std::to_string(a.n) + " examples of " + task_name +
                   "; use a smaller --n");
     }
-    std::filesystem::path out(a.out);
-    if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
-    const std::string tmp = a.out + ".tmp";
-    try {
-      {
-        std::ofstream f(tmp);
-        if (!f) throw Error("generate: cannot write " + tmp + " (for --out " + a.out + ")");
-        for (const auto& r : rows) f << r.dump() << "\n";
-        if (!f) throw Error("generate: write failed: " + tmp + " (for --out " + a.out + ")");
-      }
-      std::filesystem::rename(tmp, a.out);
-    } catch (const std::filesystem::filesystem_error& e) {
-      std::filesystem::remove(tmp, ec);  // never leave OUT.tmp behind
-      throw Error("generate: cannot write --out " + a.out + ": " + e.code().message());
-    } catch (...) {
-      std::filesystem::remove(tmp, ec);
-      throw;
+    {
+      AtomicFile f(a.out);  // OUT.tmp.<pid>, every write checked, renamed to OUT; removed on failure
+      for (const auto& r : rows) f.write(r.dump() + "\n");
+      f.commit();
     }
     std::cout << "wrote " << rows.size() << " examples of " << task_name << " " << task->params().dump() << " to "
               << a.out << "\n";
