@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/signals.h"
 #include "core/system_info.h"
 #include "engine/checkpoint.h"
 #include "engine/evaluate.h"
@@ -123,7 +124,7 @@ json modified_files(const json& data_files) {
 // task's windows in lm-eval's Collator order, sent in slices of whole batches so the batches equal one call's),
 // generate_until through the shared engine/generate_until.h, one by one.
 std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok, const TaskWork& w, bool add_bos,
-                                          const HarnessOptions& o, const Log& log) {
+                                          const HarnessOptions& o, const Log& log, int64_t& max_length) {
   std::vector<std::vector<Response>> resp(w.reqs.size());
   std::vector<TokenPair> treq;
   std::vector<std::pair<size_t, size_t>> owner;  // token request -> (doc, request)
@@ -149,12 +150,35 @@ std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok
       }
     }
   }
+  // A continuation longer than max_length cannot be scored (lm-eval asserts it fits). With a default max_length
+  // the task is scored at its longest request instead; a --max-length given is kept, and the error says which.
+  max_length = o.max_length;
+  size_t longest_cont = 0, longest_total = 0, longest_at = 0;
+  for (size_t k = 0; k < treq.size(); ++k) {
+    longest_total = std::max(longest_total, treq[k].first.size() + treq[k].second.size());
+    if (treq[k].second.size() > longest_cont) {
+      longest_cont = treq[k].second.size();
+      longest_at = k;
+    }
+  }
+  if (static_cast<int64_t>(longest_cont) > max_length) {
+    const std::string where = "task " + w.name + ", document " + std::to_string(owner[longest_at].first);
+    if (o.max_length_given)
+      throw Error(where + ": the continuation has " + std::to_string(longest_cont) + " tokens, more than --max-length " +
+                  std::to_string(max_length) + "; give --max-length " + std::to_string(longest_total) +
+                  " (this task's longest request) or more");
+    max_length = static_cast<int64_t>(longest_total);
+    if (log)
+      log("[" + w.name + "] max_length " + std::to_string(max_length) + " (its longest request; the default " +
+          std::to_string(o.max_length) + " is shorter than a continuation of " + std::to_string(longest_cont) +
+          " tokens; --max-length sets it)");
+  }
   Progress p{w.name, static_cast<int64_t>(treq.size() + gens.size())};
   p.log = log;
   if (log)
     log("[" + w.name + "] " + std::to_string(w.n) + " documents" + skipped_note(w) + ", " + std::to_string(w.n_requests) + " requests (" +
         std::to_string(treq.size()) + " scored sequences, " + std::to_string(gens.size()) + " generations), batch " +
-        std::to_string(o.batch_size) + ", max_length " + std::to_string(o.max_length));
+        std::to_string(o.batch_size) + ", max_length " + std::to_string(max_length));
   const auto order = loglikelihood_order(treq);
   const size_t per_slice = static_cast<size_t>(o.batch_size) * static_cast<size_t>((64 + o.batch_size - 1) / o.batch_size);
   for (size_t s = 0; s < order.size(); s += per_slice) {
@@ -162,7 +186,8 @@ std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok
     std::vector<TokenPair> slice;
     slice.reserve(e - s);
     for (size_t k = s; k < e; ++k) slice.push_back(treq[order[k]]);
-    const auto ans = model.loglikelihood_tokens(slice, o.batch_size, o.max_length);
+    if (stop_requested()) throw Error(std::string("interrupted by ") + stop_signal_name() + " in task " + w.name);
+    const auto ans = model.loglikelihood_tokens(slice, o.batch_size, max_length);
     if (ans.size() != slice.size()) throw Error("loglikelihood_tokens returned a wrong number of answers");
     for (size_t k = s; k < e; ++k) {
       const double ll = ans[k - s].first;
@@ -180,7 +205,7 @@ std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok
   for (const auto& [d, i] : gens) gen_requests.push_back(w.reqs[d][i]);
   GenerateUntilOptions g;
   g.add_bos = add_bos;
-  g.max_length = o.max_length;
+  g.max_length = max_length;
   g.progress = [&](int64_t done) { p.update(static_cast<int64_t>(order.size()) + done, done == static_cast<int64_t>(gens.size())); };
   std::vector<std::string> texts;
   try {
@@ -241,7 +266,8 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
       log(line);
     }
   };
-  fs::create_directories(o.output_path);
+  // The output folder is made by the first file written into it (core/atomic_file.h), once every input is validated
+  // and every task scored: a failed evaluation leaves no empty folder behind.
   json files = json::array();
 
   if (o.requests_only) {
@@ -279,6 +305,8 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
                    {"bootstrap_iters", 100000}, {"device", o.device}, {"num_fewshot", 0},
                    {"cutting_context", o.cutting_context}, {"context_length", o.context_length},
                    {"answer_length", o.answer_length}, {"skip_malformed", o.skip_malformed}};
+  std::vector<std::pair<std::string, std::vector<json>>> pending_samples;  // (path, lines) per task
+  std::vector<EvalCell> pending_cells;
   for (auto& w : works) {
     const double t0 = wall_seconds();
     build_requests(w, o.limit);
@@ -287,7 +315,9 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
       throw Error("task " + w.name + ": every one of its " + std::to_string(w.n) + " documents was skipped (" +
                   std::to_string(w.skipped) + " without requests, " + std::to_string(w.malformed.size()) +
                   " malformed records): nothing to score");
-    const auto resp = answer(*model, tok, w, add_bos, o, log);
+    if (stop_requested()) throw Error(std::string("interrupted by ") + stop_signal_name() + " before task " + w.name);
+    int64_t task_max_length = o.max_length;  // raised for this task when a continuation needs it (answer)
+    const auto resp = answer(*model, tok, w, add_bos, o, log, task_max_length);
     const auto specs = w.task->metrics();
     std::map<std::string, std::vector<json>> values;
     std::vector<json> samples;
@@ -322,7 +352,7 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
       c.metric = s.name;
       c.value = a.value;
       c.n = n_scored;
-      c.setting = {{"suite", "lm-eval"}, {"num_fewshot", 0}, {"limit", limit_json}, {"max_length", o.max_length},
+      c.setting = {{"suite", "lm-eval"}, {"num_fewshot", 0}, {"limit", limit_json}, {"max_length", task_max_length},
                    {"add_bos", add_bos}, {"version", w.task->version()}};
       if (o.cutting_context)
         c.setting.update({{"cutting_context", true}, {"context_length", o.context_length},
@@ -361,12 +391,12 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
     }
     note_task(w);
     out["data_files"][w.name] = data_files;
-    if (o.log_samples) {
-      const std::string path = (fs::path(o.output_path) / ("samples_" + w.name + ".jsonl")).string();
-      write_lines(path, samples);
-      files.push_back(path);
-    }
-    if (o.record) o.record(cells);
+    // Written once every task is scored: an error or a stop request in a later task leaves nothing of this one.
+    if (o.log_samples)
+      pending_samples.emplace_back((fs::path(o.output_path) / ("samples_" + w.name + ".jsonl")).string(),
+                                   std::move(samples));
+    pending_cells.insert(pending_cells.end(), std::make_move_iterator(cells.begin()),
+                         std::make_move_iterator(cells.end()));
     if (log) {
       std::string line = "[" + w.name + "] done in " + format_fixed(wall_s, 1) + " s:";
       for (const auto& s : specs) line += " " + s.name + " " + format_fixed(res.at(s.name + ",none").get<double>(), 4);
@@ -379,9 +409,26 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
   out["mnemo_version"] = sys.value("mnemo", "");
   out["torch_version"] = torch_version();
   out["total_evaluation_time_seconds"] = format_fixed(wall_seconds() - t_start, 3);
+  // All or nothing: the samples, results.json, then the database rows (one transaction); a failure removes the files
+  // this evaluation wrote, so that no results stand without their rows.
   const std::string results_path = (fs::path(o.output_path) / "results.json").string();
-  write_file_atomic(results_path, out.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
-  files.insert(files.begin(), results_path);
+  std::vector<std::string> written;
+  try {
+    for (const auto& [path, lines] : pending_samples) {
+      write_lines(path, lines);
+      written.push_back(path);
+      files.push_back(path);
+    }
+    write_file_atomic(results_path, out.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+    written.push_back(results_path);
+    files.insert(files.begin(), results_path);
+    if (o.record) o.record(pending_cells);
+  } catch (...) {
+    std::error_code ec;
+    for (const auto& path : written) fs::remove(path, ec);
+    fs::remove(o.output_path, ec);  // only if this left it empty
+    throw;
+  }
   return {{"results", out},         {"table", harness_results_table(out, o.tasks)}, {"files", files},
           {"skipped", skipped},     {"malformed", malformed},  {"data_warnings", data_warnings},
           {"output_path", o.output_path}};

@@ -27,6 +27,10 @@ struct HarnessOptions {
   std::optional<int64_t> limit;    // unset = every document; N > 0 = the first N; N <= 0 is an Error
   int64_t batch_size = 32;
   int64_t max_length = 2048;       // the model's context: longer requests keep their last max_length tokens
+  // false (a default, e.g. the checkpoint's seq_len): a task whose loglikelihood continuation exceeds max_length is
+  // scored with max_length raised to its longest request (every mnemo model runs past its trained context); true
+  // (--max-length given): such a request is an Error naming the task and document.
+  bool max_length_given = false;
   std::optional<bool> add_bos;     // unset = the tokenizer has a BOS (docs/tasks.md#evaluation-machinery)
   bool log_samples = false;
   std::string output_path;         // folder of results.json / samples_<task>.jsonl / <task>.jsonl (requests_only)

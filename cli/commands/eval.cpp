@@ -4,10 +4,12 @@
 // `mnemo eval --tasks T --requests-only [--limit N] [--output-path DIR]`             (no checkpoint)
 // Recall tasks (--tasks recall): [--cutting-context [--context-length 2048] [--answer-length 48]]
 // Damaged data files (--tasks): [--skip-malformed] skips malformed records (listed under the table) instead of failing
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/commands/commands.h"
 #include "core/defaults.h"
+#include "core/signals.h"
 #include "engine/evaluate.h"
 #include "engine/harness_eval.h"
 
@@ -56,7 +58,7 @@ void add_eval_command(CLI::App& app) {
                   "Run directory, its checkpoint/ folder, or an export (PATH.safetensors, or a folder holding "
                   "model.safetensors + model.json; see `mnemo export`); not with --requests-only");
   sub->add_option("--task", a.task, "Task name (default: the task the model was trained on)");
-  sub->add_option("--tasks", tasks, "lm-eval tasks, comma separated, or groups (commonsense, ...)");
+  auto* tasks_opt = sub->add_option("--tasks", tasks, "lm-eval tasks, comma separated, or groups (commonsense, ...)");
   auto* n_opt = sub->add_option("--n", a.n, "Examples to evaluate (generation tasks: samples per cell)")
                     ->check(CLI::PositiveNumber);
   auto* seed_opt = sub->add_option("--seed", a.seed, "Base seed of the test examples (default: the run's)");
@@ -94,9 +96,24 @@ void add_eval_command(CLI::App& app) {
                 "details_json.kept_previous); by default a cell's new value replaces them");
   sub->allow_extras();
   sub->callback([sub, seed_opt, n_opt, batch_opt, limit_opt, max_len_opt, out_opt, tok_opt, cut_opt, ctx_len_opt,
-                 ans_len_opt, skip_opt] {
+                 ans_len_opt, skip_opt, tasks_opt] {
     const auto log = [](const std::string& line) { std::cerr << line << "\n"; };
-    if (tasks.empty()) {
+    if (tasks_opt->count() > 0 && tasks.find_first_not_of(" ,") == std::string::npos)
+      throw Error("eval: --tasks '" + tasks + "' names no task; give lm-eval tasks, e.g. --tasks piqa,arc_easy, or a "
+                  "group such as --tasks commonsense");
+    if (requests_only && !a.checkpoint.empty())
+      throw Error("eval: --requests-only writes the requests without a model, so --checkpoint " + a.checkpoint +
+                  " is not used; leave out one of the two");
+    // SIGINT / SIGTERM: the evaluation stops at the next batch or generation and writes nothing (every file and the
+    // database rows are written once all tasks are scored); exit 128 + signal, as `train` does.
+    install_stop_handlers();
+    const auto stopped = [](const std::string& what) {
+      std::cout.flush();
+      std::cerr << "mnemo: interrupted by " << stop_signal_name() << ": " << what << "\n";
+      std::cerr.flush();
+      std::exit(128 + stop_signal());
+    };
+    if (tasks_opt->count() == 0) {
       for (auto* opt : {limit_opt, max_len_opt, out_opt, cut_opt, ctx_len_opt, ans_len_opt, skip_opt})
         if (opt->count() > 0)
           throw Error("eval: " + opt->get_name() + " goes with --tasks (the lm-eval suite); --task T takes --n N");
@@ -108,7 +125,13 @@ void add_eval_command(CLI::App& app) {
       a.n_given = n_opt->count() > 0;
       a.params = extras_to_params(sub->remaining());
       if (tok_opt->count() > 0) a.params["tokenizer"] = tokenizer;  // a task parameter of the text tasks
-      json out = evaluate_checkpoint(a, log);
+      json out;
+      try {
+        out = evaluate_checkpoint(a, log);
+      } catch (const Error&) {
+        if (stop_requested()) stopped("eval --task stopped before it finished; nothing recorded");
+        throw;
+      }
       std::cout << out.dump() << "\n";
       return;
     }
@@ -136,7 +159,15 @@ void add_eval_command(CLI::App& app) {
     h.options.context_length = context_length;
     h.options.answer_length = answer_length;
     h.options.skip_malformed = skip_malformed;
-    const json out = evaluate_harness(h, log);
+    json out;
+    try {
+      out = evaluate_harness(h, log);
+    } catch (const Error&) {
+      if (stop_requested())
+        stopped("eval --tasks stopped before every task was scored; nothing written (no results.json, samples or "
+                "database rows); the same command evaluates again from the start");
+      throw;
+    }
     // Skipped documents (the recall tasks' rule under --cutting-context) are never silent.
     std::string skipped;
     for (auto it = out.at("skipped").begin(); it != out.at("skipped").end(); ++it)
