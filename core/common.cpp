@@ -8,7 +8,9 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <vector>
 
 namespace mnemo {
 namespace fs = std::filesystem;
@@ -49,19 +51,80 @@ std::string read_text_file(const std::string& path) {
   return ss.str();
 }
 
-json read_json_file(const std::string& path) {
-  std::string text = read_text_file(path);
+namespace {
+// One open object or array of the document being parsed: the keys an object has named so far.
+struct JsonFrame {
+  bool is_object = false;
+  std::set<std::string> keys;
+  std::string last_key;
+};
+
+// "a.b[]" for the key path of the innermost open container (arrays shown as "[]"), "" at the top level.
+std::string frame_path(const std::vector<JsonFrame>& frames) {
+  std::string path;
+  for (size_t i = 0; i + 1 < frames.size(); ++i) {
+    if (frames[i].is_object) path += (path.empty() ? "" : ".") + text_excerpt(frames[i].last_key, 40);
+    else path += "[]";
+  }
+  return path;
+}
+}  // namespace
+
+std::string text_excerpt(const std::string& text, size_t max_chars) {
+  if (text.size() <= max_chars) return text;
+  size_t cut = max_chars;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return text.substr(0, cut) + "\u2026";
+}
+
+std::string json_excerpt(const json& value, size_t max_chars) {
+  return text_excerpt(value.dump(-1, ' ', false, json::error_handler_t::replace), max_chars);
+}
+
+json parse_json_text(const std::string& text, const std::string& source) {
+  const std::string in_source = source.empty() ? "" : " in " + source;
+  std::vector<JsonFrame> frames;
+  const json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (static_cast<int>(frames.size()) >= kMaxJsonDepth)
+          throw Error("JSON" + in_source + " is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+        frames.push_back(JsonFrame{event == json::parse_event_t::object_start, {}, {}});
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!frames.empty()) frames.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        JsonFrame& f = frames.back();
+        f.last_key = parsed.get<std::string>();
+        if (!f.keys.insert(f.last_key).second) {
+          const std::string where = frame_path(frames);
+          throw Error("duplicate key '" + text_excerpt(f.last_key) + "'" + in_source +
+                      (where.empty() ? "" : " (in object '" + where + "')") +
+                      ": JSON keeps only the last value; remove one of them");
+        }
+        break;
+      }
+      case json::parse_event_t::value:
+        break;
+    }
+    return true;
+  };
   try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error("malformed JSON in " + path + ": " + e.what());
-  } catch (const json::exception& e) {  // e.g. out_of_range.406: a number too large for a double (1e999)
+    return json::parse(text, check);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range.406: a number too large for a double (1e999)
     std::string what = e.what();
     if (const auto cut = what.find("] "); what.rfind("[json.exception.", 0) == 0 && cut != std::string::npos)
-      what = what.substr(cut + 2);  // "[json.exception.out_of_range.406] number overflow ..." -> "number overflow ..."
-    throw Error("unreadable JSON in " + path + ": " + what + (e.id == 406 ? " (too large for a double)" : ""));
+      what = what.substr(cut + 2);  // "[json.exception.parse_error.101] parse error ..." -> "parse error ..."
+    what = text_excerpt(what, 200) + (e.id == 406 ? " (too large for a double)" : "");
+    if (source.empty()) throw Error(what);
+    throw Error((e.id == 406 ? "unreadable JSON in " : "malformed JSON in ") + source + ": " + what);
   }
 }
+
+json read_json_file(const std::string& path) { return parse_json_text(read_text_file(path), path); }
 
 // FIPS 180-4 SHA-256.
 std::string sha256_hex(const std::string& bytes) {

@@ -23,7 +23,22 @@ std::string data_dir();
 std::string data_path(const std::string& relative);
 
 std::string read_text_file(const std::string& path);  // throws Error naming the path
-json read_json_file(const std::string& path);          // throws Error naming path + parse error
+// Every JSON document mnemo reads from a user goes through parse_json_text (read_json_file reads a file
+// and calls it). On top of nlohmann's parser it refuses what nlohmann accepts silently:
+//   - an object naming a key twice: nlohmann keeps the last, so `"lr": 0.001, ..., "lr": 0.5` would train
+//     at 0.5; the error names the key, where it is (its enclosing keys) and `source`;
+//   - nesting deeper than kMaxJsonDepth: dumping, copying or comparing such a value recurses once per level
+//     and overflows the stack (a crash with no message at ~70 000 levels).
+// Other errors are nlohmann's, prefixed "malformed JSON in <source>". `source` is a file name, or "file:line";
+// empty for a caller that names the place itself (the message then names none).
+constexpr int kMaxJsonDepth = 256;
+json parse_json_text(const std::string& text, const std::string& source);
+json read_json_file(const std::string& path);  // throws Error naming path + parse error
+// A value as an error message quotes it: its JSON text, cut to at most `max_chars` bytes (at a UTF-8
+// character boundary) with "…" appended when longer, so a 100 KB value does not flood the terminal.
+std::string json_excerpt(const json& value, size_t max_chars = 60);
+// The same cut for text that is not JSON (a line of a file, a command's output).
+std::string text_excerpt(const std::string& text, size_t max_chars = 60);
 std::string sha256_hex(const std::string& bytes);
 std::string now_iso8601();
 std::string hostname();

@@ -289,7 +289,7 @@ int64_t kernel_chunk_size(const BenchOptions& opt) {
   if (!opt.set.contains("chunk_size")) return 64;
   const json& c = opt.set["chunk_size"];
   if (!c.is_number_integer() || c.get<int64_t>() <= 0)
-    throw Error("bench --kernel: --set chunk_size must be a positive integer, got " + c.dump());
+    throw Error("bench --kernel: --set chunk_size must be a positive integer, got " + json_excerpt(c));
   return c.get<int64_t>();
 }
 

@@ -39,7 +39,7 @@ namespace {
 int64_t integer_field(const json& j, const char* key, std::optional<int64_t> fallback = std::nullopt) {
   if (!j.contains(key) && fallback) return *fallback;
   const json& v = j.at(key);
-  if (!v.is_number_integer()) throw Error(std::string("field '") + key + "' must be an integer, got " + v.dump());
+  if (!v.is_number_integer()) throw Error(std::string("field '") + key + "' must be an integer, got " + json_excerpt(v));
   return v.get<int64_t>();
 }
 }  // namespace
@@ -112,7 +112,7 @@ int64_t complete_step(const fs::path& dir) {
       !fs::is_regular_file(dir / "trainer.json", ec))
     return -1;
   try {
-    json j = json::parse(read_text_file((dir / "trainer.json").string()));
+    json j = read_json_file((dir / "trainer.json").string());
     return integer_field(j, "step");
   } catch (const std::exception&) {
     return -1;
@@ -269,7 +269,7 @@ CheckpointModelMeta parse_model_meta(const json& meta, const std::string& file) 
   CheckpointModelMeta m;
   auto bad = [&](const std::string& field, const std::string& expected) {
     return Error("corrupted checkpoint metadata " + file + ": '" + field + "' must be " + expected + ", got " +
-                 meta.at(field).dump().substr(0, 80));
+                 json_excerpt(meta.at(field)));
   };
   if (meta.contains("vocab_size")) {
     const json& v = meta.at("vocab_size");
@@ -346,8 +346,8 @@ void check_checkpoint_model(const std::string& path, const Backbone& model) {
   // Older checkpoints have no model.json: load_weights still checks every shape.
   const CheckpointModelMeta meta = read_model_meta(dir);
   auto differs = [&](const std::string& key, const json& in_checkpoint, const json& here) {
-    throw Error("checkpoint " + dir + " does not match this run: its model has " + key + " " + in_checkpoint.dump() +
-                ", this run's has " + here.dump());
+    throw Error("checkpoint " + dir + " does not match this run: its model has " + key + " " + json_excerpt(in_checkpoint) +
+                ", this run's has " + json_excerpt(here));
   };
   const ModelConfig& mc = model.config();
   if (meta.backbone && *meta.backbone != model.kind) differs("backbone", *meta.backbone, model.kind);

@@ -63,7 +63,7 @@ const Rule kRules[] = {
 // Every number in `v` (nested arrays/objects included) is finite.
 void check_finite(const std::string& where, const json& v) {
   if (v.is_number_float() && !std::isfinite(v.get<double>()))
-    throw Error("config key '" + where + "' must be a finite number, got " + v.dump());
+    throw Error("config key '" + where + "' must be a finite number, got " + json_excerpt(v));
   if (v.is_structured())
     for (auto it = v.begin(); it != v.end(); ++it) check_finite(where, it.value());
 }
@@ -77,13 +77,13 @@ void validate_run_config(const json& resolved) {
     if (!resolved.contains(r.key)) continue;
     const json& v = resolved.at(r.key);
     const std::string key = std::string("config key '") + r.key + "'";
-    if (!v.is_number()) throw Error(key + " expects a number, got " + v.dump());
+    if (!v.is_number()) throw Error(key + " expects a number, got " + json_excerpt(v));
     const double x = v.get<double>();
     if (r.integer && (v.is_number_float() && x != std::floor(x)))
-      throw Error(key + " expects a number (an integer), got " + v.dump());
+      throw Error(key + " expects a number (an integer), got " + json_excerpt(v));
     const bool below = r.lo_open ? !(x > r.lo) : !(x >= r.lo);
     const bool above = r.hi_open ? !(x < r.hi) : !(x <= r.hi);
-    if (below || above) throw Error(key + " must be " + describe(r) + ", got " + v.dump());
+    if (below || above) throw Error(key + " must be " + describe(r) + ", got " + json_excerpt(v));
   }
   if (resolved.contains("precision") && resolved["precision"].is_string()) {
     try {

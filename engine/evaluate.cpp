@@ -42,7 +42,7 @@ json evaluate_generation_task(const GenerationTask& task, EvalContext& ctx) {
     const double t0 = wall_seconds();
     const GenerationCell cell = plan.cell(c);
     if (cell.docs.size() != cell.requests.size())
-      throw Error("task " + plan.task + ": cell " + cell.setting.dump() + " has " + std::to_string(cell.docs.size()) +
+      throw Error("task " + plan.task + ": cell " + json_excerpt(cell.setting) + " has " + std::to_string(cell.docs.size()) +
                   " samples but " + std::to_string(cell.requests.size()) + " requests");
     GenerateUntilOptions g;
     g.add_bos = plan.tokenizer->adds_bos();  // encode_with_bos, as the task sized its prompts

@@ -150,7 +150,7 @@ std::pair<json, json> export_run_config(const std::string& config_json_path) {
   json cfg = read_json_file(config_json_path);
   if (!cfg.is_object()) throw Error(config_json_path + " is not a JSON object");
   if (cfg.value("format", json()) != json(kSafetensorsExportFormat))
-    throw Error(config_json_path + ": \"format\" is " + cfg.value("format", json()).dump() + ", expected \"" +
+    throw Error(config_json_path + ": \"format\" is " + json_excerpt(cfg.value("format", json())) + ", expected \"" +
                 kSafetensorsExportFormat + "\" (not a mnemo export)");
   json meta = cfg.value("mnemo_model", json::object());
   cfg.erase("format");
@@ -172,8 +172,8 @@ Backbone load_backbone_safetensors(const std::string& safetensors_path, const st
   const std::string kind = meta.value("backbone", backbone_kind(resolved));
   Backbone model = make_backbone(kind, mc);
   if (meta.contains("layer_mixers") && meta["layer_mixers"] != json(mc.layer_mixers()))
-    throw Error(config_json_path + ": mnemo_model.layer_mixers " + meta["layer_mixers"].dump() +
-                " differ from the config's " + json(mc.layer_mixers()).dump());
+    throw Error(config_json_path + ": mnemo_model.layer_mixers " + json_excerpt(meta["layer_mixers"]) +
+                " differ from the config's " + json_excerpt(json(mc.layer_mixers())));
   SafetensorsFile file(safetensors_path);
   auto fmt = file.metadata().find("format");
   if (fmt != file.metadata().end() && fmt->second != kSafetensorsExportFormat)

@@ -119,17 +119,17 @@ struct Reader {
   int64_t integer(const std::string& k) const {
     const json& v = c.at(k);
     if (!v.is_number_integer())
-      throw Error(where + ": fla config field '" + k + "' must be an integer, got " + v.dump());
+      throw Error(where + ": fla config field '" + k + "' must be an integer, got " + json_excerpt(v));
     return v.get<int64_t>();
   }
   double number(const std::string& k) const {
     const json& v = c.at(k);
-    if (!v.is_number()) throw Error(where + ": fla config field '" + k + "' must be a number, got " + v.dump());
+    if (!v.is_number()) throw Error(where + ": fla config field '" + k + "' must be a number, got " + json_excerpt(v));
     return v.get<double>();
   }
   bool flag(const std::string& k) const {
     const json& v = c.at(k);
-    if (!v.is_boolean()) throw Error(where + ": fla config field '" + k + "' must be true or false, got " + v.dump());
+    if (!v.is_boolean()) throw Error(where + ": fla config field '" + k + "' must be true or false, got " + json_excerpt(v));
     return v.get<bool>();
   }
 };
@@ -163,7 +163,7 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
   json c = fla_defaults(type, where);
   for (auto it = config.begin(); it != config.end(); ++it) {
     if (!c.contains(it.key()) && !harmless_keys().count(it.key()))
-      throw Error(where + ": fla config field '" + it.key() + "' (" + it.value().dump() + ") is not one the " + type +
+      throw Error(where + ": fla config field '" + it.key() + "' (" + json_excerpt(it.value()) + ") is not one the " + type +
                   " import knows (checked against " + kFlaCheckedCommit + "); it may change the function, so the "
                   "model is refused");
     if (c.contains(it.key())) c[it.key()] = it.value();
@@ -173,12 +173,12 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
 
   // The skeleton (all families).
   if (!c["attnres_block_size"].is_null())
-    refuse("attnres_block_size " + c["attnres_block_size"].dump() + " mixes earlier layers' outputs with learned "
+    refuse("attnres_block_size " + json_excerpt(c["attnres_block_size"]) + " mixes earlier layers' outputs with learned "
            "softmax weights; mnemo's blocks are plain residual");
   if (c.contains("attn") && !c["attn"].is_null())
     refuse("\"attn\" puts softmax-attention layers between the " + type + " layers (a hybrid fla model)");
   if (c["hidden_act"] != "swish")
-    refuse("hidden_act " + c["hidden_act"].dump() + ": mnemo's MLP (and gate) is SwiGLU (swish)");
+    refuse("hidden_act " + json_excerpt(c["hidden_act"]) + ": mnemo's MLP (and gate) is SwiGLU (swish)");
   const int64_t d = r.integer("hidden_size");
   if (d <= 0 || r.integer("num_hidden_layers") <= 0) refuse("hidden_size and num_hidden_layers must be > 0");
   m.vocab_size = r.integer("vocab_size");
@@ -200,7 +200,7 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
             {"tie_embeddings", r.flag("tie_word_embeddings")}, {"norm_eps", r.number("norm_eps")}};
   auto require_eps = [&] {
     if (r.number("norm_eps") != 1e-6)
-      refuse("norm_eps " + c["norm_eps"].dump() + " also sets the eps of the mixer's output norm, fixed at 1e-6 in "
+      refuse("norm_eps " + json_excerpt(c["norm_eps"]) + " also sets the eps of the mixer's output norm, fixed at 1e-6 in "
              "mnemo");
   };
   auto require_heads_divide = [&] {
@@ -208,7 +208,7 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
   };
   auto require_same_kv_heads = [&](const char* field) {
     if (!c[field].is_null() && r.integer(field) != H)
-      refuse(std::string(field) + " " + c[field].dump() + " != num_heads " + std::to_string(H) +
+      refuse(std::string(field) + " " + json_excerpt(c[field]) + " != num_heads " + std::to_string(H) +
              ": shared key/value heads, mnemo's " + type + " has one per head");
   };
 
@@ -236,14 +236,14 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
     require_eps();
     require_heads_divide();
     require_same_kv_heads("num_kv_heads");
-    if (!c["feature_map"].is_null()) refuse("feature_map " + c["feature_map"].dump() + " on q and k");
+    if (!c["feature_map"].is_null()) refuse("feature_map " + json_excerpt(c["feature_map"]) + " on q and k");
     if (!r.flag("use_output_gate")) refuse("use_output_gate false: mnemo's output is always gated");
     const int64_t dk = exact_dim(r, "expand_k", d, H, refuse) / H;
     exact_dim(r, "expand_v", d, H, refuse);
     k["expand_k"] = r.number("expand_k");
     k["expand_v"] = r.number("expand_v");
     if (type == "gla") {
-      if (!c["clamp_min"].is_null()) refuse("clamp_min " + c["clamp_min"].dump() + " clamps the log decay");
+      if (!c["clamp_min"].is_null()) refuse("clamp_min " + json_excerpt(c["clamp_min"]) + " clamps the log decay");
       if (!r.flag("use_gk") || r.flag("use_gv"))
         refuse("use_gk false or use_gv true: older fla wiring with other gates (this fla ignores them)");
       k["short_conv"] = r.flag("use_short_conv");
@@ -263,8 +263,8 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
     int64_t dk, dv;
     if (type == "delta_net") {
       if (!r.flag("use_beta")) refuse("use_beta false (beta = 1): mnemo's beta is sigmoid(x w_b + b) in (0, 1)");
-      if (c["qk_activation"] != "silu") refuse("qk_activation " + c["qk_activation"].dump() + ": mnemo uses SiLU");
-      if (c["qk_norm"] != "l2") refuse("qk_norm " + c["qk_norm"].dump() + ": mnemo l2-normalises q and k");
+      if (c["qk_activation"] != "silu") refuse("qk_activation " + json_excerpt(c["qk_activation"]) + ": mnemo uses SiLU");
+      if (c["qk_norm"] != "l2") refuse("qk_norm " + json_excerpt(c["qk_norm"]) + ": mnemo l2-normalises q and k");
       dk = exact_dim(r, "expand_k", d, H, refuse) / H;
       dv = exact_dim(r, "expand_v", d, H, refuse) / H;
       m.family = "deltanet";

@@ -85,7 +85,7 @@ void apply_user_keys(json& cfg, const MixerKeys& mixer_keys, const json& user, c
     const json& witness = without_default ? mixer_keys.without_default[key] : cfg[key];
     if (!value_fits_default(witness, it.value()))
       throw Error(msg.prefix + msg.label + " '" + key + "' expects a " + expected_type_name(witness) +
-                  " (default " + witness.dump() + "), got " + it.value().dump());
+                  " (default " + json_excerpt(witness) + "), got " + json_excerpt(it.value()));
     for (size_t i = 0; i < layers.size(); ++i)
       if (layers[i].args.contains(key))
         throw Error(msg.prefix + msg.label + " '" + key + "' is given both flat and in layers[" + std::to_string(i) +

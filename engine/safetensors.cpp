@@ -103,8 +103,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   if (header.empty() || header[0] != '{') throw Error(where + ": the header does not start with '{'");
   json h;
   try {
-    h = json::parse(header);  // trailing spaces (the padding) are whitespace
-  } catch (const json::exception& e) {
+    h = parse_json_text(header, "");  // trailing spaces (the padding) are whitespace
+  } catch (const Error& e) {
     throw Error(where + ": the header is not valid JSON: " + e.what());
   }
   if (!h.is_object()) throw Error(where + ": the header is not a JSON object");
@@ -118,32 +118,32 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       if (!v.is_object()) throw Error(where + ": __metadata__ must be an object of strings");
       for (auto m = v.begin(); m != v.end(); ++m) {
         if (!m.value().is_string())
-          throw Error(where + ": __metadata__ value of '" + m.key() + "' is not a string: " + m.value().dump());
+          throw Error(where + ": __metadata__ value of '" + m.key() + "' is not a string: " + json_excerpt(m.value()));
         metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
     const std::string tw = where + ", tensor '" + name + "'";
     if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
-      throw Error(tw + ": expected {\"dtype\", \"shape\", \"data_offsets\"}, got " + v.dump());
+      throw Error(tw + ": expected {\"dtype\", \"shape\", \"data_offsets\"}, got " + json_excerpt(v));
     SafetensorsEntry e;
-    if (!v["dtype"].is_string()) throw Error(tw + ": dtype is not a string: " + v["dtype"].dump());
+    if (!v["dtype"].is_string()) throw Error(tw + ": dtype is not a string: " + json_excerpt(v["dtype"]));
     e.dtype = v["dtype"].get<std::string>();
     if (!find_dtype(e.dtype))
       throw Error(tw + ": dtype '" + e.dtype + "' is not supported (supported: " + known_dtypes() + ")");
-    if (!v["shape"].is_array()) throw Error(tw + ": shape is not a list: " + v["shape"].dump());
+    if (!v["shape"].is_array()) throw Error(tw + ": shape is not a list: " + json_excerpt(v["shape"]));
     for (const json& d : v["shape"]) {
-      if (!d.is_number_unsigned()) throw Error(tw + ": shape " + v["shape"].dump() + " is not a list of sizes >= 0");
+      if (!d.is_number_unsigned()) throw Error(tw + ": shape " + json_excerpt(v["shape"]) + " is not a list of sizes >= 0");
       e.shape.push_back(d.get<int64_t>());
     }
     const json& off = v["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      throw Error(tw + ": data_offsets must be [begin, end] with integers >= 0, got " + off.dump());
+      throw Error(tw + ": data_offsets must be [begin, end] with integers >= 0, got " + json_excerpt(off));
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
-    if (e.begin > e.end) throw Error(tw + ": data_offsets " + off.dump() + " end before they begin");
+    if (e.begin > e.end) throw Error(tw + ": data_offsets " + json_excerpt(off) + " end before they begin");
     if (e.end > data_size)
-      throw Error(tw + ": data_offsets " + off.dump() + " run past the " + std::to_string(data_size) +
+      throw Error(tw + ": data_offsets " + json_excerpt(off) + " run past the " + std::to_string(data_size) +
                   " bytes of data (truncated file?)");
     uint64_t bytes = 0;
     if (!byte_count(e.shape, safetensors_dtype_size(e.dtype), bytes) || bytes != e.end - e.begin)

@@ -38,8 +38,8 @@ json score_predictions(const std::string& task_name, const std::string& path, co
     const std::string where = path + ":" + std::to_string(line_no);
     json row;
     try {
-      row = json::parse(line);
-    } catch (const json::exception& e) {  // parse_error, or out_of_range.406 for a number beyond a double
+      row = parse_json_text(line, "");
+    } catch (const Error& e) {  // parse error, duplicate key, or a number beyond a double
       throw Error(where + ": not valid JSON: " + e.what());
     }
     if (!row.is_object()) throw Error(where + ": expected a JSON object");

@@ -89,8 +89,8 @@ json score_samples(const std::string& task_name, const std::string& path, const 
     const std::string where = path + ":" + std::to_string(line_no);
     json s;
     try {
-      s = json::parse(line);
-    } catch (const json::exception& e) {
+      s = parse_json_text(line, "");
+    } catch (const Error& e) {
       throw Error(where + ": not valid JSON: " + e.what());
     }
     if (!s.is_object()) throw Error(where + ": expected a JSON object (a line of lm-eval's samples schema)");

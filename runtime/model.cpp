@@ -41,7 +41,7 @@ ModelConfig model_config_from_json(const json& flat) {
 std::vector<LayerSpec> parse_layer_specs(const json& layers) {
   if (!layers.is_array())
     throw Error("config key 'layers' must be a list of mixer names or {\"mixer\": name, ...} objects, got " +
-                layers.dump());
+                json_excerpt(layers));
   auto& reg = Registry::instance();
   std::vector<LayerSpec> specs;
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -53,7 +53,7 @@ std::vector<LayerSpec> parse_layer_specs(const json& layers) {
     } else if (entry.is_object() && entry.contains("mixer") && entry["mixer"].is_string()) {
       spec.mixer = entry["mixer"].get<std::string>();
     } else {
-      throw Error(where + " must be a mixer name or an object with a \"mixer\" name, got " + entry.dump());
+      throw Error(where + " must be a mixer name or an object with a \"mixer\" name, got " + json_excerpt(entry));
     }
     if (!reg.has_mixer(spec.mixer)) reg.mixer(spec.mixer);  // throws the list of known mixers
     const json& defaults = reg.mixer(spec.mixer).defaults;
@@ -69,7 +69,7 @@ std::vector<LayerSpec> parse_layer_specs(const json& layers) {
         const json& def = defaults[it.key()];
         if (!value_fits_default(def, it.value()))
           throw Error(where + "." + it.key() + " expects a " + expected_type_name(def) + " (default " +
-                      def.dump() + "), got " + it.value().dump());
+                      json_excerpt(def) + "), got " + json_excerpt(it.value()));
         spec.args[it.key()] = coerce_to_default(def, it.value());
       }
     }

@@ -87,7 +87,7 @@ std::vector<std::string> Registry::model_names() const {
 }
 
 void check_mixer_args(const std::string& mixer, const json& defaults, const json& args) {
-  if (!args.is_object()) throw Error("arguments for mixer '" + mixer + "' must be a JSON object, got " + args.dump());
+  if (!args.is_object()) throw Error("arguments for mixer '" + mixer + "' must be a JSON object, got " + json_excerpt(args));
   for (auto it = args.begin(); it != args.end(); ++it) {
     if (defaults.contains(it.key())) continue;
     std::string known;

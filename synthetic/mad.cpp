@@ -142,7 +142,7 @@ MadParams mad_params_from_json(MadTask t, const json& overrides) {
       else if (k == "multi_query") p.multi_query = v.is_number_integer() ? v.get<int64_t>() != 0 : v.get<bool>();
       else if (k == "kv_map_seed") p.kv_map_seed = v.get<int64_t>();
     } catch (const json::exception&) {
-      throw Error("mad_" + mad_task_name(t) + ": parameter '" + k + "' has the wrong type: " + v.dump());
+      throw Error("mad_" + mad_task_name(t) + ": parameter '" + k + "' has the wrong type: " + json_excerpt(v));
     }
   }
   validate(t, p);

@@ -148,7 +148,7 @@ BabilongTask::BabilongTask(int task, const json& p) : task_(task_number_checked(
     flags_.post_prompt = p.at("with_post_prompt").get<bool>();
     with_ids_ = p.at("with_ids").get<bool>();
   } catch (const json::exception& e) {
-    throw Error(name() + ": bad parameters " + p.dump() + ": " + e.what());
+    throw Error(name() + ": bad parameters " + json_excerpt(p) + ": " + e.what());
   }
   if (length_ < 0) throw Error(name() + ": length must be >= 0, got " + std::to_string(length_));
   if (prompt_reserve_ < 0) throw Error(name() + ": prompt_reserve must be >= 0");

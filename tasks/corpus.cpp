@@ -162,11 +162,9 @@ int64_t walk(const CorpusSpec& c, CorpusSplit split, const DocFn& fn, const Prog
         const std::string where = "corpus file '" + e.path + "':" + std::to_string(lines.number());
         json j;
         try {
-          j = json::parse(line);
-        } catch (const json::exception& ex) {
-          std::string what = ex.what();
-          if (const auto cut = what.find("] "); cut != std::string::npos) what = what.substr(cut + 2);
-          throw Error(where + ": malformed JSON line: " + what);
+          j = parse_json_text(line, "");
+        } catch (const Error& ex) {
+          throw Error(where + ": malformed JSON line: " + ex.what());
         }
         if (!j.is_object()) throw Error(where + ": expected a JSON object with a string field \"" + c.text_field + "\"");
         const auto it = j.find(c.text_field);
@@ -225,7 +223,7 @@ int64_t walk(const CorpusSpec& c, CorpusSplit split, const DocFn& fn, const Prog
 }  // namespace
 
 CorpusSpec CorpusSpec::from_json(const json& j) {
-  if (!j.is_object()) throw Error("corpus spec: expected a JSON object, got " + j.dump());
+  if (!j.is_object()) throw Error("corpus spec: expected a JSON object, got " + json_excerpt(j));
   CorpusSpec c;
   const auto corpus = j.find("corpus");
   if (corpus == j.end()) throw Error("corpus spec: key \"corpus\" is missing");
@@ -245,7 +243,7 @@ CorpusSpec CorpusSpec::from_json(const json& j) {
   } else if (corpus->is_array()) {
     for (const auto& v : *corpus) {
       if (!v.is_string() || v.get<std::string>().empty())
-        throw Error("corpus spec: corpus entries must be non-empty strings, got " + v.dump());
+        throw Error("corpus spec: corpus entries must be non-empty strings, got " + json_excerpt(v));
       c.inputs.push_back(v.get<std::string>());
     }
     if (c.inputs.empty()) throw Error("corpus spec: corpus is an empty array");

@@ -10,7 +10,7 @@ std::vector<int64_t> option_int_list(const json& options, const std::string& key
   const json& v = options[key];
   std::vector<int64_t> out;
   auto bad = [&]() {
-    return Error("eval option '" + key + "': expected an integer, a list of integers or \"a,b,c\", got " + v.dump());
+    return Error("eval option '" + key + "': expected an integer, a list of integers or \"a,b,c\", got " + json_excerpt(v));
   };
   if (v.is_number_integer()) {
     out.push_back(v.get<int64_t>());
@@ -54,12 +54,12 @@ int64_t option_int(const json& options, const std::string& key, int64_t fallback
     const auto list = option_int_list(options, key, {});
     if (list.size() == 1) return list[0];
   }
-  throw Error("eval option '" + key + "': expected an integer, got " + v.dump());
+  throw Error("eval option '" + key + "': expected an integer, got " + json_excerpt(v));
 }
 
 std::string option_string(const json& options, const std::string& key, const std::string& fallback) {
   if (!options.is_object() || !options.contains(key) || options[key].is_null()) return fallback;
-  if (!options[key].is_string()) throw Error("eval option '" + key + "': expected a string, got " + options[key].dump());
+  if (!options[key].is_string()) throw Error("eval option '" + key + "': expected a string, got " + json_excerpt(options[key]));
   return options[key].get<std::string>();
 }
 
@@ -104,7 +104,7 @@ std::shared_ptr<Tokenizer> eval_tokenizer(const EvalContext& ctx, const std::str
 
 std::string row_string(const json& row, const std::string& key, const std::string& where) {
   if (!row.contains(key)) throw Error(where + ": missing field \"" + key + "\"");
-  if (!row[key].is_string()) throw Error(where + ": field \"" + key + "\" must be a string, got " + row[key].dump());
+  if (!row[key].is_string()) throw Error(where + ": field \"" + key + "\" must be a string, got " + json_excerpt(row[key]));
   return row[key].get<std::string>();
 }
 

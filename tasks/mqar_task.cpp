@@ -34,7 +34,7 @@ class MqarTask : public TokenTask {
     test_kv_ = kv_list(params, "test_num_kv_pairs");
     for (const json& w : params.at("train_kv_weights")) {
       if (!w.is_number() || !(w.get<double>() > 0) || !std::isfinite(w.get<double>()))
-        throw Error("mqar: train_kv_weights must hold positive numbers, got " + params.at("train_kv_weights").dump());
+        throw Error("mqar: train_kv_weights must hold positive numbers, got " + json_excerpt(params.at("train_kv_weights")));
       train_w_.push_back(w.get<double>());
     }
     if (!train_w_.empty() && train_w_.size() != train_kv_.size())
@@ -100,7 +100,7 @@ class MqarTask : public TokenTask {
   std::vector<int64_t> kv_list(const json& params, const char* key) const {
     std::vector<int64_t> out;
     for (const json& v : params.at(key)) {
-      if (!v.is_number_integer()) throw Error(std::string("mqar: ") + key + " must hold integers, got " + params.at(key).dump());
+      if (!v.is_number_integer()) throw Error(std::string("mqar: ") + key + " must hold integers, got " + json_excerpt(params.at(key)));
       MqarParams p = p_;
       p.num_kv_pairs = v.get<int64_t>();
       try {

@@ -81,7 +81,7 @@ SniahTask::SniahTask(int variant, const json& p) : variant_(variant), params_(p)
     haystack = p.at("haystack").get<std::string>();
     wordlists = p.at("wordlists").get<std::string>();
   } catch (const json::exception& e) {
-    throw Error(name() + ": bad parameters " + p.dump() + ": " + e.what());
+    throw Error(name() + ": bad parameters " + json_excerpt(p) + ": " + e.what());
   }
   if (tokens_to_generate_ < 1) throw Error(name() + ": tokens_to_generate must be >= 1");
   if (length_ <= tokens_to_generate_)
@@ -280,7 +280,7 @@ std::vector<std::string> sniah_references(const json& row, const std::string& wh
     refs.push_back(v.get<std::string>());
   } else if (v.is_array()) {
     for (const auto& r : v) {
-      if (!r.is_string()) throw Error(where + ": field \"" + key + "\" must hold strings, got " + r.dump());
+      if (!r.is_string()) throw Error(where + ": field \"" + key + "\" must hold strings, got " + json_excerpt(r));
       refs.push_back(r.get<std::string>());
     }
   }

@@ -71,7 +71,7 @@ json TaskRegistry::resolve(const std::string& name, const json& user) const {
     json value = it.value();
     if (!same_kind(def, value))
       throw Error("task '" + name + "' parameter '" + it.key() + "' expects a " + expected_type_name(def) +
-                  " (default " + def.dump() + "), got " + value.dump());
+                  " (default " + json_excerpt(def) + "), got " + json_excerpt(value));
     if (def.is_boolean() && value.is_number_integer()) value = value.get<int64_t>() != 0;
     params[it.key()] = value;
   }

@@ -279,9 +279,9 @@ std::unique_ptr<TokenShard> TokenShard::open(const std::string& path, bool verif
   if (H > size - 16) throw Error(what + ": truncated (header of " + std::to_string(H) + " bytes, file of " +
                                  std::to_string(size) + ")");
   try {
-    s->header_ = json::parse(reinterpret_cast<const char*>(base + 16), reinterpret_cast<const char*>(base + 16 + H));
-  } catch (const json::exception&) {
-    throw Error(what + ": corrupted (its JSON header does not parse)");
+    s->header_ = parse_json_text(std::string(reinterpret_cast<const char*>(base + 16), H), "");
+  } catch (const Error& e) {
+    throw Error(what + ": corrupted (its JSON header does not parse: " + e.what() + ")");
   }
   const json& h = s->header_;
   auto field = [&](const char* key) { return h.is_object() && h.contains(key) ? h.at(key) : json(); };

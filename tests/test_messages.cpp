@@ -12,6 +12,7 @@
 #include "engine/run_config.h"
 #include "engine/sweep.h"
 #include "runtime/ops/fixture.h"
+#include "tasks/harness/task_common.h"
 #include "tests/test_util.h"
 
 using namespace mnemo;
@@ -200,5 +201,58 @@ TEST_CASE("check-kernel refuses a fixture that lacks an output of its op", "[mes
                            Catch::Contains("outputs.final_state"));
   CHECK_THROWS_WITH(check_fixture(load_fixture(path), KernelOpRegistry::instance().at("gla"), {16}),
                     Catch::Contains(path) && Catch::Contains("outputs.final_state"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a JSON object that names a key twice is refused, naming the key and the file", "[messages][json]") {
+  // nlohmann keeps the last value: `"lr": 0.001 ... "lr": 0.5` would train at 0.5 without a word
+  CHECK_THROWS_WITH(parse_json_text(R"({"lr": 0.001, "steps": 2, "lr": 0.5})", "run.json"),
+                    Catch::Contains("duplicate key 'lr'") && Catch::Contains("run.json"));
+  CHECK_THROWS_WITH(parse_json_text(R"({"model": {"d": 1, "mixer": {"x": 1, "x": 2}}})", "run.json"),
+                    Catch::Contains("duplicate key 'x'") && Catch::Contains("model.mixer"));
+  // the same key in sibling objects, and in an array's objects, is no duplicate
+  CHECK(parse_json_text(R"([{"a": 1}, {"a": 2}, {"b": {"a": 3}}])", "f.json").size() == 3);
+  // one line of a task's data file (JSON Lines): the record is malformed
+  const auto lines = harness::parse_jsonl("{\"q\": 1}\n{\"q\": 1, \"q\": 2}\n", "valid.jsonl", /*keep_malformed=*/true);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].error.empty());
+  CHECK_THAT(lines[1].error, Catch::Contains("duplicate key 'q'"));
+  CHECK_THROWS_WITH(harness::parse_jsonl("{\"q\": 1, \"q\": 2}\n", "valid.jsonl"), Catch::Contains("valid.jsonl:1"));
+
+  auto dir = temp_dir("msg_dupkey");
+  const std::string config = (dir / "run.json").string();
+  write_file(config, R"({"model": "transformer", "task": "mqar", "lr": 0.001, "steps": 2, "lr": 0.5})");
+  auto r = run_mnemo("train --config " + config + " --db " + (dir / "r.db").string() + " --quiet");
+  require_cli_error(r, "duplicate key 'lr' in " + config);
+  CHECK_FALSE(std::filesystem::exists(dir / "r.db"));  // refused before anything is written
+  const std::string sweep = (dir / "sweep.json").string();
+  write_file(sweep, R"({"name": "s", "base": {"model": "transformer"}, "name": "t"})");
+  require_cli_error(run_mnemo("sweep --config " + sweep), "duplicate key 'name' in " + sweep);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("deeply nested JSON is one short error, and errors quote a value only in part", "[messages][json]") {
+  // at ~70 000 levels the process crashed (SIGSEGV) with no message
+  CHECK_THROWS_WITH(parse_json_text(std::string(70000, '[') + std::string(70000, ']'), "deep.json"),
+                    Catch::Contains("nested deeper than 256 levels") && Catch::Contains("deep.json"));
+  CHECK_NOTHROW(parse_json_text(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'), "ok.json"));
+  CHECK(json_excerpt(json(std::string(100000, 'x'))).size() < 70);
+  CHECK(json_excerpt(json("short")) == "\"short\"");
+  CHECK(text_excerpt("\xc3\xa9\xc3\xa9", 3) == "\xc3\xa9\u2026");  // not cut inside a UTF-8 character
+
+  auto dir = temp_dir("msg_deep");
+  const std::string deep = (dir / "deep.json").string();
+  write_file(deep, "{\"model\": " + std::string(70000, '[') + std::string(70000, ']') + "}");
+  auto r = run_mnemo("train --config " + deep + " --quiet");
+  require_cli_error(r, "nested deeper than 256 levels");
+  CHECK(r.output.size() < 200);
+  // 200 levels pass the reader; the key's error quotes the value's first characters, not 100 KB of it
+  const std::string wide = (dir / "wide.json").string();
+  write_file(wide, "{\"model\": \"transformer\", \"task\": \"mqar\", \"lr\": \"" + std::string(100000, 'x') + "\"}");
+  auto w = run_mnemo("train --config " + wide + " --quiet");
+  CAPTURE(w.output);
+  CHECK(w.exit_code == 1);
+  CHECK_THAT(w.output, Catch::Contains("lr") && Catch::Contains("\u2026"));
+  CHECK(w.output.size() < 300);
   std::filesystem::remove_all(dir);
 }

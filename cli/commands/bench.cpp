@@ -148,7 +148,7 @@ void add_bench_command(CLI::App& app) {
       if (flag->count() > 0)
         throw Error(std::string("bench: ") + key + " is given twice (" + flag->get_name() + " and --set " + key + ")");
       if (!opt.set[key].is_number_integer() || opt.set[key].get<int64_t>() < 1)
-        throw Error(std::string("bench: --set ") + key + " expects a positive integer, got " + opt.set[key].dump());
+        throw Error(std::string("bench: --set ") + key + " expects a positive integer, got " + json_excerpt(opt.set[key]));
       *value = opt.set[key].get<int64_t>();
       opt.set.erase(key);
     }

@@ -36,27 +36,27 @@ torch::Tensor tensor_from_json(const json& j, const std::string& where) {
   int64_t numel = 1;
   for (const auto& d : j.at("shape")) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0)
-      throw Error(where + ".shape: entries must be non-negative integers, got " + d.dump());
+      throw Error(where + ".shape: entries must be non-negative integers, got " + json_excerpt(d));
     shape.push_back(d.get<int64_t>());
     if (__builtin_mul_overflow(numel, shape.back(), &numel))  // found by fuzzing (UBSan: signed overflow)
-      throw Error(where + ".shape: " + j.at("shape").dump() + " has more elements than a tensor can hold");
+      throw Error(where + ".shape: " + json_excerpt(j.at("shape")) + " has more elements than a tensor can hold");
   }
   if (j.contains("dtype")) {
     const auto& dt = j.at("dtype");
     if (!dt.is_string() || (dt != "float64" && dt != "float32"))
-      throw Error(where + ".dtype: expected \"float64\" or \"float32\", got " + dt.dump());
+      throw Error(where + ".dtype: expected \"float64\" or \"float32\", got " + json_excerpt(dt));
   }
   if (!j.contains("data") || !j.at("data").is_array())
     throw Error(where + ".data: missing or not a flat array");
   const auto& data = j.at("data");
   if (static_cast<int64_t>(data.size()) != numel)
     throw Error(where + ".data: has " + std::to_string(data.size()) + " values but shape " +
-                j.at("shape").dump() + " needs " + std::to_string(numel));
+                json_excerpt(j.at("shape")) + " needs " + std::to_string(numel));
   std::vector<double> values;
   values.reserve(data.size());
   for (size_t i = 0; i < data.size(); ++i) {
     if (!data[i].is_number())
-      throw Error(where + ".data[" + std::to_string(i) + "]: not a number (" + data[i].dump() + ")");
+      throw Error(where + ".data[" + std::to_string(i) + "]: not a number (" + json_excerpt(data[i]) + ")");
     values.push_back(data[i].get<double>());
   }
   return torch::from_blob(values.data(), shape, torch::kFloat64).clone();

@@ -75,7 +75,7 @@ Prepared prepare(const TensorMap& in, const json& params) {
   if (params.is_object() && params.contains("chunk_size")) {
     const auto& c = params.at("chunk_size");
     if (!c.is_number_integer() || c.get<int64_t>() < 1)
-      throw Error("kernel op titans: params.chunk_size must be a positive integer, got " + c.dump());
+      throw Error("kernel op titans: params.chunk_size must be a positive integer, got " + json_excerpt(c));
     p.chunk = c.get<int64_t>();
   }
   return p;

@@ -21,7 +21,7 @@ torch::Tensor input(const TensorMap& in, const std::string& name) {
 double number_param(const json& params, const std::string& name, double fallback) {
   if (!params.is_object() || !params.contains(name)) return fallback;
   if (!params.at(name).is_number())
-    throw Error("kernel op ttt_linear: params." + name + " must be a number, got " + params.at(name).dump());
+    throw Error("kernel op ttt_linear: params." + name + " must be a number, got " + json_excerpt(params.at(name)));
   return params.at(name).get<double>();
 }
 

@@ -21,12 +21,12 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 double number(const json& v, const std::string& aggregation) {
   if (v.is_number()) return v.get<double>();
   if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
-  throw Error("aggregation '" + aggregation + "': expected a number per document, got " + v.dump());
+  throw Error("aggregation '" + aggregation + "': expected a number per document, got " + json_excerpt(v));
 }
 
 std::pair<double, double> pair_of(const json& v, const std::string& aggregation) {
   if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number())
-    throw Error("aggregation '" + aggregation + "': expected [loglikelihood, weight] per document, got " + v.dump());
+    throw Error("aggregation '" + aggregation + "': expected [loglikelihood, weight] per document, got " + json_excerpt(v));
   return {v[0].get<double>(), v[1].get<double>()};
 }
 
@@ -77,7 +77,7 @@ double squad_v2(const std::string& aggregation, const std::vector<json>& values)
     if (!v.is_object() || !v.contains("id") || !v.contains(key) || !v.contains("has_ans") ||
         !v.contains("no_answer_probability"))
       throw Error("aggregation '" + aggregation +
-                  "': expected {id, exact, f1, has_ans, no_answer_probability} per document, got " + v.dump());
+                  "': expected {id, exact, f1, has_ans, no_answer_probability} per document, got " + json_excerpt(v));
     const std::string id = v["id"].is_string() ? v["id"].get<std::string>() : v["id"].dump();
     if (!last.count(id)) order.push_back(id);
     last[id] = &v;

@@ -137,7 +137,7 @@ std::vector<Document> hellaswag_original(const LoadedFile& file, bool skip) {
     const json& label = require_field(doc, "label", where);
     std::string l = label.is_string() ? label.get<std::string>() : label.is_number_integer() ? label.dump() : "";
     if (l.empty() || l.size() > 9 || l.find_first_not_of("0123456789") != std::string::npos || std::stoll(l) >= static_cast<long long>(choices.size()))
-      throw Error(where + ": field 'label' = " + label.dump() + " is not a choice index");
+      throw Error(where + ": field 'label' = " + json_excerpt(label) + " is not a choice index");
     doc["gold"] = std::stoll(l);
     return doc;
   });

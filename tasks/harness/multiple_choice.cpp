@@ -73,7 +73,7 @@ std::string render(const std::string& tmpl, const json& doc, const std::string& 
     std::string s;
     if (v.is_string()) s = v.get<std::string>();
     else if (v.is_number_integer()) s = v.dump();
-    else throw Error(where + ": template '" + tmpl + "': value " + v.dump() + " is not a string or an integer");
+    else throw Error(where + ": template '" + tmpl + "': value " + json_excerpt(v) + " is not a string or an integer");
     out += strip_call ? py::strip(s) : s;
     pos = close + 2;
   }
@@ -203,7 +203,7 @@ class SpecTask : public HarnessTask {
       const json v = resolve_path(doc, c.get<std::string>(), where, nullptr);
       if (!v.is_array() || v.empty()) throw Error(where + ": '" + c.get<std::string>() + "' is not a non-empty list");
       for (const auto& x : v) {
-        if (!x.is_string()) throw Error(where + ": choice " + x.dump() + " is not a string");
+        if (!x.is_string()) throw Error(where + ": choice " + json_excerpt(x) + " is not a string");
         out.push_back(x.get<std::string>());
       }
     } else {

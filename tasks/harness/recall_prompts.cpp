@@ -169,7 +169,7 @@ std::optional<std::string> recall_cut_context(const json& doc, const RecallCutKe
     std::string answer;
     if (v.is_array()) {  // a list: its first element
       if (v.empty()) throw Error(where + ": field '" + key + "' is an empty list (the reference cuts at its first answer)");
-      if (!v[0].is_string()) throw Error(where + ": field '" + key + "' has a non-string element " + v[0].dump());
+      if (!v[0].is_string()) throw Error(where + ": field '" + key + "' has a non-string element " + json_excerpt(v[0]));
       answer = v[0].get<std::string>();
     } else {
       answer = require_string(doc, key, where);
@@ -182,7 +182,7 @@ std::optional<std::string> recall_cut_context(const json& doc, const RecallCutKe
     const json& alts = doc["alt_answers"];
     if (!alts.is_array()) throw Error(where + ": field 'alt_answers' is not an array of strings");
     for (const auto& alt : alts) {
-      if (!alt.is_string()) throw Error(where + ": field 'alt_answers' has a non-string element " + alt.dump());
+      if (!alt.is_string()) throw Error(where + ": field 'alt_answers' has a non-string element " + json_excerpt(alt));
       const int64_t p = find_ignore_case(ctx, py::decode_utf8(alt.get<std::string>()));
       if (p >= 0 && (pos == -1 || pos > p)) pos = p;
       if (pos >= 0) break;

@@ -76,7 +76,7 @@ void validate(const RecallTaskInfo& info, const json& rec, const std::string& wh
   if (rec.contains("alt_answers") && !rec["alt_answers"].is_null()) {
     if (!rec["alt_answers"].is_array()) throw Error(where + ": field 'alt_answers' is not an array of strings");
     for (const auto& a : rec["alt_answers"])
-      if (!a.is_string()) throw Error(where + ": field 'alt_answers' has a non-string element " + a.dump());
+      if (!a.is_string()) throw Error(where + ": field 'alt_answers' has a non-string element " + json_excerpt(a));
   }
   if (rec.contains("tok_pos") && !rec["tok_pos"].is_null()) require_int(rec, "tok_pos", where);
 }

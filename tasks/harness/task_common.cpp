@@ -59,12 +59,10 @@ std::vector<JsonLine> parse_jsonl(const std::string& text, const std::string& fi
     JsonLine r;
     r.line = line;
     try {
-      r.value = json::parse(s);
+      r.value = parse_json_text(s, "");  // duplicate keys and over-deep nesting are malformed too
       if (!r.value.is_object()) r.error = std::string("expected a JSON object, got ") + r.value.type_name();
-    } catch (const json::exception& e) {
-      std::string what = e.what();
-      if (const auto cut = what.find("] "); cut != std::string::npos) what = what.substr(cut + 2);
-      r.error = "malformed JSON record (" + what + ")";
+    } catch (const Error& e) {
+      r.error = std::string("malformed JSON record (") + e.what() + ")";
     }
     if (!r.error.empty()) {
       if (!keep_malformed) throw Error(file + ":" + std::to_string(line) + ": " + r.error);
@@ -144,13 +142,13 @@ const json& require_field(const json& rec, const std::string& field, const std::
 
 std::string require_string(const json& rec, const std::string& field, const std::string& where) {
   const json& v = require_field(rec, field, where);
-  if (!v.is_string()) throw Error(where + ": field '" + field + "' is not a string (" + v.dump() + ")");
+  if (!v.is_string()) throw Error(where + ": field '" + field + "' is not a string (" + json_excerpt(v) + ")");
   return v.get<std::string>();
 }
 
 int64_t require_int(const json& rec, const std::string& field, const std::string& where) {
   const json& v = require_field(rec, field, where);
-  if (!v.is_number_integer()) throw Error(where + ": field '" + field + "' is not an integer (" + v.dump() + ")");
+  if (!v.is_number_integer()) throw Error(where + ": field '" + field + "' is not an integer (" + json_excerpt(v) + ")");
   return v.get<int64_t>();
 }
 
@@ -159,7 +157,7 @@ std::vector<std::string> require_strings(const json& rec, const std::string& fie
   if (!v.is_array() || v.empty()) throw Error(where + ": field '" + field + "' is not a non-empty array of strings");
   std::vector<std::string> out;
   for (const auto& x : v) {
-    if (!x.is_string()) throw Error(where + ": field '" + field + "' has a non-string element " + x.dump());
+    if (!x.is_string()) throw Error(where + ": field '" + field + "' has a non-string element " + json_excerpt(x));
     out.push_back(x.get<std::string>());
   }
   return out;
