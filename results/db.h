@@ -135,10 +135,12 @@ class ResultsDB {
 
 // `mnemo db merge OUT IN...` (results/db_merge.cpp): the inputs' runs (with their metrics), evaluations and benches
 // appended to OUT (created if missing) with run ids renumbered in OUT's sequence. A completed run whose config hash
-// already has a completed run in OUT is not copied (a cell is never duplicated), nor is a row merged before; every
-// input must have this schema version. Written into a copy that replaces OUT only when all inputs are in.
+// already has a completed run in OUT is not copied (a cell is never duplicated). A row merged before is not copied
+// again; where the input's row has moved on since (updated later: the run went on after the earlier merge) its
+// status, step and metrics replace OUT's copy (runs_updated). Every input must have this schema version. Written
+// into a copy that replaces OUT only when all inputs are in.
 struct MergeSummary {
-  int64_t inputs = 0, runs_copied = 0, runs_skipped = 0, evals_copied = 0, benches_copied = 0;
+  int64_t inputs = 0, runs_copied = 0, runs_updated = 0, runs_skipped = 0, evals_copied = 0, benches_copied = 0;
 };
 MergeSummary merge_results_databases(const std::string& out_path, const std::vector<std::string>& inputs);
 

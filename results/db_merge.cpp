@@ -49,7 +49,37 @@ MergeSummary merge_into(ResultsDB& out, const std::vector<std::string>& inputs) 
             "'completed' ORDER BY m.id LIMIT 1) WHERE new_id IS NULL AND EXISTS (SELECT 1 FROM main.runs m JOIN "
             "src.runs s ON s.id = temp.run_map.old_id WHERE m.config_hash = s.config_hash AND m.status = "
             "'completed' AND s.status = 'completed')");
-        sum.runs_skipped += count(db, out.path(), "SELECT COUNT(*) FROM temp.run_map WHERE new_id IS NOT NULL");
+        // A run merged before whose source row has moved on since (a shard merged while the run was running or
+        // stopped, then resumed and finished) is brought up to date: its row and its metrics replaced by the
+        // source's, in this transaction. "Moved on": written later (updated_at, ISO 8601 UTC, compares as text),
+        // or at the same second further along (last_step) or with more metric rows. An older source row is stale
+        // and leaves this database's copy as it is.
+        Statement newer(db, out.path(),
+                        "SELECT r.old_id, r.new_id FROM temp.run_map r JOIN src.runs s ON s.id = r.old_id JOIN main.runs "
+                        "m ON m.id = r.new_id WHERE m.config_hash = s.config_hash AND m.created_at = s.created_at AND "
+                        "m.host = s.host AND m.out_dir = s.out_dir AND (s.updated_at > m.updated_at OR (s.updated_at = "
+                        "m.updated_at AND (s.last_step > m.last_step OR (SELECT COUNT(*) FROM src.metrics x WHERE "
+                        "x.run_id = s.id) > (SELECT COUNT(*) FROM main.metrics y WHERE y.run_id = m.id)))) ORDER BY "
+                        "r.old_id");
+        std::vector<std::pair<int64_t, int64_t>> refresh;
+        while (newer.step()) refresh.emplace_back(newer.integer(0), newer.integer(1));
+        for (const auto& [old_id, new_id] : refresh) {
+          Statement upd(db, out.path(),
+                        "UPDATE main.runs SET (updated_at, status, model, task, config_json, device, git_commit, "
+                        "sweep, message, seed, n_params, last_step) = (SELECT updated_at, status, model, task, "
+                        "config_json, device, git_commit, sweep, message, seed, n_params, last_step FROM src.runs "
+                        "WHERE id = ?1) WHERE id = ?2");
+          upd.bind(1, old_id).bind(2, new_id).run();
+          Statement drop(db, out.path(), "DELETE FROM main.metrics WHERE run_id = ?1");
+          drop.bind(1, new_id).run();
+          Statement metrics(db, out.path(),
+                            "INSERT INTO main.metrics (run_id, step, split, name, value, wall_time) SELECT ?1, step, "
+                            "split, name, value, wall_time FROM src.metrics WHERE run_id = ?2");
+          metrics.bind(1, new_id).bind(2, old_id).run();
+          ++sum.runs_updated;
+        }
+        sum.runs_skipped += count(db, out.path(), "SELECT COUNT(*) FROM temp.run_map WHERE new_id IS NOT NULL") -
+                            static_cast<int64_t>(refresh.size());
         // The rest are copied in id order: new ids continue this database's sequence.
         Statement pending(db, out.path(), "SELECT old_id FROM temp.run_map WHERE new_id IS NULL ORDER BY old_id");
         std::vector<int64_t> copy;

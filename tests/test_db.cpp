@@ -271,3 +271,49 @@ TEST_CASE("results db: a newer schema version is refused", "[db]") {
   }
   CHECK_THROWS_WITH(ResultsDB(path), Catch::Contains("schema_version 99"));
 }
+
+TEST_CASE("db merge: a run merged while stopped is brought up to date when merged again", "[db][merge]") {
+  TempDir dir("db_merge_refresh");
+  const std::string shard = dir.file("shard.sqlite"), merged = dir.file("merged.sqlite");
+  auto metric_rows = [](int64_t run, int64_t from_step, int64_t to_step) {
+    std::vector<MetricRow> rows;
+    for (int64_t s = from_step; s <= to_step; ++s) rows.push_back({run, s, "train", "loss", 1.0 / double(s), 0.0});
+    return rows;
+  };
+  int64_t id = 0;
+  {
+    ResultsDB db(shard);
+    id = db.create_run(sample_run("transformer", "h1"));
+    db.add_metrics(metric_rows(id, 1, 10));
+    db.set_run_last_step(id, 18);
+    db.set_run_status(id, "stopped", "stopped by signal");
+  }
+  fs::copy_file(shard, dir.file("stopped_snapshot.sqlite"));
+  MergeSummary first = merge_results_databases(merged, {shard});
+  CHECK(first.runs_copied == 1);
+  {
+    ResultsDB db(shard);  // the run resumes and finishes
+    db.set_run_status(id, "running");
+    db.add_metrics(metric_rows(id, 11, 39));
+    db.set_run_last_step(id, 30);
+    db.set_run_status(id, "completed");
+  }
+  MergeSummary again = merge_results_databases(merged, {shard});
+  CHECK(again.runs_copied == 0);
+  CHECK(again.runs_updated == 1);
+  auto check_up_to_date = [&] {
+    ResultsDB out(merged, OpenMode::read_only);
+    const auto runs = out.runs();
+    REQUIRE(runs.size() == 1);
+    CHECK(runs[0].status == "completed");
+    CHECK(runs[0].last_step == 30);
+    CHECK(out.metrics(runs[0].id).size() == 39);
+  };
+  check_up_to_date();
+  // The same input again, or the older snapshot taken while stopped: nothing changes, nothing goes back.
+  CHECK(merge_results_databases(merged, {shard}).runs_updated == 0);
+  MergeSummary stale = merge_results_databases(merged, {dir.file("stopped_snapshot.sqlite")});
+  CHECK(stale.runs_updated == 0);
+  CHECK(stale.runs_copied == 0);
+  check_up_to_date();
+}

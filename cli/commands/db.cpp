@@ -13,7 +13,8 @@ void add_db_command(CLI::App& app) {
   db->require_subcommand(1);
   auto* merge = db->add_subcommand(
       "merge", "Merge results databases into OUT (created if missing): runs with their metrics, evaluations and "
-               "benches; run ids renumbered; a cell (config hash) completed in OUT is not copied again");
+               "benches; run ids renumbered; a cell (config hash) completed in OUT is not copied again; a run merged "
+               "before is brought up to date where the input's row is newer");
   auto files = std::make_shared<std::vector<std::string>>();
   merge->add_option("files", *files, "OUT.sqlite IN1.sqlite [IN2.sqlite ...]")->required()->expected(2, -1);
   merge->callback([files] {
@@ -23,6 +24,7 @@ void add_db_command(CLI::App& app) {
     std::cout << json{{"out", out},
                       {"inputs", s.inputs},
                       {"runs_copied", s.runs_copied},
+                      {"runs_updated", s.runs_updated},
                       {"runs_skipped", s.runs_skipped},
                       {"evals_copied", s.evals_copied},
                       {"benches_copied", s.benches_copied}}
