@@ -190,6 +190,8 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     const int64_t run_id = checkpoint_run_id(db, a.checkpoint);
     LanguageModelAdapter adapter(*model.language_model, device);
     EvalContext ctx(adapter);
+  // A --db that exists but is not mnemo's is refused (by ResultsDB) before the model is loaded and evaluated.
+  if (std::error_code ec; !a.db.empty() && std::filesystem::exists(a.db, ec)) ResultsDB{a.db};
     ctx.options = eval_options;
     const std::string model_name = ckpt_cfg.value("model", ""), checkpoint = resolve_model_path(a.checkpoint);
     ctx.record = eval_rows_sink(db, model_name, checkpoint, run_id, a.keep_previous);

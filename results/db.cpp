@@ -3,6 +3,7 @@
 // into SQL text. Schema: docs/results.md.
 #include "results/db.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include "results/statement.h"
@@ -241,6 +242,27 @@ ResultsDB::ResultsDB(const std::string& path, OpenMode mode)
     }
     exec("PRAGMA synchronous = NORMAL");
     transaction([&] {
+      // A file that already holds tables but not mnemo's (no schema_version in 'meta') is someone else's
+      // database: refused, never given mnemo's tables (checked inside the transaction, so a second process
+      // creating the same new file sees the first one's schema).
+      std::vector<std::string> tables;
+      bool has_version = false;
+      {
+        Statement t(db_, path_, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+                                "ORDER BY name");
+        while (t.step()) tables.push_back(t.text(0));
+      }
+      if (std::find(tables.begin(), tables.end(), "meta") != tables.end()) {
+        Statement v(db_, path_, "SELECT 1 FROM meta WHERE key = 'schema_version'");
+        has_version = v.step();
+      }
+      if (!tables.empty() && !has_version) {
+        std::string names;
+        for (size_t i = 0; i < tables.size() && i < 4; ++i) names += (i ? ", " : "") + text_excerpt(tables[i], 40);
+        if (tables.size() > 4) names += ", ...";
+        throw Error("results database " + path_ + ": not a mnemo results database (it holds table(s) " + names +
+                    " and no schema_version in 'meta'); give --db a new file or one mnemo wrote");
+      }
       exec(kSchemaSql);
       Statement get(db_, path_, "SELECT value FROM meta WHERE key = 'schema_version'");
       if (get.step()) {

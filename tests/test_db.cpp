@@ -2,6 +2,7 @@
 // corrupted files.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "tests/file_util.h"
+#include "tests/test_util.h"
 #include "results/db.h"
 
 using namespace mnemo;
@@ -316,4 +318,42 @@ TEST_CASE("db merge: a run merged while stopped is brought up to date when merge
   CHECK(stale.runs_updated == 0);
   CHECK(stale.runs_copied == 0);
   check_up_to_date();
+}
+
+TEST_CASE("a SQLite file that is not mnemo's is refused for writing, and left as it was", "[db][foreign]") {
+  TempDir dir("db_foreign");
+  const std::string foreign = dir.file("app.sqlite");
+  {
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(foreign.c_str(), &raw) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(raw, "CREATE TABLE people (name TEXT); INSERT INTO people VALUES ('ada');", nullptr, nullptr,
+                         nullptr) == SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  auto tables = [&] {
+    sqlite3* raw = nullptr;
+    sqlite3_open_v2(foreign.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(raw, "SELECT group_concat(name) FROM sqlite_master WHERE type = 'table'", -1, &st, nullptr);
+    std::string names = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)
+                            ? reinterpret_cast<const char*>(sqlite3_column_text(st, 0)) : "";
+    sqlite3_finalize(st);
+    sqlite3_close(raw);
+    return names;
+  };
+  CHECK_THROWS_WITH(ResultsDB(foreign), Catch::Contains(foreign) && Catch::Contains("not a mnemo results database") &&
+                                            Catch::Contains("people"));
+  CHECK(tables() == "people");
+  // train's --db: one error line naming the file, nothing written into it
+  auto r = test::run_mnemo("train --model transformer --task mqar --set d_model=16 --set n_layers=1 --set n_heads=2 "
+                           "--set seq_len=16 --set num_kv_pairs=2 --set vocab_size=32 --set batch_size=4 --set "
+                           "n_train=8 --set n_test=4 --set steps=1 --quiet --out " + dir.file("run") + " --db " + foreign);
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.rfind("mnemo: error: results database " + foreign + ": not a mnemo results database", 0) == 0);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  CHECK(tables() == "people");
+  // an empty file, and a new one, are fine
+  std::ofstream(dir.file("empty.sqlite")).close();
+  CHECK_NOTHROW(ResultsDB(dir.file("empty.sqlite")));
 }
