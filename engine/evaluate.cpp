@@ -11,8 +11,10 @@
 #include "results/db.h"
 #include "runtime/device.h"
 #include "tasks/eval_task.h"
+#include "tasks/lm_task.h"
 #include "tasks/scoring.h"
 #include "tasks/task.h"
+#include "tasks/token_shard.h"
 
 namespace mnemo {
 
@@ -82,8 +84,8 @@ json evaluate_generation_task(const GenerationTask& task, EvalContext& ctx) {
 
 std::function<void(const std::vector<EvalCell>&)> eval_rows_sink(ResultsDB& db, const std::string& model_name,
                                                                   const std::string& checkpoint, int64_t run_id,
-                                                                  bool keep_previous) {
-  return [&db, model_name, checkpoint, run_id, keep_previous](const std::vector<EvalCell>& cells) {
+                                                                  bool keep_previous, const json& setting_extra) {
+  return [&db, model_name, checkpoint, run_id, keep_previous, setting_extra](const std::vector<EvalCell>& cells) {
     std::vector<EvalRow> rows;
     const std::string now = now_iso8601();
     for (const EvalCell& c : cells)
@@ -98,7 +100,9 @@ std::function<void(const std::vector<EvalCell>&)> eval_rows_sink(ResultsDB& db, 
       r.checkpoint = checkpoint;
       r.task = c.task;
       r.metric = c.metric;
-      r.setting_json = c.setting.dump();
+      json setting = c.setting;
+      if (setting.is_object()) setting.update(setting_extra);
+      r.setting_json = setting.dump();
       r.value = c.value;
       r.n = c.n;
       r.details_json = c.details.dump();
@@ -149,7 +153,45 @@ int64_t checkpoint_run_id(ResultsDB& db, const std::string& checkpoint) {
   return matches == 1 ? found : 0;
 }
 
+CheckpointTokenizer checkpoint_tokenizer(const json& cfg, const std::string& spec, const std::string& ckpt,
+                                         bool allow_other, const std::function<void(const std::string&)>& log) {
+  const std::string recorded = cfg.contains("tokenizer") && cfg["tokenizer"].is_string() ? cfg["tokenizer"].get<std::string>() : "";
+  auto load_recorded = [&]() -> std::shared_ptr<Tokenizer> {
+    if (is_corpus_tokenizer_spec(recorded)) return LmTask(task_params_of(resolve_run_config(cfg))).tokenizer(log);
+    return load_tokenizer(recorded);
+  };
+  if (spec.empty()) {
+    if (recorded.empty())
+      throw Error("checkpoint " + ckpt + " (task '" + cfg.value("task", "") +
+                  "') names no tokenizer in its config.json; give --tokenizer byte|FILE.model");
+    return {load_recorded(), false};
+  }
+  CheckpointTokenizer out{load_tokenizer(spec), false};
+  if (recorded.empty() || recorded == spec) return out;  // nothing recorded to differ from (an older checkpoint)
+  std::string recorded_id, unreadable;
+  try {
+    recorded_id = load_recorded()->id();
+  } catch (const Error& e) {  // e.g. the .model file the run trained with is not on this machine
+    unreadable = e.what();
+  }
+  if (recorded_id == out.tokenizer->id()) return out;
+  out.other = true;
+  if (allow_other) {
+    log("eval: tokenizer " + out.tokenizer->id() + " (--tokenizer " + spec + "), not the checkpoint's '" + recorded +
+        "' (--allow-other-tokenizer); the evals rows name it in their cell");
+    return out;
+  }
+  throw Error("checkpoint " + ckpt + " was trained with tokenizer '" + recorded + "'" +
+              (recorded_id.empty() ? " (which cannot be loaded here: " + text_excerpt(unreadable, 120) + ")"
+                                   : " (" + recorded_id + ")") +
+              ", not --tokenizer '" + spec + "' (" + out.tokenizer->id() +
+              "): its token ids mean the other tokenizer's pieces; pass --allow-other-tokenizer to evaluate with it "
+              "anyway (its rows then name the tokenizer in their cell)");
+}
+
 json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const std::string&)>& log) {
+  // A --db that exists but is not mnemo's is refused (by ResultsDB) before the model is loaded and evaluated.
+  if (std::error_code ec; !a.db.empty() && std::filesystem::exists(a.db, ec)) ResultsDB{a.db};
   json ckpt_cfg = load_checkpoint_config(a.checkpoint);
   const std::string task_name = a.task.empty() ? ckpt_cfg.at("task").get<std::string>() : a.task;
   json params = a.params;
@@ -177,6 +219,14 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     trained.update(params);
     params = trained;
   }
+  // --tokenizer against the one the checkpoint records (checkpoint_tokenizer): refused where it differs, unless
+  // --allow-other-tokenizer, and then named in the rows' cell.
+  json setting_extra = json::object();
+  if (a.params.contains("tokenizer") && a.params["tokenizer"].is_string()) {
+    const auto tok = checkpoint_tokenizer(ckpt_cfg, a.params["tokenizer"].get<std::string>(), a.checkpoint,
+                                          a.allow_other_tokenizer, log);
+    if (tok.other) setting_extra["tokenizer"] = tok.tokenizer->id();
+  }
   auto task = TaskRegistry::instance().make(task_name, params);
   const torch::Device device = resolve_device(a.device);
   Backbone model = load_backbone(a.checkpoint, device);
@@ -190,11 +240,9 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     const int64_t run_id = checkpoint_run_id(db, a.checkpoint);
     LanguageModelAdapter adapter(*model.language_model, device);
     EvalContext ctx(adapter);
-  // A --db that exists but is not mnemo's is refused (by ResultsDB) before the model is loaded and evaluated.
-  if (std::error_code ec; !a.db.empty() && std::filesystem::exists(a.db, ec)) ResultsDB{a.db};
     ctx.options = eval_options;
     const std::string model_name = ckpt_cfg.value("model", ""), checkpoint = resolve_model_path(a.checkpoint);
-    ctx.record = eval_rows_sink(db, model_name, checkpoint, run_id, a.keep_previous);
+    ctx.record = eval_rows_sink(db, model_name, checkpoint, run_id, a.keep_previous, setting_extra);
     ctx.log = log;
     json out = generation ? evaluate_generation_task(*generation, ctx) : direct->evaluate(ctx);
     out["model"] = model_name;
@@ -226,7 +274,9 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     r.model = ckpt_cfg.value("model", "");
     r.task = task_name;
     r.metric = m;
-    r.setting_json = task->params().dump();
+    json setting = task->params();
+    setting.update(setting_extra);
+    r.setting_json = setting.dump();
     r.checkpoint = resolve_model_path(a.checkpoint);
     r.value = metrics[m].get<double>();
     r.n = metrics.value("n", int64_t{0});

@@ -448,21 +448,6 @@ std::string default_harness_output_path(const std::string& checkpoint) {
   return (fs::path("out") / "eval" / name).string();
 }
 
-namespace {
-// The checkpoint's tokenizer: its config's `tokenizer` key (an `lm` run's corpus tokenizer "sp-bpe:N" is rebuilt
-// or reused from the cache as training did), or `spec` when given.
-std::shared_ptr<Tokenizer> checkpoint_tokenizer(const json& cfg, const std::string& spec, const std::string& ckpt,
-                                                const Log& log) {
-  if (!spec.empty()) return load_tokenizer(spec);
-  if (!cfg.contains("tokenizer") || !cfg["tokenizer"].is_string())
-    throw Error("checkpoint " + ckpt + " (task '" + cfg.value("task", "") +
-                "') names no tokenizer in its config.json; give --tokenizer byte|FILE.model");
-  const std::string s = cfg["tokenizer"].get<std::string>();
-  if (is_corpus_tokenizer_spec(s)) return LmTask(task_params_of(resolve_run_config(cfg))).tokenizer(log);
-  return load_tokenizer(s);
-}
-}  // namespace
-
 json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(const std::string&)>& log) {
   HarnessOptions o = a.options;
   o.tasks = harness::expand_harness_tasks(o.tasks);
@@ -476,7 +461,9 @@ json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(cons
   if (a.checkpoint.empty()) throw Error("eval --tasks: give --checkpoint DIR (or --requests-only to write the requests)");
   const std::string ckpt = resolve_model_path(a.checkpoint);  // a checkpoint folder or an export's .safetensors
   const json cfg = load_checkpoint_config(ckpt);
-  const auto tok = checkpoint_tokenizer(cfg, a.tokenizer, ckpt, log);
+  const CheckpointTokenizer checked = checkpoint_tokenizer(cfg, a.tokenizer, ckpt, a.allow_other_tokenizer, log);
+  const auto& tok = checked.tokenizer;
+  const json setting_extra = checked.other ? json{{"tokenizer", tok->id()}} : json::object();
   if (a.max_length) {
     o.max_length = *a.max_length;
   } else {
@@ -491,7 +478,7 @@ json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(cons
   o.batch_size = a.batch_size.value_or(device.is_cuda() ? 32 : 1);
   ResultsDB db(a.db);
   const int64_t run_id = checkpoint_run_id(db, ckpt);
-  o.record = eval_rows_sink(db, o.model_name, ckpt, run_id, a.keep_previous);
+  o.record = eval_rows_sink(db, o.model_name, ckpt, run_id, a.keep_previous, setting_extra);
   try {
     o.record_details["config_hash"] = config_hash(resolve_run_config(cfg));
   } catch (const std::exception&) {  // a config this mnemo no longer resolves: the run id still ties the rows

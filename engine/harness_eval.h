@@ -70,6 +70,7 @@ struct HarnessEvalRequest {
   std::string db = kDefaultDbPath, device = "auto";
   std::optional<int64_t> max_length;  // unset = the checkpoint's seq_len, else 2048
   bool keep_previous = false;         // keep earlier evals rows of the same cells
+  bool allow_other_tokenizer = false; // a --tokenizer other than the checkpoint's (checkpoint_tokenizer, evaluate.h)
   // Unset = 1 on the CPU, 32 on CUDA. On the CPU one request at a time is the fastest (measured 2026-11-26, tiny Gated
   // DeltaNet, 2 threads: PIQA 384 vs 284 requests/s at batch 1 vs 32, WikiText 35.4 vs 14.6): the forward is
   // already compute-bound at batch 1 and larger batches leave the caches.

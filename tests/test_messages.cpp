@@ -9,10 +9,12 @@
 #include "core/common.h"
 #include "core/config_values.h"
 #include "engine/config_checks.h"
+#include "engine/evaluate.h"
 #include "engine/run_config.h"
 #include "engine/sweep.h"
 #include "runtime/ops/fixture.h"
 #include "tasks/harness/task_common.h"
+#include "tasks/tokenizer.h"
 #include "tests/test_util.h"
 
 using namespace mnemo;
@@ -254,5 +256,52 @@ TEST_CASE("deeply nested JSON is one short error, and errors quote a value only 
   CHECK(w.exit_code == 1);
   CHECK_THAT(w.output, Catch::Contains("lr") && Catch::Contains("\u2026"));
   CHECK(w.output.size() < 300);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("eval: a --tokenizer other than the checkpoint's is refused, naming both, unless allowed", "[messages][tokenizer]") {
+  auto dir = temp_dir("msg_other_tok");
+  // Two SentencePiece models of the same vocabulary size, trained on different text: the size check alone passed them.
+  auto train = [&](const std::string& name, const std::string& text) {
+    write_file(dir / (name + ".txt"), text);
+    SentencePieceTrainOptions o;
+    o.inputs = {(dir / (name + ".txt")).string()};
+    o.vocab_size = 40;
+    o.out_prefix = (dir / name).string();
+    return train_sentencepiece(o);
+  };
+  std::string a_text, b_text;
+  for (int i = 0; i < 40; ++i) {
+    a_text += "the quick brown fox jumps over the lazy dog " + std::to_string(i) + "\n";
+    b_text += "pack my box with five dozen liquor jugs " + std::to_string(i) + "\n";
+  }
+  const std::string a = train("a", a_text), b = train("b", b_text);
+  REQUIRE(load_tokenizer(a)->vocab_size() == load_tokenizer(b)->vocab_size());
+  const json cfg = {{"model", "transformer"}, {"task", "lm"}, {"tokenizer", a}};
+  const auto quiet = [](const std::string&) {};
+  CHECK_THROWS_WITH(checkpoint_tokenizer(cfg, b, "RUN", false, quiet),
+                    Catch::Contains("checkpoint RUN was trained with tokenizer '" + a + "'") &&
+                        Catch::Contains("not --tokenizer '" + b + "'") && Catch::Contains("--allow-other-tokenizer"));
+  // the checkpoint's own tokenizer, under another path to the same file, is no other tokenizer
+  const std::string copy = (dir / "copy.model").string();
+  std::filesystem::copy_file(a, copy);
+  CHECK_FALSE(checkpoint_tokenizer(cfg, copy, "RUN", false, quiet).other);
+  CHECK_FALSE(checkpoint_tokenizer(cfg, "", "RUN", false, quiet).other);
+  const auto allowed = checkpoint_tokenizer(cfg, b, "RUN", true, quiet);
+  REQUIRE(allowed.other);
+  CHECK(allowed.tokenizer->id() == load_tokenizer(b)->id());
+  // ... and then its evals rows carry the tokenizer in their cell, so they do not replace the checkpoint's own rows
+  ResultsDB db((dir / "r.sqlite").string());
+  EvalCell cell;
+  cell.task = "piqa";
+  cell.metric = "acc";
+  cell.setting = {{"suite", "lm-eval"}};
+  cell.value = 0.5;
+  cell.n = 2;
+  eval_rows_sink(db, "transformer", "RUN", 0)({cell});
+  eval_rows_sink(db, "transformer", "RUN", 0, false, {{"tokenizer", allowed.tokenizer->id()}})({cell});
+  const auto rows = db.evals("piqa");
+  REQUIRE(rows.size() == 2);
+  CHECK(json::parse(rows[1].setting_json)["tokenizer"] == allowed.tokenizer->id());
   std::filesystem::remove_all(dir);
 }

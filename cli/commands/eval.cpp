@@ -89,6 +89,9 @@ void add_eval_command(CLI::App& app) {
                                  "marked not comparable");
   auto* tok_opt = sub->add_option("--tokenizer", tokenizer,
                                   "byte | byte:plain | a SentencePiece .model (default: the checkpoint's)");
+  sub->add_flag("--allow-other-tokenizer", a.allow_other_tokenizer,
+                "Evaluate with a --tokenizer other than the one the checkpoint records (refused otherwise); the "
+                "evals rows then name the tokenizer in their cell");
   sub->add_option("--db", a.db, std::string("Results database (default ") + kDefaultDbPath + ")");
   sub->add_option("--device", a.device, "cpu | cuda | auto");
   sub->add_flag("--keep-previous", a.keep_previous,
@@ -146,6 +149,7 @@ void add_eval_command(CLI::App& app) {
     h.db = a.db;
     h.device = a.device;
     h.keep_previous = a.keep_previous;
+    h.allow_other_tokenizer = a.allow_other_tokenizer;
     if (max_len_opt->count() > 0) h.max_length = max_length;
     h.options.tasks = {tasks};
     if (limit_opt->count() > 0) h.options.limit = limit;
