@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -311,7 +312,49 @@ TEST_CASE("distributed: bad jobs end with one clear error", "[distributed][cli]"
                              " --set batch_size=7 --quiet --db " + (dir / "r.sqlite").string());
   REQUIRE(odd.exit_code != 0);
   REQUIRE_THAT(odd.output, Catch::Contains("batch_size 7 is not a multiple of the 2 ranks"));
-  REQUIRE_THAT(odd.output, Catch::Contains(" of 2 exited with status 1; the job stopped"));  // whichever rank ended first
+  fs::remove_all(dir);
+}
+
+TEST_CASE("train --nproc: a count, batch or port that cannot work is one line before any rank starts",
+          "[distributed][cli][launch]") {
+  auto dir = test::temp_dir("dist_launch_checks");
+  write_text(dir / "run.json", kTinyRun);
+  const std::string train = "train --config " + (dir / "run.json").string() + " --quiet --db " +
+                            (dir / "r.sqlite").string() + " --out " + (dir / "run").string();
+  auto one_line_error = [](const test::CommandResult& r, const std::string& what) {
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.rfind("mnemo: error: ", 0) == 0);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);  // the launcher's line, none from ranks
+    CHECK_THAT(r.output, Catch::Contains(what));
+  };
+  const double t0 = wall_seconds();
+  one_line_error(test::run_mnemo(train + " --nproc 3 --set batch_size=4"),
+                 "--nproc 3: batch_size 4 is not a multiple of the 3 ranks");
+  one_line_error(test::run_mnemo(train + " --nproc 0"), "--nproc must be >= 1, got 0");
+  one_line_error(test::run_mnemo(train + " --nproc -1"), "--nproc must be >= 1, got -1");
+  one_line_error(test::run_mnemo(train + " --nproc 4096"), "--nproc 4096 is more than");
+  // MASTER_PORT: parsed whole, and refused when something listens on it
+  std::string out = shell(dir, "MASTER_PORT=abc " + std::string(MNEMO_BINARY) + " " + train + " --nproc 2; echo rc=$?");
+  CHECK_THAT(out, Catch::Contains("mnemo: error: --nproc: MASTER_PORT='abc' is not a port number"));
+  CHECK_THAT(out, !Catch::Contains("MASTER_PORT=0"));
+  const int busy = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  REQUIRE(::bind(busy, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(busy, 1) == 0);
+  ::getsockname(busy, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  out = shell(dir, "MASTER_PORT=" + std::to_string(port) + " " + std::string(MNEMO_BINARY) + " " + train +
+                       " --nproc 2; echo rc=$?");
+  ::close(busy);
+  CHECK_THAT(out, Catch::Contains("mnemo: error: --nproc: MASTER_PORT " + std::to_string(port) + " cannot be used") &&
+                      Catch::Contains("rc=1"));
+  CHECK_THAT(out, !Catch::Contains("WARNING"));  // no rendezvous was tried
+  CHECK(wall_seconds() - t0 < 20);               // every refusal comes before a rank starts
+  CHECK_FALSE(fs::exists(dir / "r.sqlite"));
   fs::remove_all(dir);
 }
 

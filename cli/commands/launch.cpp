@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 
 #include "cli/commands/launch.h"
 #include "core/common.h"
+#include "core/parse_int.h"
 #include "core/signals.h"
 
 namespace mnemo::cli {
@@ -38,6 +40,29 @@ int free_local_port() {
   }
   ::close(fd);
   return ntohs(a.sin_port);
+}
+
+// MASTER_PORT as given: a whole number in [1, 65535] that nothing on 127.0.0.1 listens on (bound and released
+// here; the ranks' rendezvous would otherwise wait out its timeout on a port in use).
+int checked_master_port(const std::string& text) {
+  const auto value = parse_whole_int(text);
+  if (!value || *value < 1 || *value > 65535)
+    throw Error("--nproc: MASTER_PORT='" + text_excerpt(text, 40) + "' is not a port number (an integer in [1, 65535]); "
+                "unset it to let --nproc pick a free port");
+  const int port = static_cast<int>(*value);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw Error(std::string("--nproc: cannot open a socket (") + std::strerror(errno) + ")");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0)
+    throw Error("--nproc: MASTER_PORT " + std::to_string(port) + " cannot be used on 127.0.0.1 (" + std::strerror(err) +
+                "); choose another, or unset MASTER_PORT to let --nproc pick a free one");
+  return port;
 }
 
 std::string describe_status(int status) {
@@ -73,12 +98,24 @@ std::vector<std::string> without_option(const std::vector<std::string>& args, co
   return out;
 }
 
+int max_local_ranks() { return static_cast<int>(std::max(4u, 4 * std::thread::hardware_concurrency())); }
+
+void check_nproc(int nproc) {
+  if (nproc < 1) throw Error("--nproc must be >= 1, got " + std::to_string(nproc) + " (leave it out for one process)");
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (nproc > max_local_ranks())
+    throw Error("--nproc " + std::to_string(nproc) + " is more than " + std::to_string(max_local_ranks()) +
+                " local ranks (4 per core; this machine has " + std::to_string(cores) +
+                "): each rank is a whole process with its own model and threads, so more only take turns on the "
+                "cores");
+}
+
 int launch_local_ranks(int nproc, const std::vector<std::string>& rank_args, double grace_s) {
-  if (nproc < 1) throw Error("--nproc " + std::to_string(nproc) + " must be >= 1");
+  check_nproc(nproc);
   for (const char* k : {"RANK", "WORLD_SIZE"})
     if (std::getenv(k)) throw Error(std::string("--nproc starts its own ranks, but ") + k + " is already set");
   const char* port_env = std::getenv("MASTER_PORT");
-  const int port = port_env && *port_env ? std::atoi(port_env) : free_local_port();
+  const int port = port_env && *port_env ? checked_master_port(port_env) : free_local_port();
   // Each rank's share of the cores, unless the user chose a thread count.
   const bool threads_given = std::getenv("OMP_NUM_THREADS") || std::getenv("MNEMO_THREADS");
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());

@@ -49,7 +49,7 @@ void add_train_command(CLI::App& app) {
   sub->add_flag("--resume", a.resume, "Continue from the last checkpoint in --out");
   sub->add_flag("--quiet", a.quiet, "No progress lines");
   sub->add_option("--stop-after", a.stop_after, "Checkpoint and stop after N steps of this invocation (resume later)");
-  sub->add_option("--nproc", a.nproc,
+  auto* nproc_opt = sub->add_option("--nproc", a.nproc,
                   "Data-parallel: start N local ranks of this command (Gloo on CPU, NCCL on CUDA; batch_size is "
                   "shared by the ranks). Without it, torchrun's RANK/WORLD_SIZE/... or Slurm's SLURM_PROCID/"
                   "SLURM_NTASKS/... make this process one rank of a job");
@@ -61,16 +61,13 @@ void add_train_command(CLI::App& app) {
   sub->add_flag("--no-dist-overlap", a.no_dist_overlap,
                 "Data-parallel: all-reduce the gradients after the backward instead of during it (comparison)");
   sub->footer(train_footer());
-  sub->callback([] {
-    if (a.nproc < 0 || a.nproc > 1024) throw Error("--nproc " + std::to_string(a.nproc) + " is outside [1, 1024]");
+  sub->callback([nproc_opt] {
+    // --nproc is checked whole before a rank starts (launch_local_ranks: the count, the port): one line, not one
+    // per rank after the spawn.
+    if (nproc_opt->count() > 0) check_nproc(a.nproc);
     if (!(a.dist_timeout_s > 0)) throw Error("--dist-timeout must be > 0 seconds");
     if (!(a.dist_bucket_mb > 0) || a.dist_bucket_mb > 1e6)
       throw Error("--dist-bucket-mb must be in (0, 1e6] MB, got " + std::to_string(a.dist_bucket_mb));
-    if (a.nproc >= 1) {  // the launcher: the ranks are this same command without --nproc (1: a one-rank job)
-      const int code = launch_local_ranks(a.nproc, without_option(own_command_line(), "--nproc"), 30.0);
-      if (code != 0) std::exit(code);
-      return;
-    }
     json cfg = a.config.empty() ? json::object() : read_json_file(a.config);
     if (!cfg.is_object()) throw Error(a.config + ": the run configuration must be a JSON object");
     if (!a.model.empty()) cfg["model"] = a.model;
@@ -78,6 +75,17 @@ void add_train_command(CLI::App& app) {
     if (a.config.empty() && (a.model.empty() || a.task.empty()))
       throw Error("give --config FILE.json, or --model NAME and --task NAME");
     apply_overrides(cfg, a.sets);
+    if (a.nproc >= 1) {  // the launcher: the ranks are this same command without --nproc (1: a one-rank job)
+      // The ranks split batch_size (trainer.cpp): checked here once rather than by every rank after the spawn.
+      const int64_t batch = resolve_run_config(cfg).at("batch_size");
+      if (batch % a.nproc != 0)
+        throw Error("--nproc " + std::to_string(a.nproc) + ": batch_size " + std::to_string(batch) +
+                    " is not a multiple of the " + std::to_string(a.nproc) +
+                    " ranks (each rank trains on batch_size / nproc rows); pick an nproc that divides it");
+      const int code = launch_local_ranks(a.nproc, without_option(own_command_line(), "--nproc"), 30.0);
+      if (code != 0) std::exit(code);
+      return;
+    }
     TrainOptions opt;
     opt.db_path = a.db;
     opt.out_dir = a.out;
