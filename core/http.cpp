@@ -8,6 +8,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 
@@ -222,6 +223,8 @@ HttpResponse http_get(const std::string& url, const HttpOptions& options) {
                       status, t.error_code);
     } else if (rc != CURLE_OK) {
       failure = std::string(curl_easy_strerror(rc)) + (errbuf[0] ? std::string(": ") + errbuf : std::string());
+      if (rc == CURLE_OPERATION_TIMEDOUT && std::string(errbuf).find("too slow") != std::string::npos)
+        failure = "the server sent nothing for " + std::to_string(options.low_speed_time_s) + " s (stalled; " + failure + ")";
       retry = retryable_curl_error(rc);
       status = 0;
     } else if (status < 200 || status >= 300) {
@@ -245,6 +248,12 @@ HttpResponse http_get(const std::string& url, const HttpOptions& options) {
         t.retry_after.size() < 10)
       wait = std::max(wait, std::stod(t.retry_after));
     wait = std::min(wait, options.backoff_max_s);
+    if (options.on_retry) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, wait < 10 ? "%.1f" : "%.0f", wait);
+      options.on_retry(where + ": retrying in " + seconds + " s (attempt " + std::to_string(attempt + 2) + " of " +
+                       std::to_string(options.max_retries + 1) + "): " + failure);
+    }
     if (!wait_unless_stopped(wait))
       throw HttpError(where + ": interrupted by " + stop_signal_name(), 0, "", /*stopped=*/true);
   }

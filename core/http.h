@@ -2,6 +2,7 @@
 // exponential backoff on 429 / 5xx / connection errors (a Retry-After header is honoured), and a cap on the body.
 // A stop request (SIGINT / SIGTERM, core/signals.h) aborts a transfer or a backoff wait at once.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,12 +13,16 @@ namespace mnemo {
 struct HttpOptions {
   long connect_timeout_s = 30;
   long timeout_s = 600;                       // the whole transfer
-  long low_speed_time_s = 60;                 // abort when under 1 byte/s for this long (a stalled connection)
+  long low_speed_time_s = 60;                 // abort when under 1 byte/s for this long (a stalled connection;
+                                              // `data fetch --stall-timeout`)
   int max_retries = 5;                        // attempts after the first, on a retryable failure
   double backoff_base_s = 1.0;                // wait base * 2^k before retry k+1 (0 in the tests)
   double backoff_max_s = 60.0;                // cap on one wait, Retry-After included
   size_t max_body_bytes = size_t(512) << 20;  // a larger body is an error, not a retry
   std::vector<std::string> headers;           // extra request headers, "Name: value"
+  // Called before each backoff wait with "GET <url>: retrying in N s (attempt k of n): <why>", so a retry is never
+  // silent; none if empty.
+  std::function<void(const std::string&)> on_retry;
 };
 
 struct HttpResponse {

@@ -81,6 +81,8 @@ std::string http_hint(const HttpError& e, const RecallSource& s) {
   if (e.status == 422) return "the API rejected the request's parameters; --page-size must be 1..100";
   if (e.error_code == "TooBigContentError") return "the page is too large for the API: try a smaller --page-size";
   if (e.error_code == "ResponseNotReady") return "the dataset viewer is still preparing this dataset: try again later";
+  if (e.status == 0 && std::string(e.what()).find("(stalled;") != std::string::npos)
+    return "the server accepted the connection but sent nothing; --stall-timeout SECONDS sets how long to wait";
   if (e.status == 0) return "check the network connection and --endpoint";
   return "";
 }
@@ -236,6 +238,9 @@ FetchResult fetch_recall_source(const RecallSource& s, const FetchOptions& o) {
   }
 
   PartState st = resume_state(s, part, state_path, o);
+  log_line(o, s.task + ": fetching " + source_label(s) + " from " + o.endpoint);
+  HttpOptions http = o.http;  // every retry says so (the default five take ~31 s of backoff)
+  if (!http.on_retry) http.on_retry = [&](const std::string& why) { log_line(o, s.task + ": " + why); };
   const double t0 = wall_seconds();
   const int64_t rows_at_start = st.rows;
   auto context = [&](const std::string& what) {
@@ -251,7 +256,7 @@ FetchResult fetch_recall_source(const RecallSource& s, const FetchOptions& o) {
     const std::string url = rows_url(o, s, st.rows, length);
     HttpResponse resp;
     try {
-      resp = http_get(url, o.http);
+      resp = http_get(url, http);
       result.requests += resp.attempts;
     } catch (const HttpError& e) {
       if (e.stopped) break;
@@ -356,9 +361,13 @@ FetchResult fetch_recall_source(const RecallSource& s, const FetchOptions& o) {
   if (st.total < 0 || st.rows < st.total) {  // a stop request
     write_file_atomic(state_path, state_json(s, st).dump() + "\n");
     result.status = "stopped";
+    // Name the file that is there: before the first page there is no .part, only its progress record.
+    const bool have_part = fs::exists(part, ec) && st.rows > 0;
     log_line(o, s.task + ": stopped at " + std::to_string(st.rows) + "/" +
-                    (st.total < 0 ? std::string("?") : std::to_string(st.total)) + " rows; " + part.string() +
-                    " is kept and the same command resumes there");
+                    (st.total < 0 ? std::string("?") : std::to_string(st.total)) + " rows; " +
+                    (have_part ? part.string() + " is kept and the same command resumes there"
+                               : "nothing was downloaded yet (" + state_path.string() +
+                                     " records the start); the same command begins again"));
     return result;
   }
 

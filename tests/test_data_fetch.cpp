@@ -2,6 +2,7 @@
 // fixture pages in the Hugging Face datasets-server /rows format; never the internet.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -455,4 +456,60 @@ TEST_CASE("data fetch: the CLI fetches into <data dir>/eval/recall and names bad
                             "validation): GET " +
                             server.url() + "/rows?dataset=hazyresearch/based-swde-v2") != std::string::npos);
   CHECK(server.requests() == 4);
+}
+
+TEST_CASE("data fetch: every retry is a line, and a stalled server is abandoned after --stall-timeout", "[data_fetch]") {
+  SKIP_WITHOUT_CURL();
+  no_proxy_for_loopback();
+  int stalls_left = 1;  // the handler runs on the server thread, one request at a time
+  HttpTestServer server([&](const HttpRequest& r) {
+    if (r.params.count("offset") && r.params.at("offset") == "100" && stalls_left > 0) {
+      --stalls_left;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // accepted, then nothing
+      return error_reply(500, "too late");
+    }
+    if (r.params.count("offset") && r.params.at("offset") == "200" && stalls_left == 0) {
+      stalls_left = -1;
+      return error_reply(503, "busy");
+    }
+    return serve_rows(r);
+  });
+  TempDir dir("fetch_stall");
+  std::ostringstream log;
+  FetchOptions o = options_for(server, dir.path, &log);
+  o.http.low_speed_time_s = 1;
+  const double t0 = wall_seconds();
+  const FetchResult r = fetch_recall_source(fixture_source(), o);
+  CHECK(wall_seconds() - t0 < 10);  // not 60 s per stalled attempt
+  CHECK(r.status == "fetched");
+  CHECK(slurp(dir.path / "fda.jsonl") == expected_jsonl());
+  CAPTURE(log.str());
+  CHECK_THAT(log.str(), Catch::Contains("fda: fetching fda (") && Catch::Contains(server.url()));
+  CHECK_THAT(log.str(), Catch::Contains("offset=100") && Catch::Contains("retrying in 0.0 s (attempt 2 of 3)") &&
+                            Catch::Contains("the server sent nothing for 1 s (stalled"));
+  CHECK_THAT(log.str(), Catch::Contains("offset=200") && Catch::Contains("HTTP 503"));
+
+  // No retries left: one error that names the stall and the option.
+  stalls_left = 1;
+  TempDir dir2("fetch_stall_fail");
+  FetchOptions once = options_for(server, dir2.path);
+  once.http.low_speed_time_s = 1;
+  once.http.max_retries = 0;
+  CHECK_THROWS_WITH(fetch_recall_source(fixture_source(), once),
+                    Catch::Contains("stalled") && Catch::Contains("--stall-timeout") &&
+                        Catch::Contains((dir2.path / "fda.jsonl.part").string()));
+}
+
+TEST_CASE("data fetch: a stop before the first page does not claim a .part that is not there", "[data_fetch]") {
+  SKIP_WITHOUT_CURL();
+  no_proxy_for_loopback();
+  HttpTestServer server(serve_rows);
+  TempDir dir("fetch_stop_early");
+  std::ostringstream log;
+  request_stop(SIGINT);
+  const FetchResult early = fetch_recall_source(fixture_source(), options_for(server, dir.path, &log));
+  clear_stop_request();
+  CHECK(early.status == "stopped");
+  CHECK_FALSE(fs::exists(dir.path / "fda.jsonl.part"));
+  CHECK_THAT(log.str(), Catch::Contains("nothing was downloaded yet") && !Catch::Contains(".part is kept"));
 }

@@ -24,6 +24,7 @@ struct RecallArgs {
   std::string config, split;
   int retries = 5;
   double retry_wait = 1.0;
+  long stall_timeout = 60;
 };
 
 std::vector<RecallSource> selected_sources(const RecallArgs& a) {
@@ -94,6 +95,11 @@ void add_data_command(CLI::App& app) {
                    "Seconds before the first retry; doubles at each retry (at most 60 s)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  recall
+      ->add_option("--stall-timeout", a->stall_timeout,
+                   "Seconds a request may go without receiving a byte before it is abandoned (and retried)")
+      ->check(CLI::Range(1L, 3600L))
+      ->capture_default_str();
   recall->callback([a] {
     const std::vector<RecallSource> sources = selected_sources(*a);
     FetchOptions opt;
@@ -103,6 +109,7 @@ void add_data_command(CLI::App& app) {
     opt.force = a->force;
     opt.http.max_retries = a->retries;
     opt.http.backoff_base_s = a->retry_wait;
+    opt.http.low_speed_time_s = a->stall_timeout;
     opt.log = &std::cerr;
     install_stop_handlers();  // SIGINT / SIGTERM: stop after the current page; the .part stays resumable
     const std::vector<FetchResult> results = fetch_recall(sources, opt);
