@@ -150,13 +150,13 @@ json quickstart_catalog() {
       left_out[name] = m->second;
       continue;
     }
-    left_out[name] = reg.model(name).cpu_quickstart
-                         ? "budget: the quickstart runs one or two families per group of the papers' MQAR "
-                           "ranking; `mnemo sweep --config configs/mqar_learning.json` runs every family"
-                         : "cost: in its default (exact) form a training step on this CPU runs at about 1 % of "
-                           "Gated DeltaNet's speed, far beyond the 25-minute budget; with the chunk-granularity "
-                           "cost keys the ATLAS models train at 0.25-0.55 of it (README \"ATLAS cost keys\"), "
-                           "still beyond the MQAR stage's budget (measured for ATLAS itself: its entry)";
+    // The reason of a family the quickstart cannot run is on its registration (runtime/), with the family.
+    const ModelFamily& family = reg.model(name);
+    left_out[name] = family.cpu_quickstart
+                         ? "budget: the quickstart runs one or two families per group of the papers' MQAR ranking, "
+                           "and " + name + " is not one of them; `mnemo sweep --config configs/mqar_learning.json` "
+                           "runs every family"
+                         : family.quickstart_note;
   }
   return {{"protocol", protocol}, {"left_out", left_out}};
 }

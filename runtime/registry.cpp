@@ -24,20 +24,32 @@ Registry& Registry::instance() {
   return r;
 }
 
+namespace {
+// A family the CPU quickstart leaves out says why (its report lists the reason beside the family).
+void require_quickstart_note(const std::string& name, bool cpu_quickstart, const std::string& note) {
+  if (!cpu_quickstart && note.empty())
+    throw Error("model family " + name + " is left out of the CPU quickstart (cpu_quickstart false) without a "
+                "quickstart_note saying why");
+}
+}  // namespace
+
 void Registry::add_mixer(MixerFamily f) {
   if (has_mixer(f.name) || has_model(f.name)) throw Error("model family registered twice: " + f.name);
+  require_quickstart_note(f.name, f.cpu_quickstart, f.quickstart_note);
   ModelFamily m;
   m.name = f.name;
   m.description = f.description;
   m.layer_pattern = {f.name};
   m.overrides = json::object();
   m.cpu_quickstart = f.cpu_quickstart;
+  m.quickstart_note = f.quickstart_note;
   mixers_.push_back(std::move(f));
   models_.push_back(std::move(m));
 }
 
 void Registry::add_model(ModelFamily f) {
   if (has_model(f.name)) throw Error("model family registered twice: " + f.name);
+  require_quickstart_note(f.name, f.cpu_quickstart, f.quickstart_note);
   for (const auto& layer : f.layer_pattern) mixer(layer);  // validates
   if (f.overrides.is_null()) f.overrides = json::object();
   models_.push_back(std::move(f));

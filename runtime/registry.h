@@ -18,6 +18,9 @@ struct MixerFamily {
   json defaults;            // the args struct's defaults (JSON round-trip)
   std::function<std::shared_ptr<Mixer>(const MixerContext&)> make;
   bool cpu_quickstart = true;  // included in `mnemo quickstart` on CPU
+  // Why the CPU quickstart leaves this family out (cpu_quickstart false): the report's reason, written here with
+  // the family it is about (Registry refuses a family left out without one).
+  std::string quickstart_note;
 };
 
 // A model family: which mixer each layer uses (pattern repeated over n_layers), and overrides
@@ -28,6 +31,7 @@ struct ModelFamily {
   std::vector<std::string> layer_pattern;
   json overrides;  // e.g. {"window": 64}
   bool cpu_quickstart = true;
+  std::string quickstart_note;  // as MixerFamily's
 };
 
 class Registry {
@@ -56,12 +60,13 @@ void check_mixer_args(const std::string& mixer, const json& defaults, const json
 // and a mixer constructed as M(const MixerContext&, const Args&).
 template <class Args, class M>
 MixerFamily make_mixer_family(const std::string& name, const std::string& description,
-                              bool cpu_quickstart = true) {
+                              bool cpu_quickstart = true, const std::string& quickstart_note = "") {
   MixerFamily f;
   f.name = name;
   f.description = description;
   f.defaults = json(Args{});
   f.cpu_quickstart = cpu_quickstart;
+  f.quickstart_note = quickstart_note;
   f.make = [name, defaults = f.defaults](const MixerContext& ctx) -> std::shared_ptr<Mixer> {
     check_mixer_args(name, defaults, ctx.args);
     Args a;

@@ -111,4 +111,13 @@ TORCH_MODULE(AtlasCore);
 // Resolves the core options from any Atlas args struct (as json) for `family` (mixer.cpp); muon: ATLAS optimiser.
 AtlasCoreOptions atlas_core_options(const std::string& family, const MixerContext& ctx, const json& a, bool muon);
 
+// Why the CPU quickstart leaves out a family whose memory is ATLAS's (the report's reason; `family` names it,
+// e.g. "ATLAS MAG's memory branch"). Measured for ATLAS: docs/performance.md#atlas-cost-keys.
+inline std::string atlas_quickstart_note(const std::string& family) {
+  return "cost: " + family + " is ATLAS's memory, which in its default (exact) form (a Muon step per token, chunk 16) "
+         "trains on this CPU at about 1 % of Gated DeltaNet's speed, far beyond the 25-minute budget; with the "
+         "chunk-granularity cost keys the ATLAS models train at 0.25-0.55 of it (docs/performance.md#atlas-cost-keys), still "
+         "beyond the MQAR stage's budget";
+}
+
 }  // namespace mnemo

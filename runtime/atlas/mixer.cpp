@@ -316,9 +316,11 @@ void register_atlas_families(Registry& r) {
       "omeganet", "OmegaNet: Omega rule (window c = 8), polynomial features, residual-MLP memory (docs/models.md#dla-swla-and-omeganet)",
       true));
   r.add_mixer(make_mixer_family<AtlasArgs, AtlasMixer>(
-      "atlas", "ATLAS: Omega rule optimised by Muon (momentum + Newton-Schulz-5), chunk 16 (docs/models.md#atlas)", false));
+      "atlas", "ATLAS: Omega rule optimised by Muon (momentum + Newton-Schulz-5), chunk 16 (docs/models.md#atlas)", false,
+      atlas_quickstart_note("ATLAS")));
   r.add_mixer(make_mixer_family<AtlasPPArgs, AtlasMixer>(
-      "atlas_pp", "ATLAS++: ATLAS with the gated-MLP memory (docs/models.md#atlas)", false));
+      "atlas_pp", "ATLAS++: ATLAS with the gated-MLP memory (docs/models.md#atlas)", false,
+      atlas_quickstart_note("ATLAS++ (ATLAS with a gated-MLP memory)")));
   register_atlas_hybrids(r);
 }
 

@@ -201,7 +201,10 @@ void register_mom_families(Registry& r) {
   h.description = "MoM Hybrid: attention after every 7 mom layers (layers 7, 15, 23 of 24; docs/models.md#mom, docs/models.md#hybrids)";
   h.layer_pattern = {"mom", "mom", "mom", "mom", "mom", "mom", "mom", "transformer"};
   h.overrides = json::object();
-  h.cpu_quickstart = false;  // the quickstart's 2 layers would be two mom layers: the same model as mom
+  h.cpu_quickstart = false;
+  h.quickstart_note =
+      "same model as mom here: MoM Hybrid puts attention after every 7 MoM layers, so the quickstart's 2 layers "
+      "would be two MoM layers, which the mom family already is";
   r.add_model(h);
 }
 
