@@ -29,6 +29,20 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& beta, const torch::Tensor& g,
                                  const torch::Tensor& initial_state, double scale, int64_t chunk_size);
 
+// The fused chunk kernels (chunk_kernel.cuh: one block per sequence, head and V tile, the chunk loop inside) as one
+// autograd node with a hand-derived backward. On CPU tensors the kernels' block code runs over a sequential host grid
+// (the decomposition CI checks against delta_rule_chunk); on CUDA tensors the CUDA kernels run (builds with
+// MNEMO_CUDA_KERNELS). `cu_seqlens` (optional, int32/int64 [N + 1], fla's convention): B = 1 and N sequences packed
+// along T, each with its own state (initial_state and the final state are then [N, H, K, V]). `value_tile`: V columns
+// per block (0 = the default, 64).
+DeltaRuleResult delta_rule_chunk_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const torch::Tensor& beta, const torch::Tensor& g,
+                                       const torch::Tensor& initial_state, double scale, int64_t chunk_size,
+                                       const torch::Tensor& cu_seqlens = {}, int64_t value_tile = 0);
+
+// True where delta_rule_chunk_fused runs as a CUDA kernel: a CUDA tensor in a build with the kernels linked.
+bool delta_rule_fused_on_device(const torch::Tensor& q);
+
 // Shared argument checks (shapes, chunk size); throw mnemo::Error naming the tensor and shape.
 void check_delta_rule_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& beta, const torch::Tensor& g,

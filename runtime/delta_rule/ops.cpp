@@ -16,7 +16,11 @@ DeltaRuleResult run_form(const std::string& op, const std::string& form, int64_t
                          const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                          const torch::Tensor& beta, const torch::Tensor& g, const torch::Tensor& h0,
                          double scale) {
-  if (a::is_chunk_form(op, form)) return delta_rule_chunk(q, k, v, beta, g, h0, scale, chunk_size);
+  if (a::is_chunk_form(op, form)) {
+    // CUDA tensors run the fused chunk kernels (chunk_kernel.cuh); the eager chunk form is the CPU reference.
+    if (delta_rule_fused_on_device(q)) return delta_rule_chunk_fused(q, k, v, beta, g, h0, scale, chunk_size);
+    return delta_rule_chunk(q, k, v, beta, g, h0, scale, chunk_size);
+  }
   return delta_rule_recurrent(q, k, v, beta, g, h0, scale);
 }
 

@@ -1,0 +1,284 @@
+// The fused delta-rule chunk kernels (chunk_kernel.cuh) as one autograd node: on CPU tensors the kernels' block code
+// runs over a sequential host grid (grid::run_on_host: the CPU build and CI execute the kernel's own decomposition),
+// on CUDA tensors the launchers of chunk_kernel.cu run it on the current stream (builds with MNEMO_CUDA_KERNELS).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/common.h"
+#include "core/torch_compat.h"
+#include "runtime/delta_rule/chunk_kernel.h"
+#include "runtime/delta_rule/delta_rule.h"
+#include "runtime/kernels/host_grid.h"
+#include "runtime/kernels/precision.h"
+
+namespace mnemo {
+
+namespace {
+
+namespace dk = delta_rule_kernel;
+using torch::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+enum Input { Q = 0, K, V, BETA, G, H0, kInputs };
+
+// V columns per block: fla's BV for head dims up to 64 (two blocks per (sequence, head) at V = 128).
+constexpr int64_t kDefaultValueTile = 64;
+
+// The kernels' element type: fp64 when any input is (then Acc is fp64 too), bf16 when q, k and v all are, else fp32.
+torch::ScalarType element_dtype(const Tensor& q, const Tensor& k, const Tensor& v, torch::ScalarType acc) {
+  if (acc == torch::kFloat64) return torch::kFloat64;
+  const bool bf16 = q.scalar_type() == torch::kBFloat16 && k.scalar_type() == torch::kBFloat16 &&
+                    v.scalar_type() == torch::kBFloat16;
+  return bf16 ? torch::kBFloat16 : torch::kFloat32;
+}
+
+dk::Dtype kernel_dtype(torch::ScalarType t) {
+  return t == torch::kFloat64 ? dk::Dtype::f64 : t == torch::kBFloat16 ? dk::Dtype::bf16 : dk::Dtype::f32;
+}
+
+const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+// What both passes share: packed sizes and the int32 offsets (on the tensors' device, and on the host for the
+// host grid and the chunk count).
+struct Packing {
+  dk::Problem p{};
+  Tensor cu_seqlens, chunk_offsets;  // int32, on the inputs' device
+  int64_t chunks = 0;
+};
+
+Packing make_packing(const Tensor& q, const Tensor& v, const Tensor& cu_host, double scale, int64_t chunk,
+                     int64_t value_tile) {
+  Packing pk;
+  const int64_t H = q.size(2), Kd = q.size(3), Vd = v.size(3);
+  const int64_t seqs = cu_host.size(0) - 1;
+  auto offsets = torch::zeros({seqs + 1}, torch::kInt32);
+  const auto* cu = cu_host.data_ptr<int32_t>();
+  auto* off = offsets.data_ptr<int32_t>();
+  for (int64_t s = 0; s < seqs; ++s) off[s + 1] = off[s] + static_cast<int32_t>((cu[s + 1] - cu[s] + chunk - 1) / chunk);
+  pk.chunks = off[seqs];
+  pk.cu_seqlens = cu_host.to(q.device());
+  pk.chunk_offsets = offsets.to(q.device());
+  pk.p.num_seqs = static_cast<int>(seqs);
+  pk.p.heads = static_cast<int>(H);
+  pk.p.key_dim = static_cast<int>(Kd);
+  pk.p.value_dim = static_cast<int>(Vd);
+  pk.p.chunk = static_cast<int>(chunk);
+  pk.p.bv = static_cast<int>(std::min<int64_t>(Vd, value_tile > 0 ? value_tile : kDefaultValueTile));
+  pk.p.scale = scale;
+  pk.p.cu_seqlens = pk.cu_seqlens.data_ptr<int32_t>();
+  pk.p.chunk_offsets = pk.chunk_offsets.data_ptr<int32_t>();
+  return pk;
+}
+
+template <class T, class Acc>
+void forward_on_host(const dk::ForwardLaunch& l) {
+  dk::ForwardArgs<T, Acc> a{l.p,
+                            static_cast<const T*>(l.q),
+                            static_cast<const T*>(l.k),
+                            static_cast<const T*>(l.v),
+                            static_cast<const Acc*>(l.beta),
+                            static_cast<const Acc*>(l.g),
+                            static_cast<const Acc*>(l.h0),
+                            static_cast<T*>(l.o),
+                            static_cast<Acc*>(l.h),
+                            static_cast<Acc*>(l.ht)};
+  grid::run_on_host(l.p.blocks(), dk::forward_shared_bytes<Acc>(l.p),
+                    [&](int64_t block, void* shared, grid::Lanes lanes) { dk::forward_block<T, Acc>(a, block, shared, lanes); });
+}
+
+template <class T, class Acc>
+void backward_on_host(const dk::BackwardLaunch& l) {
+  dk::BackwardArgs<T, Acc> a{l.p,
+                             static_cast<const T*>(l.q),
+                             static_cast<const T*>(l.k),
+                             static_cast<const T*>(l.v),
+                             static_cast<const T*>(l.dout),
+                             static_cast<const Acc*>(l.beta),
+                             static_cast<const Acc*>(l.g),
+                             static_cast<const Acc*>(l.h),
+                             static_cast<const Acc*>(l.dht),
+                             static_cast<Acc*>(l.dq),
+                             static_cast<Acc*>(l.dk),
+                             static_cast<Acc*>(l.dv),
+                             static_cast<Acc*>(l.dbeta),
+                             static_cast<Acc*>(l.dg),
+                             static_cast<Acc*>(l.dh0)};
+  grid::run_on_host(l.p.blocks(), dk::backward_shared_bytes<Acc>(l.p),
+                    [&](int64_t block, void* shared, grid::Lanes lanes) { dk::backward_block<T, Acc>(a, block, shared, lanes); });
+}
+
+#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
+// Workspace for a layout past the device's shared memory (empty when the tiles fit).
+Tensor device_workspace(std::size_t block_bytes, const dk::Problem& p, const Tensor& like) {
+  const std::size_t bytes = dk::workspace_bytes(block_bytes, p);
+  return bytes == 0 ? Tensor() : torch::empty({static_cast<int64_t>(bytes)}, like.options().dtype(torch::kUInt8));
+}
+#endif
+
+void run_forward(const dk::ForwardLaunch& l, const Tensor& like) {
+  if (like.is_cuda()) {
+#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
+    auto ws = device_workspace(dk::forward_block_bytes(l.p, l.dtype), l.p, like);
+    if (const char* err = dk::launch_forward(l, ws.defined() ? ws.data_ptr() : nullptr,
+                                             torch_compat::current_cuda_stream(like.device())))
+      throw Error(std::string("delta rule fused forward: ") + err);
+    return;
+#else
+    throw Error("delta rule fused kernel: this build has no CUDA kernels (nvcc was not found at configure time)");
+#endif
+  }
+  switch (l.dtype) {
+    case dk::Dtype::f64: return forward_on_host<double, double>(l);
+    case dk::Dtype::bf16: return forward_on_host<grid::bf16, float>(l);
+    case dk::Dtype::f32: return forward_on_host<float, float>(l);
+  }
+}
+
+void run_backward(const dk::BackwardLaunch& l, const Tensor& like) {
+  if (like.is_cuda()) {
+#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
+    auto ws = device_workspace(dk::backward_block_bytes(l.p, l.dtype), l.p, like);
+    if (const char* err = dk::launch_backward(l, ws.defined() ? ws.data_ptr() : nullptr,
+                                              torch_compat::current_cuda_stream(like.device())))
+      throw Error(std::string("delta rule fused backward: ") + err);
+    return;
+#else
+    throw Error("delta rule fused kernel: this build has no CUDA kernels (nvcc was not found at configure time)");
+#endif
+  }
+  switch (l.dtype) {
+    case dk::Dtype::f64: return backward_on_host<double, double>(l);
+    case dk::Dtype::bf16: return backward_on_host<grid::bf16, float>(l);
+    case dk::Dtype::f32: return backward_on_host<float, float>(l);
+  }
+}
+
+// Inputs [B, T, H, D] -> packed contiguous rows [B·T, H, D] in dtype `dt`.
+Tensor packed(const Tensor& t, torch::ScalarType dt) {
+  return t.to(dt).contiguous().reshape({t.size(0) * t.size(1), t.size(2), -1});
+}
+
+struct DeltaRuleChunkFn : torch::autograd::Function<DeltaRuleChunkFn> {
+  // inputs: q, k, v, beta, g, h0 (g and h0 empty placeholders unless gated / has_h0); cu_host: int32 CPU offsets.
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, Tensor cu_host, double scale,
+                               int64_t chunk, int64_t value_tile, bool gated, bool has_h0) {
+    variable_list in(inputs.begin(), inputs.end());
+    if (!gated) in[G] = Tensor();
+    if (!has_h0) in[H0] = Tensor();
+    const auto acc = recurrence_dtype({in[Q], in[K], in[V], in[BETA], in[G], in[H0]});
+    const auto el = element_dtype(in[Q], in[K], in[V], acc);
+    const int64_t B = in[Q].size(0), T = in[Q].size(1), H = in[Q].size(2), Vd = in[V].size(3);
+    auto pk = make_packing(in[Q], in[V], cu_host, scale, chunk, value_tile);
+    auto q = packed(in[Q], el), k = packed(in[K], el), v = packed(in[V], el);
+    auto beta = in[BETA].to(acc).contiguous(), g = in[G].defined() ? in[G].to(acc).contiguous() : Tensor();
+    auto h0 = in[H0].defined() ? in[H0].to(acc).contiguous() : Tensor();
+    const auto acc_opts = q.options().dtype(acc);
+    auto o = torch::empty({B * T, H, Vd}, q.options());
+    auto h = torch::empty({pk.chunks, H, pk.p.key_dim, Vd}, acc_opts);
+    auto ht = torch::empty({pk.p.num_seqs, H, pk.p.key_dim, Vd}, acc_opts);
+    dk::ForwardLaunch l{pk.p, kernel_dtype(el), q.data_ptr(), k.data_ptr(), v.data_ptr(), beta.data_ptr(),
+                        ptr_or_null(g), ptr_or_null(h0), o.data_ptr(), h.data_ptr(), ht.data_ptr()};
+    run_forward(l, q);
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["chunk"] = chunk;
+    ctx->saved_data["value_tile"] = value_tile;
+    ctx->saved_data["cu_host"] = cu_host;
+    ctx->saved_data["gated"] = gated;
+    ctx->saved_data["has_h0"] = has_h0;
+    ctx->save_for_backward({q, k, v, beta, gated ? g : inputs[G], h, in[Q], in[K], in[V], in[BETA], inputs[G],
+                            inputs[H0]});
+    return {o.reshape({B, T, H, Vd}).to(in[V].scalar_type()), ht};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list go) {
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const int64_t chunk = ctx->saved_data["chunk"].toInt();
+    const Tensor cu_host = ctx->saved_data["cu_host"].toTensor();
+    const bool gated = ctx->saved_data["gated"].toBool(), has_h0 = ctx->saved_data["has_h0"].toBool();
+    const auto sv = ctx->get_saved_variables();
+    const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &beta = sv[3], &h = sv[5];
+    const Tensor g = gated ? sv[4] : Tensor();
+    const Tensor &q_in = sv[6], &k_in = sv[7], &v_in = sv[8], &beta_in = sv[9], &g_in = sv[10], &h0_in = sv[11];
+    const auto acc = beta.scalar_type();
+    const int64_t B = q_in.size(0), T = q_in.size(1), H = q_in.size(2), Kd = q_in.size(3), Vd = v_in.size(3);
+    auto pk = make_packing(q_in, v_in, cu_host, scale, chunk, ctx->saved_data["value_tile"].toInt());
+    const int64_t tiles = pk.p.value_tiles(), rows = B * T;
+    auto dout = go[0].defined() ? go[0].to(q.scalar_type()).contiguous().reshape({rows, H, Vd})
+                                : torch::zeros({rows, H, Vd}, q.options());
+    auto dht = go[1].defined() ? go[1].to(acc).contiguous() : Tensor();
+    const auto acc_opts = q.options().dtype(acc);
+    auto dq = torch::empty({tiles, rows, H, Kd}, acc_opts), dkk = torch::empty({tiles, rows, H, Kd}, acc_opts);
+    auto dv = torch::empty({rows, H, Vd}, acc_opts);
+    auto dbeta = torch::empty({tiles, rows, H}, acc_opts);
+    auto dg = gated ? torch::empty({tiles, rows, H}, acc_opts) : Tensor();
+    auto dh0 = torch::empty({pk.p.num_seqs, H, Kd, Vd}, acc_opts);
+    dk::BackwardLaunch l{pk.p, kernel_dtype(q.scalar_type()), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                         dout.data_ptr(), beta.data_ptr(), ptr_or_null(g), h.data_ptr(), ptr_or_null(dht),
+                         dq.data_ptr(), dkk.data_ptr(), dv.data_ptr(), dbeta.data_ptr(), dg.defined() ? dg.data_ptr() : nullptr,
+                         dh0.data_ptr()};
+    run_backward(l, q);
+    variable_list grads(kInputs + 6);  // + cu_host, scale, chunk, value_tile, gated, has_h0
+    grads[Q] = dq.sum(0).reshape({B, T, H, Kd}).to(q_in.scalar_type());
+    grads[K] = dkk.sum(0).reshape({B, T, H, Kd}).to(k_in.scalar_type());
+    grads[V] = dv.reshape({B, T, H, Vd}).to(v_in.scalar_type());
+    grads[BETA] = dbeta.sum(0).reshape({B, T, H}).to(beta_in.scalar_type());
+    if (gated) grads[G] = dg.sum(0).reshape({B, T, H}).to(g_in.scalar_type());
+    if (has_h0) grads[H0] = dh0.to(h0_in.scalar_type());
+    return grads;
+  }
+};
+
+}  // namespace
+
+DeltaRuleResult delta_rule_chunk_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const torch::Tensor& beta, const torch::Tensor& g,
+                                       const torch::Tensor& initial_state, double scale, int64_t chunk_size,
+                                       const torch::Tensor& cu_seqlens, int64_t value_tile) {
+  const bool varlen = cu_seqlens.defined();
+  check_delta_rule_inputs(q, k, v, beta, g, varlen ? Tensor() : initial_state);
+  if (chunk_size < 1) throw Error("delta rule: chunk_size must be >= 1, got " + std::to_string(chunk_size));
+  if (value_tile < 0) throw Error("delta rule: value_tile must be >= 0 (0 = default), got " + std::to_string(value_tile));
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), Kd = q.size(3), Vd = v.size(3);
+  Tensor cu_host;
+  if (varlen) {
+    if (B != 1) throw Error("delta rule: cu_seqlens needs a packed batch (B = 1), got B = " + std::to_string(B));
+    if (cu_seqlens.dim() != 1 || cu_seqlens.size(0) < 2)
+      throw Error("delta rule: cu_seqlens must be 1-D with at least 2 offsets, got " + c10::str(cu_seqlens.sizes()));
+    cu_host = cu_seqlens.to(torch::kCPU).to(torch::kInt64);
+    const auto* cu = cu_host.data_ptr<int64_t>();
+    const int64_t n = cu_host.size(0);
+    if (cu[0] != 0 || cu[n - 1] != T)
+      throw Error("delta rule: cu_seqlens must run from 0 to T = " + std::to_string(T) + ", got " +
+                  std::to_string(cu[0]) + " .. " + std::to_string(cu[n - 1]));
+    for (int64_t s = 0; s + 1 < n; ++s)
+      if (cu[s + 1] < cu[s]) throw Error("delta rule: cu_seqlens must be non-decreasing, got " + c10::str(cu_host));
+    const std::vector<int64_t> state = {n - 1, H, Kd, Vd};
+    if (initial_state.defined() && initial_state.sizes() != torch::IntArrayRef(state))
+      throw Error("delta rule: with cu_seqlens initial_state must be [sequences, H, K, V] = " +
+                  c10::str(torch::IntArrayRef(state)) + ", got " + c10::str(initial_state.sizes()));
+    cu_host = cu_host.to(torch::kInt32);
+  } else {
+    cu_host = (torch::arange(B + 1, torch::kInt64) * T).to(torch::kInt32);
+  }
+  const AutocastOff autocast_off;  // the kernel's compute dtype is its own (precision rule)
+  // An absent g / initial state enters the node as an empty placeholder (LibTorch 1.13 records every input's
+  // metadata, which an undefined tensor lacks).
+  const auto absent = torch::zeros({0}, q.options());
+  const std::vector<Tensor> inputs = {q, k, v, beta, g.defined() ? g : absent, initial_state.defined() ? initial_state : absent};
+  auto out = DeltaRuleChunkFn::apply(at::TensorList(inputs), cu_host, scale, chunk_size, value_tile, g.defined(),
+                                     initial_state.defined());
+  return {out[0], out[1]};
+}
+
+bool delta_rule_fused_on_device(const torch::Tensor& q) {
+#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
+  return q.is_cuda();
+#else
+  (void)q;
+  return false;
+#endif
+}
+
+}  // namespace mnemo

@@ -1,0 +1,53 @@
+// Launchers of the fused delta-rule chunk kernels (chunk_kernel.cuh, chunk_kernel.cu): torch-free, raw pointers to
+// device memory and a cudaStream_t passed as void*. Compiled into mnemo_cuda_kernels by nvcc; called from
+// chunk_fused.cpp on CUDA tensors when the build links the kernels (MNEMO_CUDA_KERNELS).
+#pragma once
+
+#include <cstddef>
+
+#include "runtime/delta_rule/chunk_kernel.cuh"
+
+namespace mnemo::delta_rule_kernel {
+
+enum class Dtype { f32, f64, bf16 };  // element type of q, k, v, o, dO; Acc is f64 for f64, else f32
+
+// Dynamic shared memory a block may use on sm_80 / sm_90 (opt-in above 48 KiB); a larger layout runs from a
+// global workspace slice per block.
+constexpr std::size_t kMaxSharedBytes = 99 * 1024;
+constexpr int kThreads = 256;
+
+// Pointers: q, k, v, o, dout in `dtype`; beta, g, states and gradients in Acc. Optional ones may be null as in
+// ForwardArgs / BackwardArgs. `cu_seqlens` and `chunk_offsets` are device int32 arrays.
+struct ForwardLaunch {
+  Problem p;
+  Dtype dtype;
+  const void *q, *k, *v, *beta, *g, *h0;
+  void *o, *h, *ht;
+};
+
+struct BackwardLaunch {
+  Problem p;
+  Dtype dtype;
+  const void *q, *k, *v, *dout, *beta, *g, *h, *dht;
+  void *dq, *dk, *dv, *dbeta, *dg, *dh0;
+};
+
+inline std::size_t acc_size(Dtype d) { return d == Dtype::f64 ? sizeof(double) : sizeof(float); }
+
+inline std::size_t forward_block_bytes(const Problem& p, Dtype d) {
+  return d == Dtype::f64 ? forward_shared_bytes<double>(p) : forward_shared_bytes<float>(p);
+}
+inline std::size_t backward_block_bytes(const Problem& p, Dtype d) {
+  return d == Dtype::f64 ? backward_shared_bytes<double>(p) : backward_shared_bytes<float>(p);
+}
+// Global workspace the launch needs: 0 when a block's tiles fit the dynamic shared memory.
+inline std::size_t workspace_bytes(std::size_t block_bytes, const Problem& p) {
+  return block_bytes <= kMaxSharedBytes ? 0 : block_bytes * static_cast<std::size_t>(p.blocks());
+}
+
+// Launch on `stream` (cudaStream_t); `workspace` holds workspace_bytes(...) bytes (or is null when that is 0).
+// Returns null on success, else the CUDA error's text.
+const char* launch_forward(const ForwardLaunch& launch, void* workspace, void* stream);
+const char* launch_backward(const BackwardLaunch& launch, void* workspace, void* stream);
+
+}  // namespace mnemo::delta_rule_kernel
