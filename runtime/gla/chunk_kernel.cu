@@ -3,6 +3,7 @@
 // (sequence, head, value tile).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -62,7 +63,14 @@ Tiling device_tiling(const Problem& problem, Element element) {
     const std::size_t need = is_fp64(element)
                                  ? std::max(shared_bytes<double>(p, false), shared_bytes<double>(p, true))
                                  : std::max(shared_bytes<float>(p, false), shared_bytes<float>(p, true));
-    if (need <= limit) return p.tiling;
+    if (need > limit) continue;
+    // Fewer blocks than multiprocessors leaves the device idle: narrower value tiles give more blocks (each
+    // recomputes the chunk's A, which is cheap next to the idle SMs).
+    int device = 0, sms = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
+    while (blocks(p) < sms && p.tiling.tile_v > 16) p.tiling.tile_v /= 2;
+    return p.tiling;
   }
   throw std::runtime_error("gla chunk kernel: key dim " + std::to_string(problem.key_dim) +
                            " does not fit the device's shared memory at any tiling");

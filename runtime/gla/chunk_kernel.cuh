@@ -63,6 +63,9 @@ template <class Acc>
 struct Tiles {
   Acc *q, *k, *b, *qn, *kn, *v, *a, *s, *m, *er, *g, *d;  // common
   Acc *d_o, *da, *s_end, *ds, *dq, *dk, *row_sum;          // backward only
+  // Row strides: one more than the row (K + 1, tile_v + 1, K + 1 for key-wise gates) so that the lanes of a warp
+  // walking down a column hit distinct shared-memory banks.
+  int kp, vp, bp;
 };
 
 MNEMO_HD int gate_width(const Problem& p) { return p.gate == Gate::kKeyWise ? static_cast<int>(p.key_dim) : 1; }
@@ -72,25 +75,29 @@ template <class Acc, class Arena>
 MNEMO_HD Tiles<Acc> carve(Arena& arena, const Problem& p, bool backward) {
   const std::size_t C = p.tiling.chunk, K = p.key_dim, BV = p.tiling.tile_v, S = sub_blocks(p);
   Tiles<Acc> t{};
-  t.q = arena.template take<Acc>(C * K);
-  t.k = arena.template take<Acc>(C * K);
-  t.b = arena.template take<Acc>(C * gate_width(p));
-  t.qn = arena.template take<Acc>(C * K);
-  t.kn = arena.template take<Acc>(C * K);
-  t.v = arena.template take<Acc>(C * BV);
+  t.kp = static_cast<int>(K) + 1;
+  t.vp = static_cast<int>(BV) + 1;
+  t.bp = gate_width(p) > 1 ? gate_width(p) + 1 : 1;
+  const std::size_t KP = t.kp, VP = t.vp;
+  t.q = arena.template take<Acc>(C * KP);
+  t.k = arena.template take<Acc>(C * KP);
+  t.b = arena.template take<Acc>(C * t.bp);
+  t.qn = arena.template take<Acc>(C * KP);
+  t.kn = arena.template take<Acc>(C * KP);
+  t.v = arena.template take<Acc>(C * VP);
   t.a = arena.template take<Acc>(C * C);
-  t.s = arena.template take<Acc>(K * BV);
+  t.s = arena.template take<Acc>(K * VP);
   t.m = arena.template take<Acc>(S * S * K);
   t.er = arena.template take<Acc>(S * K);
   t.g = arena.template take<Acc>(S * K);
   t.d = arena.template take<Acc>(K);
   if (backward) {
-    t.d_o = arena.template take<Acc>(C * BV);
+    t.d_o = arena.template take<Acc>(C * VP);
     t.da = arena.template take<Acc>(C * C);
-    t.s_end = arena.template take<Acc>(K * BV);
-    t.ds = arena.template take<Acc>(K * BV);
-    t.dq = arena.template take<Acc>(C * K);
-    t.dk = arena.template take<Acc>(C * K);
+    t.s_end = arena.template take<Acc>(K * VP);
+    t.ds = arena.template take<Acc>(K * VP);
+    t.dq = arena.template take<Acc>(C * KP);
+    t.dk = arena.template take<Acc>(C * KP);
     t.row_sum = arena.template take<Acc>(C);
   }
   return t;
@@ -144,12 +151,12 @@ MNEMO_HD void load_chunk_keys(const Problem& p, const E* q, const E* k, const Ac
   MNEMO_FOR_LANES(x, L * static_cast<int>(K), lanes) {
     const int64_t i = x / K, col = x % K;
     const int64_t at = ((row0 + i) * H + h) * K + col;
-    t.q[x] = scale * grid::load_as<Acc>(q + at);
-    t.k[x] = grid::load_as<Acc>(k + at);
+    t.q[i * t.kp + col] = scale * grid::load_as<Acc>(q + at);
+    t.k[i * t.kp + col] = grid::load_as<Acc>(k + at);
   }
   MNEMO_FOR_LANES(x, L * gw, lanes) {
     const int64_t i = x / gw, col = x % gw;
-    t.b[x] = gate ? gate[((row0 + i) * H + h) * gw + col] : Acc(0);
+    t.b[i * t.bp + col] = gate ? gate[((row0 + i) * H + h) * gw + col] : Acc(0);
   }
 }
 
@@ -157,14 +164,14 @@ template <class Acc>
 MNEMO_HD void gate_cumsum(const Problem& p, int L, const Tiles<Acc>& t, grid::Lanes lanes) {
   const int gw = gate_width(p);
   MNEMO_FOR_LANES(col, gw, lanes) {
-    for (int i = 1; i < L; ++i) t.b[i * gw + col] += t.b[(i - 1) * gw + col];
+    for (int i = 1; i < L; ++i) t.b[i * t.bp + col] += t.b[(i - 1) * t.bp + col];
   }
 }
 
 // B_ic from the tile (key-wise: column c; scalar or none: the row's one value).
 template <class Acc>
 MNEMO_HD Acc cum_gate(const Tiles<Acc>& t, int gw, int i, int col) {
-  return t.b[i * gw + (gw == 1 ? 0 : col)];
+  return t.b[i * t.bp + (gw == 1 ? 0 : col)];
 }
 
 template <class Acc>
@@ -175,8 +182,9 @@ MNEMO_HD void sub_block_factors(const Problem& p, int L, const Tiles<Acc>& t, gr
   MNEMO_FOR_LANES(x, L * K, lanes) {
     const int i = x / K, col = x % K, I = i / c;
     const Acc Bi = cum_gate(t, gw, i, col);
-    t.qn[x] = t.q[x] * grid::exp_acc(Bi - cum_gate(t, gw, I * c, col));
-    t.kn[x] = t.k[x] * grid::exp_acc(cum_gate(t, gw, last_row(I), col) - Bi);
+    const int at = i * t.kp + col;
+    t.qn[at] = t.q[at] * grid::exp_acc(Bi - cum_gate(t, gw, I * c, col));
+    t.kn[at] = t.k[at] * grid::exp_acc(cum_gate(t, gw, last_row(I), col) - Bi);
   }
   MNEMO_FOR_LANES(x, nsub * nsub * K, lanes) {
     const int col = x % K, J = (x / K) % nsub, I = x / K / nsub;
@@ -199,10 +207,10 @@ MNEMO_HD Acc intra_score(const Problem& p, const Tiles<Acc>& t, int i, int j) {
   Acc sum = 0;
   if (J < I) {
     const Acc* m = t.m + (I * S + J) * K;
-    for (int col = 0; col < K; ++col) sum += t.qn[i * K + col] * m[col] * t.kn[j * K + col];
+    for (int col = 0; col < K; ++col) sum += t.qn[i * t.kp + col] * m[col] * t.kn[j * t.kp + col];
   } else {
     for (int col = 0; col < K; ++col)
-      sum += t.q[i * K + col] * t.k[j * K + col] *
+      sum += t.q[i * t.kp + col] * t.k[j * t.kp + col] *
              grid::exp_acc(cum_gate(t, gw, i, col) - cum_gate(t, gw, j, col));
   }
   return sum;
@@ -226,13 +234,13 @@ MNEMO_HD void forward_block(const Problem& p, const ForwardPointers& ptr, int64_
   int64_t bos, len, slot0;
   sequence_span(p, bc.n, bos, len, slot0);
   const int64_t H = p.heads, V = p.value_dim, h = bc.h, v0 = bc.v0;
-  const int K = static_cast<int>(p.key_dim), C = p.tiling.chunk, c = p.tiling.sub_chunk, BV = p.tiling.tile_v;
+  const int K = static_cast<int>(p.key_dim), C = p.tiling.chunk, c = p.tiling.sub_chunk;
   const int bv = bc.bv;
   auto state_at = [&](int64_t slot, int row, int col) { return ((slot * H + h) * K + row) * V + v0 + col; };
 
   MNEMO_FOR_LANES(x, K * bv, lanes) {
     const int row = x / bv, col = x % bv;
-    t.s[row * BV + col] = s0 ? s0[state_at(bc.n, row, col)] : Acc(0);
+    t.s[row * t.vp + col] = s0 ? s0[state_at(bc.n, row, col)] : Acc(0);
   }
   grid::barrier();
   const int64_t N = chunks_of(len, C);
@@ -242,11 +250,11 @@ MNEMO_HD void forward_block(const Problem& p, const ForwardPointers& ptr, int64_
     load_chunk_keys<E, Acc>(p, q, k, gate, row0, h, L, t, lanes);
     MNEMO_FOR_LANES(x, L * bv, lanes) {
       const int i = x / bv, col = x % bv;
-      t.v[i * BV + col] = grid::load_as<Acc>(v + ((row0 + i) * H + h) * V + v0 + col);
+      t.v[i * t.vp + col] = grid::load_as<Acc>(v + ((row0 + i) * H + h) * V + v0 + col);
     }
     MNEMO_FOR_LANES(x, K * bv, lanes) {
       const int row = x / bv, col = x % bv;
-      chunk_states[state_at(slot0 + ci, row, col)] = t.s[row * BV + col];
+      chunk_states[state_at(slot0 + ci, row, col)] = t.s[row * t.vp + col];
     }
     grid::barrier();
     gate_cumsum(p, L, t, lanes);
@@ -262,24 +270,24 @@ MNEMO_HD void forward_block(const Problem& p, const ForwardPointers& ptr, int64_
     MNEMO_FOR_LANES(x, L * bv, lanes) {
       const int i = x / bv, col = x % bv, I = i / c;
       Acc sum = 0;
-      for (int r = 0; r < K; ++r) sum += t.qn[i * K + r] * t.er[I * K + r] * t.s[r * BV + col];
-      for (int j = 0; j <= i; ++j) sum += t.a[i * C + j] * t.v[j * BV + col];
+      for (int r = 0; r < K; ++r) sum += t.qn[i * t.kp + r] * t.er[I * K + r] * t.s[r * t.vp + col];
+      for (int j = 0; j <= i; ++j) sum += t.a[i * C + j] * t.v[j * t.vp + col];
       grid::store_as<Acc>(o + ((row0 + i) * H + h) * V + v0 + col, sum);
     }
     grid::barrier();
     // S <- D S + (Kn ⊙ e^{B_L − R})ᵀ V
     MNEMO_FOR_LANES(x, K * bv, lanes) {
       const int r = x / bv, col = x % bv;
-      Acc sum = t.d[r] * t.s[r * BV + col];
-      for (int j = 0; j < L; ++j) sum += t.kn[j * K + r] * t.g[(j / c) * K + r] * t.v[j * BV + col];
-      t.s[r * BV + col] = sum;
+      Acc sum = t.d[r] * t.s[r * t.vp + col];
+      for (int j = 0; j < L; ++j) sum += t.kn[j * t.kp + r] * t.g[(j / c) * K + r] * t.v[j * t.vp + col];
+      t.s[r * t.vp + col] = sum;
     }
     grid::barrier();
   }
   MNEMO_FOR_LANES(x, K * bv, lanes) {
     const int row = x / bv, col = x % bv;
-    final_state[state_at(bc.n, row, col)] = t.s[row * BV + col];
-    chunk_states[state_at(slot0 + N, row, col)] = t.s[row * BV + col];
+    final_state[state_at(bc.n, row, col)] = t.s[row * t.vp + col];
+    chunk_states[state_at(slot0 + N, row, col)] = t.s[row * t.vp + col];
   }
 }
 
@@ -315,7 +323,7 @@ MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int6
 
   MNEMO_FOR_LANES(x, K * bv, lanes) {
     const int row = x / bv, col = x % bv;
-    t.ds[row * BV + col] = d_final ? d_final[state_at(bc.n, row, col)] : Acc(0);
+    t.ds[row * t.vp + col] = d_final ? d_final[state_at(bc.n, row, col)] : Acc(0);
   }
   grid::barrier();
   const int64_t N = chunks_of(len, C);
@@ -326,13 +334,13 @@ MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int6
     MNEMO_FOR_LANES(x, L * bv, lanes) {
       const int i = x / bv, col = x % bv;
       const int64_t at = ((row0 + i) * H + h) * V + v0 + col;
-      t.v[i * BV + col] = grid::load_as<Acc>(v + at);
-      t.d_o[i * BV + col] = grid::load_as<Acc>(d_o + at);
+      t.v[i * t.vp + col] = grid::load_as<Acc>(v + at);
+      t.d_o[i * t.vp + col] = grid::load_as<Acc>(d_o + at);
     }
     MNEMO_FOR_LANES(x, K * bv, lanes) {
       const int row = x / bv, col = x % bv;
-      t.s[row * BV + col] = chunk_states[state_at(slot0 + ci, row, col)];
-      t.s_end[row * BV + col] = chunk_states[state_at(slot0 + ci + 1, row, col)];
+      t.s[row * t.vp + col] = chunk_states[state_at(slot0 + ci, row, col)];
+      t.s_end[row * t.vp + col] = chunk_states[state_at(slot0 + ci + 1, row, col)];
     }
     grid::barrier();
     gate_cumsum(p, L, t, lanes);
@@ -344,7 +352,7 @@ MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int6
       if (j <= i) {
         t.a[i * C + j] = intra_score(p, t, i, j);
         Acc sum = 0;
-        for (int col = 0; col < bv; ++col) sum += t.d_o[i * BV + col] * t.v[j * BV + col];
+        for (int col = 0; col < bv; ++col) sum += t.d_o[i * t.vp + col] * t.v[j * t.vp + col];
         t.da[i * C + j] = sum;
       }
     }
@@ -353,8 +361,8 @@ MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int6
     MNEMO_FOR_LANES(x, L * bv, lanes) {
       const int j = x / bv, col = x % bv;
       Acc sum = 0;
-      for (int i = j; i < L; ++i) sum += t.a[i * C + j] * t.d_o[i * BV + col];
-      for (int r = 0; r < K; ++r) sum += t.kn[j * K + r] * t.g[(j / c) * K + r] * t.ds[r * BV + col];
+      for (int i = j; i < L; ++i) sum += t.a[i * C + j] * t.d_o[i * t.vp + col];
+      for (int r = 0; r < K; ++r) sum += t.kn[j * t.kp + r] * t.g[(j / c) * K + r] * t.ds[r * t.vp + col];
       dv[((row0 + j) * H + h) * V + v0 + col] = sum;
     }
     // dQ_ic = e^{B_ic} (dO_i · S_c) + e^{B_ic − r_Ic} Σ_{J<I} M_IJc Σ_{j∈J} dA_ij Kn_jc + diagonal block
@@ -362,35 +370,35 @@ MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int6
       const int i = x / K, col = x % K, I = i / c;
       const Acc Bi = cum_gate(t, gw, i, col);
       Acc inter = 0;
-      for (int r = 0; r < bv; ++r) inter += t.d_o[i * BV + r] * t.s[col * BV + r];
+      for (int r = 0; r < bv; ++r) inter += t.d_o[i * t.vp + r] * t.s[col * t.vp + r];
       Acc off = 0;
       for (int J = 0; J < I; ++J) {
         Acc inner = 0;
-        for (int j = J * c; j < J * c + c; ++j) inner += t.da[i * C + j] * t.kn[j * K + col];
+        for (int j = J * c; j < J * c + c; ++j) inner += t.da[i * C + j] * t.kn[j * t.kp + col];
         off += t.m[(I * S + J) * K + col] * inner;
       }
       Acc diag = 0;
       for (int j = I * c; j <= i; ++j)
-        diag += t.da[i * C + j] * t.k[j * K + col] * grid::exp_acc(Bi - cum_gate(t, gw, j, col));
-      t.dq[x] = grid::exp_acc(Bi) * inter + grid::exp_acc(Bi - cum_gate(t, gw, I * c, col)) * off + diag;
+        diag += t.da[i * C + j] * t.k[j * t.kp + col] * grid::exp_acc(Bi - cum_gate(t, gw, j, col));
+      t.dq[i * t.kp + col] = grid::exp_acc(Bi) * inter + grid::exp_acc(Bi - cum_gate(t, gw, I * c, col)) * off + diag;
     }
     // dK_jc = F_jc (V_j · dS'_c) + e^{R_Jc − B_jc} Σ_{I>J} M_IJc Σ_{i∈I} dA_ij Qn_ic + diagonal block
     MNEMO_FOR_LANES(x, L * K, lanes) {
       const int j = x / K, col = x % K, J = j / c, lJ = last_row(J, L);
       const Acc Bj = cum_gate(t, gw, j, col);
       Acc state = 0;
-      for (int r = 0; r < bv; ++r) state += t.v[j * BV + r] * t.ds[col * BV + r];
+      for (int r = 0; r < bv; ++r) state += t.v[j * t.vp + r] * t.ds[col * t.vp + r];
       Acc off = 0;
       const int nsub = (L + c - 1) / c;
       for (int I = J + 1; I < nsub; ++I) {
         Acc inner = 0;
-        for (int i = I * c; i <= last_row(I, L); ++i) inner += t.da[i * C + j] * t.qn[i * K + col];
+        for (int i = I * c; i <= last_row(I, L); ++i) inner += t.da[i * C + j] * t.qn[i * t.kp + col];
         off += t.m[(I * S + J) * K + col] * inner;
       }
       Acc diag = 0;
       for (int i = j; i <= lJ; ++i)
-        diag += t.da[i * C + j] * t.q[i * K + col] * grid::exp_acc(cum_gate(t, gw, i, col) - Bj);
-      t.dk[x] = grid::exp_acc(cum_gate(t, gw, L - 1, col) - Bj) * state +
+        diag += t.da[i * C + j] * t.q[i * t.kp + col] * grid::exp_acc(cum_gate(t, gw, i, col) - Bj);
+      t.dk[j * t.kp + col] = grid::exp_acc(cum_gate(t, gw, L - 1, col) - Bj) * state +
                 grid::exp_acc(cum_gate(t, gw, lJ, col) - Bj) * off + diag;
     }
     grid::barrier();
@@ -398,13 +406,14 @@ MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int6
     MNEMO_FOR_LANES(x, L * K, lanes) {
       const int i = x / K, col = x % K;
       const int64_t at = (partial + (row0 + i) * H + h) * K + col;
-      dq[at] = scale * t.dq[x];
-      dk[at] = t.dk[x];
+      const int here = i * t.kp + col;
+      dq[at] = scale * t.dq[here];
+      dk[at] = t.dk[here];
       if (p.gate != Gate::kNone) {
-        Acc db = t.q[x] * t.dq[x] - t.k[x] * t.dk[x];
+        Acc db = t.q[here] * t.dq[here] - t.k[here] * t.dk[here];
         if (i == L - 1)
-          for (int r = 0; r < bv; ++r) db += t.ds[col * BV + r] * t.s_end[col * BV + r];
-        t.kn[x] = db;
+          for (int r = 0; r < bv; ++r) db += t.ds[col * t.vp + r] * t.s_end[col * t.vp + r];
+        t.kn[here] = db;
       }
     }
     grid::barrier();
@@ -413,22 +422,22 @@ MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int6
       MNEMO_FOR_LANES(col, K, lanes) {
         Acc run = 0;
         for (int i = L - 1; i >= 0; --i) {
-          run += t.kn[i * K + col];
+          run += t.kn[i * t.kp + col];
           dgate[(partial + (row0 + i) * H + h) * K + col] = run;
         }
       }
     } else if (p.gate == Gate::kScalar) {
       MNEMO_FOR_LANES(i, L, lanes) {
         Acc sum = 0;
-        for (int col = 0; col < K; ++col) sum += t.kn[i * K + col];
+        for (int col = 0; col < K; ++col) sum += t.kn[i * t.kp + col];
         t.row_sum[i] = sum;
       }
     }
     MNEMO_FOR_LANES(x, K * bv, lanes) {
       const int r = x / bv, col = x % bv;
-      Acc sum = t.d[r] * t.ds[r * BV + col];
-      for (int i = 0; i < L; ++i) sum += t.qn[i * K + r] * t.er[(i / c) * K + r] * t.d_o[i * BV + col];
-      t.ds[r * BV + col] = sum;
+      Acc sum = t.d[r] * t.ds[r * t.vp + col];
+      for (int i = 0; i < L; ++i) sum += t.qn[i * t.kp + r] * t.er[(i / c) * K + r] * t.d_o[i * t.vp + col];
+      t.ds[r * t.vp + col] = sum;
     }
     grid::barrier();
     if (p.gate == Gate::kScalar) {
@@ -444,7 +453,7 @@ MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int6
   }
   MNEMO_FOR_LANES(x, K * bv, lanes) {
     const int row = x / bv, col = x % bv;
-    ds0[state_at(bc.n, row, col)] = t.ds[row * BV + col];
+    ds0[state_at(bc.n, row, col)] = t.ds[row * t.vp + col];
   }
 }
 

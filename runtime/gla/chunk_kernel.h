@@ -73,7 +73,8 @@ void launch_backward(const Problem& p, const BackwardPointers& ptr, Element elem
 // The largest dynamic shared memory a block may opt into on the current device.
 std::size_t device_shared_limit();
 // The tiling the launchers use on the current device: the largest chunk (64, 32, 16, 8) whose forward and
-// backward blocks both fit device_shared_limit(); the host runs take a Tiling from the caller.
+// backward blocks both fit device_shared_limit(), with value tiles narrowed (down to 16) while there are fewer
+// blocks than multiprocessors; the host runs take a Tiling from the caller.
 Tiling device_tiling(const Problem& p, Element element);
 
 }  // namespace mnemo::gla_kernel
