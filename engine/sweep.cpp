@@ -26,6 +26,7 @@
 #include "core/signals.h"
 #include "engine/checkpoint.h"
 #include "engine/run_config.h"
+#include "engine/sweep_progress.h"
 #include "results/db.h"
 
 extern char** environ;
@@ -216,6 +217,10 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
   bool forwarded = false, announced_wait = false;
   std::set<size_t> warned_locked;  // cells whose folder was found locked (said once)
   double last_beat = wall_seconds(), last_retry = wall_seconds();
+  // Each running cell's progress (its worker's train.log) and the sweep's total, live on a terminal.
+  const bool live = !opt.quiet && (opt.live_progress < 0 ? SweepProgress::stdout_is_terminal() : opt.live_progress > 0);
+  SweepProgress progress(name, static_cast<int>(todo.size()), std::max(1, opt.jobs), live,
+                         opt.quiet ? 0.0 : opt.progress_every_s);
 
   // A finished worker: report it, unlock its folder, give its cell back.
   auto finish = [&](std::vector<Job>::iterator it, int status) {
@@ -226,6 +231,8 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
                           (WIFEXITED(status) && (WEXITSTATUS(status) == 130 || WEXITSTATUS(status) == 143)));
     std::string log = (fs::path(it->out_dir) / "train.log").string();
     std::string tail = last_line(log);
+    progress.clear();
+    progress.finished(it->pid, wall_seconds(), ok);
     if (ok) {
       ++sum.completed;
       // The run's primary held-out metric (train's summary line): best test accuracy, or e.g. best val ppl.
@@ -264,6 +271,7 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
     const auto& [cell, hash] = todo[idx];
     const LeaseClaim claim = db.claim_cell(hash, name, me, host, kLeaseStaleS);
     if (claim == LeaseClaim::completed) {
+      progress.clear();
       ++done;
       ++sum.skipped;
       std::printf("[%d/%zu] skip   %s (completed by another worker)\n", done, todo.size(), describe(cell).c_str());
@@ -278,7 +286,7 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
     const int lock_fd = lock_run_folder(out_dir, holder);
     if (lock_fd < 0) {  // e.g. the worker of a sweep that was killed still trains there
       db.release_lease(hash, me, host);
-      if (!opt.quiet && warned_locked.insert(idx).second)
+      if (!opt.quiet && warned_locked.insert(idx).second && (progress.clear(), true))
         std::printf("  %s: %s is in use by process %s; waiting\n", describe(cell).c_str(), out_dir.c_str(),
                     holder.c_str());
       return false;
@@ -287,7 +295,7 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
       const std::string cfg_file = (fs::path(out_dir) / "cell.json").string();
       write_file_atomic(cfg_file, cell.dump(2));  // checked: a cell never starts from a truncated config
       std::vector<std::string> args = {self, "train", "--config", cfg_file, "--db", opt.db_path, "--out", out_dir,
-                                       "--sweep", name, "--quiet"};
+                                       "--sweep", name};
       if (has_checkpoint(out_dir)) args.push_back("--resume");  // a stopped or crashed run of this cell
       if (!opt.device.empty()) { args.push_back("--device"); args.push_back(opt.device); }
       std::vector<char*> argv;
@@ -309,8 +317,11 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
       envp.push_back(nullptr);
       posix_spawn_file_actions_t fa;
       posix_spawn_file_actions_init(&fa);
+      // The worker's progress lines and its summary, appended after those of earlier attempts at the cell.
       const std::string log = (fs::path(out_dir) / "train.log").string();
-      posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      std::error_code size_error;
+      const auto log_size = fs::exists(log) ? fs::file_size(log, size_error) : 0;
+      posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       posix_spawn_file_actions_adddup2(&fa, 1, 2);
       // The worker runs in its own process group: a terminal's Ctrl-C reaches the sweep alone,
       // which forwards it once to every worker.
@@ -327,6 +338,9 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
       posix_spawnattr_destroy(&attr);
       if (rc != 0) throw Error("cannot start worker process " + self + ": " + std::strerror(rc));
       running.push_back({pid, cell, hash, out_dir, wall_seconds(), lock_fd});
+      const std::string model = cell.value("model", "?"), label = describe(cell);
+      progress.started(pid, model, label.rfind(model + " ", 0) == 0 ? label.substr(model.size() + 1) : label, log,
+                       size_error ? 0 : static_cast<long long>(log_size), wall_seconds());
     } catch (...) {
       ::close(lock_fd);
       db.release_lease(hash, me, host);
@@ -353,6 +367,7 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
     while (true) {
       if (stop_requested() && !forwarded) {
         forwarded = true;
+        progress.clear();
         if (!running.empty())
           std::printf("sweep '%s': %s, stopping %zu worker(s)\n", name.c_str(), stop_signal_name(), running.size());
         std::fflush(stdout);
@@ -377,13 +392,14 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
       if (now - last_beat >= kHeartbeatS) {
         last_beat = now;
         for (const Job& j : running)
-          if (!db.refresh_lease(j.hash, me, host))
+          if (!db.refresh_lease(j.hash, me, host) && (progress.clear(), true))
             std::printf("warning: the lease of %s was taken over (no heartbeat for %.0f s); its folder stays locked\n",
                         describe(j.cell).c_str(), kLeaseStaleS);
       }
       if (!held.empty() && queue.empty() && now - last_retry >= kRetryHeldS) {
         last_retry = now;
         if (!announced_wait && running.empty() && !opt.quiet) {
+          progress.clear();
           std::printf("sweep '%s': waiting for %zu cell(s) run by another process\n", name.c_str(), held.size());
           std::fflush(stdout);
           announced_wait = true;
@@ -392,12 +408,15 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
         held.clear();
         continue;
       }
+      progress.tick(now, done);
       sleep_s(running.empty() ? kRetryHeldS / 4 : 0.1);
     }
   } catch (...) {
+    progress.clear();
     abandon();
     throw;
   }
+  progress.clear();
   sum.stop_signal = stop_signal();
   sum.wall_s = wall_seconds() - t0;
   if (sum.stop_signal)

@@ -22,7 +22,11 @@ struct SweepOptions {
   std::string out_root;  // default out/runs/sweep-<name>
   std::string device;
   int jobs = 1;
-  bool quiet = false;
+  bool quiet = false;  // no waiting notes and no progress lines
+  // Progress of the running cells and of the sweep: redrawn in place every second when live (-1: when stdout is
+  // a terminal), else printed as plain lines every progress_every_s seconds (0: never).
+  int live_progress = -1;
+  double progress_every_s = 30;
   // Many machines: this process runs shard `shard_index` (0-based) of `shard_count` disjoint shards of the grid —
   // the cells whose index in the expanded grid is shard_index mod shard_count — each shard into its own database
   // (`mnemo db merge` joins them).

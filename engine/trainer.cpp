@@ -35,12 +35,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string format_number_short(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, std::fabs(v) < 1000 ? "%.4f" : "%.1f", v);
-  return buf;
-}
-
 // `train --resume` of a completed run: its figures as recorded, nothing written.
 TrainResult completed_result(const ResultsDB& db, const RunInfo& run, const std::string& out_dir, bool quiet) {
   TrainResult r;
@@ -507,15 +501,18 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
       }
       if (!quiet && (step % log_every == 0 || step == steps || stop)) {
         const double run_s = now - t_start;
-        const double eta = (steps - step) * run_s / std::max<int64_t>(1, step - first_step);
-        const std::string held = std::isnan(last_primary) ? "-" : format_number_short(last_primary);
-        std::string line = "[run " + std::to_string(state.run_id) + "] step " + std::to_string(step) + "/" +
-                           std::to_string(steps) + " | loss " + format_number_short(sr.loss);
-        if (is_lm) line += " | ppl " + format_number_short(std::exp(sr.loss));
-        line += " | " + eval_split + " " + primary + " " + held;
-        char tail[160];
-        std::snprintf(tail, sizeof tail, " | lr %.2e | %.0f tok/s | ETA %s", cur_lr, last_tps, format_duration(eta).c_str());
-        std::printf("%s%s\n", line.c_str(), tail);
+        TrainProgress line;
+        line.run_id = state.run_id;
+        line.step = step;
+        line.steps = steps;
+        line.loss = sr.loss;
+        line.show_ppl = is_lm;
+        line.held_name = eval_split + " " + primary;
+        line.held = last_primary;
+        line.lr = cur_lr;
+        line.tokens_per_s = last_tps;
+        line.eta_s = (steps - step) * run_s / std::max<int64_t>(1, step - first_step);
+        std::printf("%s\n", format_train_progress(line).c_str());
         std::fflush(stdout);
       }
       if (stop) {

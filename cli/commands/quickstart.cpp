@@ -7,7 +7,9 @@
 
 #include "cli/commands/commands.h"
 #include "core/defaults.h"
+#include "core/progress.h"
 #include "engine/report_catalog.h"
+#include "reports/claims.h"
 #include "reports/report.h"
 #include "results/db.h"
 #include "runtime/registry.h"
@@ -18,6 +20,7 @@ namespace mnemo::cli {
 
 void add_quickstart_command(CLI::App& app) {
   static std::string db = kDefaultDbPath, out = kDefaultReportDir, runs = kDefaultRunsDir;
+  static double progress_every = 30;
   static int jobs = 2;
   static std::vector<std::string> only;
   static bool skip_lm = false;
@@ -29,6 +32,10 @@ void add_quickstart_command(CLI::App& app) {
   sub->add_option("--jobs", jobs, "Worker processes (default 2)")->check(CLI::PositiveNumber);
   sub->add_option("--models", only, "MQAR stage: these model families instead of the default five")->delimiter(',');
   sub->add_flag("--skip-lm", skip_lm, "Leave out the language-modelling stage (it needs the data directory's corpus)");
+  sub->add_option("--progress-every", progress_every,
+                  "When stdout is not a terminal: print each running run's progress every S seconds (default 30; "
+                  "0: never). On a terminal it is redrawn in place every second")
+      ->check(CLI::NonNegativeNumber);
   sub->callback([] {
     auto& reg = Registry::instance();
     for (const auto& m : only) reg.model(m);  // unknown names -> clear error
@@ -37,6 +44,7 @@ void add_quickstart_command(CLI::App& app) {
     SweepOptions opt;
     opt.db_path = db;
     opt.jobs = jobs;
+    opt.progress_every_s = progress_every;
     std::vector<json> stages{quickstart_mqar_sweep(mqar_models)};
     if (!skip_lm) stages.push_back(quickstart_lm_sweep(quickstart_lm_models()));
     std::vector<std::string> failures;
@@ -50,9 +58,13 @@ void add_quickstart_command(CLI::App& app) {
       failures.insert(failures.end(), sum.failures.begin(), sum.failures.end());
     }
     ResultsDB results(db);
-    write_report(results, out, report_catalog());
-    std::cout << "report: " << (std::filesystem::path(out) / "report.md").string() << "\n"
-              << "quickstart wall time: " << wall_seconds() - t0 << " s\n";
+    const std::string markdown = write_report(results, out, report_catalog());
+    // The claims table as text, then where to read the rest (the page to open in a browser).
+    const std::string claims = claims_text_table(mqar_claim_verdicts(results));
+    if (!claims.empty()) std::cout << "\n" << claims << "\n";
+    std::cout << "report: " << (std::filesystem::path(out) / "report.html").string() << " (Markdown: " << markdown
+              << ")\n"
+              << "quickstart wall time: " << format_duration(wall_seconds() - t0) << "\n";
     if (!failures.empty()) {
       std::string msg = std::to_string(failures.size()) + " quickstart run(s) failed:";
       for (const auto& f : failures) msg += "\n  " + f;

@@ -11,6 +11,7 @@ namespace mnemo::cli {
 
 void add_sweep_command(CLI::App& app) {
   static std::string config, db = kDefaultDbPath, out, device, shard;
+  static double progress_every = 30;
   static int jobs = 1;
   auto* sub = app.add_subcommand("sweep",
                                  "Run a grid of training runs (cases × grid over config keys) with N worker "
@@ -24,10 +25,15 @@ void add_sweep_command(CLI::App& app) {
   sub->add_option("--shard", shard,
                   "Run only shard i of N (0 <= i < N: the cells i, i+N, i+2N, ... of the grid), e.g. one per Slurm "
                   "array task into its own --db; `mnemo db merge` joins the databases");
+  sub->add_option("--progress-every", progress_every,
+                  "When stdout is not a terminal: print each running cell's progress and the sweep's every S "
+                  "seconds (default 30; 0: never). On a terminal it is redrawn in place every second")
+      ->check(CLI::NonNegativeNumber);
   sub->callback([] {
     SweepOptions opt;
     opt.db_path = db;
     opt.jobs = jobs;
+    opt.progress_every_s = progress_every;
     opt.out_root = out;
     opt.device = device;
     if (!shard.empty()) std::tie(opt.shard_index, opt.shard_count) = parse_shard(shard);
