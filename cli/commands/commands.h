@@ -27,6 +27,9 @@ void add_export_commands(CLI::App& app);    // export (safetensors) | import-fla
 void add_db_command(CLI::App& app);         // db merge (a sharded sweep's databases into one)
 void add_data_command(CLI::App& app);       // data fetch recall (download the recall QA sets)
 // (new commands: declare here, define in their own file, add to the list in cli/main.cpp)
+// Each command's example lines (command path, e.g. "tokenizer info"; "" for `mnemo` itself) and their footers.
+const std::vector<std::pair<std::string, std::vector<std::string>>>& command_examples();
+void add_command_examples(CLI::App& app);  // after every command is added
 
 // `--name value` pairs left over by CLI11 (allow_extras) -> {"name": value} with '-' -> '_',
 // values parsed as JSON where possible ("128" -> 128, "true" -> true), else kept as strings.
