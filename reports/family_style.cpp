@@ -169,6 +169,8 @@ bool split_panels_by_group(LinePlot& plot, size_t max_lines, int single_columns)
       const std::string group = row.empty() ? "other series" : row;
       p.title = plot.panels[c].title.empty() ? group : plot.panels[c].title + " · " + group;
       p.log_y = plot.panels[c].log_y;
+      p.xlabel = plot.panels[c].xlabel;
+      p.ylabel = plot.panels[c].ylabel;
       for (const SeriesGroup& g : split[c])
         if (g.group == row) p.series = g.series;
       out.push_back(std::move(p));

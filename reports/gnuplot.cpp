@@ -237,7 +237,7 @@ Figure plot_lines(const LinePlot& plot, const std::string& dir) {
   };
 
   struct DrawnPanel {
-    std::string title, command;
+    std::string title, command, xlabel, ylabel;
     std::vector<std::string> labels;
     double log_y = 0, lo = INFINITY, hi = -INFINITY;  // finite data range of y
   };
@@ -279,6 +279,8 @@ Figure plot_lines(const LinePlot& plot, const std::string& dir) {
       continue;
     }
     dp.title = panel.title;
+    dp.xlabel = panel.xlabel.empty() ? plot.xlabel : panel.xlabel;
+    dp.ylabel = panel.ylabel.empty() ? plot.ylabel : panel.ylabel;
     if (plot.panels.size() == 1 && !plot.title.empty())
       dp.title = panel.title.empty() ? plot.title : plot.title + ": " + panel.title;
     dp.command = "plot ";
@@ -373,7 +375,7 @@ Figure plot_lines(const LinePlot& plot, const std::string& dir) {
     body << margins_at(x0 + kPanelLeftPx, x0 + plot.panel_width - kPanelRightPx, y0 + top_px,
                        y0 + plot.panel_height - kPanelBottomPx, width, height);
     body << "set title " << titles[i] << "\n";
-    body << "set xlabel " << gnuplot_quote(plot.xlabel) << "\nset ylabel " << gnuplot_quote(plot.ylabel) << "\n";
+    body << "set xlabel " << gnuplot_quote(dp.xlabel) << "\nset ylabel " << gnuplot_quote(dp.ylabel) << "\n";
     body << "unset logscale\nset xtics autofreq\nset ytics autofreq\n";
     if (plot.log_x > 0) body << "set logscale x " << number(plot.log_x) << "\n";
     if (dp.log_y > 0) body << "set logscale y " << number(dp.log_y) << "\n";

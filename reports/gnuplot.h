@@ -28,6 +28,7 @@ struct Panel {
   std::string title;
   std::vector<Series> series;
   double log_y = -1;  // this panel's log y base (0 = linear); -1: the plot's log_y
+  std::string xlabel, ylabel;  // this panel's axis names; empty: the plot's
 };
 
 // Multi-series line plot, one panel per group (multiplot grid when more than one panel). Every panel

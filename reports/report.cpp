@@ -1,6 +1,7 @@
 // Report section registry, report.md / report.html writer and shared formatting helpers.
 #include "reports/report.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <regex>
 #include <set>
 
 #include "core/atomic_file.h"
@@ -122,6 +124,22 @@ std::vector<std::string> table_cells(const std::string& line) {
   return cells;
 }
 
+// A table cell that reads as a number: "0.971", "-3", "1.2e-3", "1.23M", "12.5 %", "2.0x", "14 750", or a number
+// with a short note in parentheses ("97.1 (3e-3, 2 runs)"). Markdown emphasis and code marks are ignored.
+bool numeric_cell(std::string text) {
+  text.erase(std::remove_if(text.begin(), text.end(), [](char c) { return c == '*' || c == '`'; }), text.end());
+  static const std::regex number(
+      R"(^[-+]?([0-9][0-9 ,]*[0-9]|[0-9])?(\.[0-9]+)?([eE][-+]?[0-9]+)?( ?(%|K|M|B|G|x|s|ms|MB|GB|tok/s))?$)");
+  static const std::regex with_note(R"(^[-+]?[0-9][0-9.eE+-]*( ?(%|K|M|B|G|x|s))? \([^)]*\)$)");
+  if (text.empty() || text.find_first_of("0123456789") == std::string::npos) return false;
+  return std::regex_match(text, number) || (text.size() <= 40 && std::regex_match(text, with_note));
+}
+
+// A cell that says "no value" and fits either kind of column.
+bool placeholder_cell(const std::string& text) {
+  return text.empty() || text == "-" || text == "n/a" || text == "—" || text == "–";
+}
+
 // An anchor id from a heading's text: lower-case letters and digits, other runs of characters as '-'.
 std::string heading_id(const std::string& text) {
   std::string id;
@@ -150,8 +168,9 @@ const char* const kReportCss =
     "figure{margin:1.2em 0;text-align:center}\n"
     "figure img{max-width:100%;height:auto;display:inline-block}\n"
     "table{border-collapse:collapse;margin:1em 0;font-size:.88em;display:block;overflow-x:auto;max-width:100%}\n"
-    "th,td{border:1px solid #d6d9de;padding:4px 9px;text-align:right;white-space:nowrap}\n"
-    "td:first-child,th:first-child{text-align:left}\n"
+    "th,td{border:1px solid #d6d9de;padding:4px 9px;text-align:left;vertical-align:top;overflow-wrap:break-word;"
+    "max-width:36em}\n"
+    "th.num,td.num{text-align:right;font-variant-numeric:tabular-nums}td.num{white-space:nowrap}\n"
     "thead th{background:#eef1f5;position:sticky;top:0}\n"
     "table.sortable thead th{cursor:pointer;user-select:none}\n"
     "table.sortable thead th:hover{background:#dde3ec}\n"
@@ -269,6 +288,16 @@ std::string markdown_to_html(const std::string& markdown, const std::string& tit
   auto flush_table = [&] {
     if (table.empty()) return;
     bool header = table.size() > 1 && is_separator_row(table[1]);
+    // A column is numeric (right-aligned, kept on one line) when its body holds a number and nothing but numbers
+    // and placeholders; any other column is text (left-aligned, wrapped).
+    std::vector<int> numbers, others;  // per column: cells of each kind in the body
+    for (size_t r = header ? 2 : 0; r < table.size(); ++r) {
+      const auto cells = table_cells(table[r]);
+      if (cells.size() > numbers.size()) numbers.resize(cells.size()), others.resize(cells.size());
+      for (size_t c = 0; c < cells.size(); ++c)
+        if (numeric_cell(cells[c])) ++numbers[c];
+        else if (!placeholder_cell(cells[c])) ++others[c];
+    }
     html << (header ? "<table class=\"sortable\">\n" : "<table>\n");
     for (size_t r = 0; r < table.size(); ++r) {
       if (header && r == 1) continue;
@@ -276,8 +305,11 @@ std::string markdown_to_html(const std::string& markdown, const std::string& tit
       if (header && r == 0) html << "<thead>";
       if (header && r == 2) html << "<tbody>\n";
       html << "<tr>";
-      for (const auto& cell : table_cells(table[r]))
-        html << "<" << tag << ">" << inline_html(cell) << "</" << tag << ">";
+      const auto cells = table_cells(table[r]);
+      for (size_t c = 0; c < cells.size(); ++c) {
+        const bool numeric = c < numbers.size() && numbers[c] > 0 && others[c] == 0;
+        html << "<" << tag << (numeric ? " class=\"num\"" : "") << ">" << inline_html(cells[c]) << "</" << tag << ">";
+      }
       html << "</tr>" << (header && r == 0 ? "</thead>" : "") << "\n";
     }
     html << (header && table.size() > 2 ? "</tbody></table>\n" : "</table>\n");

@@ -47,7 +47,8 @@ std::string write_report(ResultsDB& db, const std::string& out_dir, const json& 
 // Minimal Markdown -> HTML used for report.html (headings, paragraphs, lists, pipe tables,
 // fenced code, images; .png images are shown as their .svg sibling when it exists): a page with
 // embedded CSS (a ~1100 px column, figures at their natural width up to the column's, zebra-striped
-// tables), a table of contents of the h2/h3 headings (each heading gets an id) after the first h1, and
+// tables whose numeric columns — numbers and placeholders only — are right-aligned on one line and whose text
+// columns are left-aligned and wrapped), a table of contents of the h2/h3 headings (each heading gets an id) after the first h1, and
 // tables with a header row sortable by clicking a header (inline script; without it, the report's order).
 std::string markdown_to_html(const std::string& markdown, const std::string& title,
                              const std::string& base_dir);

@@ -128,7 +128,9 @@ void curves_section(ReportContext& ctx) {
       plot.points = false;
       plot.columns = 3;
       plot.share_y_by_column = true;
-      Panel acc{"test accuracy", {}, 0}, test_loss{"test loss", {}}, train_loss{"train loss", {}};
+      // Each panel's y axis is named by its metric (the panels of a row show different quantities).
+      Panel acc{"test accuracy", {}, 0, "", "test accuracy"}, test_loss{"test loss", {}, -1, "", "test loss (nats/token)"},
+          train_loss{"train loss", {}, -1, "", "train loss (nats/token)"};
       for (const RunCurves& rc : runs) {
         if (!rc.test_acc.x.empty()) acc.series.push_back(rc.test_acc);
         if (!rc.test_loss.x.empty()) test_loss.series.push_back(rc.test_loss);
@@ -139,7 +141,6 @@ void curves_section(ReportContext& ctx) {
         if (!p->series.empty()) plot.panels.push_back(*p);
       plot.columns = static_cast<int>(plot.panels.size());
       split_panels_by_group(plot, kMaxLines);
-      plot.ylabel = "value";
       ctx.md << "### " << what << "\n\n";
       if (!note.empty()) ctx.md << note << "\n\n";
       ctx.add_figure(plot_lines(plot, ctx.figure_dir), "Training curves for " + what);

@@ -203,13 +203,14 @@ void mad_section(ReportContext& ctx) {
     LinePlot plot;
     plot.name = "mad_difficulty_" + c.task;
     plot.title = "MAD " + c.header + ": best test accuracy (%) per difficulty setting";
-    plot.xlabel = "value of the varied parameter";
+    plot.xlabel = "value of the varied parameter";  // each panel: the parameter's name
     plot.ylabel = "accuracy (%)";
     plot.ymin = 0;
     plot.ymax = 100;
     for (auto& [var, by_model] : panels) {
       Panel p;
       p.title = var;
+      p.xlabel = var;
       for (auto& [model, s] : by_model) p.series.push_back(s);
       plot.panels.push_back(std::move(p));
     }

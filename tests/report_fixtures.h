@@ -67,8 +67,9 @@ inline void fill_benches(ResultsDB& db) {
 
 // One MQAR run per family x d_model (vocab_size 256: 128 value tokens, chance 1/128), accuracy rising
 // with d_model and differing by family; each run logs train/test loss and test accuracy.
+// `sweep`: the sweep the runs are recorded under ("quickstart..." makes the report describe the quickstart).
 inline void fill_mqar_families(ResultsDB& db, const std::vector<std::string>& families,
-                               const std::vector<int>& dims = {32, 64}) {
+                               const std::vector<int>& dims = {32, 64}, const std::string& sweep = "") {
   int k = 0;
   for (const std::string& model : families) {
     ++k;
@@ -80,6 +81,7 @@ inline void fill_mqar_families(ResultsDB& db, const std::vector<std::string>& fa
                   {"seq_len", 32},  {"num_kv_pairs", 4}, {"vocab_size", 256}, {"lr", 3e-3}};
       r.config_json = cfg.dump();
       r.config_hash = "fam_" + model + std::to_string(d);
+      r.sweep = sweep;
       r.n_params = 1000 * d;
       int64_t id = db.create_run(r);
       const double acc = std::min(1.0, 0.05 * k + d / 128.0);

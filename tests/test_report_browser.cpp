@@ -1,7 +1,8 @@
-// report.html in a real browser: headless Chromium loads a small report and a script appended
+// report.html in a real browser: headless Chromium loads a small report at 1280 px and a script appended
 // to a copy of the page lists the images that did not load (naturalWidth 0) or are shown wider than drawn
-// (naturalWidth < clientWidth: blurry upscaling). Chromium comes from scripts/setup; without it this test
-// fails and says so.
+// (naturalWidth < clientWidth: blurry upscaling), the table cells whose text is clipped (scrollWidth >
+// clientWidth) or lies outside its table's visible box (a table scrolls sideways when it is too wide), and the
+// text cells not aligned left. Chromium comes from scripts/setup; without it this test fails and says so.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -41,10 +42,22 @@ window.addEventListener('load', function () {
     if (!img.complete || img.naturalWidth === 0) missing.push(name);
     else if (img.naturalWidth < img.clientWidth) upscaled.push(name + ' ' + img.naturalWidth + ' drawn, ' + img.clientWidth + ' shown');
   }
+  var cells = document.querySelectorAll('td, th'), clipped = [], outside = [], text_right = [], numbers = 0;
+  for (var c = 0; c < cells.length; ++c) {
+    var cell = cells[c], text = cell.textContent.trim(), name = text.slice(0, 40).replace(/[\[\];]/g, ' ');
+    if (text === '') continue;
+    var box = cell.closest('table').getBoundingClientRect(), r = cell.getBoundingClientRect();
+    if (cell.scrollWidth > cell.clientWidth + 1) clipped.push(name);
+    if (r.right > box.right + 1 || r.left < box.left - 1) outside.push(name);
+    if (cell.classList.contains('num')) ++numbers;
+    else if (getComputedStyle(cell).textAlign === 'right') text_right.push(name);
+  }
   var out = document.createElement('pre');
   out.id = 'mnemo-check';
   out.textContent = 'MNEMO_CHECK images=' + imgs.length + ' toc=' + document.querySelectorAll('nav.toc a').length +
-      ' missing=[' + missing.join('; ') + '] upscaled=[' + upscaled.join('; ') + '] END';
+      ' missing=[' + missing.join('; ') + '] upscaled=[' + upscaled.join('; ') + '] cells=' + cells.length +
+      ' numbers=' + numbers + ' clipped=[' + clipped.join('; ') + '] outside=[' + outside.join('; ') +
+      '] text_right=[' + text_right.join('; ') + '] END';
   document.body.appendChild(out);
 });
 </script>
@@ -61,8 +74,9 @@ TEST_CASE("report: report.html loads in headless Chromium with every figure at i
   fs::path dir = test::temp_dir("report_browser");
   ResultsDB db((dir / "r.sqlite").string());
   test::fill_mqar_runs(db);
+  // Recorded as the quickstart's: the report then shows its protocol and the families it does not run.
   test::fill_mqar_families(db, {"transformer", "swa", "gated_deltanet", "mamba2", "gla", "deltanet", "retnet",
-                                "titans_lmm", "atlas", "samba"});
+                                "titans_lmm", "atlas", "samba"}, {32, 64}, "quickstart-mqar");
   test::fill_benches(db);
   const fs::path out = dir / "report";
   write_report(db, out.string(), report_catalog());
@@ -91,11 +105,19 @@ TEST_CASE("report: report.html loads in headless Chromium with every figure at i
   INFO("chromium: " << cmd << "\nexit status " << status);
   std::smatch m;
   const bool found = std::regex_search(
-      dom, m, std::regex("MNEMO_CHECK images=([0-9]+) toc=([0-9]+) missing=\\[([^\\]]*)\\] upscaled=\\[([^\\]]*)\\] END"));
+      dom, m,
+      std::regex("MNEMO_CHECK images=([0-9]+) toc=([0-9]+) missing=\\[([^\\]]*)\\] upscaled=\\[([^\\]]*)\\] "
+                 "cells=([0-9]+) numbers=([0-9]+) clipped=\\[([^\\]]*)\\] outside=\\[([^\\]]*)\\] "
+                 "text_right=\\[([^\\]]*)\\] END"));
   INFO("page: " << check.string() << "\nDOM tail: " << dom.substr(dom.size() > 2000 ? dom.size() - 2000 : 0));
   REQUIRE(found);  // the page loaded and its scripts ran
   CHECK(std::stoi(m[1].str()) >= 3);  // MQAR lines + ranking, curves, benchmarks ...
   CHECK(std::stoi(m[2].str()) >= 3);  // contents links
   CHECK(m[3].str() == "");            // every image present
   CHECK(m[4].str() == "");            // none shown wider than drawn
+  CHECK(std::stoi(m[5].str()) >= 100);  // table cells: the machine, MQAR, claims, left-out families, benchmarks ...
+  CHECK(std::stoi(m[6].str()) >= 20);   // numeric cells among them, right-aligned
+  CHECK(m[7].str() == "");              // no cell's text clipped
+  CHECK(m[8].str() == "");              // every cell inside its table's visible box at 1280 px
+  CHECK(m[9].str() == "");              // text aligned left
 }
