@@ -328,6 +328,10 @@ std::vector<BenchRow> run_kernel_benchmarks(const BenchOptions& opt,
     for (int64_t T : opt.seq_lens) {
       torch::manual_seed(opt.seed);
       KernelBenchInputs in = op.random_inputs(opt.batch, T, H, D);
+      // --precision bf16: q, k, v in bf16, as a bf16 model hands them over (gates and states stay fp32).
+      if (opt.precision == "bf16")
+        for (auto& [name, t] : in.inputs)
+          if (name == "q" || name == "k" || name == "v") t = t.to(torch::kBFloat16);
       for (const std::string& form : kernel_forms(op, opt.form)) {
         Measured m = measure_kernel(op, in, form, chunk, mode, opt.warmup, opt.repeats, device, opt.on_timed);
         TimeStats st = time_stats(m.times_s);
@@ -335,6 +339,7 @@ std::vector<BenchRow> run_kernel_benchmarks(const BenchOptions& opt,
         r.model = op.name;
         r.mode = "kernel_" + mode;
         r.form = form;
+        if (opt.precision == "bf16") r.dtype = "bf16";
         r.seq_len = T;
         r.batch = opt.batch;
         r.d_model = H * D;
@@ -502,8 +507,11 @@ std::string bench_method_text(const BenchOptions& opt, const torch::Device& devi
                                : "")
       << "\n";
   }
-  s << "  device " << device.str() << ", precision " << (opt.kernel.empty() ? opt.precision : "fp32")
-    << (opt.precision == "bf16" && opt.kernel.empty() ? " (bf16 autocast, fp32 recurrences and parameters)" : "")
+  s << "  device " << device.str() << ", precision "
+    << (opt.kernel.empty() || opt.precision == "bf16" ? opt.precision : "fp32")
+    << (opt.precision == "bf16" ? (opt.kernel.empty() ? " (bf16 autocast, fp32 recurrences and parameters)"
+                                                       : " (q, k, v in bf16; gates and states in fp32)")
+                                : "")
     << ", intra-op threads " << at::get_num_threads()
     << ", LibTorch " << torch_version() << ", git " << git_commit() << "\n";
   s << "  BLAS " << blas_library() << "\n";

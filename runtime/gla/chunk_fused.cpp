@@ -9,9 +9,10 @@
 #include "runtime/kernels/host_grid.h"
 #include "runtime/kernels/precision.h"
 
-#if defined(MNEMO_CUDA_KERNELS) && MNEMO_CUDA_KERNELS
+#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
 #include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
+
+#include "core/torch_compat.h"
 #define MNEMO_GLA_CUDA 1
 #else
 #define MNEMO_GLA_CUDA 0
@@ -19,7 +20,8 @@
 
 namespace mnemo {
 
-namespace {
+// Named (not anonymous): a unity build puts this file in one translation unit with other kernels' nodes.
+namespace gla_fused {
 
 namespace gk = gla_kernel;
 using torch::autograd::AutogradContext;
@@ -36,7 +38,12 @@ gk::Element element_of(const torch::Tensor& t) {
   }
 }
 
-void* data(const torch::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+// An absent optional input (gate, initial state) reaches the node as an empty tensor: LibTorch 1.13's
+// Function::apply cannot take undefined inputs.
+void* data(const torch::Tensor& t) { return t.defined() && t.numel() > 0 ? t.data_ptr() : nullptr; }
+torch::Tensor or_empty(const torch::Tensor& t, const torch::Tensor& like) {
+  return t.defined() ? t : torch::empty({0}, like.options());
+}
 
 // Host run of a block function over the grid, typed by the element dtype.
 template <class Run>
@@ -59,7 +66,7 @@ void run_forward(const Launch& l, const gk::ForwardPointers& ptr, const torch::T
   if (like.is_cuda()) {
 #if MNEMO_GLA_CUDA
     const c10::cuda::CUDAGuard guard(like.device());
-    gk::launch_forward(l.problem, ptr, l.element, c10::cuda::getCurrentCUDAStream().stream());
+    gk::launch_forward(l.problem, ptr, l.element, torch_compat::current_cuda_stream(like.device()));
     return;
 #endif
   }
@@ -77,7 +84,7 @@ void run_backward(const Launch& l, const gk::BackwardPointers& ptr, const torch:
   if (like.is_cuda()) {
 #if MNEMO_GLA_CUDA
     const c10::cuda::CUDAGuard guard(like.device());
-    gk::launch_backward(l.problem, ptr, l.element, c10::cuda::getCurrentCUDAStream().stream());
+    gk::launch_backward(l.problem, ptr, l.element, torch_compat::current_cuda_stream(like.device()));
     return;
 #endif
   }
@@ -122,7 +129,7 @@ class GlaChunkFusedFn : public torch::autograd::Function<GlaChunkFusedFn> {
     run_forward(l, ptr, q);
     ctx->save_for_backward({q, k, v, gate, chunk_states});
     ctx->saved_data["launch"] = c10::IValue::make_capsule(c10::make_intrusive<LaunchHolder>(launch));
-    ctx->saved_data["has_s0"] = s0.defined();
+    ctx->saved_data["has_s0"] = s0.numel() > 0;
     return {o, final_state};
   }
 
@@ -169,7 +176,7 @@ class GlaChunkFusedFn : public torch::autograd::Function<GlaChunkFusedFn> {
   }
 };
 
-}  // namespace
+}  // namespace gla_fused
 
 bool gla_fused_kernel_available(const torch::Tensor& like) {
   if (like.is_cuda()) return MNEMO_GLA_CUDA == 1;
@@ -180,6 +187,9 @@ RecurrentResult gla_chunk_fused(const torch::Tensor& q, const torch::Tensor& k, 
                                 const torch::Tensor& gate, GlaGate gate_kind, double scale,
                                 const torch::Tensor& initial_state, int64_t chunk_size,
                                 const torch::Tensor& cu_seqlens, const GlaFusedTiling& tiling) {
+  namespace gk = gla_kernel;
+  using gla_fused::GlaChunkFusedFn;
+  using gla_fused::Launch;
   const char* op = "gla_chunk_fused";
   check_shape(op, "q", q, {-1, -1, -1, -1});
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3);
@@ -203,7 +213,7 @@ RecurrentResult gla_chunk_fused(const torch::Tensor& q, const torch::Tensor& k, 
   check_chunking(op, T, chunk_size);
   const AutocastOff autocast_off;
   auto launch = std::make_shared<Launch>();
-  launch->element = element_of(q);
+  launch->element = gla_fused::element_of(q);
   const auto acc = recurrence_dtype(q);
   p.heads = H;
   p.key_dim = K;
@@ -254,7 +264,10 @@ RecurrentResult gla_chunk_fused(const torch::Tensor& q, const torch::Tensor& k, 
   launch->problem = p;
   auto gate_acc = gate.defined() ? gate.to(acc).contiguous() : torch::Tensor();
   auto s0 = initial_state.defined() ? initial_state.to(acc).contiguous() : torch::Tensor();
-  auto out = GlaChunkFusedFn::apply(q.contiguous(), k.contiguous(), v.contiguous(), gate_acc, s0, launch);
+  const auto acc_like = q.options().dtype(acc);
+  auto out = GlaChunkFusedFn::apply(q.contiguous(), k.contiguous(), v.contiguous(),
+                                    gla_fused::or_empty(gate_acc, torch::empty({0}, acc_like)),
+                                    gla_fused::or_empty(s0, torch::empty({0}, acc_like)), launch);
   return {out[0], out[1]};
 }
 

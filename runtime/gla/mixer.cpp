@@ -66,9 +66,11 @@ class GlaMixer : public Mixer {
     auto gk = torch::log_sigmoid(logits.to(recurrence_dtype(x))) / args_.gla_gate_normalizer;
     const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
     auto s0 = state_or_empty(state, "memory");
-    auto r = use_chunked_kernel(args_.form, state, T)
-                 ? gla_chunk(q, k, v, gk, scale, s0, args_.chunk_size, args_.gla_sub_chunk)
-                 : gla_recurrent(q, k, v, gk, scale, s0);
+    // On a GPU the chunk form is the fused kernel (chunk_kernel.cuh); on the CPU the eager form stays the default.
+    auto r = !use_chunked_kernel(args_.form, state, T) ? gla_recurrent(q, k, v, gk, scale, s0)
+             : q.is_cuda() && gla_fused_kernel_available(q)
+                 ? gla_chunk_fused(q, k, v, gk, GlaGate::kKeyWise, scale, s0, args_.chunk_size)
+                 : gla_chunk(q, k, v, gk, scale, s0, args_.chunk_size, args_.gla_sub_chunk);
     if (state) state->tensors["memory"] = r.final_state.detach();
     return out_(r.o, x);
   }

@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "runtime/linear_attn/linear_attn.h"
+#include "runtime/gla/gla.h"
+#include "runtime/kernels/precision.h"
 #include "runtime/blocks/mixer_common.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
@@ -66,9 +68,13 @@ class LinearAttnMixer : public Mixer {
     const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
     auto s0 = state_or_empty(state, "memory");
     auto z0 = state_or_empty(state, "memory_z");
-    auto r = use_chunked_kernel(args_.form, state, x.size(1))
-                 ? linear_attn_chunk(q, k, v, scale, s0, args_.chunk_size, args_.la_normalize, z0)
-                 : linear_attn_recurrent(q, k, v, scale, s0, args_.la_normalize, z0);
+    LinearAttnResult r;
+    if (!use_chunked_kernel(args_.form, state, x.size(1)))
+      r = linear_attn_recurrent(q, k, v, scale, s0, args_.la_normalize, z0);
+    else if (q.is_cuda() && gla_fused_kernel_available(q))
+      r = fused_chunk(q, k, v, scale, s0, z0);
+    else
+      r = linear_attn_chunk(q, k, v, scale, s0, args_.chunk_size, args_.la_normalize, z0);
     if (state) {
       state->tensors["memory"] = r.final_state.detach();
       if (args_.la_normalize) state->tensors["memory_z"] = r.final_z.detach();
@@ -77,6 +83,30 @@ class LinearAttnMixer : public Mixer {
   }
 
  private:
+  // On a GPU: the gated-linear-attention family's fused kernel without a gate. The normaliser z rides along as an
+  // extra value column of ones, as in linear_attn_chunk: [S | z] is read and written like S.
+  LinearAttnResult fused_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
+                               const torch::Tensor& s0, const torch::Tensor& z0) const {
+    const int64_t V = v.size(3);
+    if (!args_.la_normalize) {
+      auto r = gla_chunk_fused(q, k, v, {}, GlaGate::kNone, scale, s0, args_.chunk_size);
+      return {r.o, r.final_state, {}};
+    }
+    auto v1 = torch::cat({v, torch::ones_like(v.narrow(-1, 0, 1))}, -1);
+    torch::Tensor s1;
+    if (s0.defined() || z0.defined()) {
+      const auto dt = recurrence_dtype(q);
+      const int64_t B = q.size(0), H = q.size(2), K = q.size(3);
+      auto S = s0.defined() ? s0.to(dt) : torch::zeros({B, H, K, V}, q.options().dtype(dt));
+      auto z = z0.defined() ? z0.to(dt) : torch::zeros({B, H, K}, q.options().dtype(dt));
+      s1 = torch::cat({S, z.unsqueeze(-1)}, -1);
+    }
+    auto r = gla_chunk_fused(q, k, v1, {}, GlaGate::kNone, scale, s1, args_.chunk_size);
+    auto num = r.o.narrow(-1, 0, V), den = r.o.narrow(-1, V, 1);
+    return {(num / (den + kLinearAttnDenominatorEps)).to(q.scalar_type()), r.final_state.narrow(-1, 0, V),
+            r.final_state.select(-1, V)};
+  }
+
   LinearAttnArgs args_;
   int64_t dk_ = 0, dv_ = 0;
   HeadProjection q_{nullptr}, k_{nullptr}, v_{nullptr};

@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "runtime/blocks/mixer_common.h"
+#include "runtime/gla/gla.h"
+#include "runtime/kernels/precision.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
 #include "runtime/retnet/retnet.h"
@@ -60,9 +62,17 @@ class RetNetMixer : public Mixer {
     }
     const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
     auto s0 = state_or_empty(state, "memory");
-    auto r = use_chunked_kernel(args_.form, state, x.size(1))
-                 ? retention_chunk(q, k, v, scale, s0, args_.chunk_size)
-                 : retention_recurrent(q, k, v, scale, s0);
+    RecurrentResult r;
+    if (!use_chunked_kernel(args_.form, state, x.size(1))) {
+      r = retention_recurrent(q, k, v, scale, s0);
+    } else if (q.is_cuda() && gla_fused_kernel_available(q)) {
+      // On a GPU: the family's fused kernel with the scalar gate g_t = ln γ_h for every token.
+      const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
+      auto g = retnet_log_decay(H, q.options().dtype(recurrence_dtype(q))).view({1, 1, H}).expand({B, T, H});
+      r = gla_chunk_fused(q, k, v, g, GlaGate::kScalar, scale, s0, args_.chunk_size);
+    } else {
+      r = retention_chunk(q, k, v, scale, s0, args_.chunk_size);
+    }
     if (state) state->tensors["memory"] = r.final_state.detach();
     return out_(r.o, x);
   }

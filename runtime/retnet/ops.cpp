@@ -1,4 +1,6 @@
-// Fixture ops `simple_gla` ([B,T,H,D]) and `retention` (head-first [B,H,T,D], no state).
+// Fixture ops `simple_gla` ([B,T,H,D]; forms recurrent, chunk and fused_chunk, the family's fused kernel) and
+// `retention` (head-first [B,H,T,D], no state).
+#include "runtime/gla/gla.h"
 #include "runtime/kernels/op_helpers.h"
 #include "runtime/retnet/retnet.h"
 
@@ -12,8 +14,9 @@ static TensorMap run_simple_gla(const TensorMap& in, const json& params, const s
   auto g = a::required(in, op, "g");
   auto s0 = a::optional(in, "initial_state");
   const double scale = a::scale(params, op, q.size(-1));
-  auto r = a::is_chunk_form(op, form) ? simple_gla_chunk(q, k, v, g, scale, s0, chunk_size)
-                                      : simple_gla_recurrent(q, k, v, g, scale, s0);
+  auto r = form == "fused_chunk" ? gla_chunk_fused(q, k, v, g, GlaGate::kScalar, scale, s0, chunk_size)
+           : a::is_chunk_form(op, form) ? simple_gla_chunk(q, k, v, g, scale, s0, chunk_size)
+                                        : simple_gla_recurrent(q, k, v, g, scale, s0);
   return {{"o", r.o}, {"final_state", r.final_state}};
 }
 
@@ -35,7 +38,7 @@ static TensorMap run_retention(const TensorMap& in, const json& params, const st
 
 void register_retnet_ops(KernelOpRegistry& r) {
   namespace kb = kernel_bench;
-  r.add(KernelOp{"simple_gla", {"recurrent", "chunk"}, run_simple_gla, [](int64_t B, int64_t T, int64_t H, int64_t D) {
+  r.add(KernelOp{"simple_gla", {"recurrent", "chunk", "fused_chunk"}, run_simple_gla, [](int64_t B, int64_t T, int64_t H, int64_t D) {
                    return KernelBenchInputs{{{"q", kb::normal({B, T, H, D})}, {"k", kb::normal({B, T, H, D})},
                                              {"v", kb::normal({B, T, H, D})}, {"g", kb::log_decay({B, T, H})}}};
                  }});
