@@ -13,6 +13,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& command_exa
       {"", {"mnemo quickstart --jobs 2", "mnemo train --model transformer --task mqar --set steps=100 --out out/runs/example"}},
       {"models", {"mnemo models"}},
       {"tasks", {"mnemo tasks"}},
+      {"keys", {"mnemo keys"}},
       {"generate", {"mnemo generate mqar --n 4 --seed 0 --out out/mqar_examples.jsonl"}},
       {"train",
        {"mnemo train --model transformer --task mqar --set steps=100 --set d_model=32 --out out/runs/example"}},
