@@ -141,7 +141,7 @@ bool is_white_space(char32_t c) {
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
+void replace_every(std::string& s, const std::string& from, const std::string& to) {
   if (from.empty()) return;
   std::string out;
   size_t pos = 0;
@@ -776,7 +776,7 @@ std::string HfTokenizer::Impl::normalize(std::string_view text) const {
         if (!s.empty()) s.insert(0, n.a);
         break;
       case Normalizer::kReplace:
-        replace_all(s, n.a, n.b);
+        replace_every(s, n.a, n.b);
         break;
     }
   }
@@ -836,7 +836,7 @@ void HfTokenizer::Impl::encode_segment(std::string_view text, bool at_start, std
           }
           case PreTokenizer::kMetaspace: {
             std::string s(piece.text);
-            replace_all(s, " ", p.replacement);
+            replace_every(s, " ", p.replacement);
             const bool prepend =
                 p.prepend == PreTokenizer::kAlways || (p.prepend == PreTokenizer::kFirst && piece.at_start);
             if (prepend && s.compare(0, p.replacement.size(), p.replacement) != 0) s.insert(0, p.replacement);
@@ -1066,7 +1066,7 @@ std::string HfTokenizer::decode(const std::vector<int64_t>& ids) const {
         break;
       }
       case Decoder::kReplace:
-        for (auto& t : tokens) replace_all(t, d.a, d.b);
+        for (auto& t : tokens) replace_every(t, d.a, d.b);
         break;
       case Decoder::kByteFallback: {  // runs of <0xNN> -> their bytes if valid UTF-8, else one U+FFFD per byte
         std::vector<std::string> out;
@@ -1117,7 +1117,7 @@ std::string HfTokenizer::decode(const std::vector<int64_t>& ids) const {
         break;
       case Decoder::kMetaspace:
         for (size_t i = 0; i < tokens.size(); ++i) {
-          replace_all(tokens[i], d.a, " ");
+          replace_every(tokens[i], d.a, " ");
           if (i == 0 && d.prepend && !tokens[i].empty() && tokens[i][0] == ' ') tokens[i].erase(0, 1);
         }
         break;
