@@ -14,7 +14,8 @@
 
 namespace mnemo {
 
-namespace {
+// File-local names in a named namespace (unity builds compile this file with others of runtime/).
+namespace delta_rule_fused {
 
 namespace dk = delta_rule_kernel;
 using torch::Tensor;
@@ -230,18 +231,18 @@ struct DeltaRuleChunkFn : torch::autograd::Function<DeltaRuleChunkFn> {
   }
 };
 
-}  // namespace
+}  // namespace delta_rule_fused
 
 DeltaRuleResult delta_rule_chunk_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& beta, const torch::Tensor& g,
                                        const torch::Tensor& initial_state, double scale, int64_t chunk_size,
                                        const torch::Tensor& cu_seqlens, int64_t value_tile) {
   const bool varlen = cu_seqlens.defined();
-  check_delta_rule_inputs(q, k, v, beta, g, varlen ? Tensor() : initial_state);
+  check_delta_rule_inputs(q, k, v, beta, g, varlen ? torch::Tensor() : initial_state);
   if (chunk_size < 1) throw Error("delta rule: chunk_size must be >= 1, got " + std::to_string(chunk_size));
   if (value_tile < 0) throw Error("delta rule: value_tile must be >= 0 (0 = default), got " + std::to_string(value_tile));
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), Kd = q.size(3), Vd = v.size(3);
-  Tensor cu_host;
+  torch::Tensor cu_host;
   if (varlen) {
     if (B != 1) throw Error("delta rule: cu_seqlens needs a packed batch (B = 1), got B = " + std::to_string(B));
     if (cu_seqlens.dim() != 1 || cu_seqlens.size(0) < 2)
@@ -266,8 +267,8 @@ DeltaRuleResult delta_rule_chunk_fused(const torch::Tensor& q, const torch::Tens
   // An absent g / initial state enters the node as an empty placeholder (LibTorch 1.13 records every input's
   // metadata, which an undefined tensor lacks).
   const auto absent = torch::zeros({0}, q.options());
-  const std::vector<Tensor> inputs = {q, k, v, beta, g.defined() ? g : absent, initial_state.defined() ? initial_state : absent};
-  auto out = DeltaRuleChunkFn::apply(at::TensorList(inputs), cu_host, scale, chunk_size, value_tile, g.defined(),
+  const std::vector<torch::Tensor> inputs = {q, k, v, beta, g.defined() ? g : absent, initial_state.defined() ? initial_state : absent};
+  auto out = delta_rule_fused::DeltaRuleChunkFn::apply(at::TensorList(inputs), cu_host, scale, chunk_size, value_tile, g.defined(),
                                      initial_state.defined());
   return {out[0], out[1]};
 }
