@@ -10,17 +10,20 @@ namespace mnemo::cli {
 
 const std::vector<std::pair<std::string, std::vector<std::string>>>& command_examples() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> examples = {
-      {"", {"mnemo quickstart --jobs 2", "mnemo train --model transformer --task mqar --set steps=100 --out out/runs/example"}},
+      {"", {"mnemo quickstart --jobs 2",
+            "mnemo train --model transformer --task mqar --set vocab_size=256 --set seq_len=64 --set steps=100 "
+            "--out out/runs/example"}},
       {"models", {"mnemo models"}},
       {"tasks", {"mnemo tasks"}},
       {"keys", {"mnemo keys"}},
       {"generate", {"mnemo generate mqar --n 4 --seed 0 --out out/mqar_examples.jsonl"}},
       {"train",
-       {"mnemo train --model transformer --task mqar --set steps=100 --set d_model=32 --out out/runs/example"}},
+       {"mnemo train --model transformer --task mqar --set vocab_size=256 --set seq_len=64 --set steps=100 "
+        "--set d_model=32 --out out/runs/example"}},
       {"eval", {"mnemo eval --checkpoint out/runs/example --task mqar --n 64"}},
       {"export", {"mnemo export --checkpoint out/runs/example --format safetensors --out out/example"}},
       {"runs", {"mnemo runs"}},
-      {"report", {"mnemo report --db out/results.sqlite --out out/report"}},
+      {"report", {"mnemo report --db out/mnemo.sqlite --out out/report"}},
       {"tokenizer", {"mnemo tokenizer encode byte 'Hello, world'"}},
       {"tokenizer info", {"mnemo tokenizer info byte"}},
       {"tokenizer encode", {"mnemo tokenizer encode byte 'Hello, world'"}},
@@ -34,8 +37,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& command_exa
       {"tokenizer train",
        {"mnemo tokenizer train --input corpus.txt --vocab-size 8000 --model-type bpe --out out/tokenizer/bpe8k"}},
       {"import-fla", {"mnemo import-fla --model-dir fla-hub/gla-340M --out out/runs/gla-340M --task lm"}},
-      {"db", {"mnemo db merge out/results.sqlite out/shard-0.sqlite out/shard-1.sqlite"}},
-      {"db merge", {"mnemo db merge out/results.sqlite out/shard-0.sqlite out/shard-1.sqlite"}},
+      {"db", {"mnemo db merge out/mnemo.sqlite out/shard-0.sqlite out/shard-1.sqlite"}},
+      {"db merge", {"mnemo db merge out/mnemo.sqlite out/shard-0.sqlite out/shard-1.sqlite"}},
       {"data", {"mnemo data fetch recall --tasks swde,fda"}},
       {"data fetch", {"mnemo data fetch recall --tasks swde,fda"}},
       {"data fetch recall", {"mnemo data fetch recall --tasks swde,fda"}},
