@@ -236,13 +236,17 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     if (!generation && !direct) throw Error("task '" + task_name + "' has no evaluation on a checkpoint");
     if (!model.language_model)
       throw Error("task '" + task_name + "' generates text, but the checkpoint holds a " + model.kind);
-    ResultsDB db(a.db);
-    const int64_t run_id = checkpoint_run_id(db, a.checkpoint);
     LanguageModelAdapter adapter(*model.language_model, device);
     EvalContext ctx(adapter);
     ctx.options = eval_options;
     const std::string model_name = ckpt_cfg.value("model", ""), checkpoint = resolve_model_path(a.checkpoint);
-    ctx.record = eval_rows_sink(db, model_name, checkpoint, run_id, a.keep_previous, setting_extra);
+    // The database is opened (and created) only to record the finished evaluation: a failure before leaves none.
+    int64_t run_id = 0;
+    ctx.record = [&](const std::vector<EvalCell>& cells) {
+      ResultsDB db(a.db);
+      run_id = checkpoint_run_id(db, a.checkpoint);
+      eval_rows_sink(db, model_name, checkpoint, run_id, a.keep_previous, setting_extra)(cells);
+    };
     ctx.log = log;
     json out = generation ? evaluate_generation_task(*generation, ctx) : direct->evaluate(ctx);
     out["model"] = model_name;

@@ -464,6 +464,7 @@ json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(cons
   const CheckpointTokenizer checked = checkpoint_tokenizer(cfg, a.tokenizer, ckpt, a.allow_other_tokenizer, log);
   const auto& tok = checked.tokenizer;
   const json setting_extra = checked.other ? json{{"tokenizer", tok->id()}} : json::object();
+  o.max_length_given = a.max_length.has_value();
   if (a.max_length) {
     o.max_length = *a.max_length;
   } else {
@@ -476,9 +477,13 @@ json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(cons
   o.checkpoint = ckpt;
   o.device = device.str();
   o.batch_size = a.batch_size.value_or(device.is_cuda() ? 32 : 1);
-  ResultsDB db(a.db);
-  const int64_t run_id = checkpoint_run_id(db, ckpt);
-  o.record = eval_rows_sink(db, o.model_name, ckpt, run_id, a.keep_previous, setting_extra);
+  // The database is opened (and created) only to record the finished evaluation: a failure before leaves none.
+  int64_t run_id = 0;
+  o.record = [&](const std::vector<EvalCell>& cells) {
+    ResultsDB db(a.db);
+    run_id = checkpoint_run_id(db, ckpt);
+    eval_rows_sink(db, o.model_name, ckpt, run_id, a.keep_previous, setting_extra)(cells);
+  };
   try {
     o.record_details["config_hash"] = config_hash(resolve_run_config(cfg));
   } catch (const std::exception&) {  // a config this mnemo no longer resolves: the run id still ties the rows
