@@ -37,13 +37,44 @@ int thread_count_from_env(const char* name) {
 }
 }  // namespace
 
+namespace {
+std::string g_threads_reason = "not configured";
+}  // namespace
+
+// The cores that other work is not already using, by the one-minute load average (at least 1). Two processes that
+// each take every core make each OpenMP region wait for a descheduled thread of its own team at every barrier:
+// measured on 2 cores with two other busy processes, a 20-step `train --model swla --set d_model=32` took over
+// 120 s with 2 threads (spinning or passive waiting alike) and 23.5 s with 1 (docs/performance.md).
+int idle_cores(int cores, double* load_out) {
+  double load[1] = {0.0};
+  if (getloadavg(load, 1) != 1) load[0] = 0.0;
+  if (load_out) *load_out = load[0];
+  const int busy = static_cast<int>(load[0] + 0.5);
+  return std::max(1, cores - busy);
+}
+
 void configure_threads() {
   int n = thread_count_from_env("MNEMO_THREADS");
+  if (n > 0) g_threads_reason = "$MNEMO_THREADS";
   // OpenMP's own variable keeps OpenMP's lenient reading ("4,2" is a nested list: its first entry counts).
-  if (const char* o = std::getenv("OMP_NUM_THREADS"); n == 0 && o && *o) n = std::atoi(o);
-  if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const char* o = std::getenv("OMP_NUM_THREADS"); n == 0 && o && *o) {
+    n = std::atoi(o);
+    g_threads_reason = "$OMP_NUM_THREADS";
+  }
+  if (n <= 0) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    double load = 0.0;
+    n = idle_cores(cores, &load);
+    std::ostringstream why;
+    why.precision(2);
+    why << std::fixed << "the idle cores: " << cores << " cores, load average " << load
+        << " at start ($MNEMO_THREADS sets a number)";
+    g_threads_reason = why.str();
+  }
   at::set_num_threads(n);
 }
+
+std::string threads_description() { return g_threads_reason; }
 
 namespace {
 std::string g_allocator = "default";
@@ -148,7 +179,7 @@ std::string version_text() {
   s << "mnemo " << MNEMO_VERSION << " (git " << MNEMO_GIT_COMMIT << ")\n"
     << "LibTorch " << torch_version() << "\n"
     << "BLAS: " << blas_library() << "\n"
-    << "intra-op threads: " << at::get_num_threads() << "\n"
+    << "intra-op threads: " << at::get_num_threads() << " (" << g_threads_reason << ")\n"
     << "CPU allocator: " << allocator_description() << "\n"
     << "denormals: " << denormals_description() << "\n"
     << "CUDA: "

@@ -6,9 +6,14 @@
 
 namespace mnemo {
 
-// Intra-op threads: $MNEMO_THREADS, else $OMP_NUM_THREADS, else the number of cores. A set value that is
-// not a positive integer ("abc", "0", "-2") throws Error naming the variable.
+// Intra-op threads: $MNEMO_THREADS, else $OMP_NUM_THREADS, else the cores other work is not using at start
+// (the core count less the one-minute load average, at least 1), so a second process on a busy machine slows
+// down by its share instead of collapsing. A set value that is not a positive integer ("abc", "0", "-2") throws
+// Error naming the variable. threads_description() says where the count came from.
 void configure_threads();
+std::string threads_description();
+// max(1, cores - round(one-minute load average)); the load through *load_out when given.
+int idle_cores(int cores, double* load_out = nullptr);
 // glibc malloc settings for LibTorch's CPU tensors (keep freed blocks instead of mmap/munmap per op);
 // MNEMO_MALLOC_TUNING=0 or the user's own MALLOC_*_ / GLIBC_TUNABLES leave glibc's defaults alone.
 void configure_allocator();

@@ -3,11 +3,14 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
+#include "core/system_info.h"
 #include "results/db.h"
 #include "test_util.h"
 
 using mnemo::test::run_mnemo;
+using mnemo::test::run_mnemo_env;
 using mnemo::test::temp_dir;
 
 TEST_CASE("mnemo --version names LibTorch and the BLAS", "[cli]") {
@@ -17,6 +20,27 @@ TEST_CASE("mnemo --version names LibTorch and the BLAS", "[cli]") {
   REQUIRE_THAT(r.output, Catch::Contains("BLAS: "));
   REQUIRE_THAT(r.output, Catch::Contains("CUDA: "));
   REQUIRE_THAT(r.output, Catch::Contains("CPU allocator: "));
+}
+
+TEST_CASE("without a thread setting mnemo takes the cores the load average leaves idle", "[cli]") {
+  // ctest sets OMP_NUM_THREADS=1 for every test: the child runs without it (and without MNEMO_THREADS).
+  auto r = run_mnemo_env("env -u OMP_NUM_THREADS -u MNEMO_THREADS", "--version");
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.output, Catch::Contains("(the idle cores: "));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  double load = 0.0;
+  const int expected = mnemo::idle_cores(cores, &load);
+  REQUIRE(expected >= 1);
+  REQUIRE(expected <= cores);
+  // the load can move between the two readings by a core at most
+  const auto pos = r.output.find("intra-op threads: ");
+  REQUIRE(pos != std::string::npos);
+  const int chosen = std::stoi(r.output.substr(pos + 18));
+  REQUIRE(chosen >= std::max(1, expected - 1));
+  REQUIRE(chosen <= std::min(cores, expected + 1));
+  // an explicit setting wins and is named
+  auto set = run_mnemo_env("env -u OMP_NUM_THREADS MNEMO_THREADS=1", "--version");
+  REQUIRE_THAT(set.output, Catch::Contains("intra-op threads: 1 ($MNEMO_THREADS)"));
 }
 
 namespace {

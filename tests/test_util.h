@@ -18,9 +18,10 @@ struct CommandResult {
   std::string output;  // stdout + stderr
 };
 
-// Runs `mnemo <args>` (the binary built beside the tests) through the shell.
-inline CommandResult run_mnemo(const std::string& args) {
-  std::string cmd = std::string(MNEMO_BINARY) + " " + args + " 2>&1";
+// Runs `mnemo <args>` (the binary built beside the tests) through the shell, under a command prefix such as
+// "env -u VAR NAME=value" (run_mnemo: none).
+inline CommandResult run_mnemo_env(const std::string& prefix, const std::string& args) {
+  std::string cmd = prefix + " " + std::string(MNEMO_BINARY) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -28,6 +29,8 @@ inline CommandResult run_mnemo(const std::string& args) {
   int status = pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
+
+inline CommandResult run_mnemo(const std::string& args) { return run_mnemo_env("", args); }
 
 inline std::filesystem::path temp_dir(const std::string& name) {
   auto p = std::filesystem::temp_directory_path() / ("mnemo_test_" + name + "_" + std::to_string(::getpid()));
