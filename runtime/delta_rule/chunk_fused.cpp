@@ -73,41 +73,25 @@ Packing make_packing(const Tensor& q, const Tensor& v, const Tensor& cu_host, do
   return pk;
 }
 
-template <class T, class Acc>
+// The kernels' block code over a sequential host grid, in the launch's element types.
 void forward_on_host(const dk::ForwardLaunch& l) {
-  dk::ForwardArgs<T, Acc> a{l.p,
-                            static_cast<const T*>(l.q),
-                            static_cast<const T*>(l.k),
-                            static_cast<const T*>(l.v),
-                            static_cast<const Acc*>(l.beta),
-                            static_cast<const Acc*>(l.g),
-                            static_cast<const Acc*>(l.h0),
-                            static_cast<T*>(l.o),
-                            static_cast<Acc*>(l.h),
-                            static_cast<Acc*>(l.ht)};
-  grid::run_on_host(l.p.blocks(), dk::forward_shared_bytes<Acc>(l.p),
-                    [&](int64_t block, void* shared, grid::Lanes lanes) { dk::forward_block<T, Acc>(a, block, shared, lanes); });
+  dk::with_types(l.dtype, [&](auto types) {
+    using T = typename decltype(types)::element;
+    using Acc = typename decltype(types)::acc;
+    const auto a = dk::typed_args<T, Acc>(l);
+    grid::run_on_host(l.p.blocks(), dk::forward_shared_bytes<Acc>(l.p),
+                      [&](int64_t block, void* shared, grid::Lanes lanes) { dk::forward_block<T, Acc>(a, block, shared, lanes); });
+  });
 }
 
-template <class T, class Acc>
 void backward_on_host(const dk::BackwardLaunch& l) {
-  dk::BackwardArgs<T, Acc> a{l.p,
-                             static_cast<const T*>(l.q),
-                             static_cast<const T*>(l.k),
-                             static_cast<const T*>(l.v),
-                             static_cast<const T*>(l.dout),
-                             static_cast<const Acc*>(l.beta),
-                             static_cast<const Acc*>(l.g),
-                             static_cast<const Acc*>(l.h),
-                             static_cast<const Acc*>(l.dht),
-                             static_cast<Acc*>(l.dq),
-                             static_cast<Acc*>(l.dk),
-                             static_cast<Acc*>(l.dv),
-                             static_cast<Acc*>(l.dbeta),
-                             static_cast<Acc*>(l.dg),
-                             static_cast<Acc*>(l.dh0)};
-  grid::run_on_host(l.p.blocks(), dk::backward_shared_bytes<Acc>(l.p),
-                    [&](int64_t block, void* shared, grid::Lanes lanes) { dk::backward_block<T, Acc>(a, block, shared, lanes); });
+  dk::with_types(l.dtype, [&](auto types) {
+    using T = typename decltype(types)::element;
+    using Acc = typename decltype(types)::acc;
+    const auto a = dk::typed_args<T, Acc>(l);
+    grid::run_on_host(l.p.blocks(), dk::backward_shared_bytes<Acc>(l.p),
+                      [&](int64_t block, void* shared, grid::Lanes lanes) { dk::backward_block<T, Acc>(a, block, shared, lanes); });
+  });
 }
 
 #if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
@@ -130,11 +114,7 @@ void run_forward(const dk::ForwardLaunch& l, const Tensor& like) {
     throw Error("delta rule fused kernel: this build has no CUDA kernels (nvcc was not found at configure time)");
 #endif
   }
-  switch (l.dtype) {
-    case dk::Dtype::f64: return forward_on_host<double, double>(l);
-    case dk::Dtype::bf16: return forward_on_host<grid::bf16, float>(l);
-    case dk::Dtype::f32: return forward_on_host<float, float>(l);
-  }
+  forward_on_host(l);
 }
 
 void run_backward(const dk::BackwardLaunch& l, const Tensor& like) {
@@ -149,11 +129,7 @@ void run_backward(const dk::BackwardLaunch& l, const Tensor& like) {
     throw Error("delta rule fused kernel: this build has no CUDA kernels (nvcc was not found at configure time)");
 #endif
   }
-  switch (l.dtype) {
-    case dk::Dtype::f64: return backward_on_host<double, double>(l);
-    case dk::Dtype::bf16: return backward_on_host<grid::bf16, float>(l);
-    case dk::Dtype::f32: return backward_on_host<float, float>(l);
-  }
+  backward_on_host(l);
 }
 
 // Inputs [B, T, H, D] -> packed contiguous rows [B·T, H, D] in dtype `dt`.

@@ -45,59 +45,22 @@ const char* launch(Kernel kernel, const Args& args, std::size_t block_bytes, voi
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
-template <class T, class Acc>
-const char* forward_typed(const ForwardLaunch& l, void* workspace, void* stream) {
-  ForwardArgs<T, Acc> a{l.p,
-                        static_cast<const T*>(l.q),
-                        static_cast<const T*>(l.k),
-                        static_cast<const T*>(l.v),
-                        static_cast<const Acc*>(l.beta),
-                        static_cast<const Acc*>(l.g),
-                        static_cast<const Acc*>(l.h0),
-                        static_cast<T*>(l.o),
-                        static_cast<Acc*>(l.h),
-                        static_cast<Acc*>(l.ht)};
-  return launch(forward_kernel<T, Acc>, a, forward_shared_bytes<Acc>(l.p), workspace, stream);
-}
-
-template <class T, class Acc>
-const char* backward_typed(const BackwardLaunch& l, void* workspace, void* stream) {
-  BackwardArgs<T, Acc> a{l.p,
-                         static_cast<const T*>(l.q),
-                         static_cast<const T*>(l.k),
-                         static_cast<const T*>(l.v),
-                         static_cast<const T*>(l.dout),
-                         static_cast<const Acc*>(l.beta),
-                         static_cast<const Acc*>(l.g),
-                         static_cast<const Acc*>(l.h),
-                         static_cast<const Acc*>(l.dht),
-                         static_cast<Acc*>(l.dq),
-                         static_cast<Acc*>(l.dk),
-                         static_cast<Acc*>(l.dv),
-                         static_cast<Acc*>(l.dbeta),
-                         static_cast<Acc*>(l.dg),
-                         static_cast<Acc*>(l.dh0)};
-  return launch(backward_kernel<T, Acc>, a, backward_shared_bytes<Acc>(l.p), workspace, stream);
-}
-
 }  // namespace
 
-const char* launch_forward(const ForwardLaunch& launch, void* workspace, void* stream) {
-  switch (launch.dtype) {
-    case Dtype::f64: return forward_typed<double, double>(launch, workspace, stream);
-    case Dtype::bf16: return forward_typed<grid::bf16, float>(launch, workspace, stream);
-    case Dtype::f32: break;
-  }
-  return forward_typed<float, float>(launch, workspace, stream);
+const char* launch_forward(const ForwardLaunch& l, void* workspace, void* stream) {
+  return with_types(l.dtype, [&](auto types) {
+    using T = typename decltype(types)::element;
+    using Acc = typename decltype(types)::acc;
+    return launch(forward_kernel<T, Acc>, typed_args<T, Acc>(l), forward_shared_bytes<Acc>(l.p), workspace, stream);
+  });
 }
 
-const char* launch_backward(const BackwardLaunch& launch, void* workspace, void* stream) {
-  switch (launch.dtype) {
-    case Dtype::f64: return backward_typed<double, double>(launch, workspace, stream);
-    case Dtype::bf16: return backward_typed<grid::bf16, float>(launch, workspace, stream);
-    case Dtype::f32: break;
-  }
-  return backward_typed<float, float>(launch, workspace, stream);
+const char* launch_backward(const BackwardLaunch& l, void* workspace, void* stream) {
+  return with_types(l.dtype, [&](auto types) {
+    using T = typename decltype(types)::element;
+    using Acc = typename decltype(types)::acc;
+    return launch(backward_kernel<T, Acc>, typed_args<T, Acc>(l), backward_shared_bytes<Acc>(l.p), workspace, stream);
+  });
 }
 
 }  // namespace mnemo::delta_rule_kernel

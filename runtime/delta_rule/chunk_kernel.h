@@ -45,6 +45,38 @@ inline std::size_t workspace_bytes(std::size_t block_bytes, const Problem& p) {
   return block_bytes <= kMaxSharedBytes ? 0 : block_bytes * static_cast<std::size_t>(p.blocks());
 }
 
+// The element and accumulation types of a Dtype, as a tag: fn(TypeTag<T, Acc>{}) for the launch's dtype.
+template <class T, class Acc>
+struct TypeTag {
+  using element = T;
+  using acc = Acc;
+};
+template <class Fn>
+decltype(auto) with_types(Dtype d, Fn&& fn) {
+  switch (d) {
+    case Dtype::f64: return fn(TypeTag<double, double>{});
+    case Dtype::bf16: return fn(TypeTag<grid::bf16, float>{});
+    case Dtype::f32: break;
+  }
+  return fn(TypeTag<float, float>{});
+}
+
+// The typed kernel arguments of a launch record (the device launchers and the host grid both start from these).
+template <class T, class Acc>
+ForwardArgs<T, Acc> typed_args(const ForwardLaunch& l) {
+  return {l.p, static_cast<const T*>(l.q), static_cast<const T*>(l.k), static_cast<const T*>(l.v),
+          static_cast<const Acc*>(l.beta), static_cast<const Acc*>(l.g), static_cast<const Acc*>(l.h0),
+          static_cast<T*>(l.o), static_cast<Acc*>(l.h), static_cast<Acc*>(l.ht)};
+}
+template <class T, class Acc>
+BackwardArgs<T, Acc> typed_args(const BackwardLaunch& l) {
+  return {l.p, static_cast<const T*>(l.q), static_cast<const T*>(l.k), static_cast<const T*>(l.v),
+          static_cast<const T*>(l.dout), static_cast<const Acc*>(l.beta), static_cast<const Acc*>(l.g),
+          static_cast<const Acc*>(l.h), static_cast<const Acc*>(l.dht), static_cast<Acc*>(l.dq),
+          static_cast<Acc*>(l.dk), static_cast<Acc*>(l.dv), static_cast<Acc*>(l.dbeta), static_cast<Acc*>(l.dg),
+          static_cast<Acc*>(l.dh0)};
+}
+
 // Launch on `stream` (cudaStream_t); `workspace` holds workspace_bytes(...) bytes (or is null when that is 0).
 // Returns null on success, else the CUDA error's text.
 const char* launch_forward(const ForwardLaunch& launch, void* workspace, void* stream);
