@@ -16,7 +16,7 @@ using mnemo::test::max_rel_err;
 
 namespace {
 
-const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+const auto fp64 = torch::TensorOptions().dtype(torch::kFloat64);
 
 struct Case {
   std::vector<torch::Tensor> leaves;  // q k v lk le th w0 w1 s0 s1 a0 a1
@@ -28,13 +28,13 @@ Case make_case(const DeepMemorySpec& spec, int64_t B, int64_t T, int64_t H, int6
   const int64_t d = spec.d_in;
   auto leaf = [](torch::Tensor t) { return t.detach().requires_grad_(); };
   Case c;
-  c.leaves = {leaf(l2norm(torch::randn({B, T, H, d}, f64))), leaf(l2norm(torch::randn({B, T, H, d}, f64))),
-              leaf(torch::randn({B, T, H, d}, f64)),
-              leaf(torch::log_sigmoid(-(torch::randn({B, T, H}, f64) - 2.0))),
-              leaf(torch::log_sigmoid(torch::randn({B, T, H}, f64) + 1.0)), leaf(0.3 * torch::rand({B, T, H}, f64))};
+  c.leaves = {leaf(l2norm(torch::randn({B, T, H, d}, fp64))), leaf(l2norm(torch::randn({B, T, H, d}, fp64))),
+              leaf(torch::randn({B, T, H, d}, fp64)),
+              leaf(torch::log_sigmoid(-(torch::randn({B, T, H}, fp64) - 2.0))),
+              leaf(torch::log_sigmoid(torch::randn({B, T, H}, fp64) + 1.0)), leaf(0.3 * torch::rand({B, T, H}, fp64))};
   for (int part = 0; part < 3; ++part)  // weights, momentum, anchor
     for (const auto& sh : spec.weight_shapes())
-      c.leaves.push_back(leaf((part == 1 ? 0.05 : 0.4) * torch::randn({B, H, sh[0], sh[1]}, f64)));
+      c.leaves.push_back(leaf((part == 1 ? 0.05 : 0.4) * torch::randn({B, H, sh[0], sh[1]}, fp64)));
   c.init.w = {c.leaves[6], c.leaves[7]};
   c.init.s = {c.leaves[8], c.leaves[9]};
   c.init.anchor = {c.leaves[10], c.leaves[11]};
@@ -53,9 +53,9 @@ Run run(const DeepMemorySpec& spec, const Case& c, int64_t b, double clip, bool 
   auto r = fused ? titans_lmm_chunk(spec, x[0], x[1], x[2], x[3], x[4], x[5], c.init, b, clip)
                  : titans_lmm_chunk_composed(spec, x[0], x[1], x[2], x[3], x[4], x[5], c.init, b, clip);
   torch::manual_seed(99);
-  auto loss = (r.y * torch::randn(r.y.sizes(), f64)).sum();
+  auto loss = (r.y * torch::randn(r.y.sizes(), fp64)).sum();
   for (const auto* ws : {&r.state.w, &r.state.s, &r.state.anchor})
-    for (const auto& w : *ws) loss = loss + (w * torch::randn(w.sizes(), f64)).sum();
+    for (const auto& w : *ws) loss = loss + (w * torch::randn(w.sizes(), fp64)).sum();
   return {r.y.detach(), r.state, torch::autograd::grad({loss}, x, {}, false, false, /*allow_unused=*/true)};
 }
 
