@@ -131,12 +131,12 @@ json quickstart_catalog() {
   // Families tried on the quickstart's own MQAR config (2026-11-26, 1 thread), with what was measured.
   const std::map<std::string, std::string> measured_reasons = {
       {"titans_lmm",
-       "budget, measured: on the quickstart's earlier protocol (L = 64, N_KV 4 / 8 / 16, batches of 128: the "
+       "on the quickstart's earlier protocol (L = 64, N_KV 4 / 8 / 16, batches of 128: the "
        "same tokens per step as now) at lr 8e-3 still near chance (0.021 / 0.010 / 0.009) at step 400, at about 1 s "
        "a step (8 400 tokens/s), so its 2400-step schedule alone would take about 40 minutes "
        "of one core; `mnemo sweep --config configs/mqar_learning.json` runs it"},
       {"atlas",
-       "budget, measured: on this MQAR protocol with the language-modelling stage's cost keys "
+       "on this MQAR protocol with the language-modelling stage's cost keys "
        "(chunk-granularity Newton-Schulz, chunk 64, chunk-start read-out, no recompute) ATLAS trains at about "
        "14 750 tokens/s on one core, so its 2400 steps alone take about 22 minutes of a core, and at lr 8e-3 and "
        "1.6e-2 it was still at chance after 800 steps (test accuracy 0.005 for both, chance about 1/256; training "
@@ -147,7 +147,7 @@ json quickstart_catalog() {
   for (const std::string& name : reg.model_names()) {
     if (std::find(mqar.begin(), mqar.end(), name) != mqar.end()) continue;
     if (auto m = measured_reasons.find(name); m != measured_reasons.end()) {
-      left_out[name] = m->second;
+      left_out[name] = "budget, measured for " + name + ": " + m->second;
       continue;
     }
     // The reason of a family the quickstart cannot run is on its registration (runtime/), with the family.

@@ -170,18 +170,22 @@ void bench_section(ReportContext& ctx) {
     json c = bench_config(b);
     auto state = config_number(c, "state_bytes");
     auto prefill = config_number(c, "prefill_ms");
-    table.push_back({b.model, b.mode, b.form.empty() ? "-" : b.form, b.device, b.dtype,
-                     std::to_string(b.batch), std::to_string(b.seq_len), std::to_string(b.d_model),
-                     std::to_string(b.n_layers), std::to_string(b.threads), format_number(b.median_ms, 3),
-                     format_number(b.p20_ms, 3), format_number(b.p80_ms, 3), format_count(b.tokens_per_s),
-                     format_number(b.peak_mem_mb, 1), format_number(b.gflops, 2),
-                     prefill ? format_number(*prefill, 2) : "-",
+    // What was measured in two text cells (mode · form · device · dtype; B × T, d_model × layers, threads), so the
+    // table's eleven columns fit a 1280-px page without scrolling.
+    const std::string setting =
+        b.mode + " · " + (b.form.empty() ? std::string("-") : b.form) + " · " + b.device + " · " + b.dtype;
+    const std::string shape = std::to_string(b.batch) + " × " + std::to_string(b.seq_len) + ", d " +
+                              std::to_string(b.d_model) + " × " + std::to_string(b.n_layers) + " layers, " +
+                              std::to_string(b.threads) + (b.threads == 1 ? " thread" : " threads");
+    table.push_back({b.model, setting, shape, format_number(b.median_ms, 3), format_number(b.p20_ms, 3),
+                     format_number(b.p80_ms, 3), format_count(b.tokens_per_s), format_number(b.peak_mem_mb, 1),
+                     format_number(b.gflops, 2), prefill ? format_number(*prefill, 2) : "-",
                      state ? format_number(*state / (1024.0 * 1024.0), 3) : "-"});
   }
   ctx.md << "Times in ms (decode: per generated token); state MB = decode state/cache after the "
-            "prompt.\n\n";
-  ctx.md << markdown_table({"model", "mode", "form", "device", "dtype", "B", "T", "d_model", "layers",
-                            "threads", "median ms", "p20 ms", "p80 ms", "tokens/s", "peak MB",
+            "prompt. Setting: mode · form · device · dtype; shape: batch × sequence length, d_model × layers, "
+            "threads.\n\n";
+  ctx.md << markdown_table({"model", "setting", "shape", "median ms", "p20 ms", "p80 ms", "tokens/s", "peak MB",
                             "GFLOP/s", "prefill ms", "state MB"},
                            table)
          << "\n";

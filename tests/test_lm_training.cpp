@@ -248,6 +248,10 @@ TEST_CASE("lm_ppl: chunked evaluation through the state equals one forward, a to
         if (e.task == "lm_ppl" && e.metric == "ppl_bucket" && e.model == model) ++buckets;
       REQUIRE(buckets == 8);  // the longest length 64 in buckets of 64 / 8
       a.params = {{"tokenizer", "byte:plain"}};
+      // another tokenizer than the checkpoint's is refused by name; allowed explicitly, its vocabulary still has to
+      // fit the embedding
+      REQUIRE_THROWS_WITH(evaluate_checkpoint(a, {}), Catch::Contains("--allow-other-tokenizer"));
+      a.allow_other_tokenizer = true;
       REQUIRE_THROWS_WITH(evaluate_checkpoint(a, {}), Catch::Contains("vocab_size"));
     }
   }

@@ -118,7 +118,7 @@ TEST_CASE("progress: a log is read up to its last whole line", "[progress]") {
   CHECK(tail.latest()->step == 10);
 }
 
-TEST_CASE("sweep: stdout to a pipe shows each cell's progress and the sweep's total; each train.log has step lines",
+TEST_CASE("sweep: stdout to a pipe shows each cell's progress and the sweep's total, and each train.log has step lines",
           "[progress][cli][e2e]") {
   const fs::path dir = test::temp_dir("sweep_progress");
   // Two tiny cells with enough steps (a progress line every 20) to run for a few seconds each.

@@ -406,7 +406,7 @@ TEST_CASE("SIGTERM during eval --tasks: one interrupted line, exit 143, nothing 
   CHECK(!fs::exists(db));
 }
 
-TEST_CASE("a prompt longer than the default max_length raises it; a --max-length given names task and document",
+TEST_CASE("a prompt longer than the default max_length raises it, and a --max-length given names task and document",
           "[reliability][cli]") {
   test::TempDir dir("max_length");
   const fs::path lm = train_lm(dir.path);  // seq_len 64, byte-level: PIQA's requests are longer

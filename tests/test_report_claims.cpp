@@ -205,7 +205,8 @@ TEST_CASE("report claims: the verdicts as the plain-text table the quickstart pr
   INFO(text);
   CHECK_THAT(text, Catch::StartsWith("MQAR claims at d_model = 64: 3 of 3 testable claims agree\n"));
   CHECK_THAT(text, Catch::Contains("claim") && Catch::Contains("ours") && Catch::Contains("verdict"));
-  CHECK_THAT(text, Catch::Contains("deltanet 0.900 vs linear_attn 0.300"));
+  // the "ours" cell wraps inside its column at this width
+  CHECK_THAT(text, Catch::Contains("deltanet 0.900 vs") && Catch::Contains("linear_attn 0.300"));
   CHECK_THAT(text, Catch::Contains("not testable"));
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) CHECK(line.size() <= 100);
