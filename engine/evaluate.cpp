@@ -153,6 +153,19 @@ int64_t checkpoint_run_id(ResultsDB& db, const std::string& checkpoint) {
   return matches == 1 ? found : 0;
 }
 
+namespace {
+// Two tokenizer ids name the same tokenizer when they are equal, or when both are SentencePiece models with the same
+// bytes: such an id also names the file ("sp:NAME:SHA256-PREFIX"), and a copy under another name is the same model.
+bool same_tokenizer(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  auto content = [](const std::string& id) {
+    return id.rfind("sp:", 0) == 0 ? id.substr(id.rfind(':') + 1) : std::string();
+  };
+  const std::string hash = content(a);
+  return !hash.empty() && hash == content(b);
+}
+}  // namespace
+
 CheckpointTokenizer checkpoint_tokenizer(const json& cfg, const std::string& spec, const std::string& ckpt,
                                          bool allow_other, const std::function<void(const std::string&)>& log) {
   const std::string recorded = cfg.contains("tokenizer") && cfg["tokenizer"].is_string() ? cfg["tokenizer"].get<std::string>() : "";
@@ -174,7 +187,7 @@ CheckpointTokenizer checkpoint_tokenizer(const json& cfg, const std::string& spe
   } catch (const Error& e) {  // e.g. the .model file the run trained with is not on this machine
     unreadable = e.what();
   }
-  if (recorded_id == out.tokenizer->id()) return out;
+  if (same_tokenizer(recorded_id, out.tokenizer->id())) return out;
   out.other = true;
   if (allow_other) {
     log("eval: tokenizer " + out.tokenizer->id() + " (--tokenizer " + spec + "), not the checkpoint's '" + recorded +
