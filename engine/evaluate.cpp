@@ -190,7 +190,7 @@ CheckpointTokenizer checkpoint_tokenizer(const json& cfg, const std::string& spe
   if (same_tokenizer(recorded_id, out.tokenizer->id())) return out;
   out.other = true;
   if (allow_other) {
-    log("eval: tokenizer " + out.tokenizer->id() + " (--tokenizer " + spec + "), not the checkpoint's '" + recorded +
+    if (log) log("eval: tokenizer " + out.tokenizer->id() + " (--tokenizer " + spec + "), not the checkpoint's '" + recorded +
         "' (--allow-other-tokenizer); the evals rows name it in their cell");
     return out;
   }
