@@ -19,12 +19,7 @@ namespace {
 
 CommandResult run_in(const fs::path& dir, const std::string& args) {
   const std::string cmd = "cd '" + dir.string() + "' && " + std::string(MNEMO_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return mnemo::test::run_shell(cmd);
 }
 
 // The names listed under a help text's "Subcommands:" heading.

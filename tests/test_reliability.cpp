@@ -34,12 +34,7 @@ namespace {
 // Runs `mnemo <args>` under a shell prefix (environment variables, `ulimit`), stdout + stderr together.
 test::CommandResult run_with(const std::string& prefix, const std::string& args) {
   const std::string cmd = prefix + " " + std::string(MNEMO_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return test::run_shell(cmd);
 }
 
 // `mnemo <args>` with its writes limited: bash, SIGXFSZ ignored (so that write(2) fails with EFBIG, as on a full
@@ -47,12 +42,7 @@ test::CommandResult run_with(const std::string& prefix, const std::string& args)
 test::CommandResult run_file_limited(int64_t kib, const std::string& args) {
   const std::string cmd = "bash -c 'trap \"\" XFSZ; ulimit -f " + std::to_string(kib) + "; exec " +
                           std::string(MNEMO_BINARY) + " " + args + "' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return test::run_shell(cmd);
 }
 
 int count_of(const std::string& text, const std::string& what) {

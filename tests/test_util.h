@@ -18,16 +18,20 @@ struct CommandResult {
   std::string output;  // stdout + stderr
 };
 
-// Runs `mnemo <args>` (the binary built beside the tests) through the shell, under a command prefix such as
-// "env -u VAR NAME=value" (run_mnemo: none).
-inline CommandResult run_mnemo_env(const std::string& prefix, const std::string& args) {
-  std::string cmd = prefix + " " + std::string(MNEMO_BINARY) + " " + args + " 2>&1";
+// Runs a shell command line; its exit status and what it printed on the streams it sends to stdout.
+inline CommandResult run_shell(const std::string& cmd) {
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   int status = pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// Runs `mnemo <args>` (the binary built beside the tests) through the shell, under a command prefix such as
+// "env -u VAR NAME=value" (run_mnemo: none).
+inline CommandResult run_mnemo_env(const std::string& prefix, const std::string& args) {
+  return run_shell(prefix + " " + std::string(MNEMO_BINARY) + " " + args + " 2>&1");
 }
 
 inline CommandResult run_mnemo(const std::string& args) { return run_mnemo_env("", args); }
