@@ -1,5 +1,6 @@
 // Benchmark measurements (docs/tasks.md#efficiency-benchmarks); see bench.h for the protocol.
 #include "engine/bench.h"
+#include "engine/flops.h"
 #include "engine/op_profile.h"
 
 #include "runtime/device.h"
@@ -55,24 +56,6 @@ std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
   return s;
-}
-
-// Sum over t < T of min(t + 1, W): the number of (query, key) pairs of causal attention with
-// a window of W keys (W <= 0: unbounded).
-double attended_pairs(int64_t first_pos, int64_t count, int64_t window) {
-  double total = 0;
-  for (int64_t t = first_pos; t < first_pos + count; ++t)
-    total += static_cast<double>(window > 0 ? std::min<int64_t>(t + 1, window) : t + 1);
-  return total;
-}
-
-// Attention window of a mixer layer for the FLOP count: 0 = full causal attention, W > 0 =
-// sliding window, -1 = not an attention mixer.
-int64_t attention_window(const ModelConfig& cfg, int64_t layer_index) {
-  const std::string mixer = cfg.layer_mixers().at(layer_index);
-  if (mixer == "transformer") return 0;
-  if (mixer == "swa") return cfg.layer_args(layer_index).value("window", int64_t{0});
-  return -1;
 }
 
 struct Measured {
@@ -421,25 +404,17 @@ json bench_model_config(const BenchOptions& opt) {
 
 double bench_flops(const ModelConfig& cfg, int64_t n_params, const std::string& mode, int64_t batch,
                    int64_t seq_len, int64_t decode_tokens) {
-  double matmul_params = static_cast<double>(n_params);
-  if (!cfg.tie_embeddings) matmul_params -= static_cast<double>(cfg.vocab_size * cfg.d_model);
-  double pairs = 0;  // attended (query, key) pairs over all attention layers, per sequence
-  double tokens = 0;
-  for (int64_t layer = 0; layer < cfg.n_layers; ++layer) {
-    int64_t window = attention_window(cfg, layer);
-    if (window < 0) continue;
-    pairs += mode == "decode" ? attended_pairs(seq_len, decode_tokens, window) / decode_tokens
-                              : attended_pairs(0, seq_len, window);
-  }
-  tokens = mode == "decode" ? 1.0 : static_cast<double>(seq_len);
-  double forward = batch * (2.0 * matmul_params * tokens + 4.0 * cfg.d_model * pairs);
+  const bool decode = mode == "decode";
+  const double tokens = decode ? 1.0 : double(seq_len);
+  const double forward = double(batch) * tokens *
+                         forward_flops_per_token(cfg, n_params, decode ? seq_len : 0,
+                                                 decode ? decode_tokens : seq_len, decode);
   return mode == "fwdbwd" ? 3.0 * forward : forward;
 }
 
 std::string bench_flop_formula() {
-  return "forward FLOPs = 2 * params * tokens + per attention layer 4 * d_model * sum_t min(t+1, W) "
-         "(QK^T and AV, causal; W = window for swa, unbounded for full attention); fwdbwd = 3 x "
-         "forward; decode = per generated token; recurrent mixers' state updates are not counted";
+  return "B x tokens x forward FLOPs per token (fwdbwd = 3 x forward; decode = per generated token): " +
+         flops_formula();
 }
 
 PeakMemoryProbe::PeakMemoryProbe(const torch::Device& device) : device_(device) {}

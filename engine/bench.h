@@ -53,12 +53,9 @@ void validate(const BenchOptions& opt);
 json bench_model_config(const BenchOptions& opt);
 
 
-// FLOP estimate of one measured unit (a fwd / fwdbwd step on B x T tokens, or one decode token
-// averaged over the generated tokens after a T-token prompt):
-//   forward = 2 * P_matmul * tokens + sum over attention layers of 4 * d * sum_t min(t+1, W)
-// (QK^T and AV, causal; W = window for swa, T for full attention), fwdbwd = 3 x forward.
-// P_matmul = parameters (tied embedding counted once, as the LM head). Recurrent mixers' own
-// state updates are not counted.
+// FLOP estimate of one measured unit (a fwd / fwdbwd step on B x T tokens, or one decode token averaged over the
+// generated tokens after a T-token prompt): B x tokens x forward_flops_per_token (engine/flops.h, the formula the
+// training runs' FLOP count uses; decode: positions T .. T + decode_tokens from the carried state), fwdbwd = 3 x.
 double bench_flops(const ModelConfig& cfg, int64_t n_params, const std::string& mode, int64_t batch,
                    int64_t seq_len, int64_t decode_tokens);
 std::string bench_flop_formula();

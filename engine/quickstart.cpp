@@ -30,16 +30,9 @@ std::vector<std::string> quickstart_mqar_models() {
   return {"mamba2", "linear_attn", "linear_attn_elu", "gated_deltanet", "deltanet", "transformer"};
 }
 
-// Learning rate per family: the best of the probe sweep at 1200 steps (lr 2e-3 and 8e-3 for every family, also 4e-3
-// for Transformer++, 1.6e-2 for Gated DeltaNet and 1.6e-2 ... 6.4e-2 for linear_attn_elu, whose accuracy rose with
-// lr; configs/mqar_quickstart_lr.json, its description has the numbers).
-double quickstart_mqar_lr(const std::string& model) {
-  if (model == "transformer") return 4e-3;
-  if (model == "gated_deltanet") return 1.6e-2;
-  if (model == "mamba2") return 8e-3;
-  if (model == "linear_attn_elu") return 3.2e-2;
-  return 2e-3;  // linear_attn, deltanet and families the probe did not cover
-}
+// Learning rate per family: its registration's (FamilyTraits::quickstart_mqar_lr: the best of the probe sweep at 1200
+// steps, configs/mqar_quickstart_lr.json, whose description has the numbers).
+double quickstart_mqar_lr(const std::string& model) { return Registry::instance().model(model).quickstart_mqar_lr; }
 
 // Language modelling: the d_model-64 column of configs/lm_scaling_cpu.json (byte tokenizer, context
 // 256, 144 steps of 16 x 256 tokens = 0.59 M tokens, about 4 tokens per Transformer++ parameter).

@@ -1,6 +1,7 @@
 #include "engine/report_catalog.h"
 
 #include "engine/quickstart.h"
+#include "runtime/registry.h"
 #include "synthetic/learnability.h"
 #include "synthetic/mad.h"
 
@@ -16,7 +17,15 @@ json report_catalog() {
   }
   json settings = json::object();
   for (int s = 1; s <= 5; ++s) settings[std::to_string(s)] = learnability_setting_name(s);
-  return {{"mad", mad}, {"learnability", {{"settings", settings}}}, {"quickstart", quickstart_catalog()}};
+  json families = json::array();  // each family's report style, as its registration declares it
+  for (const std::string& name : Registry::instance().model_names()) {
+    const ModelFamily& m = Registry::instance().model(name);
+    families.push_back({{"name", name}, {"group", m.style.group}, {"colour", m.style.colour}});
+  }
+  return {{"mad", mad},
+          {"learnability", {{"settings", settings}}},
+          {"quickstart", quickstart_catalog()},
+          {"families", families}};
 }
 
 }  // namespace mnemo

@@ -1,4 +1,5 @@
-// The family -> (group, colour, marker) table of the report's figures.
+// The report's families: each one's (group, colour) as its registration declares it (handed in through the
+// report's catalog), drawn with the palette and the group's marker.
 #include "reports/family_style.h"
 
 #include <algorithm>
@@ -12,60 +13,32 @@ namespace {
 // Tableau 10 (blue, orange, green, red, purple, brown, pink, grey, olive, cyan), then black and gold.
 const std::vector<std::string> kPalette = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
                                            "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#e6ab02"};
-enum Colour { kBlue, kOrange, kGreen, kRed, kPurple, kBrown, kPink, kGrey, kOlive, kCyan, kBlack, kGold };
+const std::vector<std::string> kColourNames = {"blue",  "orange", "green", "red",  "purple", "brown",
+                                               "pink",  "grey",   "olive", "cyan", "black",  "gold"};
 
 struct GroupDef {
-  const char* name;
-  int point_type;  // filled circle, square, up-triangle, diamond, down-triangle, pentagon
-  std::vector<std::pair<const char*, Colour>> families;
+  std::string name;
+  int point_type;
 };
 
-// Within a group every family has its own palette colour; across groups the marker tells them apart (bar
-// charts have no marker: their bars are named). Black is the attention baseline's alone.
-const std::vector<GroupDef>& table() {
-  static const std::vector<GroupDef> t = {
-      {"attention", 7, {{"transformer", kBlack}, {"swa", kGrey}}},
-      {"linear recurrent",
-       5,
-       {{"linear_attn", kOlive},
-        {"linear_attn_elu", kOrange},
-        {"retnet", kBrown},
-        {"gla", kPink},
-        {"deltanet", kCyan},
-        {"gated_deltanet", kGreen},
-        {"mamba2", kPurple}}},
-      {"deep test-time memory",
-       9,
-       {{"ttt_linear", kBlue},
-        {"ttt_mlp", kOrange},
-        {"titans_lmm", kRed},
-        {"titans_mag", kGreen},
-        {"titans_mac", kPurple},
-        {"moneta", kBrown},
-        {"yaad", kPink},
-        {"memora", kGrey},
-        {"dla", kOlive},
-        {"swla", kCyan},
-        {"omeganet", kGold}}},
-      {"Atlas family",
-       13,
-       {{"atlas", kRed},
-        {"atlas_pp", kOrange},
-        {"atlas_mag", kGreen},
-        {"atlas_mac", kPurple},
-        {"atlas_mal", kBrown},
-        {"deep_transformer", kBlue},
-        {"swdt", kCyan},
-        {"dot", kPink}}},
-      {"MoM / Lattice",
-       11,
-       {{"mom", kBlue}, {"mom_hybrid", kCyan}, {"lattice_dec", kOrange}, {"lattice_dot", kPurple}}},
-      {"hybrids", 15, {{"samba", kOrange}, {"gdn_h1", kBlue}, {"gdn_h2", kCyan}, {"titans_mal", kRed}}},
-  };
+// The groups of the papers' comparisons, in display order, each with its marker (filled circle, square,
+// up-triangle, diamond, down-triangle, pentagon). Within a group the colour tells families apart; across groups the
+// marker does (bar charts have no marker: their bars are named).
+const std::vector<GroupDef> kGroups = {{"attention", 7},     {"linear recurrent", 5}, {"deep test-time memory", 9},
+                                       {"Atlas family", 13}, {"MoM / Lattice", 11},   {"hybrids", 15}};
+// Markers for a group a registration introduces (open circle, triangles, ...), in order of appearance.
+const std::vector<int> kSpareMarkers = {6, 8, 10, 12, 14, 1, 2, 3};
+constexpr int kOtherPointType = 4;  // open square
+
+struct StyleTable {
+  std::vector<GroupDef> groups = kGroups;
+  std::vector<std::pair<std::string, FamilyStyle>> families;  // in declaration order
+};
+
+StyleTable& table() {
+  static StyleTable t;
   return t;
 }
-
-constexpr int kOtherPointType = 4;  // open square
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -76,45 +49,62 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+std::string colour_names() {
+  std::string out;
+  for (const std::string& n : kColourNames) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
 
 }  // namespace
 
+void set_family_styles(const json& families) {
+  StyleTable t;
+  if (!families.is_array()) throw Error("report catalog: \"families\" must be an array, got " + json_excerpt(families));
+  for (const json& f : families) {
+    if (!f.is_object() || !f.contains("name") || !f["name"].is_string() || !f.contains("group") ||
+        !f["group"].is_string() || !f.contains("colour") || !f["colour"].is_string())
+      throw Error("report catalog: a family entry needs string fields name, group and colour, got " + json_excerpt(f));
+    const std::string name = f["name"], group = f["group"], colour = f["colour"];
+    auto c = std::find(kColourNames.begin(), kColourNames.end(), colour);
+    if (c == kColourNames.end())
+      throw Error("model family " + name + ": report colour '" + colour + "' is not one of the palette's (" +
+                  colour_names() + ")");
+    auto g = std::find_if(t.groups.begin(), t.groups.end(), [&](const GroupDef& d) { return d.name == group; });
+    if (g == t.groups.end()) {
+      const size_t added = t.groups.size() - kGroups.size();
+      t.groups.push_back({group, kSpareMarkers[added % kSpareMarkers.size()]});
+      g = t.groups.end() - 1;
+    }
+    FamilyStyle s{group, kPalette[size_t(c - kColourNames.begin())], g->point_type, true};
+    auto same = std::find_if(t.families.begin(), t.families.end(), [&](const auto& e) { return e.first == name; });
+    if (same != t.families.end()) same->second = s;
+    else t.families.emplace_back(name, s);
+  }
+  table() = std::move(t);
+}
+
 FamilyStyle family_style(const std::string& family) {
-  static const std::map<std::string, FamilyStyle> known = [] {
-    std::map<std::string, FamilyStyle> m;
-    for (const GroupDef& g : table())
-      for (const auto& [name, colour] : g.families) m[name] = {g.name, kPalette[colour], g.point_type, true};
-    return m;
-  }();
-  auto it = known.find(family);
-  if (it != known.end()) return it->second;
+  for (const auto& [name, style] : table().families)
+    if (name == family) return style;
   FamilyStyle s;
   s.colour = kPalette[fnv1a(family) % kPalette.size()];
   s.group = "other";
   s.point_type = kOtherPointType;
-  // Variants of the MoM and Lattice families (a plugin's lattice_xyz) join their group.
-  if (starts_with(family, "lattice_") || starts_with(family, "mom_")) {
-    for (const GroupDef& g : table())
-      if (std::string(g.name) == "MoM / Lattice") s.group = g.name, s.point_type = g.point_type;
-  }
   return s;
 }
 
-const std::vector<std::string>& family_groups() {
-  static const std::vector<std::string> groups = [] {
-    std::vector<std::string> g;
-    for (const GroupDef& d : table()) g.push_back(d.name);
-    g.push_back("other");
-    return g;
-  }();
+std::vector<std::string> family_groups() {
+  std::vector<std::string> groups;
+  for (const GroupDef& d : table().groups) groups.push_back(d.name);
+  groups.push_back("other");
   return groups;
 }
 
 std::vector<std::string> known_families() {
   std::vector<std::string> out;
-  for (const GroupDef& g : table())
-    for (const auto& f : g.families) out.push_back(f.first);
+  for (const GroupDef& g : table().groups)
+    for (const auto& [name, style] : table().families)
+      if (style.group == g.name) out.push_back(name);
   return out;
 }
 

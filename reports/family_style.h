@@ -1,11 +1,13 @@
 // One colour and one marker per model family, the same in every figure of the report.
 // Families are sorted into the groups of the papers' comparisons; the marker encodes the group, the
-// colour the family (distinct within a group, from a fixed qualitative palette). A family the table
-// does not know (a plugin) gets a deterministic colour from a hash of its name.
+// colour the family (distinct within a group, from a fixed qualitative palette). Each family's group and colour
+// come from its registration (runtime/registry.h ReportStyle), handed to the report in its catalog's "families"
+// (engine/report_catalog.h); a family the catalog does not name gets a deterministic colour from a hash of its name.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "core/common.h"
 #include "reports/gnuplot.h"
 
 namespace mnemo {
@@ -17,14 +19,19 @@ struct FamilyStyle {
   bool known = false;  // listed in the table (false: fallback from the name's hash)
 };
 
+// The report's family table: [{"name", "group", "colour"}, ...] (colour: a palette name, "green"), in
+// registration order; replaces the previous table. A group not among the built-in ones is added after them with a
+// marker of its own. Error naming the family on a colour outside the palette or a malformed entry.
+void set_family_styles(const json& families);
+
 // The style of `family` (e.g. "gated_deltanet"). Never throws; an empty name is a fallback too.
 FamilyStyle family_style(const std::string& family);
 
 // The groups in display order ("attention", "linear recurrent", "deep test-time memory",
-// "Atlas family", "MoM / Lattice", "hybrids"), then "other".
-const std::vector<std::string>& family_groups();
+// "Atlas family", "MoM / Lattice", "hybrids", then any a registration added), then "other".
+std::vector<std::string> family_groups();
 
-// The families the table lists, in table order (group by group).
+// The families the table lists, group by group (registration order within a group).
 std::vector<std::string> known_families();
 
 // The fixed qualitative palette (12 colours, Tableau 10 + black + gold); series without a family are

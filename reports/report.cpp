@@ -1,5 +1,6 @@
 // Report section registry, report.md / report.html writer and shared formatting helpers.
 #include "reports/report.h"
+#include "reports/family_style.h"
 
 #include <algorithm>
 #include <cctype>
@@ -208,6 +209,7 @@ bool is_separator_row(const std::string& line) {
 ReportContext::ReportContext(ResultsDB& database, std::string out, json task_catalog)
     : db(database), catalog(std::move(task_catalog)), out_dir(std::move(out)) {
   figure_dir = (fs::path(out_dir) / "figures").string();
+  if (catalog.contains("families")) set_family_styles(catalog["families"]);
 }
 
 std::string ReportContext::relative(const std::string& path) const {

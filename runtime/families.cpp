@@ -1,5 +1,6 @@
 // The one place that lists every built-in model family (one line each), and the hybrid
-// baselines of docs/models.md#hybrids (per-layer alternation of registered mixers).
+// baselines of docs/models.md#hybrids (per-layer alternation of registered mixers). Each family's registration, in
+// its folder, carries what the harness knows of it (runtime/registry.h FamilyTraits).
 #include "runtime/registry.h"
 
 namespace mnemo {
@@ -22,12 +23,13 @@ void register_mom_families(Registry& r);         // mom, mom_hybrid (runtime/mom
 
 namespace {
 ModelFamily hybrid(const std::string& name, const std::string& description, std::vector<std::string> pattern,
-                   bool cpu_quickstart) {
+                   const std::string& colour, bool cpu_quickstart) {
   ModelFamily m;
   m.name = name;
   m.description = description;
   m.layer_pattern = std::move(pattern);
   m.overrides = json::object();
+  m.style = {"hybrids", colour};
   m.cpu_quickstart = cpu_quickstart;
   return m;
 }
@@ -35,11 +37,11 @@ ModelFamily hybrid(const std::string& name, const std::string& description, std:
 
 void register_hybrid_models(Registry& r) {
   // Samba uses Mamba (v1) in its paper; mnemo's samba uses Mamba2 layers [decision, docs/models.md#hybrids].
-  r.add_model(hybrid("samba", "Samba: alternating mamba2 and swa layers (docs/models.md#hybrids)", {"mamba2", "swa"}, true));
+  r.add_model(hybrid("samba", "Samba: alternating mamba2 and swa layers (docs/models.md#hybrids)", {"mamba2", "swa"}, "orange", true));
   r.add_model(hybrid("gdn_h1", "Gated DeltaNet-H1: alternating gated_deltanet and swa layers (docs/models.md#hybrids)",
-                     {"gated_deltanet", "swa"}, true));
+                     {"gated_deltanet", "swa"}, "blue", true));
   r.add_model(hybrid("gdn_h2", "Gated DeltaNet-H2: repeating (mamba2, gated_deltanet, swa) layers (docs/models.md#hybrids)",
-                     {"mamba2", "gated_deltanet", "swa"}, true));
+                     {"mamba2", "gated_deltanet", "swa"}, "cyan", true));
 }
 
 void register_builtin_families(Registry& r) {

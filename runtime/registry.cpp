@@ -31,16 +31,24 @@ void require_quickstart_note(const std::string& name, bool cpu_quickstart, const
     throw Error("model family " + name + " is left out of the CPU quickstart (cpu_quickstart false) without a "
                 "quickstart_note saying why");
 }
+void require_style(const std::string& name, const ReportStyle& style) {
+  if (style.group.empty() || style.colour.empty())
+    throw Error("model family " + name + " is registered without its report style (group and colour)");
+}
 }  // namespace
 
 void Registry::add_mixer(MixerFamily f) {
   if (has_mixer(f.name) || has_model(f.name)) throw Error("model family registered twice: " + f.name);
   require_quickstart_note(f.name, f.cpu_quickstart, f.quickstart_note);
+  require_style(f.name, f.traits.style);
+  if (!f.traits.mixing_flops) throw Error("mixer family " + f.name + " is registered without its FLOP formula");
   ModelFamily m;
   m.name = f.name;
   m.description = f.description;
   m.layer_pattern = {f.name};
   m.overrides = json::object();
+  m.style = f.traits.style;
+  m.quickstart_mqar_lr = f.traits.quickstart_mqar_lr;
   m.cpu_quickstart = f.cpu_quickstart;
   m.quickstart_note = f.quickstart_note;
   mixers_.push_back(std::move(f));
@@ -50,6 +58,7 @@ void Registry::add_mixer(MixerFamily f) {
 void Registry::add_model(ModelFamily f) {
   if (has_model(f.name)) throw Error("model family registered twice: " + f.name);
   require_quickstart_note(f.name, f.cpu_quickstart, f.quickstart_note);
+  require_style(f.name, f.style);
   for (const auto& layer : f.layer_pattern) mixer(layer);  // validates
   if (f.overrides.is_null()) f.overrides = json::object();
   models_.push_back(std::move(f));

@@ -9,14 +9,35 @@
 
 #include "core/common.h"
 #include "runtime/mixer.h"
+#include "runtime/mixing_flops.h"
 
 namespace mnemo {
+
+// Where the report draws a family: its group (the papers' comparison it belongs to: "attention", "linear
+// recurrent", "deep test-time memory", "Atlas family", "MoM / Lattice", "hybrids", or a new one) and its colour,
+// a name of the report's palette ("black", "grey", "blue", "orange", "green", "red", "purple", "brown", "pink",
+// "olive", "cyan", "gold"), distinct within its group. The group sets the marker.
+struct ReportStyle {
+  std::string group;
+  std::string colour;
+};
+
+// What the harness knows about a family beyond building it; every registration states it, so a family is its
+// folder plus one registration (bench, the FLOP count, the report and the quickstart read it from here).
+struct FamilyTraits {
+  MixingFlops mixing_flops;  // forward FLOPs per token of the token mixing (runtime/mixing_flops.h)
+  ReportStyle style;
+  // The MQAR quickstart's learning rate: the best of the probe sweep configs/mqar_quickstart_lr.json (its
+  // description has the accuracies) where the family was probed; 2e-3 otherwise.
+  double quickstart_mqar_lr = 2e-3;
+};
 
 struct MixerFamily {
   std::string name;
   std::string description;  // one line, with its docs/models.md section
   json defaults;            // the args struct's defaults (JSON round-trip)
   std::function<std::shared_ptr<Mixer>(const MixerContext&)> make;
+  FamilyTraits traits;
   bool cpu_quickstart = true;  // included in `mnemo quickstart` on CPU
   // Why the CPU quickstart leaves this family out (cpu_quickstart false): the report's reason, written here with
   // the family it is about (Registry refuses a family left out without one).
@@ -30,6 +51,10 @@ struct ModelFamily {
   std::string description;
   std::vector<std::string> layer_pattern;
   json overrides;  // e.g. {"window": 64}
+  // Its place in the report and its quickstart learning rate (a plain mixer's: the mixer's; the FLOPs are each
+  // layer's mixer's).
+  ReportStyle style;
+  double quickstart_mqar_lr = 2e-3;
   bool cpu_quickstart = true;
   std::string quickstart_note;  // as MixerFamily's
 };
@@ -38,6 +63,8 @@ class Registry {
  public:
   static Registry& instance();  // built-ins registered on first use
 
+  // Both refuse (Error naming the family) a name registered twice, a family without its FLOP formula or report
+  // style, and one left out of the CPU quickstart without its note.
   void add_mixer(MixerFamily family);
   void add_model(ModelFamily family);  // hybrids; plain mixers are added automatically
 
@@ -59,11 +86,12 @@ void check_mixer_args(const std::string& mixer, const json& defaults, const json
 // Helper for the common case: an args struct with NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT
 // and a mixer constructed as M(const MixerContext&, const Args&).
 template <class Args, class M>
-MixerFamily make_mixer_family(const std::string& name, const std::string& description,
+MixerFamily make_mixer_family(const std::string& name, const std::string& description, FamilyTraits traits,
                               bool cpu_quickstart = true, const std::string& quickstart_note = "") {
   MixerFamily f;
   f.name = name;
   f.description = description;
+  f.traits = std::move(traits);
   f.defaults = json(Args{});
   f.cpu_quickstart = cpu_quickstart;
   f.quickstart_note = quickstart_note;

@@ -39,7 +39,8 @@ size_t count(const std::string& s, const std::string& what) {
 }  // namespace
 
 TEST_CASE("report style: every registered family has a style, distinct colours within each group", "[report]") {
-  // Every registered family (`mnemo models`).
+  // Every registered family (`mnemo models`), with the styles their registrations declare (the report's catalog).
+  set_family_styles(report_catalog()["families"]);
   const std::vector<std::string> registered = Registry::instance().model_names();
   std::map<std::string, std::set<std::string>> colours_of_group;
   std::map<std::string, size_t> members;
@@ -61,7 +62,7 @@ TEST_CASE("report style: every registered family has a style, distinct colours w
   CHECK(family_style("gated_deltanet").group == "linear recurrent");
   CHECK(family_style("titans_mal").group == "hybrids");
   CHECK(family_style("dot").group == "Atlas family");
-  CHECK(family_style("lattice_xyz").group == "MoM / Lattice");  // any lattice_* / mom_*
+  CHECK(family_style("lattice_dot").group == "MoM / Lattice");
   CHECK(known_families().size() == registered.size());
   // One marker per group.
   CHECK(family_style("transformer").point_type == family_style("swa").point_type);
@@ -79,6 +80,7 @@ TEST_CASE("report style: every registered family has a style, distinct colours w
 }
 
 TEST_CASE("report style: small multiples split by group with at most 8 lines", "[report]") {
+  set_family_styles(report_catalog()["families"]);
   std::vector<Series> series;
   for (const std::string& f : known_families()) series.push_back({f, {1, 2}, {0.5, 0.6}, f});
   series.push_back({"plugin", {1, 2}, {0.5, 0.6}, "my_plugin"});

@@ -140,7 +140,10 @@ void add_info_commands(CLI::App& app) {
                     {"description", m.description},
                     {"layers", m.layer_pattern},
                     {"defaults", keys.defaults},
-                    {"cpu_quickstart", m.cpu_quickstart}};
+                    {"cpu_quickstart", m.cpu_quickstart},
+                    {"report_group", m.style.group},
+                    {"report_colour", m.style.colour},
+                    {"quickstart_mqar_lr", m.quickstart_mqar_lr}};
       // Keys whose default differs between the pattern's mixers: each layer keeps its own unless set flat.
       if (!keys.without_default.empty()) {
         json per_layer = json::object();
@@ -159,6 +162,8 @@ void add_info_commands(CLI::App& app) {
       std::cout << m["name"].get<std::string>() << "  —  " << m["description"].get<std::string>() << "\n";
       if (m["layers"].size() > 1) std::cout << "    layers: " << m["layers"].dump() << "\n";
       std::cout << "    defaults: " << m["defaults"].dump() << "\n";
+      std::cout << "    report: " << m["report_group"].get<std::string>() << ", " << m["report_colour"].get<std::string>()
+                << "; quickstart MQAR lr " << m["quickstart_mqar_lr"].get<double>() << "\n";
       if (m.contains("per_layer_defaults"))
         std::cout << "    per-layer defaults (set flat for all, or per layer): " << m["per_layer_defaults"].dump() << "\n";
     }

@@ -104,16 +104,19 @@ class AtlasMacMixer : public MacMixerBase {
 void register_atlas_hybrids(Registry& r) {
   r.add_mixer(make_mixer_family<AtlasMagArgs, AtlasMagMixer>(
       "atlas_mag", "ATLAS MAG: SWA (prefix always visible) gated by the ATLAS memory branch (docs/models.md#atlas-hybrids, docs/models.md#titans-mag)",
+      {sum_of(attention_flops, deep_memory_flops), {"Atlas family", "green"}},
       /*cpu_quickstart=*/false, atlas_quickstart_note("ATLAS MAG's memory branch")));
   r.add_mixer(make_mixer_family<AtlasMacArgs, AtlasMacMixer>(
       "atlas_mac",
       "ATLAS MAC: segment attention over [persistent | ATLAS memory read-out | segment] (docs/models.md#atlas-hybrids, docs/models.md#titans-mac)",
+      {sum_of(attention_flops, deep_memory_flops), {"Atlas family", "purple"}},
       /*cpu_quickstart=*/false, atlas_quickstart_note("ATLAS MAC's memory read-out")));
   ModelFamily mal;
   mal.name = "atlas_mal";
   mal.description = "ATLAS MAL: alternating atlas and swa layers, N_p = 4 on the atlas layers (docs/models.md#atlas-hybrids, docs/models.md#titans-mal)";
   mal.layer_pattern = {"atlas", "swa"};
   mal.overrides = {{"n_persistent", 4}};
+  mal.style = {"Atlas family", "brown"};
   mal.cpu_quickstart = false;
   mal.quickstart_note = atlas_quickstart_note("every other layer of ATLAS MAL");
   r.add_model(mal);

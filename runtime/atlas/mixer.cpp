@@ -309,17 +309,22 @@ void register_atlas_hybrids(Registry& r);  // runtime/atlas/hybrid.cpp
 // configs/mqar_learning_atlas.json and tests/test_atlas_muon.cpp.
 void register_atlas_families(Registry& r) {
   r.add_mixer(make_mixer_family<DlaArgs, AtlasMixer>(
-      "dla", "DLA: deep gated linear attention, residual-MLP memory, Hebbian GD + decay (docs/models.md#dla-swla-and-omeganet)", true));
+      "dla", "DLA: deep gated linear attention, residual-MLP memory, Hebbian GD + decay (docs/models.md#dla-swla-and-omeganet)",
+      {deep_memory_flops, {"deep test-time memory", "olive"}}, true));
   r.add_mixer(make_mixer_family<SwlaArgs, AtlasMixer>(
-      "swla", "SWLA: sliding-window (c = 8) Hebbian deep memory (docs/models.md#dla-swla-and-omeganet)", true));
+      "swla", "SWLA: sliding-window (c = 8) Hebbian deep memory (docs/models.md#dla-swla-and-omeganet)",
+      {deep_memory_flops, {"deep test-time memory", "cyan"}}, true));
   r.add_mixer(make_mixer_family<OmegaNetArgs, AtlasMixer>(
       "omeganet", "OmegaNet: Omega rule (window c = 8), polynomial features, residual-MLP memory (docs/models.md#dla-swla-and-omeganet)",
+      {deep_memory_flops, {"deep test-time memory", "gold"}},
       true));
   r.add_mixer(make_mixer_family<AtlasArgs, AtlasMixer>(
-      "atlas", "ATLAS: Omega rule optimised by Muon (momentum + Newton-Schulz-5), chunk 16 (docs/models.md#atlas)", false,
+      "atlas", "ATLAS: Omega rule optimised by Muon (momentum + Newton-Schulz-5), chunk 16 (docs/models.md#atlas)",
+      {deep_memory_flops, {"Atlas family", "red"}}, false,
       atlas_quickstart_note("ATLAS")));
   r.add_mixer(make_mixer_family<AtlasPPArgs, AtlasMixer>(
-      "atlas_pp", "ATLAS++: ATLAS with the gated-MLP memory (docs/models.md#atlas)", false,
+      "atlas_pp", "ATLAS++: ATLAS with the gated-MLP memory (docs/models.md#atlas)",
+      {deep_memory_flops, {"Atlas family", "orange"}}, false,
       atlas_quickstart_note("ATLAS++ (ATLAS with a gated-MLP memory)")));
   register_atlas_hybrids(r);
 }

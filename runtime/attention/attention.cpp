@@ -206,9 +206,11 @@ class SwaMixer : public AttentionMixer {
 
 void register_attention_families(Registry& r) {
   r.add_mixer(make_mixer_family<TransformerArgs, TransformerMixer>(
-      "transformer", "Transformer++: causal softmax attention, RoPE, optional GQA, optional short conv on q/k/v (docs/models.md#transformer)"));
+      "transformer", "Transformer++: causal softmax attention, RoPE, optional GQA, optional short conv on q/k/v (docs/models.md#transformer)",
+      {attention_flops, {"attention", "black"}, 4e-3}));
   r.add_mixer(make_mixer_family<SwaArgs, SwaMixer>(
-      "swa", "sliding-window softmax attention, W keys incl. self, ring-buffer cache (docs/models.md#sliding-window-attention)"));
+      "swa", "sliding-window softmax attention, W keys incl. self, ring-buffer cache (docs/models.md#sliding-window-attention)",
+      {attention_flops, {"attention", "grey"}}));
 }
 
 }  // namespace mnemo

@@ -134,12 +134,15 @@ struct DOTMixer : KernelMemoryMixer {
 void register_deep_transformer_families(Registry& r) {
   r.add_mixer(make_mixer_family<KernelMemoryArgs, DTMixer>(
       "deep_transformer", "DeepTransformer: Hebbian exp-kernel memory = decayed unnormalised attention (docs/models.md#deeptransformers-swdt-and-dot)",
+      {sum_of(attention_flops, chunked_recurrence_flops), {"Atlas family", "blue"}},
       /*cpu_quickstart=*/true));
   // All three in the CPU quickstart (d_model-64 quickstart cell, 1 thread: swdt 16 s, dot 12 s).
   r.add_mixer(make_mixer_family<KernelMemoryArgs, SWDTMixer>(
-      "swdt", "SWDT: windowed Hebbian exp-kernel memory, exact blocked attention form (docs/models.md#deeptransformers-swdt-and-dot)", true));
+      "swdt", "SWDT: windowed Hebbian exp-kernel memory, exact blocked attention form (docs/models.md#deeptransformers-swdt-and-dot)",
+      {sum_of(attention_flops, chunked_recurrence_flops), {"Atlas family", "cyan"}}, true));
   r.add_mixer(make_mixer_family<KernelMemoryArgs, DOTMixer>(
-      "dot", "DOT: Omega-rule exp-kernel memory in coefficient form, chunked b = 64 (docs/models.md#deeptransformers-swdt-and-dot)", true));
+      "dot", "DOT: Omega-rule exp-kernel memory in coefficient form, chunked b = 64 (docs/models.md#deeptransformers-swdt-and-dot)",
+      {sum_of(attention_flops, chunked_recurrence_flops), {"Atlas family", "pink"}}, true));
 }
 
 }  // namespace mnemo

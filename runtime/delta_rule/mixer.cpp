@@ -193,9 +193,11 @@ class DeltaRuleMixer : public Mixer, public DeclaresNoWeightDecay {
 
 void register_delta_rule_families(Registry& r) {
   r.add_mixer(make_mixer_family<DeltaNetArgs, DeltaRuleMixer>(
-      "deltanet", "DeltaNet: delta-rule linear memory, chunked WY form (docs/models.md#deltanet)"));
+      "deltanet", "DeltaNet: delta-rule linear memory, chunked WY form (docs/models.md#deltanet)",
+      {chunked_recurrence_flops, {"linear recurrent", "cyan"}}));
   r.add_mixer(make_mixer_family<GatedDeltaNetArgs, DeltaRuleMixer>(
-      "gated_deltanet", "Gated DeltaNet: delta rule with Mamba2-style decay (docs/models.md#gated-deltanet)"));
+      "gated_deltanet", "Gated DeltaNet: delta rule with Mamba2-style decay (docs/models.md#gated-deltanet)",
+      {chunked_recurrence_flops, {"linear recurrent", "green"}, 1.6e-2}));
 }
 
 }  // namespace mnemo

@@ -85,7 +85,8 @@ class GlaMixer : public Mixer {
 
 void register_gla_family(Registry& r) {
   r.add_mixer(make_mixer_family<GlaArgs, GlaMixer>(
-      "gla", "gated linear attention, key-wise low-rank logsigmoid decay, gated RMSNorm (docs/models.md#gla)"));
+      "gla", "gated linear attention, key-wise low-rank logsigmoid decay, gated RMSNorm (docs/models.md#gla)",
+      {chunked_recurrence_flops, {"linear recurrent", "pink"}}));
 }
 
 }  // namespace mnemo

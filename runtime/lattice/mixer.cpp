@@ -127,9 +127,11 @@ struct LatticeDot : LatticeMixer {
 void register_lattice_families(Registry& r) {
   r.add_mixer(make_mixer_family<LatticeArgs, LatticeDec>(
       "lattice_dec", "Lattice-DEC: orthogonal slot memory, decoder loss, chunk approx. (17) (docs/models.md#lattice)",
+      {chunked_recurrence_flops, {"MoM / Lattice", "orange"}},
       /*cpu_quickstart=*/true));
   r.add_mixer(make_mixer_family<LatticeArgs, LatticeDot>(
       "lattice_dot", "Lattice-DOT: orthogonal slot memory, dot-product loss, chunk approx. (17) (docs/models.md#lattice)",
+      {chunked_recurrence_flops, {"MoM / Lattice", "purple"}},
       /*cpu_quickstart=*/true));
 }
 

@@ -115,11 +115,13 @@ class LinearAttnMixer : public Mixer {
 
 void register_linear_attn_family(Registry& r) {
   r.add_mixer(make_mixer_family<LinearAttnArgs, LinearAttnMixer>(
-      "linear_attn", "linear attention S_t = S_{t-1} + k v^T, Conv4+SiLU q/k/v, gated RMSNorm (docs/models.md#linear-attention)"));
+      "linear_attn", "linear attention S_t = S_{t-1} + k v^T, Conv4+SiLU q/k/v, gated RMSNorm (docs/models.md#linear-attention)",
+      {chunked_recurrence_flops, {"linear recurrent", "olive"}}));
   r.add_mixer(make_mixer_family<LinearAttnEluArgs, LinearAttnMixer>(
       "linear_attn_elu",
       "linear attention as Katharopoulos et al. 2020: phi = elu + 1 on q, k and o_t = q S_t / (q . z_t), z_t = sum k "
-      "(linear_attn with la_normalize = true, docs/models.md#linear-attention)"));
+      "(linear_attn with la_normalize = true, docs/models.md#linear-attention)",
+      {chunked_recurrence_flops, {"linear recurrent", "orange"}, 3.2e-2}));
 }
 
 }  // namespace mnemo

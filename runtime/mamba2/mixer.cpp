@@ -120,7 +120,8 @@ class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
 
 void register_mamba2_family(Registry& r) {
   r.add_mixer(make_mixer_family<Mamba2Args, Mamba2Mixer>(
-      "mamba2", "Mamba2 SSD: scalar per-head decay exp(A dt), Conv4 over xBC, gated group RMSNorm (docs/models.md#mamba2)"));
+      "mamba2", "Mamba2 SSD: scalar per-head decay exp(A dt), Conv4 over xBC, gated group RMSNorm (docs/models.md#mamba2)",
+      {chunked_recurrence_flops, {"linear recurrent", "purple"}, 8e-3}));
 }
 
 }  // namespace mnemo

@@ -220,12 +220,15 @@ void register_miras_families(Registry& r) {
   // In the CPU quickstart (d_model-64 quickstart cell, 1 thread: moneta 41 s, yaad 37 s, memora 34 s).
   r.add_mixer(make_mixer_family<MonetaArgs, MirasMixer>(
       "moneta", "Moneta: lp attentional bias, lq-normalised accumulator, MLP+LN memory (docs/models.md#moneta)",
+      {deep_memory_flops, {"deep test-time memory", "brown"}},
       /*cpu_quickstart=*/true));
   r.add_mixer(make_mixer_family<YaadArgs, MirasMixer>(
       "yaad", "Yaad: Huber attentional bias with input-dependent delta, MLP+LN memory (docs/models.md#yaad)",
+      {deep_memory_flops, {"deep test-time memory", "pink"}},
       /*cpu_quickstart=*/true));
   r.add_mixer(make_mixer_family<MemoraArgs, MirasMixer>(
       "memora", "Memora: l2 bias, KL retention on a row-wise simplex, lag-token chunks (docs/models.md#memora)",
+      {deep_memory_flops, {"deep test-time memory", "grey"}},
       /*cpu_quickstart=*/true));
 }
 

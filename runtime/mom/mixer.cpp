@@ -193,6 +193,7 @@ class MomMixer : public Mixer, public DeclaresNoWeightDecay {
 void register_mom_families(Registry& r) {
   r.add_mixer(make_mixer_family<MomArgs, MomMixer>(
       "mom", "MoM: top-k routed Gated DeltaNet memories + shared memory, load-balancing aux loss (docs/models.md#mom)",
+      {chunked_recurrence_flops, {"MoM / Lattice", "blue"}},
       /*cpu_quickstart=*/true));  // d64 quickstart cell: 32 s (1 thread)
   // MoM Hybrid (§8.4, §10): one causal softmax-attention layer (transformer mixer, RoPE) after every 7 MoM
   // layers, i.e. attention at 0-indexed layers 7, 15, 23 of 24. With n_layers <= 7 there is no attention layer.
@@ -201,6 +202,7 @@ void register_mom_families(Registry& r) {
   h.description = "MoM Hybrid: attention after every 7 mom layers (layers 7, 15, 23 of 24; docs/models.md#mom, docs/models.md#hybrids)";
   h.layer_pattern = {"mom", "mom", "mom", "mom", "mom", "mom", "mom", "transformer"};
   h.overrides = json::object();
+  h.style = {"MoM / Lattice", "cyan"};
   h.cpu_quickstart = false;
   h.quickstart_note =
       "same model as mom here: MoM Hybrid puts attention after every 7 MoM layers, so the quickstart's 2 layers "

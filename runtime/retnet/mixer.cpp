@@ -86,7 +86,8 @@ class RetNetMixer : public Mixer {
 
 void register_retnet_family(Registry& r) {
   r.add_mixer(make_mixer_family<RetNetArgs, RetNetMixer>(
-      "retnet", "RetNet retention, fixed decay 1-2^(-5-h), RoPE q/k, gated RMSNorm (docs/models.md#retnet)"));
+      "retnet", "RetNet retention, fixed decay 1-2^(-5-h), RoPE q/k, gated RMSNorm (docs/models.md#retnet)",
+      {chunked_recurrence_flops, {"linear recurrent", "brown"}}));
 }
 
 }  // namespace mnemo

@@ -71,6 +71,7 @@ class TitansMacMixer : public MacMixerBase {
 void register_titans_mac(Registry& r) {
   r.add_mixer(make_mixer_family<TitansMacArgs, TitansMacMixer>(
       "titans_mac", "Titans MAC: segment attention over [persistent | memory read-out | segment] (docs/models.md#titans-mac)",
+      {sum_of(attention_flops, deep_memory_flops), {"deep test-time memory", "purple"}},
       /*cpu_quickstart=*/true));  // d64 quickstart cell: 38 s (1 thread)
 }
 

@@ -57,6 +57,7 @@ class TitansMagMixer : public MagMixerBase {
 void register_titans_mag(Registry& r) {
   r.add_mixer(make_mixer_family<TitansMagArgs, TitansMagMixer>(
       "titans_mag", "Titans MAG: SWA (prefix always visible) gated by the LMM branch (docs/models.md#titans-mag)",
+      {sum_of(attention_flops, deep_memory_flops), {"deep test-time memory", "green"}},
       /*cpu_quickstart=*/true));  // d64 quickstart cell: 30 s (1 thread)
 }
 

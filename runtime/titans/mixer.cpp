@@ -88,7 +88,8 @@ void register_titans_mac(Registry& r);  // runtime/titans/mac.cpp
 
 void register_titans_families(Registry& r) {
   r.add_mixer(make_mixer_family<TitansLmmArgs, TitansLmmMixer>(
-      "titans_lmm", "Titans LMM: deep neural memory with momentum and decay, chunk-wise dual form (docs/models.md#titans)"));
+      "titans_lmm", "Titans LMM: deep neural memory with momentum and decay, chunk-wise dual form (docs/models.md#titans)",
+      {deep_memory_flops, {"deep test-time memory", "red"}}));
   register_titans_mag(r);
   register_titans_mac(r);
   ModelFamily mal;
@@ -96,6 +97,7 @@ void register_titans_families(Registry& r) {
   mal.description = "Titans MAL: alternating titans_lmm and swa layers (docs/models.md#titans-mal)";
   mal.layer_pattern = {"titans_lmm", "swa"};
   mal.overrides = json::object();
+  mal.style = {"hybrids", "red"};
   mal.cpu_quickstart = true;  // d64 quickstart cell: 17 s (1 thread)
   r.add_model(mal);
 }

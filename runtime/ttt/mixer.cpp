@@ -190,9 +190,11 @@ class TTTMixer : public Mixer, public DeclaresNoWeightDecay {
 
 void register_ttt_families(Registry& r) {
   r.add_mixer(make_mixer_family<TTTLinearArgs, TTTMixer>(
-      "ttt_linear", "TTT-Linear: linear inner model + LN, mini-batch GD dual form (docs/models.md#ttt)"));
+      "ttt_linear", "TTT-Linear: linear inner model + LN, mini-batch GD dual form (docs/models.md#ttt)",
+      {chunked_recurrence_flops, {"deep test-time memory", "blue"}}));
   r.add_mixer(make_mixer_family<TTTMLPArgs, TTTMixer>(
       "ttt_mlp", "TTT-MLP: 2-layer GELU inner MLP + LN, mini-batch GD dual form (docs/models.md#ttt)",
+      {deep_memory_flops, {"deep test-time memory", "orange"}},
       // In the CPU quickstart (d_model-64 quickstart cell, 1 thread: 28 s).
       /*cpu_quickstart=*/true));
 }
