@@ -27,8 +27,34 @@ foreach(layer IN LISTS layers)
     endforeach()
   endforeach()
 endforeach()
+# The rooms of engine/, in order: a file may include its own room and the rooms before it.
+#   config      the run configuration: keys, presets, checks
+#   io          checkpoints, safetensors, export and fla import, data downloads
+#   evaluation  evaluation drivers, scorers, token tasks, output files
+#   training    the training loop and its parts: run record, data source, objective, optimiser, distributed, FLOPs
+#   tools       bench, profiler, sweeps, quickstart, the report's catalog
+set(engine_rooms config io evaluation training tools)
+file(GLOB_RECURSE engine_sources "${SRC}/engine/*.h" "${SRC}/engine/*.cpp")
+foreach(source IN LISTS engine_sources)
+  file(RELATIVE_PATH rel "${SRC}" "${source}")
+  string(REGEX REPLACE "^engine/([^/]+)/.*" "\\1" room "${rel}")
+  list(FIND engine_rooms "${room}" room_index)
+  if(room_index EQUAL -1)
+    string(APPEND violations "  ${rel}: not in a room of engine/ (${engine_rooms})\n")
+    continue()
+  endif()
+  file(STRINGS "${source}" includes REGEX "^[ \t]*#[ \t]*include[ \t]*\"engine/")
+  foreach(line IN LISTS includes)
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"engine/([^/\"]+)/.*" "\\1" target "${line}")
+    list(FIND engine_rooms "${target}" target_index)
+    if(target_index EQUAL -1 OR target_index GREATER room_index)
+      string(APPEND violations "  ${rel}: engine/${room}/ may not include engine/${target}/ (${line})\n")
+    endif()
+  endforeach()
+endforeach()
+
 if(violations)
   message(FATAL_ERROR "mnemo: error: include against the layer direction "
                       "(core <- runtime, synthetic, results; tasks <- synthetic; engine <- runtime, tasks, results; "
-                      "reports <- results; cli <- all):\n${violations}")
+                      "reports <- results; cli <- all; inside engine/: config <- io <- evaluation <- training <- tools):\n${violations}")
 endif()

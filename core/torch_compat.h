@@ -57,7 +57,7 @@ inline void set_autocast(c10::DeviceType type, bool enabled, at::ScalarType dtyp
 #endif
 }
 
-// A profiler event's start and duration (torch::autograd::profiler::KinetoEvent, engine/op_profile.cpp): 1.13 has
+// A profiler event's start and duration (torch::autograd::profiler::KinetoEvent, engine/tools/op_profile.cpp): 1.13 has
 // startUs()/durationUs(), newer versions startNs()/durationNs(). Chosen by which member exists, in nanoseconds.
 template <class Event>
 auto event_start_ns(const Event& e, int) -> decltype(static_cast<uint64_t>(e.startNs())) {
@@ -86,6 +86,6 @@ uint64_t event_duration_ns(const Event& e) {
 
 }  // namespace mnemo::torch_compat
 
-// c10d (engine/distributed.cpp): a process group's collectives live on c10d::ProcessGroup in 1.13; from 2.0 each
+// c10d (engine/training/distributed.cpp): a process group's collectives live on c10d::ProcessGroup in 1.13; from 2.0 each
 // backend (ProcessGroupGloo, ProcessGroupNCCL) is a c10d::Backend beneath a dispatching ProcessGroup.
 #define MNEMO_C10D_HAS_BACKEND_CLASS MNEMO_TORCH_AT_LEAST(2, 0)

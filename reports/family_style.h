@@ -2,7 +2,7 @@
 // Families are sorted into the groups of the papers' comparisons; the marker encodes the group, the
 // colour the family (distinct within a group, from a fixed qualitative palette). Each family's group and colour
 // come from its registration (runtime/registry.h ReportStyle), handed to the report in its catalog's "families"
-// (engine/report_catalog.h); a family the catalog does not name gets a deterministic colour from a hash of its name.
+// (engine/tools/report_catalog.h); a family the catalog does not name gets a deterministic colour from a hash of its name.
 #pragma once
 #include <string>
 #include <vector>

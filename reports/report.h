@@ -15,7 +15,7 @@
 namespace mnemo {
 
 // What the report knows of the tasks beyond the database, handed in by the caller (reports depend on
-// results/ and core/ only; engine/report_catalog.h builds it from the generators):
+// results/ and core/ only; engine/tools/report_catalog.h builds it from the generators):
 //   {"mad": {"<task>": {"baseline": {task params, n_train, n_test}, "n_settings": N}},
 //    "learnability": {"settings": {"1": "low-rank mapping", ...}},
 //    "families": [{"name": "gated_deltanet", "group": "linear recurrent", "colour": "green"}, ...]}

@@ -1,5 +1,5 @@
 // The cost model of a token mixer: forward FLOPs per token of its token mixing, i.e. the work beyond the matmuls
-// of its parameters (those are 2·N per token for the whole model, counted once in engine/flops.h). Each family
+// of its parameters (those are 2·N per token for the whole model, counted once in engine/training/flops.h). Each family
 // names its formula on its registration (runtime/registry.h FamilyTraits); bench, the training runs' FLOP count
 // and the report's FLOP axes all read it from there. With d = d_model, d_h = head dim:
 //   attention            4·K·d        K = keys the token attends: t+1 causal, min(t+1, W) in a window of W,

@@ -63,7 +63,7 @@ class LanguageModelImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& ids, ModelState* state = nullptr);
   // The logits of the flattened positions `rows` (int64 indices into [B·T]) alone: [rows, V]. The same values as
   // forward(ids).reshape({-1, V}).index_select(0, rows), without the LM head's work at the other positions (a
-  // log-likelihood request scores only its continuation, engine/loglikelihood.cpp).
+  // log-likelihood request scores only its continuation, engine/evaluation/loglikelihood.cpp).
   torch::Tensor forward_rows(const torch::Tensor& ids, const torch::Tensor& rows);
   ModelState initial_state() const { return ModelState(blocks_.size()); }
   torch::Tensor aux_loss() const;  // sum of the mixers' auxiliary losses of the last forward

@@ -1,6 +1,6 @@
 // Parameters that take no weight decay, declared by the modules that own them (as fla's `_no_weight_decay`
 // attribute), not recognised by name: docs/models.md#conventions exempts A_log, dt_bias, persistent tokens, learned
-// initial memory states and feature-map coefficients; tensors with < 2 dims are exempt anyway (engine/optim.h).
+// initial memory states and feature-map coefficients; tensors with < 2 dims are exempt anyway (engine/training/optim.h).
 #pragma once
 #include <torch/torch.h>
 

@@ -1,5 +1,5 @@
 // The model as the evaluator sees it (lm-eval's `LM`): tasks send it requests and never reach
-// into the model runtime. engine/model_adapter.h implements it for a runtime LanguageModel.
+// into the model runtime. engine/evaluation/model_adapter.h implements it for a runtime LanguageModel.
 #pragma once
 #include <torch/torch.h>
 

@@ -10,7 +10,7 @@
 #include "runtime/deep_memory/memory.h"
 #include "runtime/layers.h"
 #include "runtime/model.h"
-#include "engine/trainer.h"
+#include "engine/training/trainer.h"
 #include "tests/test_util.h"
 
 namespace mnemo::test::atlas {

@@ -5,13 +5,13 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/atlas/omega.h"
-#include "engine/run_config.h"
+#include "engine/config/run_config.h"
 #include "runtime/deep_memory/memory.h"
 #include "runtime/delta_rule/delta_rule.h"
 #include "runtime/model.h"
 #include "runtime/registry.h"
 #include "runtime/titans/titans.h"
-#include "engine/trainer.h"
+#include "engine/training/trainer.h"
 #include "tests/test_util.h"
 #include "tests/mixer_test_util.h"
 #include "tests/atlas_test_util.h"

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/atlas/omega.h"
-#include "engine/trainer.h"
+#include "engine/training/trainer.h"
 #include "runtime/deep_memory/memory.h"
 #include "runtime/model.h"
 #include "runtime/registry.h"

@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/report_catalog.h"
+#include "engine/tools/report_catalog.h"
 #include "reports/report.h"
-#include "engine/evaluate.h"
-#include "engine/model_adapter.h"
+#include "engine/evaluation/evaluate.h"
+#include "engine/evaluation/model_adapter.h"
 #include "results/db.h"
 #include "runtime/model.h"
 #include "tasks/babi.h"

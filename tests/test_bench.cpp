@@ -3,8 +3,8 @@
 
 #include <filesystem>
 
-#include "engine/bench.h"
-#include "engine/op_profile.h"
+#include "engine/tools/bench.h"
+#include "engine/tools/op_profile.h"
 #include "runtime/device.h"
 #include "runtime/ops/kernel_ops.h"
 #include "test_util.h"

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "core/signals.h"
-#include "engine/data_fetch.h"
+#include "engine/io/data_fetch.h"
 #include "file_util.h"
 #include "http_test_server.h"
 #include "test_util.h"

@@ -9,7 +9,7 @@
 #include "runtime/layers.h"
 #include "runtime/model.h"
 #include "runtime/registry.h"
-#include "engine/trainer.h"
+#include "engine/training/trainer.h"
 #include "tests/test_util.h"
 #include "tests/mixer_test_util.h"
 

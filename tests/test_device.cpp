@@ -15,8 +15,8 @@
 
 #include "core/common.h"
 #include "core/torch_compat.h"
-#include "engine/bench.h"
-#include "engine/run_config.h"
+#include "engine/tools/bench.h"
+#include "engine/config/run_config.h"
 #include "runtime/attention/attention.h"
 #include "runtime/cuda_device.h"
 #include "runtime/device.h"

@@ -1,4 +1,4 @@
-// Data-parallel training over c10d Gloo on 127.0.0.1 (engine/distributed.h, `mnemo train --nproc`), and sweeps
+// Data-parallel training over c10d Gloo on 127.0.0.1 (engine/training/distributed.h, `mnemo train --nproc`), and sweeps
 // sharded over machines (`mnemo sweep --shard i/N`, `mnemo db merge`).
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -11,9 +11,9 @@
 #include <map>
 #include <set>
 
-#include "engine/checkpoint.h"
-#include "engine/distributed.h"
-#include "engine/sweep.h"
+#include "engine/io/checkpoint.h"
+#include "engine/training/distributed.h"
+#include "engine/tools/sweep.h"
 #include "results/db.h"
 #include "test_util.h"
 

@@ -12,12 +12,12 @@
 #include <functional>
 #include <map>
 
-#include "engine/backbone.h"
-#include "engine/checkpoint.h"
-#include "engine/export.h"
-#include "engine/fla_import.h"
-#include "engine/run_config.h"
-#include "engine/safetensors.h"
+#include "runtime/backbone.h"
+#include "engine/io/checkpoint.h"
+#include "engine/io/export.h"
+#include "engine/io/fla_import.h"
+#include "engine/config/run_config.h"
+#include "engine/io/safetensors.h"
 #include "runtime/layers.h"
 #include "test_util.h"
 

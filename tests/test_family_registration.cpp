@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <regex>
 
-#include "engine/bench.h"
-#include "engine/flops.h"
-#include "engine/quickstart.h"
-#include "engine/report_catalog.h"
+#include "engine/tools/bench.h"
+#include "engine/training/flops.h"
+#include "engine/tools/quickstart.h"
+#include "engine/tools/report_catalog.h"
 #include "reports/family_style.h"
 #include "reports/report.h"
 #include "runtime/model.h"

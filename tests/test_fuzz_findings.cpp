@@ -7,9 +7,9 @@
 
 #include "core/common.h"
 #include "core/config_values.h"
-#include "engine/checkpoint.h"
-#include "engine/score.h"
-#include "engine/sweep.h"
+#include "engine/io/checkpoint.h"
+#include "engine/evaluation/score.h"
+#include "engine/tools/sweep.h"
 #include "runtime/ops/fixture.h"
 #include "tasks/harness/py_compat.h"
 #include "tests/test_util.h"

@@ -1,4 +1,4 @@
-// S-NIAH and BABILong on the shared generate_until (engine/generate_until.h, engine/evaluate.h
+// S-NIAH and BABILong on the shared generate_until (engine/evaluation/generate_until.h, engine/evaluation/evaluate.h
 // evaluate_generation_task): the cells, rows, samples and predictions equal those of the per-task loop they
 // replaced (written out here; fp64 tiny models and a prompt-reading oracle), and generate_until's own rules (BOS,
 // truncation, stop strings, EOS) on a scripted model.
@@ -8,9 +8,9 @@
 #include <set>
 #include <tuple>
 
-#include "engine/evaluate.h"
-#include "engine/generate_until.h"
-#include "engine/model_adapter.h"
+#include "engine/evaluation/evaluate.h"
+#include "engine/evaluation/generate_until.h"
+#include "engine/evaluation/model_adapter.h"
 #include "runtime/model.h"
 #include "tasks/babilong.h"
 #include "tasks/scoring.h"

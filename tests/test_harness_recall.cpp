@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "core/common.h"
-#include "engine/harness_eval.h"
-#include "engine/model_adapter.h"
+#include "engine/evaluation/harness_eval.h"
+#include "engine/evaluation/model_adapter.h"
 #include "runtime/model.h"
 #include "tasks/harness/aggregation.h"
 #include "tasks/harness/harness_task.h"

@@ -1,4 +1,4 @@
-// `mnemo score --samples` (engine/score.h score_samples): a samples file of the lm-eval driver re-scored without the
+// `mnemo score --samples` (engine/evaluation/score.h score_samples): a samples file of the lm-eval driver re-scored without the
 // model gives results.json's numbers; a file of another task, a malformed line, a missing resps, a wrong number of
 // responses, a changed stored metric are errors naming file:line and the field. `--skip-malformed`: malformed
 // records of a (corrupted) data file are skipped, counted and listed, doc_ids keep their gaps.
@@ -9,9 +9,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/harness_eval.h"
-#include "engine/model_adapter.h"
-#include "engine/score.h"
+#include "engine/evaluation/harness_eval.h"
+#include "engine/evaluation/model_adapter.h"
+#include "engine/evaluation/score.h"
 #include "file_util.h"
 #include "runtime/model.h"
 #include "tasks/harness/harness_task.h"

@@ -7,7 +7,7 @@
 #include "runtime/lattice/lattice.h"
 #include "runtime/model.h"
 #include "runtime/registry.h"
-#include "engine/trainer.h"
+#include "engine/training/trainer.h"
 #include "tests/test_util.h"
 #include "tests/mixer_test_util.h"
 

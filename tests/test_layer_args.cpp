@@ -6,9 +6,9 @@
 
 #include <filesystem>
 
-#include "engine/bench.h"
-#include "engine/run_config.h"
-#include "engine/sweep.h"
+#include "engine/tools/bench.h"
+#include "engine/config/run_config.h"
+#include "engine/tools/sweep.h"
 #include "runtime/model.h"
 #include "runtime/registry.h"
 #include "tasks/task.h"

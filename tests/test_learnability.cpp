@@ -4,9 +4,9 @@
 
 #include <filesystem>
 
-#include "engine/report_catalog.h"
+#include "engine/tools/report_catalog.h"
 #include "reports/report.h"
-#include "engine/learnability.h"
+#include "engine/evaluation/learnability.h"
 #include "test_util.h"
 
 using namespace mnemo;

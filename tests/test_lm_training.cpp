@@ -6,13 +6,13 @@
 #include <cmath>
 #include <fstream>
 
-#include "engine/checkpoint.h"
-#include "engine/data_source.h"
-#include "engine/evaluate.h"
-#include "engine/model_adapter.h"
-#include "engine/presets.h"
-#include "engine/run_config.h"
-#include "engine/trainer.h"
+#include "engine/io/checkpoint.h"
+#include "engine/training/data_source.h"
+#include "engine/evaluation/evaluate.h"
+#include "engine/evaluation/model_adapter.h"
+#include "engine/config/presets.h"
+#include "engine/config/run_config.h"
+#include "engine/training/trainer.h"
 #include "results/db.h"
 #include "runtime/registry.h"
 #include "tasks/lm_metrics.h"

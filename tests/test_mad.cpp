@@ -8,15 +8,15 @@
 #include <set>
 #include <tuple>
 
-#include "engine/report_catalog.h"
+#include "engine/tools/report_catalog.h"
 #include "reports/mad_score.h"
 #include "reports/report.h"
-#include "engine/run_config.h"
-#include "engine/mad_autoencoder.h"
+#include "engine/config/run_config.h"
+#include "runtime/mad_autoencoder.h"
 #include "runtime/registry.h"
 #include "synthetic/mad.h"
 #include "synthetic/mqar.h"
-#include "engine/sweep.h"
+#include "engine/tools/sweep.h"
 #include "tasks/mad_tasks.h"
 #include "test_util.h"
 

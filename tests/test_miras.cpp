@@ -9,7 +9,7 @@
 #include "runtime/kernels/fused_cpu.h"
 #include "runtime/miras/miras.h"
 #include "runtime/registry.h"
-#include "engine/trainer.h"
+#include "engine/training/trainer.h"
 #include "tests/mixer_test_util.h"
 #include "tests/test_util.h"
 

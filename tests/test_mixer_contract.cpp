@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/run_config.h"
+#include "engine/config/run_config.h"
 #include "runtime/model.h"
 #include "runtime/registry.h"
 #include "tests/mixer_test_util.h"

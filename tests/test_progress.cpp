@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "core/progress.h"
-#include "engine/sweep_progress.h"
+#include "engine/tools/sweep_progress.h"
 #include "test_util.h"
 
 using namespace mnemo;

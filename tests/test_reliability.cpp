@@ -14,9 +14,9 @@
 
 #include "core/atomic_file.h"
 #include "core/http.h"
-#include "engine/backbone.h"
-#include "engine/checkpoint.h"
-#include "engine/data_fetch.h"
+#include "runtime/backbone.h"
+#include "engine/io/checkpoint.h"
+#include "engine/io/data_fetch.h"
 #include "results/db.h"
 #include "runtime/attention/attention.h"
 #include "runtime/kernels/fused_cpu.h"

@@ -7,7 +7,7 @@
 
 #include <sys/wait.h>
 
-#include "engine/report_catalog.h"
+#include "engine/tools/report_catalog.h"
 #include "reports/report.h"
 #include "report_fixtures.h"
 #include "file_util.h"

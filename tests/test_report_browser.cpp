@@ -11,7 +11,7 @@
 #include <regex>
 #include <sstream>
 
-#include "engine/report_catalog.h"
+#include "engine/tools/report_catalog.h"
 #include "reports/report.h"
 #include "report_fixtures.h"
 #include "test_util.h"

@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "engine/quickstart.h"
-#include "engine/report_catalog.h"
+#include "engine/tools/quickstart.h"
+#include "engine/tools/report_catalog.h"
 #include "reports/claims.h"
 #include "reports/mqar_cells.h"
 #include "reports/report.h"

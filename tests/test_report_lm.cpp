@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/report_catalog.h"
+#include "engine/tools/report_catalog.h"
 #include "reports/rank_stats.h"
 #include "reports/report.h"
 #include "file_util.h"

@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "engine/report_catalog.h"
+#include "engine/tools/report_catalog.h"
 #include "reports/family_style.h"
 #include "runtime/registry.h"
 #include "reports/report.h"

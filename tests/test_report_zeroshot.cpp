@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "engine/report_catalog.h"
+#include "engine/tools/report_catalog.h"
 #include "reports/report.h"
 #include "reports/zeroshot_papers.h"
 #include "file_util.h"

@@ -13,9 +13,9 @@
 
 #include "core/file_tree.h"
 #include "core/signals.h"
-#include "engine/checkpoint.h"
-#include "engine/run_config.h"
-#include "engine/trainer.h"
+#include "engine/io/checkpoint.h"
+#include "engine/config/run_config.h"
+#include "engine/training/trainer.h"
 #include "results/db.h"
 #include "test_util.h"
 

@@ -5,10 +5,10 @@
 #include <regex>
 #include <set>
 
-#include "engine/report_catalog.h"
+#include "engine/tools/report_catalog.h"
 #include "reports/report.h"
-#include "engine/evaluate.h"
-#include "engine/model_adapter.h"
+#include "engine/evaluation/evaluate.h"
+#include "engine/evaluation/model_adapter.h"
 #include "results/db.h"
 #include "runtime/generation.h"
 #include "runtime/model.h"

@@ -11,7 +11,7 @@
 #include "runtime/model.h"
 #include "runtime/registry.h"
 #include "runtime/titans/titans.h"
-#include "engine/trainer.h"
+#include "engine/training/trainer.h"
 #include "tests/test_util.h"
 #include "tests/mixer_test_util.h"
 

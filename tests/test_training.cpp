@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include "results/db.h"
-#include "engine/run_config.h"
-#include "engine/optim.h"
-#include "engine/trainer.h"
+#include "engine/config/run_config.h"
+#include "engine/training/optim.h"
+#include "engine/training/trainer.h"
 #include "runtime/model.h"
 #include "runtime/no_weight_decay.h"
 #include "test_util.h"

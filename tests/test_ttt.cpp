@@ -8,7 +8,7 @@
 #include "runtime/layers.h"
 #include "runtime/ops/fixture.h"
 #include "runtime/registry.h"
-#include "engine/trainer.h"
+#include "engine/training/trainer.h"
 #include "runtime/ttt/ttt.h"
 #include "tests/mixer_test_util.h"
 #include "tests/test_util.h"

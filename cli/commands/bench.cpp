@@ -13,8 +13,8 @@
 #include "cli/commands/commands.h"
 #include "core/parse_int.h"
 #include "core/defaults.h"
-#include "engine/bench.h"
-#include "engine/op_profile.h"
+#include "engine/tools/bench.h"
+#include "engine/tools/op_profile.h"
 #include "runtime/device.h"
 #include "runtime/ops/kernel_ops.h"
 

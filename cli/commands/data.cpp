@@ -1,6 +1,6 @@
 // `mnemo data fetch recall [--tasks fda,swde,...] [--endpoint URL] [--out DIR] [--page-size N] [--force]`: downloads
 // the recall-intensive QA sets from the Hugging Face datasets-server rows API into <data dir>/eval/recall/<task>.jsonl
-// (engine/data_fetch.h: resumable, checksums in CHECKSUMS.json). Progress on stderr, a JSON summary on stdout.
+// (engine/io/data_fetch.h: resumable, checksums in CHECKSUMS.json). Progress on stderr, a JSON summary on stdout.
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -8,7 +8,7 @@
 
 #include "cli/commands/commands.h"
 #include "core/signals.h"
-#include "engine/data_fetch.h"
+#include "engine/io/data_fetch.h"
 
 namespace mnemo::cli {
 

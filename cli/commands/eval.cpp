@@ -10,8 +10,8 @@
 #include "cli/commands/commands.h"
 #include "core/defaults.h"
 #include "core/signals.h"
-#include "engine/evaluate.h"
-#include "engine/harness_eval.h"
+#include "engine/evaluation/evaluate.h"
+#include "engine/evaluation/harness_eval.h"
 
 namespace mnemo::cli {
 

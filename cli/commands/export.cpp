@@ -1,12 +1,12 @@
-// `mnemo export --checkpoint DIR --format safetensors [--out PATH]`: PATH.safetensors + PATH.json (engine/export.h).
+// `mnemo export --checkpoint DIR --format safetensors [--out PATH]`: PATH.safetensors + PATH.json (engine/io/export.h).
 // `mnemo import-fla --model-dir DIR --out RUN_DIR [--task T] [--set key=value]...`: an fla model saved by Hugging
-// Face as a mnemo checkpoint (engine/fla_import.h); refused where mnemo would not compute the same function.
+// Face as a mnemo checkpoint (engine/io/fla_import.h); refused where mnemo would not compute the same function.
 #include <iostream>
 #include <memory>
 
 #include "cli/commands/commands.h"
-#include "engine/export.h"
-#include "engine/fla_import.h"
+#include "engine/io/export.h"
+#include "engine/io/fla_import.h"
 
 namespace mnemo::cli {
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <iomanip>
 
-#include "engine/presets.h"
-#include "engine/run_config.h"
+#include "engine/config/presets.h"
+#include "engine/config/run_config.h"
 #include "runtime/model.h"
 #include "runtime/registry.h"
 #include "tasks/task.h"

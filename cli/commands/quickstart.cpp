@@ -1,4 +1,4 @@
-// `mnemo quickstart [--db FILE] [--out DIR] [--jobs N]`: the main job (engine/quickstart.h) — an
+// `mnemo quickstart [--db FILE] [--out DIR] [--jobs N]`: the main job (engine/tools/quickstart.h) — an
 // MQAR sweep (one run per family, tested at three numbers of key-value pairs) and a tiny language-modelling comparison, then the
 // report with the papers' claims each run can test.
 #include <cstdlib>
@@ -8,13 +8,13 @@
 #include "cli/commands/commands.h"
 #include "core/defaults.h"
 #include "core/progress.h"
-#include "engine/report_catalog.h"
+#include "engine/tools/report_catalog.h"
 #include "reports/claims.h"
 #include "reports/report.h"
 #include "results/db.h"
 #include "runtime/registry.h"
-#include "engine/quickstart.h"
-#include "engine/sweep.h"
+#include "engine/tools/quickstart.h"
+#include "engine/tools/sweep.h"
 
 namespace mnemo::cli {
 

@@ -5,7 +5,7 @@
 
 #include "cli/commands/commands.h"
 #include "core/defaults.h"
-#include "engine/report_catalog.h"
+#include "engine/tools/report_catalog.h"
 #include "reports/report.h"
 
 namespace mnemo::cli {

@@ -7,7 +7,7 @@
 #include "cli/commands/commands.h"
 #include "core/defaults.h"
 #include "results/db.h"
-#include "engine/learnability.h"
+#include "engine/evaluation/learnability.h"
 
 namespace mnemo::cli {
 

@@ -1,5 +1,5 @@
 // `mnemo score --task TASK --predictions FILE.jsonl [--mode strict|substring]`: score predictions
-// produced elsewhere with the task's own scorer (engine/score.h) and print the metric as JSON.
+// produced elsewhere with the task's own scorer (engine/evaluation/score.h) and print the metric as JSON.
 // Each line: {"prediction": ..., <the target fields `mnemo generate` writes>}.
 // `mnemo score --task T --samples samples_T.jsonl [--skip-malformed] [--cutting-context [--context-length N]
 // [--answer-length N] [--tokenizer SPEC]]`: re-score an lm-eval samples file (from `mnemo eval --tasks T
@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "cli/commands/commands.h"
-#include "engine/score.h"
+#include "engine/evaluation/score.h"
 
 namespace mnemo::cli {
 

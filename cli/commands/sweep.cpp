@@ -5,7 +5,7 @@
 
 #include "cli/commands/commands.h"
 #include "core/defaults.h"
-#include "engine/sweep.h"
+#include "engine/tools/sweep.h"
 
 namespace mnemo::cli {
 

@@ -8,8 +8,8 @@
 #include "cli/commands/launch.h"
 #include "core/defaults.h"
 #include "core/signals.h"
-#include "engine/run_config.h"
-#include "engine/trainer.h"
+#include "engine/config/run_config.h"
+#include "engine/training/trainer.h"
 
 namespace mnemo::cli {
 

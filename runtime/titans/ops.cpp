@@ -18,7 +18,9 @@
 
 namespace mnemo {
 
-namespace {
+// A named namespace, not an anonymous one: in a unity build this file shares a translation unit with
+// runtime/titans/kernel.cpp, whose file-local Prepared / prepare would clash.
+namespace titans_op {
 
 torch::Tensor input(const TensorMap& in, const std::string& name) {
   return kernel_op_args::required(in, "titans", name);
@@ -134,11 +136,11 @@ TensorMap run_titans(const TensorMap& in, const json& params, const std::string&
   throw Error("kernel op titans: unknown form '" + form + "' (forms: recurrent, dual)");
 }
 
-}  // namespace
+}  // namespace titans_op
 
 void register_titans_ops(KernelOpRegistry& r) {
   // Bench inputs: theta, alpha, eta ~ U(0, 1) (the fixture's range), w = 1, b = 0, chunk 16.
-  r.add({"titans", {"recurrent", "dual"}, run_titans, [](int64_t B, int64_t T, int64_t H, int64_t D) {
+  r.add({"titans", {"recurrent", "dual"}, titans_op::run_titans, [](int64_t B, int64_t T, int64_t H, int64_t D) {
            namespace kb = kernel_bench;
            return KernelBenchInputs{{{"q", kb::normal({B, T, H, D})}, {"k", kb::normal({B, T, H, D})},
                                      {"v", kb::normal({B, T, H, D})}, {"w", torch::ones({H, D})},

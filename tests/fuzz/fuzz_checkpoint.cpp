@@ -1,7 +1,7 @@
 // Fuzz target: checkpoint metadata — trainer.json (resume state; also how a complete checkpoint among
 // checkpoint/.tmp/.old is recognised) and model.json (engine/checkpoint). Input: byte 0 even -> the rest is
 // trainer.json, odd -> model.json, in a checkpoint folder whose other files are present.
-#include "engine/checkpoint.h"
+#include "engine/io/checkpoint.h"
 #include "fuzz_common.h"
 
 using namespace mnemo;

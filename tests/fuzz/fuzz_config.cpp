@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "core/config_values.h"
-#include "engine/run_config.h"
+#include "engine/config/run_config.h"
 #include "fuzz_common.h"
 
 using namespace mnemo;

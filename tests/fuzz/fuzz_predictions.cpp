@@ -1,7 +1,7 @@
 // Fuzz target: predictions JSONL (`mnemo score --task T --predictions F`), scored by the task's own scorer
 // (engine/score -> EvalTask::score_prediction of S-NIAH, BABILong, lm_ppl).
 // Input: byte 0 picks the task and the mode; the rest is the predictions file.
-#include "engine/score.h"
+#include "engine/evaluation/score.h"
 #include "fuzz_common.h"
 
 using namespace mnemo;

@@ -1,7 +1,7 @@
 // Fuzz target: safetensors files (`mnemo import-fla` reads other people's weights; `mnemo export` writes
 // them): header length, JSON header, dtypes, shapes against byte ranges, then every tensor read
 // (engine/safetensors). Seeds: files written by `mnemo export` of a tiny checkpoint (scripts/fuzz).
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 #include "fuzz_common.h"
 
 using namespace mnemo;

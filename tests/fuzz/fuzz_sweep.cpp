@@ -1,7 +1,7 @@
 // Fuzz target: sweep files (`mnemo sweep --config`): the grid expansion (engine/sweep) and the resolution of
 // every cell, as run_sweep does before it starts a worker. Seeds: configs/*.json (scripts/fuzz).
-#include "engine/run_config.h"
-#include "engine/sweep.h"
+#include "engine/config/run_config.h"
+#include "engine/tools/sweep.h"
 #include "fuzz_common.h"
 
 using namespace mnemo;

@@ -1,0 +1,497 @@
+// The lm-eval-parity evaluation driver (engine/evaluation/harness_eval.h). References: EleutherAI/lm-evaluation-harness
+// lm_eval/evaluator.py (evaluate: requests per document, process_results, logged samples), lm_eval/api/task.py
+// (Instance), lm_eval/models/huggingface.py (loglikelihood_rolling, generate_until), lm_eval/loggers/
+// evaluation_tracker.py (samples file: sanitize_list, gen_args_i/arg_j), lm_eval/utils.py (make_table).
+#include "engine/evaluation/harness_eval.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "core/signals.h"
+#include "core/system_info.h"
+#include "engine/io/checkpoint.h"
+#include "engine/evaluation/evaluate.h"
+#include "engine/evaluation/generate_until.h"
+#include "engine/evaluation/model_adapter.h"
+#include "engine/config/run_config.h"
+#include "engine/io/safetensors.h"
+#include "results/db.h"
+#include "runtime/device.h"
+#include "tasks/harness/aggregation.h"
+#include "tasks/harness/request.h"
+#include "tasks/lm_task.h"
+#include "tasks/token_shard.h"
+
+namespace mnemo {
+
+namespace fs = std::filesystem;
+using harness::Request;
+using harness::RequestType;
+using harness::Response;
+using Log = std::function<void(const std::string&)>;
+
+namespace {
+
+// lm-eval keeps a YAML version (1.0) as a number, a class's VERSION = 0 as an integer; a string that is not a plain
+// number stays a string ("default").
+json version_value(const std::string& v) {
+  char* end = nullptr;
+  const long long i = std::strtoll(v.c_str(), &end, 10);
+  if (!v.empty() && end && *end == '\0') return json(static_cast<int64_t>(i));
+  const double d = std::strtod(v.c_str(), &end);
+  return (!v.empty() && end && *end == '\0') ? json(d) : json(v);
+}
+
+struct Progress {
+  std::string task;
+  int64_t total = 0;
+  double t0 = wall_seconds(), last = 0;
+  Log log;
+  void update(int64_t done, bool force = false) {
+    const double now = wall_seconds();
+    if (!log || (!force && now - last < 2.0)) return;
+    last = now;
+    const double rate = done / std::max(1e-9, now - t0);
+    const double eta = rate > 0 ? (total - done) / rate : 0;
+    log("[" + task + "] " + std::to_string(done) + "/" + std::to_string(total) + " requests (" +
+        format_fixed(100.0 * done / std::max<int64_t>(1, total), 0) + "%), " + format_fixed(rate, 1) + " requests/s, ETA " +
+        format_fixed(eta, 0) + " s");
+  }
+};
+
+struct TaskWork {
+  std::string name;
+  std::unique_ptr<harness::HarnessTask> task;
+  int64_t n_original = 0, n = 0, n_requests = 0, skipped = 0;  // skipped: documents without requests
+  std::vector<std::vector<Request>> reqs;  // per document, in idx order (lm-eval sorts instances by idx)
+  std::vector<harness::MalformedRecord> malformed;  // records skipped under --skip-malformed, doc_id < n
+  std::vector<bool> is_malformed;                   // per document
+};
+
+// The documents [0, n) of the task (--limit), their requests; malformed records (--skip-malformed) have none.
+void build_requests(TaskWork& w, const std::optional<int64_t>& limit) {
+  w.n_original = w.task->num_docs();
+  w.n = limit ? std::min(*limit, w.n_original) : w.n_original;
+  w.is_malformed.assign(static_cast<size_t>(w.n), false);
+  for (auto& m : w.task->malformed_records())
+    if (m.doc_id >= 0 && m.doc_id < w.n) {
+      w.is_malformed[static_cast<size_t>(m.doc_id)] = true;
+      w.malformed.push_back(std::move(m));
+    }
+  w.reqs.resize(static_cast<size_t>(w.n));
+  for (int64_t d = 0; d < w.n; ++d) {
+    if (w.is_malformed[static_cast<size_t>(d)]) continue;
+    auto r = document_requests(*w.task, d);
+    w.n_requests += static_cast<int64_t>(r.size());
+    if (r.empty()) ++w.skipped;
+    w.reqs[static_cast<size_t>(d)] = std::move(r);
+  }
+}
+
+// A document that is scored: neither malformed nor skipped by the task's rule.
+bool scored(const TaskWork& w, int64_t d) {
+  return !w.is_malformed[static_cast<size_t>(d)] && !w.reqs[static_cast<size_t>(d)].empty();
+}
+
+// " (3 skipped: the task's rule made no request for them)", " (2 malformed records skipped)", both, or "".
+std::string skipped_note(const TaskWork& w) {
+  std::string note;
+  if (w.skipped > 0) note += " (" + std::to_string(w.skipped) + " skipped: the task's rule made no request for them)";
+  if (!w.malformed.empty()) note += " (" + std::to_string(w.malformed.size()) + " malformed records skipped)";
+  return note;
+}
+
+// {"skipped": N, "records": [{doc_id, where, reason}, ...]} of the malformed records skipped.
+json malformed_json(const TaskWork& w) {
+  json records = json::array();
+  for (const auto& m : w.malformed) records.push_back(m.entry());
+  return {{"skipped", static_cast<int64_t>(w.malformed.size())}, {"records", records}};
+}
+
+// The data files read although their SHA-256 differs from the reference copy's (--skip-malformed): their notes.
+json modified_files(const json& data_files) {
+  json notes = json::array();
+  for (const auto& f : data_files)
+    if (f.value("modified", false)) notes.push_back(f.value("file", "") + ": " + f.value("note", ""));
+  return notes;
+}
+
+// Answers every request of a task: loglikelihood and rolling windows through loglikelihood_tokens (all of the
+// task's windows in lm-eval's Collator order, sent in slices of whole batches so the batches equal one call's),
+// generate_until through the shared engine/evaluation/generate_until.h, one by one.
+std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok, const TaskWork& w, bool add_bos,
+                                          const HarnessOptions& o, const Log& log, int64_t& max_length) {
+  std::vector<std::vector<Response>> resp(w.reqs.size());
+  std::vector<TokenPair> treq;
+  std::vector<std::pair<size_t, size_t>> owner;  // token request -> (doc, request)
+  std::vector<std::pair<size_t, size_t>> gens;
+  std::optional<int64_t> prefix;  // only rolling requests need one (an Error for a tokenizer with neither BOS nor EOS)
+  for (size_t d = 0; d < w.reqs.size(); ++d) {
+    resp[d].resize(w.reqs[d].size());
+    for (size_t i = 0; i < w.reqs[d].size(); ++i) {
+      const Request& r = w.reqs[d][i];
+      if (r.type == RequestType::loglikelihood) {
+        treq.push_back(harness::encode_pair(tok, r.arguments[0], r.arguments[1], add_bos));
+        owner.emplace_back(d, i);
+        resp[d][i].is_greedy = true;
+      } else if (r.type == RequestType::loglikelihood_rolling) {
+        // docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext: the page's tokens without special tokens; windows with one token of context.
+        if (!prefix) prefix = harness::prefix_token(tok);
+        for (auto& win : harness::rolling_windows(tok.encode(r.arguments[0]), *prefix, o.max_length, 1)) {
+          treq.push_back(std::move(win));
+          owner.emplace_back(d, i);
+        }
+      } else {
+        gens.emplace_back(d, i);
+      }
+    }
+  }
+  // A continuation longer than max_length cannot be scored (lm-eval asserts it fits). With a default max_length
+  // the task is scored at its longest request instead; a --max-length given is kept, and the error says which.
+  max_length = o.max_length;
+  size_t longest_cont = 0, longest_total = 0, longest_at = 0;
+  for (size_t k = 0; k < treq.size(); ++k) {
+    longest_total = std::max(longest_total, treq[k].first.size() + treq[k].second.size());
+    if (treq[k].second.size() > longest_cont) {
+      longest_cont = treq[k].second.size();
+      longest_at = k;
+    }
+  }
+  if (static_cast<int64_t>(longest_cont) > max_length) {
+    const std::string where = "task " + w.name + ", document " + std::to_string(owner[longest_at].first);
+    if (o.max_length_given)
+      throw Error(where + ": the continuation has " + std::to_string(longest_cont) + " tokens, more than --max-length " +
+                  std::to_string(max_length) + "; give --max-length " + std::to_string(longest_total) +
+                  " (this task's longest request) or more");
+    max_length = static_cast<int64_t>(longest_total);
+    if (log)
+      log("[" + w.name + "] max_length " + std::to_string(max_length) + " (its longest request; the default " +
+          std::to_string(o.max_length) + " is shorter than a continuation of " + std::to_string(longest_cont) +
+          " tokens; --max-length sets it)");
+  }
+  Progress p{w.name, static_cast<int64_t>(treq.size() + gens.size())};
+  p.log = log;
+  if (log)
+    log("[" + w.name + "] " + std::to_string(w.n) + " documents" + skipped_note(w) + ", " + std::to_string(w.n_requests) + " requests (" +
+        std::to_string(treq.size()) + " scored sequences, " + std::to_string(gens.size()) + " generations), batch " +
+        std::to_string(o.batch_size) + ", max_length " + std::to_string(max_length));
+  const auto order = loglikelihood_order(treq);
+  const size_t per_slice = static_cast<size_t>(o.batch_size) * static_cast<size_t>((64 + o.batch_size - 1) / o.batch_size);
+  for (size_t s = 0; s < order.size(); s += per_slice) {
+    const size_t e = std::min(order.size(), s + per_slice);
+    std::vector<TokenPair> slice;
+    slice.reserve(e - s);
+    for (size_t k = s; k < e; ++k) slice.push_back(treq[order[k]]);
+    if (stop_requested()) throw Error(std::string("interrupted by ") + stop_signal_name() + " in task " + w.name);
+    const auto ans = model.loglikelihood_tokens(slice, o.batch_size, max_length);
+    if (ans.size() != slice.size()) throw Error("loglikelihood_tokens returned a wrong number of answers");
+    for (size_t k = s; k < e; ++k) {
+      const double ll = ans[k - s].first;
+      if (!std::isfinite(ll))  // a NaN scores like any number in the argmax of a multiple choice: never scored
+        throw Error("task " + w.name + ", document " + std::to_string(owner[order[k]].first) +
+                    ": the model's log-likelihood is " + format_fixed(ll, 1) +
+                    " (non-finite weights or activations); nothing scored, no results written");
+      Response& r = resp[owner[order[k]].first][owner[order[k]].second];
+      r.ll += ll;  // rolling: the document's ll is the sum over its windows
+      r.is_greedy = r.is_greedy && ans[k - s].second;
+    }
+    p.update(static_cast<int64_t>(e), e == order.size() && gens.empty());
+  }
+  std::vector<Request> gen_requests;
+  for (const auto& [d, i] : gens) gen_requests.push_back(w.reqs[d][i]);
+  GenerateUntilOptions g;
+  g.add_bos = add_bos;
+  g.max_length = max_length;
+  g.progress = [&](int64_t done) { p.update(static_cast<int64_t>(order.size()) + done, done == static_cast<int64_t>(gens.size())); };
+  std::vector<std::string> texts;
+  try {
+    texts = generate_until(model, tok, gen_requests, g);
+  } catch (const Error& e) {
+    throw Error("task " + w.name + ", " + e.what());
+  }
+  for (size_t k = 0; k < gens.size(); ++k) resp[gens[k].first][gens[k].second].text = texts[k];
+  return resp;
+}
+
+}  // namespace
+
+json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o, std::function<void(const std::string&)> log) {
+  if (o.tasks.empty()) throw Error("eval: no tasks given (--tasks piqa,arc_easy,... or a group such as commonsense)");
+  if (o.limit && *o.limit <= 0)
+    throw Error("eval: --limit must be a positive number of documents, got " + std::to_string(*o.limit));
+  if (o.batch_size < 1) throw Error("eval: --batch-size must be >= 1, got " + std::to_string(o.batch_size));
+  if (o.max_length < 1) throw Error("eval: --max-length must be >= 1, got " + std::to_string(o.max_length));
+  if (o.output_path.empty()) throw Error("eval: the output path is empty (--output-path DIR)");
+  if (!model && !o.requests_only) throw Error("eval: no model to evaluate (a checkpoint, or --requests-only)");
+  if (o.cutting_context && (o.answer_length < 0 || o.context_length - o.answer_length < 1))
+    throw Error("eval: --context-length (" + std::to_string(o.context_length) + ") must exceed --answer-length (" +
+                std::to_string(o.answer_length) + " >= 0): the cut keeps context_length - answer_length tokens");
+  if (model && tok.vocab_size() != model->vocab_size())
+    throw Error("tokenizer " + tok.id() + " has " + std::to_string(tok.vocab_size()) +
+                " tokens but the model's vocab_size is " + std::to_string(model->vocab_size()) +
+                " (evaluate with the tokenizer the model was trained with: --tokenizer)");
+  const bool add_bos = o.add_bos.value_or(tok.adds_bos());
+  // Every task is built first, so that an unknown name fails before any work.
+  std::vector<TaskWork> works;
+  for (const auto& name : o.tasks) {
+    TaskWork w;
+    w.name = name;
+    w.task = o.make_task ? o.make_task(name) : harness::make_harness_task(name);
+    if (!w.task) throw Error("eval: unknown task '" + name + "'");
+    works.push_back(std::move(w));
+  }
+  harness::HarnessTaskContext task_ctx;
+  task_ctx.tokenizer = &tok;
+  task_ctx.add_bos = add_bos;
+  task_ctx.max_length = o.max_length;
+  task_ctx.cutting_context = o.cutting_context;
+  task_ctx.context_length = o.context_length;
+  task_ctx.answer_length = o.answer_length;
+  task_ctx.skip_malformed = o.skip_malformed;
+  for (auto& w : works) w.task->configure(task_ctx);
+  json skipped = json::object(), malformed = json::object(), data_warnings = json::object();
+  // What run_harness returns beside its own keys: skipped documents, malformed records, modified data files.
+  auto note_task = [&](const TaskWork& w) {
+    skipped[w.name] = w.skipped;
+    if (!w.malformed.empty()) malformed[w.name] = malformed_json(w);
+    const json modified = modified_files(w.task->data_files());
+    if (!modified.empty()) data_warnings[w.name] = modified;
+    if (log && !w.malformed.empty()) {
+      std::string line = "[" + w.name + "] " + std::to_string(w.malformed.size()) + " malformed records skipped (--skip-malformed):";
+      for (const auto& m : w.malformed) line += " " + m.where + " (" + m.reason + ")";
+      log(line);
+    }
+  };
+  // The output folder is made by the first file written into it (core/atomic_file.h), once every input is validated
+  // and every task scored: a failed evaluation leaves no empty folder behind.
+  json files = json::array();
+
+  if (o.requests_only) {
+    json counts = json::object();
+    for (auto& w : works) {
+      build_requests(w, o.limit);
+      std::vector<json> lines;
+      for (int64_t d = 0; d < w.n; ++d) {
+        if (!scored(w, d)) continue;  // skipped or malformed: no line (doc_ids keep their gaps)
+        json args = json::array();
+        for (const auto& r : w.reqs[static_cast<size_t>(d)]) args.push_back(r.arguments);
+        lines.push_back({{"doc_id", d}, {"arguments", args}});
+      }
+      const std::string path = (fs::path(o.output_path) / (w.name + ".jsonl")).string();
+      write_lines(path, lines);
+      files.push_back(path);
+      counts[w.name] = w.n_requests;
+      note_task(w);
+      if (log) log("[" + w.name + "] " + std::to_string(w.n_requests) + " requests of " + std::to_string(w.n) +
+                   " documents" + skipped_note(w) + " -> " + path);
+    }
+    return {{"requests_only", true}, {"files", files},       {"requests", counts}, {"skipped", skipped},
+            {"malformed", malformed},  {"data_warnings", data_warnings}, {"output_path", o.output_path}};
+  }
+
+  const double t_start = wall_seconds();
+  const json sys = system_json();
+  const json limit_json = o.limit ? json(*o.limit) : json(nullptr);
+  json out = {{"results", json::object()},  {"group_subtasks", json::object()}, {"configs", json::object()},
+              {"versions", json::object()}, {"n-shot", json::object()},         {"higher_is_better", json::object()},
+              {"n-samples", json::object()}, {"data_files", json::object()}};
+  out["config"] = {{"model", o.model_name},  {"model_args", "checkpoint=" + o.checkpoint},
+                   {"checkpoint", o.checkpoint}, {"tokenizer", tok.id()}, {"add_bos", add_bos},
+                   {"max_length", o.max_length}, {"limit", limit_json}, {"batch_size", o.batch_size},
+                   {"bootstrap_iters", 100000}, {"device", o.device}, {"num_fewshot", 0},
+                   {"cutting_context", o.cutting_context}, {"context_length", o.context_length},
+                   {"answer_length", o.answer_length}, {"skip_malformed", o.skip_malformed}};
+  std::vector<std::pair<std::string, std::vector<json>>> pending_samples;  // (path, lines) per task
+  std::vector<EvalCell> pending_cells;
+  for (auto& w : works) {
+    const double t0 = wall_seconds();
+    build_requests(w, o.limit);
+    const int64_t n_scored = w.n - w.skipped - static_cast<int64_t>(w.malformed.size());
+    if (n_scored == 0)
+      throw Error("task " + w.name + ": every one of its " + std::to_string(w.n) + " documents was skipped (" +
+                  std::to_string(w.skipped) + " without requests, " + std::to_string(w.malformed.size()) +
+                  " malformed records): nothing to score");
+    if (stop_requested()) throw Error(std::string("interrupted by ") + stop_signal_name() + " before task " + w.name);
+    int64_t task_max_length = o.max_length;  // raised for this task when a continuation needs it (answer)
+    const auto resp = answer(*model, tok, w, add_bos, o, log, task_max_length);
+    const auto specs = w.task->metrics();
+    std::map<std::string, std::vector<json>> values;
+    std::vector<json> samples;
+    for (int64_t d = 0; d < w.n; ++d) {
+      if (!scored(w, d)) continue;
+      const json doc = w.task->doc(d);
+      const json m = w.task->process_results(doc, resp[static_cast<size_t>(d)]);
+      if (!m.is_object()) throw Error("task " + w.name + ": process_results of document " + std::to_string(d) +
+                                      " is not an object: " + dump_line(m));
+      for (const auto& s : specs) {
+        if (!m.contains(s.name))
+          throw Error("task " + w.name + ": process_results of document " + std::to_string(d) + " has no '" +
+                      s.name + "'");
+        values[s.name].push_back(m[s.name]);
+      }
+      if (o.log_samples) samples.push_back(sample_line(*w.task, d, doc, w.reqs[static_cast<size_t>(d)],
+                                                       resp[static_cast<size_t>(d)], m));
+    }
+    const auto aggregated = aggregate_metrics(specs, values);
+    const json res = results_entry(w.name, aggregated);
+    json hib = json::object(), metric_list = json::array();
+    std::vector<EvalCell> cells;
+    const double wall_s = wall_seconds() - t0;
+    const json data_files = w.task->data_files();
+    for (const auto& a : aggregated) {
+      const auto& s = a.spec;
+      const double se = a.stderr_value;
+      hib[s.name] = s.higher_is_better;
+      metric_list.push_back({{"metric", s.name}, {"aggregation", s.aggregation}, {"higher_is_better", s.higher_is_better}});
+      EvalCell c;
+      c.task = w.name;
+      c.metric = s.name;
+      c.value = a.value;
+      c.n = n_scored;
+      c.setting = {{"suite", "lm-eval"}, {"num_fewshot", 0}, {"limit", limit_json}, {"max_length", task_max_length},
+                   {"add_bos", add_bos}, {"version", w.task->version()}};
+      if (o.cutting_context)
+        c.setting.update({{"cutting_context", true}, {"context_length", o.context_length},
+                          {"answer_length", o.answer_length}});
+      c.details = {{"stderr", std::isfinite(se) ? json(se) : json(nullptr)},
+                   {"aggregation", s.aggregation},
+                   {"higher_is_better", s.higher_is_better},
+                   {"tokenizer", tok.id()},
+                   {"data_files", data_files},
+                   {"batch_size", o.batch_size},
+                   {"wall_s", wall_s},
+                   {"requests", w.n_requests},
+                   {"docs_total", w.n_original},
+                   {"docs_skipped", w.skipped},
+                   {"malformed_skipped", static_cast<int64_t>(w.malformed.size())},
+                   {"mnemo_version", sys.value("mnemo", "")},
+                   {"git_commit", git_commit()},
+                   {"torch_version", torch_version()},
+                   {"device", o.device},
+                   {"output_path", o.output_path}};
+      if (!w.malformed.empty()) c.details["malformed_records"] = malformed_json(w)["records"];
+      c.details.update(o.record_details);
+      cells.push_back(std::move(c));
+    }
+    out["results"][w.name] = res;
+    out["group_subtasks"][w.name] = json::array();
+    out["configs"][w.name] = {{"task", w.name}, {"output_type", w.task->output_type()}, {"num_fewshot", 0},
+                              {"metric_list", metric_list}, {"metadata", {{"version", version_value(w.task->version())}}}};
+    out["versions"][w.name] = version_value(w.task->version());
+    out["n-shot"][w.name] = 0;
+    out["higher_is_better"][w.name] = hib;
+    out["n-samples"][w.name] = {{"original", w.n_original}, {"effective", w.n}, {"skipped", w.skipped}};
+    if (o.skip_malformed) {
+      out["n-samples"][w.name]["malformed"] = static_cast<int64_t>(w.malformed.size());
+      out["malformed_records"][w.name] = malformed_json(w)["records"];
+    }
+    note_task(w);
+    out["data_files"][w.name] = data_files;
+    // Written once every task is scored: an error or a stop request in a later task leaves nothing of this one.
+    if (o.log_samples)
+      pending_samples.emplace_back((fs::path(o.output_path) / ("samples_" + w.name + ".jsonl")).string(),
+                                   std::move(samples));
+    pending_cells.insert(pending_cells.end(), std::make_move_iterator(cells.begin()),
+                         std::make_move_iterator(cells.end()));
+    if (log) {
+      std::string line = "[" + w.name + "] done in " + format_fixed(wall_s, 1) + " s:";
+      for (const auto& s : specs) line += " " + s.name + " " + format_fixed(res.at(s.name + ",none").get<double>(), 4);
+      log(line + skipped_note(w));
+    }
+  }
+  out["git_hash"] = git_commit();
+  out["date"] = static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch()).count()) / 1000.0;
+  out["mnemo_version"] = sys.value("mnemo", "");
+  out["torch_version"] = torch_version();
+  out["total_evaluation_time_seconds"] = format_fixed(wall_seconds() - t_start, 3);
+  // All or nothing: the samples, results.json, then the database rows (one transaction); a failure removes the files
+  // this evaluation wrote, so that no results stand without their rows.
+  const std::string results_path = (fs::path(o.output_path) / "results.json").string();
+  std::vector<std::string> written;
+  try {
+    for (const auto& [path, lines] : pending_samples) {
+      write_lines(path, lines);
+      written.push_back(path);
+      files.push_back(path);
+    }
+    write_file_atomic(results_path, out.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+    written.push_back(results_path);
+    files.insert(files.begin(), results_path);
+    if (o.record) o.record(pending_cells);
+  } catch (...) {
+    std::error_code ec;
+    for (const auto& path : written) fs::remove(path, ec);
+    fs::remove(o.output_path, ec);  // only if this left it empty
+    throw;
+  }
+  return {{"results", out},         {"table", harness_results_table(out, o.tasks)}, {"files", files},
+          {"skipped", skipped},     {"malformed", malformed},  {"data_warnings", data_warnings},
+          {"output_path", o.output_path}};
+}
+
+std::string default_harness_output_path(const std::string& checkpoint) {
+  if (checkpoint.empty()) return "out/eval/requests";
+  fs::path p = fs::path(resolve_model_path(checkpoint)).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  if (p.extension() == ".safetensors" && p.has_parent_path()) {  // an export: RUN/export/model.safetensors -> RUN
+    p = p.parent_path();
+    if (p.filename() == "export" && p.has_parent_path()) p = p.parent_path();
+  }
+  if (p.filename().string().rfind("checkpoint", 0) == 0 && p.has_parent_path()) p = p.parent_path();
+  fs::path name = p.filename();
+  if (name.empty() || name == "." || name == "..") name = fs::absolute(p).lexically_normal().filename();
+  return (fs::path("out") / "eval" / name).string();
+}
+
+json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(const std::string&)>& log) {
+  HarnessOptions o = a.options;
+  o.tasks = harness::expand_harness_tasks(o.tasks);
+  if (o.requests_only) {
+    // Requests are strings before encoding: no model, and the tokenizer (--tokenizer, else byte) is not used.
+    const auto tok = load_tokenizer(a.tokenizer.empty() ? "byte" : a.tokenizer);
+    if (o.output_path.empty()) o.output_path = default_harness_output_path(a.checkpoint);
+    if (a.max_length) o.max_length = *a.max_length;
+    return run_harness(nullptr, *tok, o, log);
+  }
+  if (a.checkpoint.empty()) throw Error("eval --tasks: give --checkpoint DIR (or --requests-only to write the requests)");
+  const std::string ckpt = resolve_model_path(a.checkpoint);  // a checkpoint folder or an export's .safetensors
+  const json cfg = load_checkpoint_config(ckpt);
+  const CheckpointTokenizer checked = checkpoint_tokenizer(cfg, a.tokenizer, ckpt, a.allow_other_tokenizer, log);
+  const auto& tok = checked.tokenizer;
+  const json setting_extra = checked.other ? json{{"tokenizer", tok->id()}} : json::object();
+  o.max_length_given = a.max_length.has_value();
+  if (a.max_length) {
+    o.max_length = *a.max_length;
+  } else {
+    o.max_length = cfg.contains("seq_len") && cfg["seq_len"].is_number_integer() ? cfg["seq_len"].get<int64_t>() : 2048;
+  }
+  if (o.output_path.empty()) o.output_path = default_harness_output_path(ckpt);
+  const torch::Device device = resolve_device(a.device);
+  LanguageModel model = load_model(ckpt, device);
+  o.model_name = cfg.value("model", "");
+  o.checkpoint = ckpt;
+  o.device = device.str();
+  o.batch_size = a.batch_size.value_or(device.is_cuda() ? 32 : 1);
+  // The database is opened (and created) only to record the finished evaluation: a failure before leaves none.
+  int64_t run_id = 0;
+  o.record = [&](const std::vector<EvalCell>& cells) {
+    ResultsDB db(a.db);
+    run_id = checkpoint_run_id(db, ckpt);
+    eval_rows_sink(db, o.model_name, ckpt, run_id, a.keep_previous, setting_extra)(cells);
+  };
+  try {
+    o.record_details["config_hash"] = config_hash(resolve_run_config(cfg));
+  } catch (const std::exception&) {  // a config this mnemo no longer resolves: the run id still ties the rows
+  }
+  LanguageModelAdapter adapter(*model, device);
+  json out = run_harness(&adapter, *tok, o, log);
+  out["run_id"] = run_id;
+  return out;
+}
+
+}  // namespace mnemo

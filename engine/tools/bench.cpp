@@ -1,0 +1,577 @@
+// Benchmark measurements (docs/tasks.md#efficiency-benchmarks); see bench.h for the protocol.
+#include "engine/tools/bench.h"
+#include "engine/training/flops.h"
+#include "engine/tools/op_profile.h"
+
+#include "runtime/device.h"
+
+#include <ATen/Parallel.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include "engine/config/run_config.h"
+#include "runtime/cuda_device.h"
+#include "runtime/mixed_precision.h"
+#include "runtime/ops/kernel_ops.h"
+#include "runtime/registry.h"
+#include "core/system_info.h"
+
+
+namespace mnemo {
+
+namespace {
+
+const std::set<std::string> kModes = {"fwd", "fwdbwd", "decode"};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// VmRSS / VmHWM of this process in MB; NaN where /proc is unavailable.
+double proc_status_mb(const std::string& field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(field + ":", 0) == 0) {
+      std::istringstream in(line.substr(field.size() + 1));
+      double kb = 0;
+      in >> kb;
+      return kb / 1024.0;
+    }
+  return NAN;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+struct Measured {
+  std::vector<double> times_s;  // per repeat (decode: per token)
+  std::vector<double> prefill_s;
+  int64_t state_bytes = -1;
+  double peak_mb = NAN;
+};
+
+// The measurement conditions shared by every row of one benchmark run (taken once per run).
+struct Conditions {
+  std::string host = hostname(), blas = blas_library(), torch_v = torch_version();
+  std::string cpu_allocator = allocator_description(), denormals = denormals_description();
+  int64_t threads = at::get_num_threads();
+};
+
+// A row with the conditions, the code's commit and the timings filled in; the caller adds what it measured.
+BenchRow timed_row(const Conditions& c, const torch::Device& device, const TimeStats& st, int64_t repeats) {
+  BenchRow r;
+  r.created_at = now_iso8601();
+  r.device = device.str();
+  r.dtype = "float32";
+  r.git_commit = git_commit();
+  r.host = c.host;
+  r.torch_version = c.torch_v;
+  r.blas = c.blas;
+  r.threads = c.threads;
+  r.repeats = repeats;
+  r.median_ms = st.median * 1e3;
+  r.p20_ms = st.p20 * 1e3;
+  r.p80_ms = st.p80 * 1e3;
+  return r;
+}
+
+Measured measure(LanguageModel& model, const BenchOptions& opt, const std::string& mode, int64_t T,
+                 const torch::Device& device) {
+  Measured m;
+  auto long_opts = torch::TensorOptions().dtype(torch::kLong).device(device);
+  torch::Tensor tokens = torch::randint(0, opt.vocab_size, {opt.batch, T}, long_opts);
+  PeakMemoryProbe probe(device);
+  std::unique_ptr<torch::optim::AdamW> adamw;
+  if (mode == "fwdbwd") {
+    model->train();
+    adamw = std::make_unique<torch::optim::AdamW>(model->parameters(),
+                                                  torch::optim::AdamWOptions(1e-4).weight_decay(0.1));
+  } else {
+    model->eval();
+  }
+  torch::Tensor targets = torch::randint(0, opt.vocab_size, {opt.batch, T}, long_opts);
+
+  const Precision precision = parse_precision(opt.precision);
+  DeviceTimer timer(device);
+  TimedSection section(opt.on_timed, device);
+  probe.start();
+  for (int64_t i = 0; i < opt.warmup + opt.repeats; ++i) {
+    bool timed = i >= opt.warmup;
+    section.before(i, opt.warmup);
+    if (mode == "fwd" || mode == "fwdbwd") {
+      synchronize(device);
+      timer.start();
+      if (mode == "fwd") {
+        torch::NoGradGuard no_grad;
+        const AutocastScope autocast(device, precision);
+        model->forward(tokens);
+      } else {
+        adamw->zero_grad();
+        torch::Tensor loss, aux;
+        {
+          const AutocastScope autocast(device, precision);
+          torch::Tensor logits = model->forward(tokens);
+          loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
+                                                      targets.reshape({-1}));
+          aux = model->aux_loss();
+        }
+        (aux.defined() ? loss + aux : loss).backward();
+        adamw->step();
+      }
+      const double elapsed = timer.stop_seconds();
+      if (timed) m.times_s.push_back(elapsed);
+    } else {  // decode: host clock after synchronize (a token's latency includes the launches)
+      torch::NoGradGuard no_grad;
+      const AutocastScope autocast(device, precision);
+      ModelState state = model->initial_state();
+      synchronize(device);
+      double t0 = now_s();
+      torch::Tensor logits = model->forward(tokens, &state);
+      torch::Tensor next = logits.select(1, logits.size(1) - 1).argmax(-1, true);
+      synchronize(device);
+      double t1 = now_s();
+      if (m.state_bytes < 0) {
+        m.state_bytes = 0;
+        for (const LayerState& s : state) m.state_bytes += s.bytes();
+      }
+      for (int64_t k = 0; k < opt.decode_tokens; ++k) {
+        logits = model->forward(next, &state);
+        next = logits.select(1, logits.size(1) - 1).argmax(-1, true);
+      }
+      synchronize(device);
+      double t2 = now_s();
+      if (timed) {
+        m.prefill_s.push_back(t1 - t0);
+        m.times_s.push_back((t2 - t1) / static_cast<double>(opt.decode_tokens));
+      }
+    }
+  }
+  section.end();
+  m.peak_mb = probe.peak_mb();
+  if (adamw) model->zero_grad(true);  // free the gradients before the next measurement
+  return m;
+}
+
+// The first layer's mixer alone on random activations (scope "mixer").
+Measured measure_mixer(Mixer& mixer, const BenchOptions& opt, const std::string& mode, int64_t T, int64_t d_model,
+                       const torch::Device& device) {
+  Measured m;
+  auto x = torch::randn({opt.batch, T, d_model}, torch::TensorOptions().device(device));
+  PeakMemoryProbe probe(device);
+  mixer.train(mode == "fwdbwd");
+  const Precision precision = parse_precision(opt.precision);
+  DeviceTimer timer(device);
+  TimedSection section(opt.on_timed, device);
+  probe.start();
+  for (int64_t i = 0; i < opt.warmup + opt.repeats; ++i) {
+    bool timed = i >= opt.warmup;
+    section.before(i, opt.warmup);
+    synchronize(device);
+    double t0 = now_s();
+    timer.start();
+    if (mode == "fwd") {
+      torch::NoGradGuard no_grad;
+      const AutocastScope autocast(device, precision);
+      mixer.forward(x, nullptr);
+    } else if (mode == "fwdbwd") {
+      mixer.zero_grad();
+      auto xg = x.detach().requires_grad_(true);
+      torch::Tensor loss;
+      {
+        const AutocastScope autocast(device, precision);
+        loss = mixer.forward(xg, nullptr).to(torch::kFloat32).pow(2).mean();
+      }
+      loss.backward();
+    } else {  // decode: prefill T activations, then decode_tokens single steps
+      torch::NoGradGuard no_grad;
+      const AutocastScope autocast(device, precision);
+      LayerState state;
+      mixer.forward(x, &state);
+      state.pos += T;
+      synchronize(device);
+      double t1 = now_s();
+      if (m.state_bytes < 0) m.state_bytes = state.bytes();
+      auto step = x.narrow(1, T - 1, 1);
+      for (int64_t k = 0; k < opt.decode_tokens; ++k) {
+        step = mixer.forward(step, &state);
+        state.pos += 1;
+      }
+      synchronize(device);
+      if (timed) {
+        m.prefill_s.push_back(t1 - t0);
+        m.times_s.push_back((now_s() - t1) / static_cast<double>(opt.decode_tokens));
+      }
+      continue;
+    }
+    const double elapsed = timer.stop_seconds();
+    if (timed) m.times_s.push_back(elapsed);
+  }
+  section.end();
+  m.peak_mb = probe.peak_mb();
+  mixer.zero_grad();
+  return m;
+}
+
+// One kernel op alone (scope "kernel"): random inputs from the op, every timed repeat on the same inputs.
+Measured measure_kernel(const KernelOp& op, const KernelBenchInputs& in, const std::string& form, int64_t chunk,
+                        const std::string& mode, int64_t warmup, int64_t repeats, const torch::Device& device,
+                        const std::function<void(bool)>& on_timed) {
+  Measured m;
+  TensorMap inputs;
+  for (const auto& [name, t] : in.inputs) inputs[name] = t.to(device);
+  PeakMemoryProbe probe(device);
+  DeviceTimer timer(device);
+  TimedSection section(on_timed, device);
+  probe.start();
+  for (int64_t i = 0; i < warmup + repeats; ++i) {
+    section.before(i, warmup);
+    synchronize(device);
+    timer.start();
+    if (mode == "fwd") {
+      torch::NoGradGuard no_grad;
+      op.run(inputs, in.params, form, chunk);
+    } else {
+      TensorMap leaves;
+      for (const auto& [name, t] : inputs) leaves[name] = t.detach().requires_grad_(t.is_floating_point());
+      torch::Tensor loss;
+      for (const auto& [name, out] : op.run(leaves, in.params, form, chunk)) {
+        if (!out.requires_grad()) continue;
+        auto term = out.pow(2).mean();
+        loss = loss.defined() ? loss + term : term;
+      }
+      if (loss.defined()) loss.backward();
+    }
+    const double elapsed = timer.stop_seconds();
+    if (i >= warmup) m.times_s.push_back(elapsed);
+  }
+  section.end();
+  m.peak_mb = probe.peak_mb();
+  return m;
+}
+
+int64_t kernel_head_dim(const BenchOptions& opt) {
+  return opt.head_dim > 0 ? opt.head_dim : opt.d_model / std::max<int64_t>(1, opt.n_heads);
+}
+
+int64_t kernel_chunk_size(const BenchOptions& opt) {
+  if (!opt.set.contains("chunk_size")) return 64;
+  const json& c = opt.set["chunk_size"];
+  if (!c.is_number_integer() || c.get<int64_t>() <= 0)
+    throw Error("bench --kernel: --set chunk_size must be a positive integer, got " + json_excerpt(c));
+  return c.get<int64_t>();
+}
+
+std::vector<std::string> kernel_forms(const KernelOp& op, const std::string& form) {
+  if (form.empty()) return op.forms;
+  if (std::find(op.forms.begin(), op.forms.end(), form) == op.forms.end())
+    throw Error("bench: --form '" + form + "' is not a form of kernel op '" + op.name + "' (forms: " +
+                join(op.forms) + ")");
+  return {form};
+}
+
+void validate_kernel(const BenchOptions& opt) {
+  const KernelOp& op = KernelOpRegistry::instance().at(opt.kernel);  // unknown op: Error listing the ops
+  if (!op.random_inputs) throw Error("bench: kernel op '" + opt.kernel + "' has no random inputs to benchmark");
+  if (!opt.model.empty()) throw Error("bench: give --model or --kernel, not both");
+  for (const auto& m : opt.modes)
+    if (m != "fwd" && m != "fwdbwd") throw Error("bench --kernel: --mode '" + m + "' is not one of fwd, fwdbwd");
+  if (opt.n_heads <= 0 || kernel_head_dim(opt) <= 0)
+    throw Error("bench --kernel: heads (" + std::to_string(opt.n_heads) + ") and head dim (" +
+                std::to_string(kernel_head_dim(opt)) + ") must be > 0");
+  for (auto it = opt.set.begin(); it != opt.set.end(); ++it)
+    if (it.key() != "chunk_size")
+      throw Error("bench --kernel: unknown --set key '" + it.key() + "' (kernel ops take chunk_size only)");
+  kernel_chunk_size(opt);
+  kernel_forms(op, opt.form);
+}
+
+std::vector<BenchRow> run_kernel_benchmarks(const BenchOptions& opt,
+                                            const std::function<void(const BenchRow&)>& on_row) {
+  const KernelOp& op = KernelOpRegistry::instance().at(opt.kernel);
+  const torch::Device device = resolve_device(opt.device);
+  const int64_t H = opt.n_heads, D = kernel_head_dim(opt), chunk = kernel_chunk_size(opt);
+  const Conditions conditions;
+  std::vector<BenchRow> rows;
+  for (const std::string& mode : opt.modes)
+    for (int64_t T : opt.seq_lens) {
+      torch::manual_seed(opt.seed);
+      KernelBenchInputs in = op.random_inputs(opt.batch, T, H, D);
+      // --precision bf16: q, k, v in bf16, as a bf16 model hands them over (gates and states stay fp32).
+      if (opt.precision == "bf16")
+        for (auto& [name, t] : in.inputs)
+          if (name == "q" || name == "k" || name == "v") t = t.to(torch::kBFloat16);
+      for (const std::string& form : kernel_forms(op, opt.form)) {
+        Measured m = measure_kernel(op, in, form, chunk, mode, opt.warmup, opt.repeats, device, opt.on_timed);
+        TimeStats st = time_stats(m.times_s);
+        BenchRow r = timed_row(conditions, device, st, opt.repeats);
+        r.model = op.name;
+        r.mode = "kernel_" + mode;
+        r.form = form;
+        if (opt.precision == "bf16") r.dtype = "bf16";
+        r.seq_len = T;
+        r.batch = opt.batch;
+        r.d_model = H * D;
+        r.n_layers = 1;
+        r.tokens_per_s = static_cast<double>(opt.batch * T) / st.median;
+        r.peak_mem_mb = m.peak_mb;
+        r.gflops = NAN;
+        json extra = {{"scope", "kernel"}, {"kernel", op.name}, {"heads", H}, {"head_dim", D},
+                      {"chunk_size", chunk}, {"params", in.params}, {"warmup", opt.warmup},
+                      {"peak_mem_method", PeakMemoryProbe(device).method()},
+                      {"cpu_allocator", conditions.cpu_allocator}, {"denormals", conditions.denormals}};
+        r.config_json = extra.dump();
+        rows.push_back(r);
+        if (on_row) on_row(r);
+      }
+    }
+  return rows;
+}
+
+}  // namespace
+
+void validate(const BenchOptions& opt) {
+  if (opt.model.empty() && opt.kernel.empty())
+    throw Error("bench: --model (see `mnemo models`) or --kernel (a kernel op of `mnemo check-kernel`) is required");
+  if (opt.seq_lens.empty()) throw Error("bench: --seq-lens is empty");
+  for (int64_t T : opt.seq_lens)
+    if (T <= 0) throw Error("bench: --seq-lens value " + std::to_string(T) + " must be > 0");
+  if (opt.modes.empty()) throw Error("bench: --mode is empty");
+  for (const auto& m : opt.modes)
+    if (!kModes.count(m)) throw Error("bench: --mode '" + m + "' is not one of fwd, fwdbwd, decode");
+  if (opt.batch <= 0) throw Error("bench: --batch " + std::to_string(opt.batch) + " must be > 0");
+  if (opt.warmup < 0) throw Error("bench: --warmup " + std::to_string(opt.warmup) + " must be >= 0");
+  if (opt.repeats <= 0) throw Error("bench: --repeats " + std::to_string(opt.repeats) + " must be > 0");
+  if (opt.decode_tokens <= 0)
+    throw Error("bench: --decode-tokens " + std::to_string(opt.decode_tokens) + " must be > 0");
+  if (opt.vocab_size <= 1) throw Error("bench: vocab_size must be > 1");
+  if (!opt.kernel.empty()) {
+    validate_kernel(opt);
+    return;
+  }
+  if (opt.scope != "model" && opt.scope != "mixer")
+    throw Error("bench: --scope '" + opt.scope + "' is not one of model, mixer");
+  if (!opt.form.empty() && opt.form != "chunk" && opt.form != "recurrent")
+    throw Error("bench: --form '" + opt.form + "' is not one of chunk, recurrent");
+  if (opt.device != "auto" && opt.device != "cpu" && opt.device.rfind("cuda", 0) != 0)
+    throw Error("bench: --device '" + opt.device + "' is not one of cpu, cuda, auto");
+  if (!opt.set.is_object()) throw Error("bench: --set must give key=value pairs");
+  Precision p = Precision::fp32;
+  try {
+    p = parse_precision(opt.precision);
+  } catch (const Error& e) {
+    throw Error(std::string("bench: --precision: ") + e.what());
+  }
+  if (p == Precision::fp64) throw Error("bench: --precision fp64 is for training equivalence checks; bench fp32 or bf16");
+}
+
+json bench_model_config(const BenchOptions& opt) {
+  json cfg = skeleton_defaults();
+  cfg["model"] = opt.model;
+  cfg["vocab_size"] = opt.vocab_size;
+  const MixerKeys mixer_keys = model_mixer_keys(opt.model, opt.set.value("layers", json()));  // unknown model: Error
+  cfg.update(mixer_keys.defaults);
+  cfg["d_model"] = opt.d_model;
+  cfg["n_layers"] = opt.n_layers;
+  cfg["n_heads"] = opt.n_heads;
+  apply_user_keys(cfg, mixer_keys, opt.set, {"bench: ", "--set key", "for model '" + opt.model + "'"});
+  if (!opt.form.empty()) {
+    if (!mixer_keys.contains("form")) {
+      std::vector<std::string> mixers;
+      for (const auto& m : model_config_from_json(cfg).layer_mixers()) mixers.push_back(m);
+      throw Error("bench: --form " + opt.form + " given, but no mixer of model '" + opt.model + "' (" +
+                  join(mixers) + ") has a 'form' argument");
+    }
+    cfg["form"] = opt.form;
+  }
+  return cfg;
+}
+
+
+double bench_flops(const ModelConfig& cfg, int64_t n_params, const std::string& mode, int64_t batch,
+                   int64_t seq_len, int64_t decode_tokens) {
+  const bool decode = mode == "decode";
+  const double tokens = decode ? 1.0 : double(seq_len);
+  const double forward = double(batch) * tokens *
+                         forward_flops_per_token(cfg, n_params, decode ? seq_len : 0,
+                                                 decode ? decode_tokens : seq_len, decode);
+  return mode == "fwdbwd" ? 3.0 * forward : forward;
+}
+
+std::string bench_flop_formula() {
+  return "B x tokens x forward FLOPs per token (fwdbwd = 3 x forward; decode = per generated token): " +
+         flops_formula();
+}
+
+PeakMemoryProbe::PeakMemoryProbe(const torch::Device& device) : device_(device) {}
+
+void PeakMemoryProbe::start() {
+  if (device_.is_cuda()) {
+    synchronize(device_);
+    cuda_reset_peak_memory(device_);
+    baseline_mb_ = cuda_allocated_mb(device_, false);
+    return;
+  }
+#if defined(__GLIBC__)
+  malloc_trim(0);  // return freed heap pages so the baseline RSS is the live set
+#endif
+  std::ofstream clear("/proc/self/clear_refs");
+  if (clear) {
+    clear << "5";  // resets VmHWM to the current RSS
+    clear.flush();
+    hwm_reset_ = static_cast<bool>(clear);
+  }
+  baseline_mb_ = proc_status_mb("VmRSS");
+}
+
+double PeakMemoryProbe::peak_mb() const {
+  if (device_.is_cuda()) {
+    synchronize(device_);
+    return std::max(0.0, cuda_allocated_mb(device_, true) - baseline_mb_);
+  }
+  if (!hwm_reset_) return NAN;  // VmHWM would include peaks from before the measurement
+  return std::max(0.0, proc_status_mb("VmHWM") - baseline_mb_);
+}
+
+std::string PeakMemoryProbe::method() const {
+  if (device_.is_cuda())
+    return "CUDA caching allocator: peak allocated bytes minus allocated bytes at the start";
+  return "process peak resident set (VmHWM, reset via /proc/self/clear_refs) minus VmRSS at the "
+         "start of warm-up";
+}
+
+TimeStats time_stats(std::vector<double> samples) {
+  if (samples.empty()) return {NAN, NAN, NAN};
+  std::sort(samples.begin(), samples.end());
+  auto q = [&](double p) {
+    double pos = p * static_cast<double>(samples.size() - 1);
+    size_t lo = static_cast<size_t>(std::floor(pos));
+    size_t hi = std::min(samples.size() - 1, lo + 1);
+    return samples[lo] + (pos - static_cast<double>(lo)) * (samples[hi] - samples[lo]);
+  };
+  return {q(0.5), q(0.2), q(0.8)};
+}
+
+std::string bench_method_text(const BenchOptions& opt, const torch::Device& device) {
+  std::ostringstream s;
+  if (!opt.kernel.empty()) {
+    s << "mnemo bench: kernel op " << opt.kernel << " alone (scope kernel), batch " << opt.batch << ", heads "
+      << opt.n_heads << ", head dim " << kernel_head_dim(opt) << ", chunk " << kernel_chunk_size(opt)
+      << ", forms " << join(kernel_forms(KernelOpRegistry::instance().at(opt.kernel), opt.form))
+      << "; random inputs in the op's fixture layout and value ranges, the same inputs for every form\n";
+  } else {
+    s << "mnemo bench: model " << opt.model << ", batch " << opt.batch << ", d_model " << opt.d_model
+      << ", n_layers " << opt.n_layers << ", n_heads " << opt.n_heads << ", vocab " << opt.vocab_size
+      << (opt.form.empty() ? "" : ", form " + opt.form)
+      << (opt.scope == "mixer" ? ", scope mixer (first layer's mixer alone on random [B, T, d_model] input; "
+                                 "fwdbwd = backward of mean(y^2), no optimiser step; no GFLOP/s estimate)"
+                               : "")
+      << "\n";
+  }
+  s << "  device " << device.str() << ", precision "
+    << (opt.kernel.empty() || opt.precision == "bf16" ? opt.precision : "fp32")
+    << (opt.precision == "bf16" ? (opt.kernel.empty() ? " (bf16 autocast, fp32 recurrences and parameters)"
+                                                       : " (q, k, v in bf16; gates and states in fp32)")
+                                : "")
+    << ", intra-op threads " << at::get_num_threads()
+    << ", LibTorch " << torch_version() << ", git " << git_commit() << "\n";
+  s << "  BLAS " << blas_library() << "\n";
+  s << "  CPU allocator: " << allocator_description() << "\n";
+  s << "  denormals: " << denormals_description() << "\n";
+  s << "  timing: " << DeviceTimer::method(device)
+    << (device.is_cuda() ? " (decode: monotonic clock with CUDA synchronize)" : "") << ", "
+    << opt.warmup << " warm-up + " << opt.repeats
+    << " timed repetitions, median (p20, p80)" << (opt.kernel.empty() ? "; random tokens" : "") << "\n";
+  if (!opt.kernel.empty()) {
+    s << "  kernel_fwd = the op under NoGradGuard; kernel_fwdbwd = the op + backward of the sum of mean(out^2) "
+         "over its outputs to every floating input\n";
+    s << "  tokens/s = B*T / median; no GFLOP/s estimate\n";
+  } else {
+    s << "  fwd = forward under NoGradGuard; fwdbwd = forward + cross-entropy backward + AdamW step; "
+         "decode = prefill T-token prompt, then "
+      << opt.decode_tokens << " greedy tokens one at a time (times per token)\n";
+    s << "  tokens/s = B*T / median (decode: B / median per-token time)\n";
+    s << "  GFLOP/s estimate: " << bench_flop_formula() << "\n";
+  }
+  s << "  peak memory: " << PeakMemoryProbe(device).method() << "\n";
+  return s.str();
+}
+
+std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
+                                     const std::function<void(const BenchRow&)>& on_row) {
+  validate(opt);
+  if (!opt.kernel.empty()) return run_kernel_benchmarks(opt, on_row);
+  json flat = bench_model_config(opt);
+  torch::Device device = resolve_device(opt.device);
+  torch::manual_seed(opt.seed);
+  ModelConfig mc = model_config_from_json(flat);
+  LanguageModel model(mc);
+  model->to(device);
+  std::shared_ptr<Mixer> first_mixer;  // scope "mixer": a fresh first-layer mixer
+  if (opt.scope == "mixer") {
+    torch::manual_seed(opt.seed);
+    Block block(mc, 0);
+    first_mixer = block->mixer;
+    first_mixer->to(device);
+  }
+  const int64_t n_params = model->num_parameters();
+  const Conditions conditions;
+
+  std::vector<BenchRow> rows;
+  for (const std::string& mode : opt.modes) {
+    for (int64_t T : opt.seq_lens) {
+      Measured m = first_mixer ? measure_mixer(*first_mixer, opt, mode, T, mc.d_model, device)
+                               : measure(model, opt, mode, T, device);
+      TimeStats st = time_stats(m.times_s);
+      BenchRow r = timed_row(conditions, device, st, opt.repeats);
+      if (opt.precision == "bf16") r.dtype = "bf16-autocast";
+      r.model = opt.model;
+      r.mode = first_mixer ? "mixer_" + mode : mode;
+      r.form = opt.form;
+      r.seq_len = T;
+      r.batch = opt.batch;
+      r.d_model = mc.d_model;
+      r.n_layers = mc.n_layers;
+      double tokens = mode == "decode" ? static_cast<double>(opt.batch) : static_cast<double>(opt.batch * T);
+      r.tokens_per_s = tokens / st.median;
+      r.peak_mem_mb = m.peak_mb;
+      double flops = first_mixer ? NAN : bench_flops(mc, n_params, mode, opt.batch, T, opt.decode_tokens);
+      r.gflops = flops / st.median / 1e9;
+      json extra = flat;
+      extra["n_params"] = n_params;
+      extra["warmup"] = opt.warmup;
+      extra["flops_per_step"] = flops;
+      extra["flop_formula"] = bench_flop_formula();
+      extra["peak_mem_method"] = PeakMemoryProbe(device).method();
+      extra["scope"] = opt.scope;
+      extra["cpu_allocator"] = conditions.cpu_allocator;
+      extra["denormals"] = conditions.denormals;
+      if (first_mixer) extra["mixer"] = mc.layer_mixers().front();
+      if (mode == "decode") {
+        extra["decode_tokens"] = opt.decode_tokens;
+        extra["state_bytes"] = m.state_bytes;
+        extra["prefill_ms"] = time_stats(m.prefill_s).median * 1e3;
+      }
+      r.config_json = extra.dump();
+      rows.push_back(r);
+      if (on_row) on_row(r);
+    }
+  }
+  return rows;
+}
+
+}  // namespace mnemo
