@@ -157,6 +157,7 @@ TEST_CASE("report style: a family keeps its colour across figures, legends sit o
 }
 
 TEST_CASE("report style: plot_bars sorts best first and draws the chance line", "[report]") {
+  set_family_styles(report_catalog()["families"]);  // the registrations' colours (a report installs them itself)
   fs::path dir = test::temp_dir("report_bars");
   BarPlot plot;
   plot.name = "rank";
