@@ -9,6 +9,7 @@
 
 #include "core/common.h"
 #include "runtime/mixer.h"
+#include "runtime/fla_names.h"
 #include "runtime/mixing_flops.h"
 
 namespace mnemo {
@@ -30,6 +31,8 @@ struct FamilyTraits {
   // The MQAR quickstart's learning rate: the best of the probe sweep configs/mqar_quickstart_lr.json (its
   // description has the accuracies) where the family was probed; 2e-3 otherwise.
   double quickstart_mqar_lr = 2e-3;
+  // The fla model_types this family imports (`mnemo import-fla`; runtime/fla_names.h); empty: none.
+  std::vector<FlaMixerNames> fla;
 };
 
 struct MixerFamily {

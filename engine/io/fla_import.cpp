@@ -8,32 +8,8 @@
 // outputs) is [C, 1, K] like mnemo's ShortConv: no transposes, and no fused projections to split (both keep q, k, v
 // apart).
 //
-// fla model_type -> mnemo family: verdict; how established (fla file vs mnemo file)
-//  transformer -> transformer (swa when window_size is set): exact. fla/layers/attn.py: q/k/v/o Linear, head_dim d/H,
-//    RotaryEmbedding(head_dim, rope_theta) non-interleaved rotate-half (fla/modules/rotary.py), flash_attn causal with
-//    scale D^-1/2, GQA q head h -> kv head h/(H/Hkv), window (W-1, 0) = W keys incl. self; vs runtime/attention/
-//    attention.cpp (repeat_interleave, apply_rope, blocked_attention). Refused: qkv_bias, qk_norm,
-//    attnres_block_size, rope_theta null, odd head dim.
-//  gla -> gla: exact when norm_eps = 1e-6. fla/layers/gla.py: q/k/v Linear (+ ShortConvolution + SiLU, no bias),
-//    gk = logsigmoid(gk_proj.1(gk_proj.0 x)) / 16 (rank 16, bias on .1; GLABlock passes neither), chunk_gla scale
-//    K^-0.5, FusedRMSNormGated(head_v, norm_eps) * swish(g_proj x), o_proj; vs runtime/gla/mixer.cpp (HeadProjection,
-//    gate_down/gate_up, GatedOutput with eps 1e-6). Refused: norm_eps != 1e-6, num_kv_heads != num_heads,
-//    feature_map, clamp_min, use_output_gate false, use_gk false / use_gv true, hybrid attn layers.
-//  retnet -> retnet: exact when norm_eps = 1e-6. fla/layers/multiscale_retention.py: plain q/k/v (RetNetBlock passes
-//    no use_short_conv: never a conv), RoPE(head_k_dim, base 10000), decay ln(1-2^(-5-h)) (fla/ops/retention/
-//    chunk.py g_gamma), scale K^-0.5, gated RMSNorm, o_proj; vs runtime/retnet/mixer.cpp + retnet_log_decay.
-//    Refused: as gla (no gk), an odd or > 256 key head dim.
-//  delta_net -> deltanet: exact when norm_eps = 1e-6. fla/layers/delta_net.py: conv + SiLU on q, k, v, l2norm in the
-//    kernel (fla/modules/l2norm.py: eps 1e-6 inside the sqrt), beta = sigmoid(b_proj x) without bias (mnemo's
-//    b_proj.bias is set to 0), o_norm RMSNorm, or FusedRMSNormGated with g_proj (use_gate), o_proj; vs
-//    runtime/delta_rule/mixer.cpp. Refused: use_beta false, qk_activation != silu, qk_norm != l2, norm_eps != 1e-6.
-//  gated_deltanet -> gated_deltanet: exact when norm_eps = 1e-6. fla/layers/gated_deltanet.py and
-//    fla/ops/gated_delta_rule/gate.py naive_gdn_gate: g = -exp(A_log) softplus(a_proj x + dt_bias), beta =
-//    sigmoid(b_proj x) (bias -> 0), l2norm q, k (eps 1e-6), scale K^-0.5; vs runtime/delta_rule/mixer.cpp (gated).
-//    Refused: num_v_heads != num_heads (GVA), norm_eps != 1e-6, hybrid attn layers.
-//  mamba2: refused. fla/models/mamba2/modeling_mamba2.py Mamba2Block = RMSNorm -> Mamba2 -> residual with no MLP;
-//    mnemo's BlockImpl (runtime/model.cpp) always adds mlp_norm + SwiGLU. (Its gated group norm also takes
-//    norm_eps, default 1e-5; runtime/mamba2/mixer.cpp uses 1e-6.)
+// Each family's own mapping (config fields, refusals, parameter names) is on its registration
+// (FamilyTraits::fla, runtime/<family>/fla_names.cpp), with the fla file it was compared against.
 // All families: hidden_act must be swish (GatedMLP's powlu is refused), intermediate_size must be a size mnemo's rule
 // 256*ceil(floor(2/3*d*r)/256) yields (a multiple of 256), and an unknown config field is refused (it may change the
 // function). mnemo fixes the eps of the norms inside its mixers at 1e-6: hence the norm_eps conditions.
@@ -48,9 +24,11 @@
 
 #include "runtime/backbone.h"
 #include "engine/io/checkpoint.h"
+#include "engine/io/model_files.h"
 #include "engine/config/run_config.h"
 #include "engine/io/safetensors.h"
 #include "runtime/layers.h"
+#include "runtime/registry.h"
 #include "tasks/task.h"
 
 namespace mnemo {
@@ -78,71 +56,24 @@ const std::set<std::string>& harmless_keys() {
   return k;
 }
 
-// fla's config defaults (fla/models/<f>/configuration_<f>.py) for the fields that shape the function: Hugging Face
-// writes only the fields that differ from them.
-json fla_defaults(const std::string& type, const std::string& where) {
-  const json common = {{"hidden_size", 2048}, {"num_hidden_layers", 24}, {"hidden_ratio", 4},
-                       {"intermediate_size", nullptr}, {"hidden_act", "swish"}, {"norm_eps", 1e-6},
-                       {"tie_word_embeddings", false}, {"vocab_size", 32000}, {"attnres_block_size", nullptr}};
-  json d = common;
-  if (type == "transformer") {
-    d.update({{"num_heads", 32}, {"num_kv_heads", nullptr}, {"qkv_bias", false}, {"qk_norm", false},
-              {"window_size", nullptr}, {"rope_theta", 10000.0}, {"elementwise_affine", true}});
-  } else if (type == "gla") {
-    d.update({{"expand_k", 0.5}, {"expand_v", 1.0}, {"num_heads", 4}, {"num_kv_heads", nullptr},
-              {"feature_map", nullptr}, {"use_short_conv", false}, {"conv_size", 4}, {"use_output_gate", true},
-              {"clamp_min", nullptr}, {"elementwise_affine", true}, {"use_gk", true}, {"use_gv", false},
-              {"attn", nullptr}});
-  } else if (type == "retnet") {
-    d.update({{"expand_k", 1.0}, {"expand_v", 2.0}, {"hidden_ratio", 2}, {"num_heads", 8}, {"num_kv_heads", nullptr},
-              {"feature_map", nullptr}, {"use_short_conv", false}, {"conv_size", 4}, {"use_output_gate", true},
-              {"elementwise_affine", true}, {"attn", nullptr}});
-  } else if (type == "delta_net") {
-    d.update({{"expand_k", 1.0}, {"expand_v", 1.0}, {"use_gate", false}, {"use_short_conv", true},
-              {"allow_neg_eigval", false}, {"conv_size", 4}, {"use_beta", true}, {"use_output_norm", true},
-              {"num_heads", 16}, {"qk_norm", "l2"}, {"qk_activation", "silu"}, {"attn", nullptr}});
-  } else if (type == "gated_deltanet") {
-    d.update({{"expand_v", 2.0}, {"use_gate", true}, {"use_short_conv", true}, {"allow_neg_eigval", false},
-              {"conv_size", 4}, {"head_dim", 256}, {"num_heads", 6}, {"num_v_heads", nullptr},
-              {"num_hidden_layers", 21}, {"attn", nullptr}});
-  } else {
-    throw Error(where + ": fla model_type '" + type +
-                "' has no mnemo import (supported: transformer, gla, retnet, delta_net, gated_deltanet)");
-  }
-  return d;
+// fla's config defaults (fla/models/<f>/configuration_<f>.py) of the fields every fla model has; each family's own
+// fields and defaults come with its registration. Hugging Face writes only the fields that differ from them.
+json fla_common_defaults() {
+  return {{"hidden_size", 2048},     {"num_hidden_layers", 24}, {"hidden_ratio", 4},
+          {"intermediate_size", nullptr}, {"hidden_act", "swish"}, {"norm_eps", 1e-6},
+          {"tie_word_embeddings", false}, {"vocab_size", 32000},  {"attnres_block_size", nullptr}};
 }
 
-struct Reader {
-  const json& c;
-  std::string where;
-  const json& at(const std::string& k) const { return c.at(k); }
-  int64_t integer(const std::string& k) const {
-    const json& v = c.at(k);
-    if (!v.is_number_integer())
-      throw Error(where + ": fla config field '" + k + "' must be an integer, got " + json_excerpt(v));
-    return v.get<int64_t>();
-  }
-  double number(const std::string& k) const {
-    const json& v = c.at(k);
-    if (!v.is_number()) throw Error(where + ": fla config field '" + k + "' must be a number, got " + json_excerpt(v));
-    return v.get<double>();
-  }
-  bool flag(const std::string& k) const {
-    const json& v = c.at(k);
-    if (!v.is_boolean()) throw Error(where + ": fla config field '" + k + "' must be true or false, got " + json_excerpt(v));
-    return v.get<bool>();
-  }
-};
-
-// d * expand as an exact positive multiple of `heads` (fla truncates with int(); mnemo needs it exact), or refuse.
-int64_t exact_dim(const Reader& r, const std::string& field, int64_t d, int64_t heads,
-                  const std::function<void(const std::string&)>& refuse) {
-  const double total = static_cast<double>(d) * r.number(field);
-  const int64_t n = std::llround(total);
-  if (std::abs(total - static_cast<double>(n)) > 1e-9 || n <= 0 || n % heads != 0)
-    refuse("hidden_size * " + field + " = " + std::to_string(total) + " is not a positive multiple of num_heads " +
-           std::to_string(heads));
-  return n;
+// The registration that imports fla's `type` (Error listing the importable types when none does).
+const FlaMixerNames& fla_names_for(const std::string& type, const std::string& where) {
+  const Registry& reg = Registry::instance();
+  std::string supported;
+  for (const std::string& name : reg.mixer_names())
+    for (const FlaMixerNames& n : reg.mixer(name).traits.fla) {
+      if (n.model_type == type) return n;
+      if (n.refusal.empty()) supported += (supported.empty() ? "" : ", ") + n.model_type;
+    }
+  throw Error(where + ": fla model_type '" + type + "' has no mnemo import (supported: " + supported + ")");
 }
 
 }  // namespace
@@ -154,13 +85,13 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
   FlaModel m;
   m.fla_model_type = config["model_type"].get<std::string>();
   const std::string type = m.fla_model_type;
+  const FlaMixerNames& names = fla_names_for(type, where);
   auto refuse = [&](const std::string& what) {
     throw Error(where + ": cannot import fla " + type + " exactly: " + what);
   };
-  if (type == "mamba2")
-    refuse("fla's Mamba2Block is RMSNorm -> Mamba2 -> residual with no MLP, while every mnemo block adds a "
-           "pre-RMSNorm SwiGLU (also its gated norm uses norm_eps, mnemo's 1e-6)");
-  json c = fla_defaults(type, where);
+  if (!names.refusal.empty()) refuse(names.refusal);
+  json c = fla_common_defaults();
+  c.update(names.defaults);
   for (auto it = config.begin(); it != config.end(); ++it) {
     if (!c.contains(it.key()) && !harmless_keys().count(it.key()))
       throw Error(where + ": fla config field '" + it.key() + "' (" + json_excerpt(it.value()) + ") is not one the " + type +
@@ -169,7 +100,7 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
     if (c.contains(it.key())) c[it.key()] = it.value();
   }
   m.fla_config = c;
-  const Reader r{c, where};
+  const FlaConfigView r{c, where, type};
 
   // The skeleton (all families).
   if (!c["attnres_block_size"].is_null())
@@ -198,96 +129,8 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
   if (H <= 0) refuse("num_heads must be > 0");
   json k = {{"d_model", d}, {"n_layers", r.integer("num_hidden_layers")}, {"n_heads", H}, {"mlp_ratio", ratio},
             {"tie_embeddings", r.flag("tie_word_embeddings")}, {"norm_eps", r.number("norm_eps")}};
-  auto require_eps = [&] {
-    if (r.number("norm_eps") != 1e-6)
-      refuse("norm_eps " + json_excerpt(c["norm_eps"]) + " also sets the eps of the mixer's output norm, fixed at 1e-6 in "
-             "mnemo");
-  };
-  auto require_heads_divide = [&] {
-    if (d % H != 0) refuse("hidden_size " + std::to_string(d) + " is not divisible by num_heads " + std::to_string(H));
-  };
-  auto require_same_kv_heads = [&](const char* field) {
-    if (!c[field].is_null() && r.integer(field) != H)
-      refuse(std::string(field) + " " + json_excerpt(c[field]) + " != num_heads " + std::to_string(H) +
-             ": shared key/value heads, mnemo's " + type + " has one per head");
-  };
-
-  if (type == "transformer") {
-    if (r.flag("qkv_bias")) refuse("qkv_bias: mnemo's q/k/v projections have no bias");
-    if (r.flag("qk_norm")) refuse("qk_norm: per-head RMSNorm on q and k, which mnemo's attention does not have");
-    if (c["rope_theta"].is_null()) refuse("rope_theta null: mnemo's attention always applies RoPE");
-    require_heads_divide();
-    if ((d / H) % 2 != 0) refuse("head dim " + std::to_string(d / H) + " is odd (RoPE rotates pairs)");
-    int64_t kv = 0;
-    if (!c["num_kv_heads"].is_null()) {
-      kv = r.integer("num_kv_heads");
-      if (kv <= 0 || H % kv != 0) refuse("num_kv_heads " + std::to_string(kv) + " does not divide num_heads");
-    }
-    k["n_kv_heads"] = kv;
-    k["rope_theta"] = r.number("rope_theta");
-    m.family = "transformer";
-    if (!c["window_size"].is_null()) {
-      const int64_t w = r.integer("window_size");
-      if (w <= 0) refuse("window_size " + std::to_string(w) + " must be > 0");
-      k["window"] = w;  // flash_attn window (w-1, 0): w keys including the query's own = mnemo swa
-      m.family = "swa";
-    }
-  } else if (type == "gla" || type == "retnet") {
-    require_eps();
-    require_heads_divide();
-    require_same_kv_heads("num_kv_heads");
-    if (!c["feature_map"].is_null()) refuse("feature_map " + json_excerpt(c["feature_map"]) + " on q and k");
-    if (!r.flag("use_output_gate")) refuse("use_output_gate false: mnemo's output is always gated");
-    const int64_t dk = exact_dim(r, "expand_k", d, H, refuse) / H;
-    exact_dim(r, "expand_v", d, H, refuse);
-    k["expand_k"] = r.number("expand_k");
-    k["expand_v"] = r.number("expand_v");
-    if (type == "gla") {
-      if (!c["clamp_min"].is_null()) refuse("clamp_min " + json_excerpt(c["clamp_min"]) + " clamps the log decay");
-      if (!r.flag("use_gk") || r.flag("use_gv"))
-        refuse("use_gk false or use_gv true: older fla wiring with other gates (this fla ignores them)");
-      k["short_conv"] = r.flag("use_short_conv");
-      k["conv_size"] = r.integer("conv_size");
-      k["gla_gate_rank"] = 16;         // GatedLinearAttention default; GLABlock does not pass it
-      k["gla_gate_normalizer"] = 16.0;  // likewise gate_logit_normalizer
-      m.family = "gla";
-    } else {
-      if (dk % 2 != 0 || dk > 256) refuse("key head dim " + std::to_string(dk) + " (RoPE needs it even, fla <= 256)");
-      k["short_conv"] = false;  // RetNetBlock never passes use_short_conv to MultiScaleRetention
-      k["retnet_rope"] = true;
-      k["rope_theta"] = 10000.0;  // RotaryEmbedding(dim=head_k_dim) with its default base
-      m.family = "retnet";
-    }
-  } else {  // delta_net, gated_deltanet
-    require_eps();
-    int64_t dk, dv;
-    if (type == "delta_net") {
-      if (!r.flag("use_beta")) refuse("use_beta false (beta = 1): mnemo's beta is sigmoid(x w_b + b) in (0, 1)");
-      if (c["qk_activation"] != "silu") refuse("qk_activation " + json_excerpt(c["qk_activation"]) + ": mnemo uses SiLU");
-      if (c["qk_norm"] != "l2") refuse("qk_norm " + json_excerpt(c["qk_norm"]) + ": mnemo l2-normalises q and k");
-      dk = exact_dim(r, "expand_k", d, H, refuse) / H;
-      dv = exact_dim(r, "expand_v", d, H, refuse) / H;
-      m.family = "deltanet";
-    } else {
-      require_same_kv_heads("num_v_heads");
-      dk = r.integer("head_dim");
-      const double v = static_cast<double>(dk) * r.number("expand_v");
-      dv = std::llround(v);
-      if (dk <= 0 || dv <= 0 || std::abs(v - static_cast<double>(dv)) > 1e-9)
-        refuse("head_dim * expand_v = " + std::to_string(v) + " is not a positive integer");
-      m.family = "gated_deltanet";
-    }
-    int64_t n_heads = std::min(H, d);  // the skeleton's n_heads must divide d_model; these mixers use num_heads
-    while (d % n_heads != 0) --n_heads;
-    k["n_heads"] = n_heads;
-    k["num_heads"] = H;
-    k["head_dim"] = dk;
-    k["expand_v"] = static_cast<double>(dv) / static_cast<double>(dk);
-    k["conv_size"] = r.integer("conv_size");
-    k["use_short_conv"] = r.flag("use_short_conv");
-    k["allow_neg_eigval"] = r.flag("allow_neg_eigval");
-    k["output_gate"] = r.flag("use_gate");
-  }
+  // The mixer: its family's mapping.
+  m.family = names.to_mnemo(r, k);
   m.model_keys = k;
   return m;
 }
@@ -295,62 +138,19 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
 std::map<std::string, FlaSource> fla_key_map(const FlaModel& m, const std::string& prefix) {
   std::map<std::string, FlaSource> map;
   auto put = [&](const std::string& mnemo, std::vector<std::string> fla) { map[mnemo] = {std::move(fla)}; };
-  auto fill = [&](const std::string& mnemo, FlaSource::Fill f) { map[mnemo] = {{}, f}; };
-  const json& c = m.fla_config;
+  const FlaMixerNames& names = fla_names_for(m.fla_model_type, "fla model");
   const int64_t L = m.model_keys.at("n_layers").get<int64_t>();
   put("embed.weight", {prefix + "embeddings.weight"});
   put("final_norm.weight", {prefix + "norm.weight"});
   if (!m.model_keys.at("tie_embeddings").get<bool>()) put("lm_head.weight", {"lm_head.weight"});
   for (int64_t i = 0; i < L; ++i) {
     const std::string M = "block" + std::to_string(i) + ".", P = prefix + "layers." + std::to_string(i) + ".";
-    const std::string X = M + "mixer.", A = P + "attn.";
     put(M + "mixer_norm.weight", {P + "attn_norm.weight"});
     put(M + "mlp_norm.weight", {P + "mlp_norm.weight"});
     put(M + "mlp.gate.weight", {P + "mlp.gate_proj.weight"});
     put(M + "mlp.up.weight", {P + "mlp.up_proj.weight"});
     put(M + "mlp.down.weight", {P + "mlp.down_proj.weight"});
-    if (m.family == "transformer" || m.family == "swa") {
-      for (const char* p : {"q_proj", "k_proj", "v_proj", "o_proj"}) put(X + p + ".weight", {A + p + ".weight"});
-    } else if (m.family == "gla" || m.family == "retnet") {
-      const bool conv = m.model_keys.value("short_conv", false);
-      for (const std::string p : {"q", "k", "v"}) {
-        put(X + p + ".proj.weight", {A + p + "_proj.weight"});
-        if (conv) put(X + p + ".conv.weight", {A + p + "_conv1d.weight"});
-      }
-      if (m.family == "gla") {
-        put(X + "gate_down.weight", {A + "gk_proj.0.weight"});
-        put(X + "gate_up.weight", {A + "gk_proj.1.weight"});
-        put(X + "gate_up.bias", {A + "gk_proj.1.bias"});
-      }
-      put(X + "out.gate_proj.weight", {A + "g_proj.weight"});
-      put(X + "out.out_proj.weight", {A + "o_proj.weight"});
-      // fuse_norm picks FusedRMSNormGated (g_norm_swish_gate) or RMSNorm then swish (g_norm): the same function.
-      if (c.value("elementwise_affine", true))
-        put(X + "out.norm.weight", {A + "g_norm_swish_gate.weight", A + "g_norm.weight"});
-      else
-        fill(X + "out.norm.weight", FlaSource::Fill::ones);
-    } else {  // deltanet, gated_deltanet
-      const bool conv = m.model_keys.at("use_short_conv").get<bool>();
-      for (const std::string p : {"q", "k", "v"}) {
-        put(X + p + "_proj.proj.weight", {A + p + "_proj.weight"});
-        if (conv) put(X + p + "_proj.conv.weight", {A + p + "_conv1d.weight"});
-      }
-      put(X + "b_proj.weight", {A + "b_proj.weight"});
-      fill(X + "b_proj.bias", FlaSource::Fill::zeros);  // fla's b_proj has no bias
-      if (m.model_keys.at("output_gate").get<bool>()) {
-        put(X + "output.gate_proj.weight", {A + "g_proj.weight"});
-        put(X + "output.out_proj.weight", {A + "o_proj.weight"});
-        put(X + "output.norm.weight", {A + "o_norm.weight"});
-      } else {
-        put(X + "norm.weight", {A + "o_norm.weight"});
-        put(X + "o_proj.weight", {A + "o_proj.weight"});
-      }
-      if (m.family == "gated_deltanet") {
-        put(X + "a_proj.weight", {A + "a_proj.weight"});
-        put(X + "A_log", {A + "A_log"});
-        put(X + "dt_bias", {A + "dt_bias"});
-      }
-    }
+    names.mixer_keys(m.model_keys, m.fla_config, {M + "mixer.", P + "attn."}, map);
   }
   return map;
 }

@@ -1,13 +1,16 @@
 // `mnemo import-fla`: a flash-linear-attention (fla-org/flash-linear-attention) causal LM saved by Hugging Face
 // (config.json + model.safetensors, or sharded with model.safetensors.index.json) as a mnemo checkpoint folder that
 // `mnemo eval --checkpoint` loads. Only families whose fla wiring mnemo computes exactly are imported; every other
-// configuration is refused with an Error naming the fla field and the difference (see fla_import.cpp for the table).
+// configuration is refused with an Error naming the fla field and the difference. The parts every fla model shares
+// are here; each family's own (its config fields, refusals and parameter names) is on its registration
+// (FamilyTraits::fla, runtime/<family>/fla_names.cpp).
 #pragma once
 #include <map>
 #include <string>
 #include <vector>
 
 #include "core/common.h"
+#include "runtime/fla_names.h"
 
 namespace mnemo {
 
@@ -26,12 +29,6 @@ struct FlaModel {
 // `where` names the file in messages.
 FlaModel fla_config_to_mnemo(const json& config, const std::string& where);
 
-// Where each mnemo parameter comes from: the first fla key of `keys` present in the file, or a constant fill for a
-// parameter fla does not have (it then computes the same function: a zero bias, a unit norm weight).
-struct FlaSource {
-  std::vector<std::string> keys;
-  enum class Fill { none, zeros, ones } fill = Fill::none;
-};
 // mnemo parameter name -> source, for a model built from `m`; `prefix` is "model." (or "" for a bare base model).
 std::map<std::string, FlaSource> fla_key_map(const FlaModel& m, const std::string& prefix);
 

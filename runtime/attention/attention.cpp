@@ -5,6 +5,7 @@
 #include "core/torch_compat.h"
 #include "runtime/kernels/fused_cpu.h"
 #include "runtime/kernels/precision.h"
+#include "runtime/attention/fla_names.h"
 #include "runtime/registry.h"
 
 namespace mnemo {
@@ -207,7 +208,7 @@ class SwaMixer : public AttentionMixer {
 void register_attention_families(Registry& r) {
   r.add_mixer(make_mixer_family<TransformerArgs, TransformerMixer>(
       "transformer", "Transformer++: causal softmax attention, RoPE, optional GQA, optional short conv on q/k/v (docs/models.md#transformer)",
-      {attention_flops, {"attention", "black"}, 4e-3}));
+      {attention_flops, {"attention", "black"}, 4e-3, {attention_fla_names()}}));
   r.add_mixer(make_mixer_family<SwaArgs, SwaMixer>(
       "swa", "sliding-window softmax attention, W keys incl. self, ring-buffer cache (docs/models.md#sliding-window-attention)",
       {attention_flops, {"attention", "grey"}}));

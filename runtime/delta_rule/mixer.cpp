@@ -13,6 +13,7 @@
 #include "runtime/kernels/precision.h"
 #include "runtime/no_weight_decay.h"
 #include "runtime/recurrent_block.h"
+#include "runtime/delta_rule/fla_names.h"
 #include "runtime/registry.h"
 
 namespace mnemo {
@@ -194,10 +195,10 @@ class DeltaRuleMixer : public Mixer, public DeclaresNoWeightDecay {
 void register_delta_rule_families(Registry& r) {
   r.add_mixer(make_mixer_family<DeltaNetArgs, DeltaRuleMixer>(
       "deltanet", "DeltaNet: delta-rule linear memory, chunked WY form (docs/models.md#deltanet)",
-      {chunked_recurrence_flops, {"linear recurrent", "cyan"}}));
+      {chunked_recurrence_flops, {"linear recurrent", "cyan"}, 2e-3, {deltanet_fla_names()}}));
   r.add_mixer(make_mixer_family<GatedDeltaNetArgs, DeltaRuleMixer>(
       "gated_deltanet", "Gated DeltaNet: delta rule with Mamba2-style decay (docs/models.md#gated-deltanet)",
-      {chunked_recurrence_flops, {"linear recurrent", "green"}, 1.6e-2}));
+      {chunked_recurrence_flops, {"linear recurrent", "green"}, 1.6e-2, {gated_deltanet_fla_names()}}));
 }
 
 }  // namespace mnemo

@@ -8,6 +8,7 @@
 #include "runtime/gla/gla.h"
 #include "runtime/blocks/mixer_common.h"
 #include "runtime/recurrent_block.h"
+#include "runtime/gla/fla_names.h"
 #include "runtime/registry.h"
 
 namespace mnemo {
@@ -86,7 +87,7 @@ class GlaMixer : public Mixer {
 void register_gla_family(Registry& r) {
   r.add_mixer(make_mixer_family<GlaArgs, GlaMixer>(
       "gla", "gated linear attention, key-wise low-rank logsigmoid decay, gated RMSNorm (docs/models.md#gla)",
-      {chunked_recurrence_flops, {"linear recurrent", "pink"}}));
+      {chunked_recurrence_flops, {"linear recurrent", "pink"}, 2e-3, {gla_fla_names()}}));
 }
 
 }  // namespace mnemo

@@ -118,10 +118,21 @@ class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
   torch::Tensor conv_bias_, A_log_, dt_bias_, D_, norm_weight_;
 };
 
+// fla's "mamba2" is refused: fla/models/mamba2/modeling_mamba2.py Mamba2Block is RMSNorm -> Mamba2 -> residual with
+// no MLP, while every mnemo block (runtime/model.cpp BlockImpl) adds mlp_norm + SwiGLU; its gated group norm also
+// takes norm_eps (default 1e-5) where this mixer uses 1e-6.
+static FlaMixerNames mamba2_fla_names() {
+  FlaMixerNames n;
+  n.model_type = "mamba2";
+  n.refusal = "fla's Mamba2Block is RMSNorm -> Mamba2 -> residual with no MLP, while every mnemo block adds a "
+              "pre-RMSNorm SwiGLU (also its gated norm uses norm_eps, mnemo's 1e-6)";
+  return n;
+}
+
 void register_mamba2_family(Registry& r) {
   r.add_mixer(make_mixer_family<Mamba2Args, Mamba2Mixer>(
       "mamba2", "Mamba2 SSD: scalar per-head decay exp(A dt), Conv4 over xBC, gated group RMSNorm (docs/models.md#mamba2)",
-      {chunked_recurrence_flops, {"linear recurrent", "purple"}, 8e-3}));
+      {chunked_recurrence_flops, {"linear recurrent", "purple"}, 8e-3, {mamba2_fla_names()}}));
 }
 
 }  // namespace mnemo

@@ -10,6 +10,7 @@
 #include "runtime/kernels/precision.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
+#include "runtime/retnet/fla_names.h"
 #include "runtime/retnet/retnet.h"
 
 namespace mnemo {
@@ -87,7 +88,7 @@ class RetNetMixer : public Mixer {
 void register_retnet_family(Registry& r) {
   r.add_mixer(make_mixer_family<RetNetArgs, RetNetMixer>(
       "retnet", "RetNet retention, fixed decay 1-2^(-5-h), RoPE q/k, gated RMSNorm (docs/models.md#retnet)",
-      {chunked_recurrence_flops, {"linear recurrent", "brown"}}));
+      {chunked_recurrence_flops, {"linear recurrent", "brown"}, 2e-3, {retnet_fla_names()}}));
 }
 
 }  // namespace mnemo

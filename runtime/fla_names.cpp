@@ -1,0 +1,57 @@
+#include "runtime/fla_names.h"
+
+#include <cmath>
+
+namespace mnemo {
+
+int64_t FlaConfigView::integer(const std::string& field) const {
+  const json& v = config.at(field);
+  if (!v.is_number_integer())
+    throw Error(where + ": fla config field '" + field + "' must be an integer, got " + json_excerpt(v));
+  return v.get<int64_t>();
+}
+
+double FlaConfigView::number(const std::string& field) const {
+  const json& v = config.at(field);
+  if (!v.is_number()) throw Error(where + ": fla config field '" + field + "' must be a number, got " + json_excerpt(v));
+  return v.get<double>();
+}
+
+bool FlaConfigView::flag(const std::string& field) const {
+  const json& v = config.at(field);
+  if (!v.is_boolean())
+    throw Error(where + ": fla config field '" + field + "' must be true or false, got " + json_excerpt(v));
+  return v.get<bool>();
+}
+
+void FlaConfigView::refuse(const std::string& what) const {
+  throw Error(where + ": cannot import fla " + type + " exactly: " + what);
+}
+
+int64_t FlaConfigView::exact_dim(const std::string& field, int64_t d, int64_t heads) const {
+  const double total = static_cast<double>(d) * number(field);
+  const int64_t n = std::llround(total);
+  if (std::abs(total - static_cast<double>(n)) > 1e-9 || n <= 0 || n % heads != 0)
+    refuse("hidden_size * " + field + " = " + std::to_string(total) + " is not a positive multiple of num_heads " +
+           std::to_string(heads));
+  return n;
+}
+
+void FlaConfigView::require_norm_eps_1e6() const {
+  if (number("norm_eps") != 1e-6)
+    refuse("norm_eps " + json_excerpt(config.at("norm_eps")) + " also sets the eps of the mixer's output norm, fixed "
+           "at 1e-6 in mnemo");
+}
+
+void FlaConfigView::require_heads_divide(int64_t d, int64_t heads) const {
+  if (d % heads != 0)
+    refuse("hidden_size " + std::to_string(d) + " is not divisible by num_heads " + std::to_string(heads));
+}
+
+void FlaConfigView::require_same_kv_heads(const std::string& field, int64_t heads) const {
+  if (!is_null(field) && integer(field) != heads)
+    refuse(field + " " + json_excerpt(config.at(field)) + " != num_heads " + std::to_string(heads) +
+           ": shared key/value heads, mnemo's " + type + " has one per head");
+}
+
+}  // namespace mnemo

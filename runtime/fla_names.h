@@ -1,0 +1,61 @@
+// A family's side of the flash-linear-attention (fla) import (`mnemo import-fla`, engine/io/fla_import.h): how an
+// fla model_type's config.json becomes the family's mnemo keys, and where each of its mixer's parameters sits in
+// fla's checkpoint. A family that fla also has states this on its registration (FamilyTraits::fla); the importer
+// does the parts every fla model shares (embedding, blocks' norms and GatedMLP, final norm, head).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/common.h"
+
+namespace mnemo {
+
+// Where a mnemo parameter comes from: the first fla key of `keys` present in the file, or a constant fill for a
+// parameter fla does not have (it then computes the same function: a zero bias, a unit norm weight).
+struct FlaSource {
+  std::vector<std::string> keys;
+  enum class Fill { none, zeros, ones } fill = Fill::none;
+};
+using FlaKeyMap = std::map<std::string, FlaSource>;
+
+// An fla config.json over fla's defaults for its model_type, read with messages that name the file and field;
+// refuse() ends the import with "WHERE: cannot import fla TYPE exactly: WHAT".
+struct FlaConfigView {
+  const json& config;
+  std::string where;  // the file, for messages
+  std::string type;   // fla's model_type
+
+  int64_t integer(const std::string& field) const;
+  double number(const std::string& field) const;
+  bool flag(const std::string& field) const;
+  bool is_null(const std::string& field) const { return config.at(field).is_null(); }
+  [[noreturn]] void refuse(const std::string& what) const;
+  // d * config[field] as an exact positive multiple of `heads` (fla truncates with int(); mnemo needs it exact).
+  int64_t exact_dim(const std::string& field, int64_t d, int64_t heads) const;
+  // Checks shared by several families.
+  void require_norm_eps_1e6() const;  // the eps of mnemo's norms inside a mixer is fixed at 1e-6
+  void require_heads_divide(int64_t d, int64_t heads) const;
+  void require_same_kv_heads(const std::string& field, int64_t heads) const;  // no shared key/value heads
+};
+
+// Names under which one layer's mixer parameters sit: mnemo's "block<i>.mixer." and fla's "<prefix>layers.<i>.attn.".
+struct FlaLayerPrefixes {
+  std::string mnemo, fla;
+};
+
+struct FlaMixerNames {
+  std::string model_type;  // fla's config.json "model_type"
+  // Non-empty: fla has this model_type but mnemo does not compute it exactly; the import refuses with this reason.
+  std::string refusal;
+  json defaults;           // fla's defaults (fla/models/<f>/configuration_<f>.py) of the mixer's fields
+  // The mixer's mnemo keys from the config, added to `keys` (which holds the skeleton: d_model, n_layers, n_heads,
+  // ...); refuses (FlaConfigView::refuse) what mnemo does not compute exactly. Returns the mnemo family.
+  std::function<std::string(const FlaConfigView& config, json& keys)> to_mnemo;
+  // One layer's mixer parameters: mnemo name -> fla source, for the keys to_mnemo produced.
+  std::function<void(const json& keys, const json& fla_config, const FlaLayerPrefixes& at, FlaKeyMap& map)> mixer_keys;
+};
+
+}  // namespace mnemo
