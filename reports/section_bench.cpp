@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "reports/family_style.h"
+#include "reports/small_multiples.h"
 #include "reports/report.h"
 
 namespace mnemo {

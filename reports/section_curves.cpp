@@ -10,6 +10,7 @@
 #include <set>
 
 #include "reports/family_style.h"
+#include "reports/small_multiples.h"
 #include "reports/report.h"
 
 namespace mnemo {

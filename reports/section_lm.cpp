@@ -11,6 +11,7 @@
 #include <set>
 
 #include "reports/family_style.h"
+#include "reports/small_multiples.h"
 #include "reports/lm_papers.h"
 #include "reports/rank_stats.h"
 #include "reports/report.h"

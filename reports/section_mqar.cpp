@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "reports/family_style.h"
+#include "reports/small_multiples.h"
 #include "reports/mqar_cells.h"
 #include "reports/report.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference fixtures for mnemo's tokenizer.json reader (tasks/hf_tokenizer.cpp, tests/test_hf_tokenizer.cpp).
+"""Reference fixtures for mnemo's tokenizer.json reader (tasks/hf_tokenizer_reader.cpp and _encoder.cpp, tests/test_hf_tokenizer.cpp).
 
 Trains five small tokenizers with the Hugging Face `tokenizers` library itself (no network, no hub download), in
 the shapes published checkpoints ship, and records that library's own encodings and decodings:

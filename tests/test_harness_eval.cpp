@@ -13,6 +13,7 @@
 #include "engine/evaluation/model_adapter.h"
 #include "runtime/model.h"
 #include "tasks/harness/harness_task.h"
+#include "tasks/harness/task_registry.h"
 #include "tasks/tokenizer.h"
 #include "file_util.h"
 #include "test_util.h"

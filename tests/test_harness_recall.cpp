@@ -14,6 +14,7 @@
 #include "runtime/model.h"
 #include "tasks/harness/aggregation.h"
 #include "tasks/harness/harness_task.h"
+#include "tasks/harness/task_registry.h"
 #include "tasks/harness/qa_metrics.h"
 #include "tasks/harness/recall_tasks.h"
 #include "tasks/harness/task_common.h"

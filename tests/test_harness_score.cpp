@@ -15,6 +15,7 @@
 #include "file_util.h"
 #include "runtime/model.h"
 #include "tasks/harness/harness_task.h"
+#include "tasks/harness/task_registry.h"
 #include "tasks/tokenizer.h"
 #include "test_util.h"
 

@@ -10,6 +10,7 @@
 #include "core/common.h"
 #include "tasks/harness/aggregation.h"
 #include "tasks/harness/harness_task.h"
+#include "tasks/harness/task_registry.h"
 #include "tasks/harness/py_compat.h"
 #include "tasks/harness/request.h"
 #include "tasks/harness/task_common.h"

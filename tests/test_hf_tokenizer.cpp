@@ -1,4 +1,4 @@
-// Hugging Face tokenizer.json reader (tasks/hf_tokenizer.cpp) against the reference library: the fixtures in
+// Hugging Face tokenizer.json reader and encoder (tasks/hf_tokenizer_reader.cpp, tasks/hf_tokenizer_encoder.cpp) against the reference library: the fixtures in
 // tests/data/tokenizers were made by the `tokenizers` library itself (scripts/make_tokenizer_fixtures.py).
 #include <catch2/catch.hpp>
 

@@ -10,6 +10,7 @@
 
 #include "engine/tools/report_catalog.h"
 #include "reports/family_style.h"
+#include "reports/small_multiples.h"
 #include "runtime/registry.h"
 #include "reports/report.h"
 #include "report_fixtures.h"

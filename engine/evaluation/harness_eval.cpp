@@ -22,6 +22,7 @@
 #include "results/db.h"
 #include "runtime/device.h"
 #include "tasks/harness/aggregation.h"
+#include "tasks/harness/task_registry.h"
 #include "tasks/harness/request.h"
 #include "tasks/lm_task.h"
 #include "tasks/token_shard.h"

@@ -17,6 +17,7 @@
 #include "engine/evaluation/harness_output.h"
 #include "tasks/eval_task.h"
 #include "tasks/harness/harness_task.h"
+#include "tasks/harness/task_registry.h"
 #include "tasks/model_api.h"
 #include "tasks/tokenizer.h"
 

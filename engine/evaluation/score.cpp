@@ -6,6 +6,7 @@
 
 #include "tasks/eval_task.h"
 #include "tasks/harness/harness_task.h"
+#include "tasks/harness/task_registry.h"
 #include "tasks/scoring.h"
 #include "tasks/task.h"
 #include "tasks/text_utils.h"

@@ -8,6 +8,7 @@
 #include "engine/evaluation/harness_output.h"
 #include "engine/evaluation/score.h"
 #include "tasks/harness/harness_task.h"
+#include "tasks/harness/task_registry.h"
 #include "tasks/harness/task_common.h"
 #include "tasks/scoring.h"
 #include "tasks/tokenizer.h"

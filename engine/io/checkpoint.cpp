@@ -14,7 +14,7 @@
 
 #include "core/atomic_file.h"
 #include "core/file_tree.h"
-#include "engine/io/export.h"
+#include "engine/io/model_files.h"
 #include "engine/config/run_config.h"
 #include "tasks/mad_tasks.h"
 #include "tasks/task.h"
@@ -304,11 +304,6 @@ CheckpointModelMeta read_model_meta(const std::string& checkpoint_dir) {
     throw Error("corrupted checkpoint " + checkpoint_dir + ": " + e.what());
   }
   return parse_model_meta(meta, file.string());
-}
-
-std::string backbone_kind(const json& resolved_config) {
-  auto task = TaskRegistry::instance().make(resolved_config.at("task").get<std::string>(), task_params_of(resolved_config));
-  return task_backbone(*task);
 }
 
 Backbone load_backbone(const std::string& path, const torch::Device& device) {

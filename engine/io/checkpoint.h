@@ -72,8 +72,6 @@ constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
 CheckpointModelMeta parse_model_meta(const json& meta, const std::string& file);
 // DIR/model.json parsed (all fields empty when the file does not exist).
 CheckpointModelMeta read_model_meta(const std::string& checkpoint_dir);
-// The backbone a resolved run config trains (tasks/mad_tasks.h task_backbone).
-std::string backbone_kind(const json& resolved_config);
 // Builds the backbone from the checkpoint's (or export's) config and loads the weights (Error if
 // incompatible), in eval mode on `device`.
 Backbone load_backbone(const std::string& path, const torch::Device& device);

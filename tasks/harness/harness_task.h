@@ -69,9 +69,6 @@ class HarnessTask {
   virtual std::vector<MalformedRecord> malformed_records() const { return {}; }
 };
 
-std::unique_ptr<HarnessTask> make_harness_task(const std::string& name);  // Error naming close task names
-std::vector<std::string> harness_task_names();
-// Expands groups ("commonsense": the Titans-line columns; see the .cpp) and comma lists; Error on unknown names.
-std::vector<std::string> expand_harness_tasks(const std::vector<std::string>& names_or_groups);
+// The registry of these tasks (names, groups, construction): tasks/harness/task_registry.h.
 
 }  // namespace mnemo::harness

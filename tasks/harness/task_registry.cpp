@@ -1,5 +1,5 @@
 // The zero-shot task registry and the paper groups (docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext, docs/tasks.md#recall-intensive-qa).
-#include "tasks/harness/harness_task.h"
+#include "tasks/harness/task_registry.h"
 
 #include <algorithm>
 
