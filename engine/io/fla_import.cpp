@@ -86,10 +86,7 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
   m.fla_model_type = config["model_type"].get<std::string>();
   const std::string type = m.fla_model_type;
   const FlaMixerNames& names = fla_names_for(type, where);
-  auto refuse = [&](const std::string& what) {
-    throw Error(where + ": cannot import fla " + type + " exactly: " + what);
-  };
-  if (!names.refusal.empty()) refuse(names.refusal);
+  if (!names.refusal.empty()) FlaConfigView{config, where, type}.refuse(names.refusal);
   json c = fla_common_defaults();
   c.update(names.defaults);
   for (auto it = config.begin(); it != config.end(); ++it) {
@@ -104,14 +101,14 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
 
   // The skeleton (all families).
   if (!c["attnres_block_size"].is_null())
-    refuse("attnres_block_size " + json_excerpt(c["attnres_block_size"]) + " mixes earlier layers' outputs with learned "
+    r.refuse("attnres_block_size " + json_excerpt(c["attnres_block_size"]) + " mixes earlier layers' outputs with learned "
            "softmax weights; mnemo's blocks are plain residual");
   if (c.contains("attn") && !c["attn"].is_null())
-    refuse("\"attn\" puts softmax-attention layers between the " + type + " layers (a hybrid fla model)");
+    r.refuse("\"attn\" puts softmax-attention layers between the " + type + " layers (a hybrid fla model)");
   if (c["hidden_act"] != "swish")
-    refuse("hidden_act " + json_excerpt(c["hidden_act"]) + ": mnemo's MLP (and gate) is SwiGLU (swish)");
+    r.refuse("hidden_act " + json_excerpt(c["hidden_act"]) + ": mnemo's MLP (and gate) is SwiGLU (swish)");
   const int64_t d = r.integer("hidden_size");
-  if (d <= 0 || r.integer("num_hidden_layers") <= 0) refuse("hidden_size and num_hidden_layers must be > 0");
+  if (d <= 0 || r.integer("num_hidden_layers") <= 0) r.refuse("hidden_size and num_hidden_layers must be > 0");
   m.vocab_size = r.integer("vocab_size");
   int64_t hidden;
   double ratio;
@@ -122,11 +119,11 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
     hidden = r.integer("intermediate_size");
     ratio = 1.5 * static_cast<double>(hidden) / static_cast<double>(d);
     if (swiglu_hidden_size(d, ratio) != hidden)
-      refuse("intermediate_size " + std::to_string(hidden) + " is not a size mnemo's SwiGLU rule "
+      r.refuse("intermediate_size " + std::to_string(hidden) + " is not a size mnemo's SwiGLU rule "
              "256*ceil(floor(2/3*d*r)/256) gives (a multiple of 256)");
   }
   const int64_t H = r.integer("num_heads");
-  if (H <= 0) refuse("num_heads must be > 0");
+  if (H <= 0) r.refuse("num_heads must be > 0");
   json k = {{"d_model", d}, {"n_layers", r.integer("num_hidden_layers")}, {"n_heads", H}, {"mlp_ratio", ratio},
             {"tie_embeddings", r.flag("tie_word_embeddings")}, {"norm_eps", r.number("norm_eps")}};
   // The mixer: its family's mapping.
