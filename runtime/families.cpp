@@ -19,6 +19,9 @@ void register_atlas_families(Registry& r);       // dla, swla, omeganet, atlas, 
 void register_lattice_families(Registry& r);     // lattice_dec, lattice_dot (runtime/lattice/)
 void register_deep_transformer_families(Registry& r);  // deep_transformer, swdt, dot (runtime/deep_transformer/)
 void register_mom_families(Registry& r);         // mom, mom_hybrid (runtime/mom/)
+void register_kda_family(Registry& r);           // kda (runtime/kda/)
+void register_delta_product_family(Registry& r);  // gated_deltaproduct (runtime/delta_product/)
+void register_forgetting_attn_family(Registry& r);  // fox (runtime/forgetting_attn/)
 // -- hybrids --
 
 namespace {
@@ -58,6 +61,9 @@ void register_builtin_families(Registry& r) {
   register_lattice_families(r);
   register_deep_transformer_families(r);
   register_mom_families(r);
+  register_kda_family(r);
+  register_delta_product_family(r);
+  register_forgetting_attn_family(r);
   register_hybrid_models(r);  // last: hybrids refer to the mixers above
 }
 

@@ -60,6 +60,7 @@ inline const json& small_knobs() {
       {"chunk_size", 4},
       {"mini_batch", 4},      // ttt_linear, ttt_mlp: the inner mini-batch is their chunk
       {"gla_sub_chunk", 2},   // gla: secondary chunking inside a chunk
+      {"kda_sub_chunk", 2},   // kda: the same for its decayed score matrices
       {"segment_size", 8},    // titans_mac, atlas_mac: two segments (must be a multiple of chunk_size)
       {"window", 5},          // swa, titans_mag, atlas_mag (SWA window); swdt, dot (window c): keys leave it
       {"omega_window", 3},    // dla, swla, omeganet, atlas, atlas_pp, atlas_mag, atlas_mac: Omega-rule window c

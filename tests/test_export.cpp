@@ -539,3 +539,35 @@ TEST_CASE("load_weights refuses a checkpoint saved at another precision", "[expo
   torch::NoGradGuard g;
   REQUIRE(torch::equal(fp64.forward(sample_ids()), saved.forward(sample_ids())));
 }
+
+TEST_CASE("import-fla: fla's own model code gives the same logits (kda, gated_deltaproduct, forgetting_transformer, "
+          "gated_deltanet)", "[export][fla]") {
+  // tests/data/fla_models/<model_type>: a random model of fla's own class saved by save_pretrained, and the logits of
+  // fla's forward on two fixed sequences (scripts/make_fla_models.py, fp32, fla's Triton kernels under Triton's
+  // interpreter). Both sides compute in fp32 with different summation orders.
+  const fs::path models = fs::path(MNEMO_SOURCE_DIR) / "tests" / "data" / "fla_models";
+  const std::map<std::string, std::string> family = {{"kda", "kda"},
+                                                     {"gated_deltaproduct", "gated_deltaproduct"},
+                                                     {"forgetting_transformer", "fox"},
+                                                     {"gated_deltanet", "gated_deltanet"}};
+  for (const auto& [type, mnemo_family] : family) {
+    DYNAMIC_SECTION(type) {
+      auto dir = test::temp_dir("fla_own_" + type);
+      const json expected = json::parse(std::ifstream(models / type / "expected.json"));
+      const FlaImportResult r = import_fla((models / type).string(), (dir / "run").string(), "mqar", {{"seq_len", 32}});
+      REQUIRE(r.family == mnemo_family);
+      Backbone m = load_backbone((dir / "run").string(), torch::kCPU);
+      auto ids_rows = expected.at("ids").get<std::vector<std::vector<int64_t>>>();
+      std::vector<int64_t> flat;
+      for (const auto& row : ids_rows) flat.insert(flat.end(), row.begin(), row.end());
+      auto ids = torch::tensor(flat, torch::kLong).view({static_cast<int64_t>(ids_rows.size()), -1});
+      auto want = torch::tensor(expected.at("logits").get<std::vector<double>>(), torch::kFloat64)
+                      .view(expected.at("logits_shape").get<std::vector<int64_t>>());
+      torch::NoGradGuard g;
+      auto got = m.forward(ids).to(torch::kFloat64);
+      INFO(type << ": max |got - fla| = " << (got - want).abs().max().item<double>() << ", max |fla| = "
+                << want.abs().max().item<double>());
+      CHECK(test::max_rel_err(got, want) < 1e-4);
+    }
+  }
+}

@@ -1,6 +1,7 @@
-// Oracle fixtures (shared/fixtures/kernels): every registered kernel op × every fixture file of
-// that op × every form (chunked forms at several chunk sizes, some not dividing T) must match the
-// reference outputs by the README rule in fp64. Plus the loader's and comparator's contracts.
+// Oracle fixtures (the shared fixtures directory, and tests/data/kernels made by scripts/make_fla_fixtures.py from
+// flash-linear-attention's own reference functions): every registered kernel op × every fixture file of that op ×
+// every form (chunked forms at several chunk sizes, some not dividing T) must match the reference outputs by the
+// README rule in fp64. Plus the loader's and comparator's contracts.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -13,8 +14,11 @@ using namespace mnemo;
 
 TEST_CASE("kernel fixtures: every registered op passes every fixture file in every form", "[fixtures]") {
   auto& registry = KernelOpRegistry::instance();
-  const auto files = list_fixture_files(fixtures_dir());
+  auto files = list_fixture_files(fixtures_dir());
   REQUIRE(!files.empty());
+  const auto made_here = list_fixture_files(std::string(MNEMO_SOURCE_DIR) + "/tests/data/kernels");
+  REQUIRE(!made_here.empty());
+  files.insert(files.end(), made_here.begin(), made_here.end());
   std::set<std::string> checked_ops, unregistered_ops;
   for (const auto& file : files) {
     Fixture f = load_fixture(file);
@@ -37,6 +41,9 @@ TEST_CASE("kernel fixtures: every registered op passes every fixture file in eve
   if (!skipped.empty()) WARN("fixtures skipped, op not registered: " << skipped);
   CHECK(checked_ops.count("delta_rule") == 1);
   CHECK(checked_ops.count("gated_delta_rule") == 1);
+  CHECK(checked_ops.count("kda") == 1);
+  CHECK(checked_ops.count("gated_delta_product") == 1);
+  CHECK(checked_ops.count("forgetting_attn") == 1);
   // Every registered op must have fixtures to be checked against.
   for (const auto& op : registry.names()) {
     CAPTURE(op);

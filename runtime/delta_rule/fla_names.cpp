@@ -7,7 +7,7 @@
 //  gated_deltanet -> gated_deltanet: exact when norm_eps = 1e-6. fla/layers/gated_deltanet.py and
 //    fla/ops/gated_delta_rule/gate.py naive_gdn_gate: g = -exp(A_log) softplus(a_proj x + dt_bias), beta =
 //    sigmoid(b_proj x) (bias -> 0), l2norm q, k (eps 1e-6), scale K^-0.5; vs runtime/delta_rule/mixer.cpp (gated).
-//    Refused: num_v_heads != num_heads (GVA), norm_eps != 1e-6, hybrid attn layers.
+//    Refused: num_v_heads != num_heads (GVA), norm_eps != 1e-6, hybrid attn layers, output_gate_activation sigmoid.
 #include "runtime/delta_rule/fla_names.h"
 
 #include <algorithm>
@@ -80,10 +80,13 @@ FlaMixerNames gated_deltanet_fla_names() {
   n.model_type = "gated_deltanet";
   n.defaults = {{"expand_v", 2.0},    {"use_gate", true}, {"use_short_conv", true}, {"allow_neg_eigval", false},
                 {"conv_size", 4},     {"head_dim", 256},  {"num_heads", 6},         {"num_v_heads", nullptr},
-                {"num_hidden_layers", 21}, {"attn", nullptr}};
+                {"num_hidden_layers", 21}, {"attn", nullptr}, {"output_gate_activation", "swish"}};
   n.to_mnemo = [](const FlaConfigView& c, json& keys) -> std::string {
     const int64_t H = keys.at("n_heads");
     c.require_norm_eps_1e6();
+    const json& act = c.config.at("output_gate_activation");
+    if (act != "swish" && act != "silu")
+      c.refuse("output_gate_activation " + json_excerpt(act) + ": mnemo's output gate is SiLU (swish)");
     c.require_same_kv_heads("num_v_heads", H);
     const int64_t dk = c.integer("head_dim");
     const double v = static_cast<double>(dk) * c.number("expand_v");

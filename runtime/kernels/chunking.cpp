@@ -173,4 +173,58 @@ std::vector<torch::Tensor> split_pieces(const torch::Tensor& x, const std::vecto
   return x.split_with_sizes(sizes, dim);
 }
 
+namespace {
+
+int64_t largest_divisor_at_most(int64_t n, int64_t cap) {
+  for (int64_t d = std::max<int64_t>(1, std::min(n, cap)); d > 1; --d)
+    if (n % d == 0) return d;
+  return 1;
+}
+
+}  // namespace
+
+torch::Tensor per_channel_decayed_scores(const torch::Tensor& Q, const torch::Tensor& K, const torch::Tensor& B,
+                                         int64_t sub_chunk) {
+  const int64_t c = largest_divisor_at_most(Q.size(-2), sub_chunk);
+  const int64_t C = Q.size(-2), Kd = Q.size(-1), S = C / c;
+  auto lead = Q.sizes().vec();
+  lead.resize(lead.size() - 2);
+  auto with_lead = [&](std::initializer_list<int64_t> tail) {
+    auto shape = lead;
+    shape.insert(shape.end(), tail);
+    return shape;
+  };
+  auto Qs = Q.reshape(with_lead({S, c, Kd})), Ks = K.reshape(with_lead({S, c, Kd}));
+  auto Bs = B.reshape(with_lead({S, c, Kd}));
+  auto A = torch::zeros(with_lead({C, C}), Q.options());
+
+  // Diagonal blocks: A_ij = Σ_k Q_ik K_jk exp(B_ik − B_jk), i >= j inside the block. The clamped
+  // differences are <= 0, so every term is finite and the upper triangle is zeroed after the sum
+  // (same values as masking the exponent with −inf).
+  auto diff = Bs.unsqueeze(-2) - Bs.unsqueeze(-3);                             // [.., S, c, c, K]
+  diff = recording_grad() ? diff.clamp_max(0.0) : diff.clamp_max_(0.0);
+  auto QK = Qs.unsqueeze(-2) * Ks.unsqueeze(-3);
+  auto A_diag = tril_fresh((recording_grad() ? QK * diff.exp() : QK.mul_(diff.exp_())).sum(-1));
+  const int64_t nd = A.dim();
+  // View A as [.., S(I), c, S(J), c]; its I == J blocks are the diagonal over dims (-4, -2),
+  // returned as [.., c, c, S].
+  auto A_blocks = A.view(with_lead({S, c, S, c}));
+  std::vector<int64_t> s_last;
+  for (int64_t d = 0; d < nd - 2; ++d) s_last.push_back(d);
+  s_last.insert(s_last.end(), {nd - 1, nd, nd - 2});  // A_diag [.., S, c, c] -> [.., c, c, S]
+  A_blocks.diagonal(0, nd - 2, nd).copy_(A_diag.permute(s_last));
+
+  // Off-diagonal blocks J < I against r_I = B at the first row of block I: for block row I, one
+  // product q_n [.., c, K] @ k_nᵀ [.., K, I·c] over all earlier rows.
+  for (int64_t I = 1; I < S; ++I) {
+    auto r = Bs.select(-3, I).narrow(-2, 0, 1);                                 // [.., 1, K]
+    auto q_n = Qs.select(-3, I) * (Bs.select(-3, I) - r).clamp_max(0.0).exp();  // [.., c, K]
+    auto B_prev = B.narrow(-2, 0, I * c), K_prev = K.narrow(-2, 0, I * c);       // [.., I·c, K]
+    auto k_n = K_prev * (r - B_prev).clamp_max(0.0).exp();
+    A.narrow(-2, I * c, c).narrow(-1, 0, I * c).copy_(chunk_matmul(q_n, k_n.transpose(-1, -2)));
+  }
+  return A;
+}
+
+
 }  // namespace mnemo

@@ -75,6 +75,14 @@ std::vector<torch::Tensor> split_pieces(const torch::Tensor& x, const std::vecto
 // split_pieces of x [B, T, H, ..] along time, each piece as [B, H, n, ..] (a transposed view).
 std::vector<torch::Tensor> time_pieces(const torch::Tensor& x, const std::vector<int64_t>& sizes);
 
+// Per-channel decayed scores A_ij = Σ_c Q_ic K_jc e^{B_ic − B_jc} for j <= i (zero above the diagonal), with B the
+// in-chunk inclusive cumulative log decay [.., C, K] (B <= 0, non-increasing along rows): GLA's intra-chunk matrix,
+// KDA's K Kᵀ and Q Kᵀ. Built from sub-chunks of c rows (c = the largest divisor of C not above `sub_chunk`):
+// diagonal blocks from clamped exact differences, earlier blocks against the first row r of each block row,
+// (Q ⊙ e^{B − B_r})(K ⊙ e^{B_r − B})ᵀ, every factor <= 1 (docs/models.md#numerical-stability). Differentiable.
+torch::Tensor per_channel_decayed_scores(const torch::Tensor& Q, const torch::Tensor& K, const torch::Tensor& B,
+                                         int64_t sub_chunk);
+
 // Lower-triangular (incl. diagonal) boolean mask [n, n]; `strict` excludes the diagonal.
 torch::Tensor causal_mask(int64_t n, const torch::Device& device, bool strict = false);
 

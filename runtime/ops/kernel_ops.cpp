@@ -12,6 +12,9 @@ void register_gla_ops(KernelOpRegistry& r);          // gla (runtime/gla/)
 void register_mamba2_ops(KernelOpRegistry& r);       // mamba2_ssd (runtime/mamba2/)
 void register_ttt_ops(KernelOpRegistry& r);  // ttt_linear (runtime/ttt/)
 void register_titans_ops(KernelOpRegistry& r);  // titans (runtime/titans/ops.cpp)
+void register_kda_ops(KernelOpRegistry& r);  // kda (runtime/kda/)
+void register_delta_product_ops(KernelOpRegistry& r);  // gated_delta_product (runtime/delta_product/)
+void register_forgetting_attn_ops(KernelOpRegistry& r);  // forgetting_attn (runtime/forgetting_attn/)
 
 void register_builtin_kernel_ops(KernelOpRegistry& r) {
   register_delta_rule_ops(r);
@@ -21,6 +24,9 @@ void register_builtin_kernel_ops(KernelOpRegistry& r) {
   register_mamba2_ops(r);
   register_ttt_ops(r);
   register_titans_ops(r);
+  register_kda_ops(r);
+  register_delta_product_ops(r);
+  register_forgetting_attn_ops(r);
 }
 
 KernelOpRegistry& KernelOpRegistry::instance() {

@@ -1,0 +1,70 @@
+// Chunk-wise Kimi Delta Attention (docs/models.md#kda, docs/models.md#numerical-stability). Per chunk of C rows with
+// Q (scaled), K, V, S the state before the chunk and b_i = Σ_{r<=i} g_r ∈ R^K the inclusive in-chunk cumulative log
+// decay, unrolling the recurrence gives
+//   k_i S'_i = (k_i ⊙ e^{b_i}) S + Σ_{j<i} A_ij u_j,   A_ij = Σ_c k_ic k_jc e^{b_ic − b_jc}
+// so u_i = β_i v_i − β_i (k_i ⊙ e^{b_i}) S − β_i Σ_{j<i} A_ij u_j, i.e. with L = I + stril(diag(β) A):
+//   U = L^{-1} diag(β) V,  W = L^{-1} diag(β) (K ⊙ e^{b}),  U' = U − W S
+//   O = (Q ⊙ e^{b}) S + tril(P) U',   P_ij = Σ_c q_ic k_jc e^{b_ic − b_jc}
+//   S ← Diag(e^{b_C}) S + (K ⊙ e^{b_C − b})ᵀ U'
+// This is the Gated DeltaNet chunk form (runtime/delta_rule/chunk.cpp) with the scalar in-chunk decay Γ_ij replaced by
+// a per-channel one inside the products; A and P come from per_channel_decayed_scores (every exponent <= 0).
+#include <vector>
+
+#include "core/common.h"
+#include "runtime/kda/kda.h"
+#include "runtime/kernels/chunking.h"
+#include "runtime/kernels/precision.h"
+
+namespace mnemo {
+
+KdaResult kda_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& beta,
+                    const torch::Tensor& g, const torch::Tensor& initial_state, double scale, int64_t chunk_size,
+                    int64_t sub_chunk) {
+  check_kda_inputs(q, k, v, beta, g, initial_state);
+  if (chunk_size < 1) throw Error("kda: chunk_size must be >= 1, got " + std::to_string(chunk_size));
+  if (sub_chunk < 1) throw Error("kda: sub_chunk must be >= 1, got " + std::to_string(sub_chunk));
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1
+  const auto dt = recurrence_dtype({q, k, v, beta, g, initial_state});
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
+  auto S = initial_state.defined() ? initial_state.to(dt) : torch::zeros({B, H, K, V}, q.options().dtype(dt));
+  if (T == 0) return {torch::zeros({B, 0, H, V}, v.options()), S};
+
+  const int64_t C = std::min(chunk_size, T);
+  auto Q = to_chunks(q.to(dt) * scale, C);                // [B, H, N, C, K]
+  auto Kc = to_chunks(k.to(dt), C);                       // [B, H, N, C, K]
+  auto Vc = to_chunks(v.to(dt), C);                       // [B, H, N, C, V]
+  auto beta_c = to_chunks(beta.to(dt), C).unsqueeze(-1);  // [B, H, N, C, 1]
+  auto b = to_chunks(g.to(dt), C).cumsum(-2);             // [B, H, N, C, K], <= 0
+  const int64_t N = b.size(2);
+  auto b_last = b.narrow(-2, C - 1, 1);                   // [B, H, N, 1, K]
+  auto eb = b.exp();
+
+  auto L = per_channel_decayed_scores(Kc, Kc, b, sub_chunk).tril(-1) * beta_c;  // stril(diag(β) A)
+  auto P = per_channel_decayed_scores(Q, Kc, b, sub_chunk);                       // tril(P)
+  auto K_out = Kc * (b_last - b).clamp_max(0.0).exp();                            // K ⊙ e^{b_C − b}
+  auto chunk_decay = b_last.exp().transpose(-1, -2);                              // [B, H, N, K, 1]
+  auto Q_in = Q * eb;
+
+  // U and W in one unit-triangular solve, posed as the right-side solve Xᵀ Lᵀ = Rᵀ (see delta_rule/chunk.cpp).
+  auto rhs = torch::cat({Vc * beta_c, Kc * eb * beta_c}, -1);  // [B, H, N, C, V + K]
+  auto solved = torch::linalg_solve_triangular(L.transpose(-1, -2), rhs.transpose(-1, -2), /*upper=*/true,
+                                               /*left=*/false, /*unitriangular=*/true)
+                    .transpose(-1, -2);
+  auto U = solved.narrow(-1, 0, V), W = solved.narrow(-1, V, K);
+  auto WQ = torch::cat({W, Q_in}, -2);  // [B, H, N, 2C, K]: W S and Q_in S share S
+
+  const auto WQ_n = WQ.unbind(2), U_n = U.unbind(2), P_n = P.unbind(2), K_out_n = K_out.unbind(2);
+  const auto decay_n = chunk_decay.unbind(2);
+  std::vector<torch::Tensor> outs;
+  outs.reserve(N);
+  for (int64_t n = 0; n < N; ++n) {
+    auto WQS = chunk_matmul(WQ_n[n], S);     // [B, H, 2C, V]
+    auto Un = U_n[n] - WQS.narrow(-2, 0, C);  // U' = U − W S
+    outs.push_back(chunk_matmul(P_n[n], Un) + WQS.narrow(-2, C, C));
+    S = S * decay_n[n] + chunk_matmul(K_out_n[n].transpose(-1, -2), Un);
+  }
+  auto o = torch::stack(outs, 2);  // [B, H, N, C, V]
+  return {from_chunks(o, T).to(v.scalar_type()), S};
+}
+
+}  // namespace mnemo

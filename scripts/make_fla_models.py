@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Tiny flash-linear-attention (fla) checkpoints with fla's own logits, for `mnemo import-fla`'s tests
+(tests/test_export.cpp, "import-fla: fla's own model code ..."): for each fla model_type, a random model of fla's own
+class (seed 0, fp32) saved by save_pretrained (config.json + model.safetensors), and the logits of fla's forward on a
+fixed sequence in expected.json.
+
+fla's kernels are Triton; this machine has no GPU, so they run under Triton's interpreter (TRITON_INTERPRET=1) with
+two patches to the interpreter's host side (below), which do not change the kernels' arithmetic:
+  1. autotuning benchmarks its configs through the active GPU driver, which a machine without a GPU does not have:
+     every config scores the same, so the first one runs;
+  2. compiled Triton gives a `for i in range(n)` loop a tensor index (fla's kernels call i.to(tl.int64)); the
+     interpreter gives a Python int: the index is made a tensor, as the interpreter already does for assignments.
+The forward runs in eval mode without gradients: for these 16 tokens fla takes its fused_recurrent kernels.
+
+    python3 -m venv /tmp/fla && /tmp/fla/bin/pip install flash-linear-attention einops safetensors
+    /tmp/fla/bin/python scripts/make_fla_models.py --out tests/data/fla_models
+"""
+import argparse
+import ast
+import importlib.metadata as md
+import json
+import os
+import shutil
+import sys
+
+os.environ["TRITON_INTERPRET"] = "1"
+import torch  # noqa: E402
+from triton.runtime import autotuner, interpreter  # noqa: E402
+
+autotuner.Autotuner.do_bench = property(
+    lambda self: self._do_bench if self._do_bench is not None
+    else (lambda kernel_call, quantiles=None, **kw: [0.0, 0.0, 0.0] if quantiles else 0.0))
+
+
+def _tensor_loop_index(self, node):
+    node = self.generic_visit(node)
+    it = node.iter
+    ranged = isinstance(it, ast.Call) and (
+        (isinstance(it.func, ast.Name) and it.func.id == "range") or
+        (isinstance(it.func, ast.Attribute) and it.func.attr == "range"))
+    if isinstance(node.target, ast.Name) and ranged:
+        name = node.target.id
+        convert = ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                             value=ast.Call(func=ast.Attribute(value=ast.Name(id="interpreter_semantic", ctx=ast.Load()),
+                                                               attr="to_tensor", ctx=ast.Load()),
+                                            args=[ast.Name(id=name, ctx=ast.Load()), ast.Constant(value=False)],
+                                            keywords=[]))
+        ast.copy_location(convert, node)
+        node.body.insert(0, convert)
+    return node
+
+
+interpreter.ASTTransformer.visit_For = _tensor_loop_index
+
+import fla.models as fm  # noqa: E402
+
+COMMON = dict(hidden_size=32, num_hidden_layers=2, vocab_size=64, norm_eps=1e-6,
+              fuse_norm=False, fuse_swiglu=False, fuse_cross_entropy=False)
+MODELS = {  # model_type: (config class, model class, the mixer's fields)
+    "kda": ("KDAConfig", "KDAForCausalLM", dict(num_heads=2, head_dim=16, expand_v=1.0)),
+    "gated_deltaproduct": ("GatedDeltaProductConfig", "GatedDeltaProductForCausalLM",
+                           dict(num_heads=2, head_dim=16, expand_v=2.0, num_householder=2, use_forget_gate=True,
+                                allow_neg_eigval=True)),
+    "forgetting_transformer": ("ForgettingTransformerConfig", "ForgettingTransformerForCausalLM",
+                               dict(num_heads=4, use_output_gate=True)),
+    "gated_deltanet": ("GatedDeltaNetConfig", "GatedDeltaNetForCausalLM", dict(num_heads=2, head_dim=16, expand_v=2.0)),
+}
+
+
+def make(model_type, out_dir):
+    cfg_cls, model_cls, fields = MODELS[model_type]
+    torch.manual_seed(0)
+    config = getattr(fm, cfg_cls)(**COMMON, **fields)
+    model = getattr(fm, model_cls)(config).eval()
+    with torch.no_grad():  # random weights of the right scale everywhere (fla's init zeroes some, e.g. biases)
+        for name, p in model.named_parameters():
+            if "A_log" in name or "dt_bias" in name:
+                continue
+            p.copy_(torch.randn_like(p) * (0.3 if p.dim() > 1 else 0.1) + (1.0 if name.endswith("norm.weight") else 0.0))
+    ids = torch.randint(0, config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits = model(ids).logits.float()
+    if not torch.isfinite(logits).all():
+        sys.exit(f"make_fla_models: {model_type}: non-finite logits")
+    target = os.path.join(out_dir, model_type)
+    tmp = target + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    for extra in ("generation_config.json",):
+        if os.path.exists(os.path.join(tmp, extra)):
+            os.remove(os.path.join(tmp, extra))
+    with open(os.path.join(tmp, "expected.json"), "w") as f:
+        json.dump({"reference": f"flash-linear-attention {md.version('flash-linear-attention')} "
+                                f"fla.models.{model_cls}, eval, no grad, float32, Triton interpreter",
+                   "ids": ids.tolist(), "logits_shape": list(logits.shape),
+                   "logits": [float(x) for x in logits.flatten().tolist()]}, f)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+    print("wrote", target, "max |logit|", float(logits.abs().max()))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--types", nargs="*", default=sorted(MODELS))
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    for t in a.types:
+        if t not in MODELS:
+            sys.exit(f"make_fla_models: unknown model_type {t}; known: {sorted(MODELS)}")
+        make(t, a.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+// Kimi Delta Attention (docs/models.md#kda), Gated DeltaProduct (docs/models.md#gated-deltaproduct) and forgetting
+// attention (docs/models.md#forgetting-transformer) kernels:
+// chunked form == token-by-token form in fp64 (outputs, final state, every gradient), including decays past the
+// factorisation limit and partial last chunks; the reductions to Gated DeltaNet (KDA with one decay for all key
+// channels, DeltaProduct with one step per token); state passing across a split. The mixers' causality, decode ==
+// forward and gradients are in the mixer contract (tests/test_mixer_contract.cpp), the flash-linear-attention
+// fixtures in tests/test_kernel_fixtures.cpp.
+#include <catch2/catch.hpp>
+
+#include "runtime/delta_product/delta_product.h"
+#include "runtime/delta_rule/delta_rule.h"
+#include "runtime/forgetting_attn/forgetting_attn.h"
+#include "runtime/kda/kda.h"
+#include "runtime/layers.h"
+#include "tests/mixer_test_util.h"
+#include "tests/test_util.h"
+
+using namespace mnemo;
+using mnemo::test::max_rel_err;
+
+namespace {
+
+constexpr double kGradFloor = 1e-6;  // relative errors of gradients against a scale floored here
+
+struct Inputs {
+  torch::Tensor q, k, v, beta, g, h0;  // g / h0 undefined when not used
+  std::vector<torch::Tensor> leaves() const {
+    std::vector<torch::Tensor> out = {q, k, v, beta};
+    if (g.defined()) out.push_back(g);
+    if (h0.defined()) out.push_back(h0);
+    return out;
+  }
+};
+
+// q, k l2-normalised normals, beta = σ(N) (× 2: negative eigenvalues), g = logsigmoid(N + 2) · decay_scale.
+// Keys, values and betas have `rows_per_token` rows per token; g is [B, T, H] or, with per_channel, [B, T, H, K].
+Inputs make_inputs(int64_t B, int64_t T, int64_t H, int64_t K, int64_t V, int64_t rows_per_token, bool gated,
+                   bool per_channel, bool with_state, uint64_t seed, double decay_scale = 1.0) {
+  torch::manual_seed(seed);
+  auto o = torch::TensorOptions().dtype(torch::kFloat64);
+  const int64_t R = T * rows_per_token;
+  Inputs in;
+  in.q = l2norm(torch::randn({B, T, H, K}, o)).detach().requires_grad_();
+  in.k = l2norm(torch::randn({B, R, H, K}, o)).detach().requires_grad_();
+  in.v = torch::randn({B, R, H, V}, o).requires_grad_();
+  in.beta = (2.0 * torch::sigmoid(torch::randn({B, R, H}, o))).detach().requires_grad_();
+  if (gated) {
+    auto shape = per_channel ? std::vector<int64_t>{B, T, H, K} : std::vector<int64_t>{B, T, H};
+    in.g = (torch::log_sigmoid(torch::randn(shape, o) + 2.0) * decay_scale).detach().requires_grad_();
+  }
+  if (with_state) in.h0 = torch::randn({B, H, K, V}, o).requires_grad_();
+  return in;
+}
+
+struct Run {
+  torch::Tensor o, state;
+  std::vector<torch::Tensor> grads;
+};
+
+// Outputs and the gradients of a fixed random linear functional of (o, final state) w.r.t. every input.
+Run with_grads(const Inputs& in, const DeltaRuleResult& r) {
+  torch::manual_seed(1234);
+  auto wo = torch::randn(r.o.sizes(), r.o.options()), ws = torch::randn(r.final_state.sizes(), r.o.options());
+  auto loss = (r.o * wo).sum() + (r.final_state * ws).sum();
+  return {r.o.detach(), r.final_state.detach(), torch::autograd::grad({loss}, in.leaves())};
+}
+
+void check_same(const Run& got, const Run& ref) {
+  CHECK(max_rel_err(got.o, ref.o) <= 1e-10);
+  CHECK(max_rel_err(got.state, ref.state) <= 1e-10);
+  REQUIRE(got.grads.size() == ref.grads.size());
+  for (size_t i = 0; i < ref.grads.size(); ++i) {
+    CAPTURE(i);
+    CHECK(max_rel_err(got.grads[i], ref.grads[i], kGradFloor) <= 1e-8);
+  }
+}
+
+Run kda(const Inputs& in, int64_t chunk, int64_t sub_chunk = 16) {
+  auto r = chunk == 0 ? kda_recurrent(in.q, in.k, in.v, in.beta, in.g, in.h0, 0.3)
+                      : kda_chunk(in.q, in.k, in.v, in.beta, in.g, in.h0, 0.3, chunk, sub_chunk);
+  return with_grads(in, {r.o, r.final_state});
+}
+
+Run delta_product(const Inputs& in, int64_t n, int64_t chunk) {
+  auto r = chunk == 0 ? gated_delta_product_recurrent(in.q, in.k, in.v, in.beta, in.g, in.h0, 0.3, n)
+                      : gated_delta_product_chunk(in.q, in.k, in.v, in.beta, in.g, in.h0, 0.3, n, chunk);
+  return with_grads(in, r);
+}
+
+}  // namespace
+
+TEST_CASE("kda: chunk form equals the recurrence in fp64 (outputs, final state, gradients)", "[recent_linear][kda]") {
+  for (int64_t T : {1, 7, 63, 100}) {
+    for (bool with_state : {false, true}) {
+      auto in = make_inputs(2, T, 2, 8, 12, 1, true, true, with_state, 40 + T);
+      auto ref = kda(in, 0);
+      for (auto [C, sub] : std::vector<std::pair<int64_t, int64_t>>{{16, 16}, {64, 16}, {64, 5}, {7, 16}}) {
+        CAPTURE(T, with_state, C, sub);
+        check_same(kda(in, C, sub), ref);
+      }
+    }
+  }
+}
+
+TEST_CASE("kda: strong per-channel decay (past the factorisation limit) stays exact and finite",
+          "[recent_linear][kda]") {
+  // log decays about −6 per step on some channels: a 64-row chunk spans ~400, where e^{−b} would overflow fp32 and
+  // pass fp64's factorisation limit; the sub-chunk form keeps every exponent <= 0.
+  auto in = make_inputs(2, 100, 2, 8, 12, 1, true, true, true, 51, 6.0);
+  auto ref = kda(in, 0), got = kda(in, 64);
+  check_same(got, ref);
+  for (const auto& g : got.grads) CHECK(torch::isfinite(g).all().item<bool>());
+}
+
+TEST_CASE("kda with the same decay on every key channel is Gated DeltaNet", "[recent_linear][kda]") {
+  auto in = make_inputs(2, 37, 2, 8, 8, 1, true, false, true, 52);
+  auto g_channels = in.g.detach().unsqueeze(-1).expand({2, 37, 2, 8}).contiguous();
+  auto gdn = delta_rule_recurrent(in.q, in.k, in.v, in.beta, in.g, in.h0, 0.3);
+  for (int64_t C : {0, 16}) {
+    CAPTURE(C);
+    auto r = C == 0 ? kda_recurrent(in.q, in.k, in.v, in.beta, g_channels, in.h0, 0.3)
+                    : kda_chunk(in.q, in.k, in.v, in.beta, g_channels, in.h0, 0.3, C);
+    CHECK(max_rel_err(r.o, gdn.o) <= 1e-12);
+    CHECK(max_rel_err(r.final_state, gdn.final_state) <= 1e-12);
+  }
+}
+
+TEST_CASE("kda: one pass equals two halves with the state passed on", "[recent_linear][kda]") {
+  auto in = make_inputs(1, 50, 2, 8, 8, 1, true, true, true, 53);
+  auto whole = kda_chunk(in.q, in.k, in.v, in.beta, in.g, in.h0, 0.3, 16);
+  auto part = [&](const torch::Tensor& t, int64_t start, int64_t len) { return t.narrow(1, start, len); };
+  auto first = kda_chunk(part(in.q, 0, 21), part(in.k, 0, 21), part(in.v, 0, 21), part(in.beta, 0, 21),
+                         part(in.g, 0, 21), in.h0, 0.3, 16);
+  auto second = kda_chunk(part(in.q, 21, 29), part(in.k, 21, 29), part(in.v, 21, 29), part(in.beta, 21, 29),
+                          part(in.g, 21, 29), first.final_state, 0.3, 16);
+  CHECK(max_rel_err(torch::cat({first.o, second.o}, 1), whole.o) <= 1e-12);
+  CHECK(max_rel_err(second.final_state, whole.final_state) <= 1e-12);
+}
+
+TEST_CASE("kda: bad shapes are refused naming the tensor", "[recent_linear][kda]") {
+  auto in = make_inputs(1, 5, 2, 8, 8, 1, true, true, false, 54);
+  auto scalar_g = in.g.detach().select(-1, 0);
+  CHECK_THROWS_WITH(kda_recurrent(in.q, in.k, in.v, in.beta, scalar_g, {}, 0.3), Catch::Contains("g"));
+  CHECK_THROWS_WITH(kda_chunk(in.q, in.k, in.v, in.beta, in.g, {}, 0.3, 0), Catch::Contains("chunk_size"));
+}
+
+TEST_CASE("gated deltaproduct: chunked form equals the recurrence in fp64 (outputs, final state, gradients)",
+          "[recent_linear][deltaproduct]") {
+  for (int64_t n : {1, 2, 3}) {
+    for (bool gated : {false, true}) {
+      for (int64_t T : {1, 9, 45}) {
+        auto in = make_inputs(2, T, 2, 8, 12, n, gated, false, T != 9, 60 + T + n);
+        auto ref = delta_product(in, n, 0);
+        for (int64_t C : {7, 16, 64}) {
+          CAPTURE(n, gated, T, C);
+          check_same(delta_product(in, n, C), ref);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gated deltaproduct with one step per token is Gated DeltaNet", "[recent_linear][deltaproduct]") {
+  auto in = make_inputs(2, 30, 2, 8, 8, 1, true, false, true, 70);
+  auto gdn = delta_rule_recurrent(in.q, in.k, in.v, in.beta, in.g, in.h0, 0.3);
+  auto dp = gated_delta_product_recurrent(in.q, in.k, in.v, in.beta, in.g, in.h0, 0.3, 1);
+  CHECK(max_rel_err(dp.o, gdn.o) <= 1e-13);
+  CHECK(max_rel_err(dp.final_state, gdn.final_state) <= 1e-13);
+}
+
+TEST_CASE("gated deltaproduct: two steps per token are two delta-rule tokens read after the second",
+          "[recent_linear][deltaproduct]") {
+  // The definition spelled out on one token from a known state: S ← e^g S, then two delta steps, then q S.
+  auto in = make_inputs(1, 1, 1, 4, 3, 2, true, false, true, 71);
+  auto S = in.h0.detach() * in.g.detach().exp().view({1, 1, 1, 1});
+  for (int64_t j = 0; j < 2; ++j) {
+    auto k = in.k.detach().select(1, j).view({1, 1, 4, 1}), v = in.v.detach().select(1, j).view({1, 1, 1, 3});
+    auto b = in.beta.detach().select(1, j).view({1, 1, 1, 1});
+    S = S + k * (b * (v - (k * S).sum(-2, true)));
+  }
+  auto expect = 0.3 * torch::matmul(in.q.detach().view({1, 1, 1, 4}), S).view({1, 1, 1, 3});
+  auto r = gated_delta_product_recurrent(in.q, in.k, in.v, in.beta, in.g, in.h0, 0.3, 2);
+  CHECK(max_rel_err(r.o, expect) <= 1e-13);
+  CHECK(max_rel_err(r.final_state, S) <= 1e-13);
+}
+
+TEST_CASE("gated deltaproduct: keys for the wrong number of steps are refused naming the tensor",
+          "[recent_linear][deltaproduct]") {
+  auto in = make_inputs(1, 4, 2, 8, 8, 2, true, false, false, 72);
+  CHECK_THROWS_WITH(gated_delta_product_recurrent(in.q, in.k, in.v, in.beta, in.g, {}, 0.3, 3), Catch::Contains("k"));
+  CHECK_THROWS_WITH(gated_delta_product_chunk(in.q, in.k, in.v, in.beta, in.g, {}, 0.3, 0, 16),
+                    Catch::Contains("num_householder"));
+}
+
+TEST_CASE("forgetting attention: parallel form equals the token-by-token form in fp64 (outputs, gradients)",
+          "[recent_linear][fox]") {
+  for (int64_t T : {1, 9, 40}) {
+    torch::manual_seed(80 + T);
+    auto o = torch::TensorOptions().dtype(torch::kFloat64);
+    auto q = torch::randn({2, T, 2, 8}, o).requires_grad_(), k = torch::randn({2, T, 2, 8}, o).requires_grad_();
+    auto v = torch::randn({2, T, 2, 6}, o).requires_grad_();
+    auto g = torch::log_sigmoid(torch::randn({2, T, 2}, o) + 2.0).detach().requires_grad_();
+    auto w = torch::randn({2, T, 2, 6}, o);
+    auto ref = forgetting_attention_recurrent(q, k, v, g, 0.4);
+    auto ref_grads = torch::autograd::grad({(ref * w).sum()}, {q, k, v, g});
+    for (int64_t block : {1, 7, 64}) {
+      CAPTURE(T, block);
+      auto c = g.cumsum(1);
+      auto got = forgetting_attention(q, k, v, c, c, 0.4, block);
+      CHECK(max_rel_err(got, ref) <= 1e-12);
+      auto grads = torch::autograd::grad({(got * w).sum()}, {q, k, v, g});
+      for (size_t i = 0; i < grads.size(); ++i) {
+        CAPTURE(i);
+        CHECK(max_rel_err(grads[i], ref_grads[i], kGradFloor) <= 1e-10);
+      }
+    }
+  }
+}
+
+TEST_CASE("forgetting attention with gates of 1 is causal softmax attention; a closed gate sees only itself",
+          "[recent_linear][fox]") {
+  torch::manual_seed(90);
+  auto o = torch::TensorOptions().dtype(torch::kFloat64);
+  auto q = torch::randn({1, 12, 2, 4}, o), k = torch::randn({1, 12, 2, 4}, o), v = torch::randn({1, 12, 2, 4}, o);
+  auto open = torch::zeros({1, 12, 2}, o);
+  auto got = forgetting_attention(q, k, v, open, open, 0.5, 5);
+  auto logits = torch::einsum("bqhd,bkhd->bhqk", {q * 0.5, k});
+  logits = logits.masked_fill(torch::ones({12, 12}, torch::kBool).triu(1), -INFINITY);
+  auto expect = torch::einsum("bhqk,bkhd->bqhd", {logits.softmax(-1), v});
+  CHECK(max_rel_err(got, expect) <= 1e-12);
+  // log f = −1000 everywhere: every earlier key is forgotten, o_t = v_t.
+  auto closed = torch::full({1, 12, 2}, -1000.0, o).cumsum(1);
+  CHECK(max_rel_err(forgetting_attention(q, k, v, closed, closed, 0.5, 5), v) <= 1e-12);
+}
