@@ -1,5 +1,6 @@
 #include "runtime/fla_names.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace mnemo {
@@ -52,6 +53,29 @@ void FlaConfigView::require_same_kv_heads(const std::string& field, int64_t head
   if (!is_null(field) && integer(field) != heads)
     refuse(field + " " + json_excerpt(config.at(field)) + " != num_heads " + std::to_string(heads) +
            ": shared key/value heads, mnemo's " + type + " has one per head");
+}
+
+void fla_head_layout_keys(const FlaConfigView& c, json& keys, int64_t head_dim, double expand_v) {
+  const double dv = static_cast<double>(head_dim) * expand_v;
+  if (head_dim <= 0 || dv < 1 || std::abs(dv - std::round(dv)) > 1e-9)
+    c.refuse("head_dim * expand_v = " + std::to_string(dv) + " is not a positive integer");
+  const int64_t d = keys.at("d_model"), H = keys.at("n_heads");
+  int64_t n_heads = std::min(H, d);  // the skeleton's n_heads must divide d_model; these mixers use num_heads
+  while (d % n_heads != 0) --n_heads;
+  keys["n_heads"] = n_heads;
+  keys["num_heads"] = H;
+  keys["head_dim"] = head_dim;
+  keys["expand_v"] = expand_v;
+  keys["conv_size"] = c.integer("conv_size");
+  keys["use_short_conv"] = c.flag("use_short_conv");
+}
+
+void fla_map_qkv_projections(const json& keys, const FlaLayerPrefixes& at, FlaKeyMap& map) {
+  const bool conv = keys.at("use_short_conv").get<bool>();
+  for (const std::string p : {"q", "k", "v"}) {
+    map[at.mnemo + p + "_proj.proj.weight"] = {{at.fla + p + "_proj.weight"}};
+    if (conv) map[at.mnemo + p + "_proj.conv.weight"] = {{at.fla + p + "_conv1d.weight"}};
+  }
 }
 
 }  // namespace mnemo

@@ -46,6 +46,15 @@ struct FlaLayerPrefixes {
   std::string mnemo, fla;
 };
 
+// The keys of a delta-rule-style mixer whose heads are fla's num_heads × head_dim, independent of hidden_size: the
+// skeleton's n_heads (the largest divisor of d_model not above num_heads), num_heads, head_dim, expand_v = d_v / d_k,
+// and the short conv's conv_size and use_short_conv. Refuses d_k <= 0 or a d_v that is not a positive integer.
+void fla_head_layout_keys(const FlaConfigView& c, json& keys, int64_t head_dim, double expand_v);
+
+// q/k/v projections and, when keys["use_short_conv"], their short convs: mnemo's HeadProjection (<p>_proj.proj,
+// <p>_proj.conv) from fla's <p>_proj and <p>_conv1d.
+void fla_map_qkv_projections(const json& keys, const FlaLayerPrefixes& at, FlaKeyMap& map);
+
 struct FlaMixerNames {
   std::string model_type;  // fla's config.json "model_type"
   // Non-empty: fla has this model_type but mnemo does not compute it exactly; the import refuses with this reason.

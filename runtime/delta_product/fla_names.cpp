@@ -7,8 +7,6 @@
 //    num_v_heads != num_heads, use_output_gate false (mnemo's output is always gated), norm_eps != 1e-6.
 #include "runtime/delta_product/fla_names.h"
 
-#include <cmath>
-
 namespace mnemo {
 
 FlaMixerNames gated_deltaproduct_fla_names() {
@@ -19,34 +17,20 @@ FlaMixerNames gated_deltaproduct_fla_names() {
                 {"conv_size", 4},         {"head_dim", 256},        {"num_heads", 6},
                 {"num_v_heads", nullptr}, {"attn", nullptr}};
   n.to_mnemo = [](const FlaConfigView& c, json& keys) -> std::string {
-    const int64_t d = keys.at("d_model"), H = keys.at("n_heads");
+    const int64_t H = keys.at("n_heads");
     c.require_norm_eps_1e6();
     c.require_same_kv_heads("num_v_heads", H);
     if (!c.flag("use_output_gate")) c.refuse("use_output_gate false: mnemo's gated_deltaproduct output is always gated");
-    const int64_t dk = c.integer("head_dim");
-    const double v = static_cast<double>(dk) * c.number("expand_v");
-    if (dk <= 0 || v < 1 || std::abs(v - std::round(v)) > 1e-9)
-      c.refuse("head_dim * expand_v = " + std::to_string(v) + " is not a positive integer");
     const int64_t steps = c.integer("num_householder");
     if (steps < 1) c.refuse("num_householder " + std::to_string(steps) + " must be >= 1");
-    int64_t n_heads = std::min(H, d);  // the skeleton's n_heads must divide d_model; the mixer uses num_heads
-    while (d % n_heads != 0) --n_heads;
-    keys["n_heads"] = n_heads;
-    keys["num_heads"] = H;
-    keys["head_dim"] = dk;
-    keys["expand_v"] = c.number("expand_v");
-    keys["conv_size"] = c.integer("conv_size");
-    keys["use_short_conv"] = c.flag("use_short_conv");
+    fla_head_layout_keys(c, keys, c.integer("head_dim"), c.number("expand_v"));
     keys["allow_neg_eigval"] = c.flag("allow_neg_eigval");
     keys["use_forget_gate"] = c.flag("use_forget_gate");
     keys["num_householder"] = steps;
     return "gated_deltaproduct";
   };
   n.mixer_keys = [](const json& keys, const json&, const FlaLayerPrefixes& at, FlaKeyMap& map) {
-    for (const std::string p : {"q", "k", "v"}) {
-      map[at.mnemo + p + "_proj.proj.weight"] = {{at.fla + p + "_proj.weight"}};
-      if (keys.at("use_short_conv").get<bool>()) map[at.mnemo + p + "_proj.conv.weight"] = {{at.fla + p + "_conv1d.weight"}};
-    }
+    fla_map_qkv_projections(keys, at, map);
     map[at.mnemo + "b_proj.weight"] = {{at.fla + "b_proj.weight"}};
     if (keys.at("use_forget_gate").get<bool>()) {
       map[at.mnemo + "a_proj.weight"] = {{at.fla + "a_proj.weight"}};

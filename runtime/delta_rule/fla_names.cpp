@@ -19,25 +19,13 @@ namespace {
 
 // The keys both share, once the key and value head dims are known.
 void delta_rule_keys(const FlaConfigView& c, json& keys, int64_t dk, int64_t dv) {
-  const int64_t d = keys.at("d_model"), H = keys.at("n_heads");
-  int64_t n_heads = std::min(H, d);  // the skeleton's n_heads must divide d_model; these mixers use num_heads
-  while (d % n_heads != 0) --n_heads;
-  keys["n_heads"] = n_heads;
-  keys["num_heads"] = H;
-  keys["head_dim"] = dk;
-  keys["expand_v"] = static_cast<double>(dv) / static_cast<double>(dk);
-  keys["conv_size"] = c.integer("conv_size");
-  keys["use_short_conv"] = c.flag("use_short_conv");
+  fla_head_layout_keys(c, keys, dk, static_cast<double>(dv) / static_cast<double>(dk));
   keys["allow_neg_eigval"] = c.flag("allow_neg_eigval");
   keys["output_gate"] = c.flag("use_gate");
 }
 
 void delta_rule_mixer_keys(const json& keys, const json&, const FlaLayerPrefixes& at, FlaKeyMap& map) {
-  const bool conv = keys.at("use_short_conv").get<bool>();
-  for (const std::string p : {"q", "k", "v"}) {
-    map[at.mnemo + p + "_proj.proj.weight"] = {{at.fla + p + "_proj.weight"}};
-    if (conv) map[at.mnemo + p + "_proj.conv.weight"] = {{at.fla + p + "_conv1d.weight"}};
-  }
+  fla_map_qkv_projections(keys, at, map);
   map[at.mnemo + "b_proj.weight"] = {{at.fla + "b_proj.weight"}};
   map[at.mnemo + "b_proj.bias"] = {{}, FlaSource::Fill::zeros};  // fla's b_proj has no bias
   if (keys.at("output_gate").get<bool>()) {

@@ -7,42 +7,26 @@
 //    safe_gate (its lower-bounded gate is another function), norm_eps != 1e-6.
 #include "runtime/kda/fla_names.h"
 
-#include <cmath>
-
 namespace mnemo {
 
 FlaMixerNames kda_fla_names() {
   FlaMixerNames n;
   n.model_type = "kda";
-  n.defaults = {{"expand_v", 1.0},  {"use_short_conv", true}, {"allow_neg_eigval", false}, {"safe_gate", false}, {"lower_bound", nullptr},
-                {"conv_size", 4},   {"head_dim", 128},        {"num_heads", 16},           {"num_v_heads", nullptr},
-                {"attn", nullptr}};
+  n.defaults = {{"expand_v", 1.0},    {"use_short_conv", true}, {"allow_neg_eigval", false}, {"safe_gate", false},
+                {"lower_bound", nullptr}, {"conv_size", 4},   {"head_dim", 128},          {"num_heads", 16},
+                {"num_v_heads", nullptr}, {"attn", nullptr}};
   n.to_mnemo = [](const FlaConfigView& c, json& keys) -> std::string {
-    const int64_t d = keys.at("d_model"), H = keys.at("n_heads");
+    const int64_t H = keys.at("n_heads");
     c.require_norm_eps_1e6();
     c.require_same_kv_heads("num_v_heads", H);
     if (c.flag("safe_gate") || !c.is_null("lower_bound"))
       c.refuse("safe_gate / lower_bound: the lower-bounded gate lower_bound·σ(·) is not mnemo's KDA gate");
-    const int64_t dk = c.integer("head_dim");
-    const double v = static_cast<double>(dk) * c.number("expand_v");
-    if (dk <= 0 || v < 1 || std::abs(v - std::round(v)) > 1e-9)
-      c.refuse("head_dim * expand_v = " + std::to_string(v) + " is not a positive integer");
-    int64_t n_heads = std::min(H, d);  // the skeleton's n_heads must divide d_model; the mixer uses num_heads
-    while (d % n_heads != 0) --n_heads;
-    keys["n_heads"] = n_heads;
-    keys["num_heads"] = H;
-    keys["head_dim"] = dk;
-    keys["expand_v"] = c.number("expand_v");
-    keys["conv_size"] = c.integer("conv_size");
-    keys["use_short_conv"] = c.flag("use_short_conv");
+    fla_head_layout_keys(c, keys, c.integer("head_dim"), c.number("expand_v"));
     keys["allow_neg_eigval"] = c.flag("allow_neg_eigval");
     return "kda";
   };
   n.mixer_keys = [](const json& keys, const json&, const FlaLayerPrefixes& at, FlaKeyMap& map) {
-    for (const std::string p : {"q", "k", "v"}) {
-      map[at.mnemo + p + "_proj.proj.weight"] = {{at.fla + p + "_proj.weight"}};
-      if (keys.at("use_short_conv").get<bool>()) map[at.mnemo + p + "_proj.conv.weight"] = {{at.fla + p + "_conv1d.weight"}};
-    }
+    fla_map_qkv_projections(keys, at, map);
     map[at.mnemo + "f_down.weight"] = {{at.fla + "f_proj.0.weight"}};
     map[at.mnemo + "f_up.weight"] = {{at.fla + "f_proj.1.weight"}};
     map[at.mnemo + "b_proj.weight"] = {{at.fla + "b_proj.weight"}};

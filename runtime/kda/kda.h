@@ -10,12 +10,11 @@
 #pragma once
 #include <torch/torch.h>
 
+#include "runtime/kernels/chunking.h"
+
 namespace mnemo {
 
-struct KdaResult {
-  torch::Tensor o;            // [B, T, H, V]
-  torch::Tensor final_state;  // [B, H, K, V]
-};
+using KdaResult = RecurrentResult;  // o [B, T, H, V], final_state [B, H, K, V]
 
 // Token-by-token recurrence: O(T) sequential steps; T == 1 is the O(1) decode step. initial_state may be undefined.
 KdaResult kda_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
