@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Oracle fixtures for the kernel ops whose reference code is flash-linear-attention's (fla) PyTorch reference
-functions, in the fixture format of `mnemo check-kernel` (docs/kernels.md#fixtures): float64 inputs, outputs computed
+functions, in the fixture format of `mnemo check-kernel` (docs/cli.md#check-kernel): float64 inputs, outputs computed
 by fla's own function with its internal float32 casts widened to float64 (nothing else changed), a float32 run of the
 unchanged function for the float32 tolerance, and cross-checks against fla's other reference forms.
 
