@@ -223,7 +223,7 @@ TEST_CASE("forgetting attention: parallel form equals the token-by-token form in
   }
 }
 
-TEST_CASE("forgetting attention with gates of 1 is causal softmax attention; a closed gate sees only itself",
+TEST_CASE("forgetting attention: open gates give causal softmax attention and closed gates give each token its value",
           "[recent_linear][fox]") {
   torch::manual_seed(90);
   auto o = torch::TensorOptions().dtype(torch::kFloat64);
