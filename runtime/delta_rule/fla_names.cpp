@@ -11,15 +11,14 @@
 #include "runtime/delta_rule/fla_names.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace mnemo {
 
 namespace {
 
 // The keys both share, once the key and value head dims are known.
-void delta_rule_keys(const FlaConfigView& c, json& keys, int64_t dk, int64_t dv) {
-  fla_head_layout_keys(c, keys, dk, static_cast<double>(dv) / static_cast<double>(dk));
+void delta_rule_keys(const FlaConfigView& c, json& keys, int64_t dk, double expand_v) {
+  fla_head_layout_keys(c, keys, dk, expand_v);
   keys["allow_neg_eigval"] = c.flag("allow_neg_eigval");
   keys["output_gate"] = c.flag("use_gate");
 }
@@ -56,7 +55,7 @@ FlaMixerNames deltanet_fla_names() {
       c.refuse("qk_norm " + json_excerpt(c.config.at("qk_norm")) + ": mnemo l2-normalises q and k");
     const int64_t dk = c.exact_dim("expand_k", d, H) / H;
     const int64_t dv = c.exact_dim("expand_v", d, H) / H;
-    delta_rule_keys(c, keys, dk, dv);
+    delta_rule_keys(c, keys, dk, static_cast<double>(dv) / static_cast<double>(dk));
     return "deltanet";
   };
   n.mixer_keys = delta_rule_mixer_keys;
@@ -77,11 +76,7 @@ FlaMixerNames gated_deltanet_fla_names() {
       c.refuse("output_gate_activation " + json_excerpt(act) + ": mnemo's output gate is SiLU (swish)");
     c.require_same_kv_heads("num_v_heads", H);
     const int64_t dk = c.integer("head_dim");
-    const double v = static_cast<double>(dk) * c.number("expand_v");
-    const int64_t dv = std::llround(v);
-    if (dk <= 0 || dv <= 0 || std::abs(v - static_cast<double>(dv)) > 1e-9)
-      c.refuse("head_dim * expand_v = " + std::to_string(v) + " is not a positive integer");
-    delta_rule_keys(c, keys, dk, dv);
+    delta_rule_keys(c, keys, dk, c.number("expand_v"));  // refuses a d_v that is not a positive integer
     return "gated_deltanet";
   };
   n.mixer_keys = [](const json& keys, const json& fla_config, const FlaLayerPrefixes& at, FlaKeyMap& map) {
