@@ -172,6 +172,7 @@ int main(int argc, char** argv) {
   add_export_commands(app);
   add_db_command(app);
   add_data_command(app);
+  add_hub_command(app);
   add_global_options(app);  // after the commands: every command gets them
   add_command_examples(app);  // an example at the end of every --help
   clarify_range_checks(app);

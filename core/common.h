@@ -1,6 +1,8 @@
 // Shared basics: the error type every bad input ends in, JSON alias, small helpers.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -39,7 +41,21 @@ json read_json_file(const std::string& path);  // throws Error naming path + par
 std::string json_excerpt(const json& value, size_t max_chars = 60);
 // The same cut for text that is not JSON (a line of a file, a command's output).
 std::string text_excerpt(const std::string& text, size_t max_chars = 60);
+// SHA-256 (FIPS 180-4) of data given in pieces; hex_digest() ends it (call it once).
+class Sha256 {
+ public:
+  void update(const char* data, size_t size);
+  std::string hex_digest();
+
+ private:
+  void compress(const unsigned char* block);
+  uint32_t h_[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  unsigned char block_[64] = {};
+  size_t fill_ = 0;
+  uint64_t bytes_ = 0;
+};
 std::string sha256_hex(const std::string& bytes);
+std::string sha256_file(const std::string& path);  // Error naming the file when it cannot be read
 std::string now_iso8601();
 std::string hostname();
 double wall_seconds();  // monotonic clock, seconds

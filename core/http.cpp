@@ -8,9 +8,14 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <thread>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/signals.h"
 
@@ -69,7 +74,7 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
   return size * count;
 }
 
-int on_progress(void*, curl_off_t, curl_off_t, curl_off_t, curl_off_t) { return stop_requested() ? 1 : 0; }
+int on_progress_stop(void*, curl_off_t, curl_off_t, curl_off_t, curl_off_t) { return stop_requested() ? 1 : 0; }
 
 const char* reason_phrase(long status) {
   switch (status) {
@@ -169,6 +174,11 @@ std::string url_encode(const std::string& value) {
 }
 
 #ifndef MNEMO_WITH_CURL
+HttpDownload http_download(const std::string& url, const std::string&, const HttpOptions& options,
+                           const std::function<void(int64_t, int64_t)>&) {
+  http_get(url, options);  // throws: no libcurl
+  return {};
+}
 HttpResponse http_get(const std::string& url, const HttpOptions&) {
   throw Error("GET " + url +
               ": this mnemo was built without libcurl (cmake -DMNEMO_CURL=OFF); build it with "
@@ -203,7 +213,7 @@ HttpResponse http_get(const std::string& url, const HttpOptions& options) {
     curl_easy_setopt(e.h, CURLOPT_WRITEDATA, &t);
     curl_easy_setopt(e.h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e.h, CURLOPT_HEADERDATA, &t);
-    curl_easy_setopt(e.h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(e.h, CURLOPT_XFERINFOFUNCTION, on_progress_stop);
     curl_easy_setopt(e.h, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(e.h, CURLOPT_ERRORBUFFER, errbuf);
 
@@ -253,6 +263,166 @@ HttpResponse http_get(const std::string& url, const HttpOptions& options) {
       std::snprintf(seconds, sizeof seconds, wait < 10 ? "%.1f" : "%.0f", wait);
       options.on_retry(where + ": retrying in " + seconds + " s (attempt " + std::to_string(attempt + 2) + " of " +
                        std::to_string(options.max_retries + 1) + "): " + failure);
+    }
+    if (!wait_unless_stopped(wait))
+      throw HttpError(where + ": interrupted by " + stop_signal_name(), 0, "", /*stopped=*/true);
+  }
+}
+
+namespace {
+
+struct FileTransfer {
+  CURL* handle = nullptr;
+  std::FILE* out = nullptr;
+  int64_t offset = 0;          // bytes in the file when this request started
+  int64_t written = 0;         // bytes of this answer written
+  int64_t expected = -1;       // the whole file's size, when the answer says it
+  bool checked_status = false;
+  bool to_file = false;        // a 200/206 answer: the body goes to the file
+  bool io_error = false;
+  std::string error_body;      // the start of a non-2xx answer's body
+  std::map<std::string, std::string> headers;
+  std::string retry_after;
+  const std::function<void(int64_t, int64_t)>* on_progress = nullptr;
+};
+
+size_t on_file_header(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<FileTransfer*>(user);
+  const std::string line(data, size * count);
+  if (line.rfind("HTTP/", 0) == 0) t->headers.clear();  // a redirect's headers come first
+  const size_t colon = line.find(':');
+  if (colon != std::string::npos) {
+    std::string name = line.substr(0, colon);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    t->headers[name] = trim(line.substr(colon + 1));
+    if (name == "retry-after") t->retry_after = t->headers[name];
+  }
+  return size * count;
+}
+
+size_t on_file_body(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<FileTransfer*>(user);
+  const size_t bytes = size * count;
+  if (!t->checked_status) {
+    t->checked_status = true;
+    long status = 0;
+    curl_easy_getinfo(t->handle, CURLINFO_RESPONSE_CODE, &status);
+    t->to_file = status == 200 || status == 206;
+    if (status == 200 && t->offset > 0) {  // the whole file again: start it over
+      if (std::fflush(t->out) != 0 || ::ftruncate(::fileno(t->out), 0) != 0 || std::fseek(t->out, 0, SEEK_SET) != 0) {
+        t->io_error = true;
+        return 0;
+      }
+      t->offset = 0;
+    }
+    auto length = t->headers.find("content-length");
+    if (t->to_file && length != t->headers.end() && !length->second.empty() &&
+        std::all_of(length->second.begin(), length->second.end(), [](unsigned char c) { return std::isdigit(c); }))
+      t->expected = t->offset + std::stoll(length->second);
+  }
+  if (!t->to_file) {
+    if (t->error_body.size() < 65536) t->error_body.append(data, std::min(bytes, 65536 - t->error_body.size()));
+    return bytes;
+  }
+  if (std::fwrite(data, 1, bytes, t->out) != bytes) {
+    t->io_error = true;
+    return 0;
+  }
+  t->written += static_cast<int64_t>(bytes);
+  if (t->on_progress && *t->on_progress) (*t->on_progress)(t->offset + t->written, t->expected);
+  return bytes;
+}
+
+int64_t file_size_or_zero(const std::string& file) {
+  struct stat st {};
+  return ::stat(file.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
+
+}  // namespace
+
+HttpDownload http_download(const std::string& url, const std::string& file, const HttpOptions& options,
+                           const std::function<void(int64_t, int64_t)>& on_progress) {
+  init_curl_once();
+  const std::string where = "GET " + url;
+  HttpDownload result;
+  for (int attempt = 0;; ++attempt) {
+    if (stop_requested()) throw HttpError(where + ": interrupted by " + stop_signal_name(), 0, "", /*stopped=*/true);
+    EasyHandle e;
+    if (!e.h) throw Error(where + ": libcurl: curl_easy_init failed");
+    FileTransfer t;
+    t.handle = e.h;
+    t.on_progress = &on_progress;
+    t.offset = file_size_or_zero(file);
+    t.out = std::fopen(file.c_str(), "ab");
+    if (!t.out) throw Error("cannot write " + file + ": " + std::strerror(errno));
+    char errbuf[CURL_ERROR_SIZE] = {0};
+    for (const std::string& h : options.headers) e.headers = curl_slist_append(e.headers, h.c_str());
+    const std::string range = std::to_string(t.offset) + "-";  // Range: bytes=N-
+    curl_easy_setopt(e.h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(e.h, CURLOPT_HTTPGET, 1L);
+    if (t.offset > 0) curl_easy_setopt(e.h, CURLOPT_RANGE, range.c_str());
+    curl_easy_setopt(e.h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e.h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(e.h, CURLOPT_MAXREDIRS, 5L);
+    curl_easy_setopt(e.h, CURLOPT_USERAGENT, "mnemo/" MNEMO_VERSION);
+    curl_easy_setopt(e.h, CURLOPT_CONNECTTIMEOUT, options.connect_timeout_s);
+    curl_easy_setopt(e.h, CURLOPT_TIMEOUT, 0L);  // a large file takes as long as it takes; a stall still ends it
+    curl_easy_setopt(e.h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(e.h, CURLOPT_LOW_SPEED_TIME, options.low_speed_time_s);
+    curl_easy_setopt(e.h, CURLOPT_HTTPHEADER, e.headers);
+    curl_easy_setopt(e.h, CURLOPT_WRITEFUNCTION, on_file_body);
+    curl_easy_setopt(e.h, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(e.h, CURLOPT_HEADERFUNCTION, on_file_header);
+    curl_easy_setopt(e.h, CURLOPT_HEADERDATA, &t);
+    curl_easy_setopt(e.h, CURLOPT_XFERINFOFUNCTION, on_progress_stop);
+    curl_easy_setopt(e.h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(e.h, CURLOPT_ERRORBUFFER, errbuf);
+
+    const CURLcode rc = curl_easy_perform(e.h);
+    const bool closed = std::fclose(t.out) == 0;
+    result.attempts = attempt + 1;
+    long status = 0;
+    curl_easy_getinfo(e.h, CURLINFO_RESPONSE_CODE, &status);
+    const std::string after = attempt > 0 ? " (after " + std::to_string(attempt + 1) + " attempts)" : std::string();
+    if (t.io_error || !closed) throw Error("cannot write " + file + ": " + std::strerror(errno) + " (disk full?)");
+
+    std::string failure;
+    bool retry = false;
+    if (rc == CURLE_ABORTED_BY_CALLBACK && stop_requested()) {
+      throw HttpError(where + ": interrupted by " + stop_signal_name(), 0, "", /*stopped=*/true);
+    } else if (rc != CURLE_OK) {
+      failure = std::string(curl_easy_strerror(rc)) + (errbuf[0] ? std::string(": ") + errbuf : std::string());
+      retry = retryable_curl_error(rc);
+      status = 0;
+    } else if (status != 200 && status != 206) {
+      const std::string reason = reason_phrase(status);
+      const std::string says = server_says(t.error_body);
+      failure = "HTTP " + std::to_string(status) + (reason.empty() ? "" : " (" + reason + ")") +
+                (says.empty() ? "" : ": " + says);
+      retry = retryable_status(status);
+    }
+    if (failure.empty()) {
+      result.status = status;
+      result.bytes = file_size_or_zero(file);
+      result.headers = std::move(t.headers);
+      return result;
+    }
+    if (!retry || attempt >= options.max_retries) {
+      auto error_code = t.headers.find("x-error-code");
+      throw HttpError(where + ": " + failure + after, status,
+                      error_code == t.headers.end() ? std::string() : error_code->second);
+    }
+    double wait = options.backoff_base_s * std::pow(2.0, attempt);
+    if (!t.retry_after.empty() && t.retry_after.size() < 10 &&
+        std::all_of(t.retry_after.begin(), t.retry_after.end(), [](unsigned char c) { return std::isdigit(c) != 0; }))
+      wait = std::max(wait, std::stod(t.retry_after));
+    wait = std::min(wait, options.backoff_max_s);
+    if (options.on_retry) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, wait < 10 ? "%.1f" : "%.0f", wait);
+      options.on_retry(where + ": retrying in " + seconds + " s (attempt " + std::to_string(attempt + 2) + " of " +
+                       std::to_string(options.max_retries + 1) + ", from byte " +
+                       std::to_string(file_size_or_zero(file)) + "): " + failure);
     }
     if (!wait_unless_stopped(wait))
       throw HttpError(where + ": interrupted by " + stop_signal_name(), 0, "", /*stopped=*/true);

@@ -2,7 +2,9 @@
 // exponential backoff on 429 / 5xx / connection errors (a Retry-After header is honoured), and a cap on the body.
 // A stop request (SIGINT / SIGTERM, core/signals.h) aborts a transfer or a backoff wait at once.
 #pragma once
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,20 @@ class HttpError : public Error {
 // GET `url`; the 2xx response, or HttpError. 3xx redirects are followed. A body with a JSON {"error": "..."} (the
 // datasets-server's error form) has that text in the message.
 HttpResponse http_get(const std::string& url, const HttpOptions& options);
+
+// GET `url` into `file`, for files too large to hold in memory (model weights). When the file already holds
+// `file`'s first bytes (a download cut short), the request asks for the rest (Range: bytes=N-): a 206 answer is
+// appended, a 200 answer (a server without ranges) replaces the file. A transfer that breaks off is retried like
+// http_get, from the bytes already written; no body cap. Response headers of the final answer are returned with
+// lower-case names. `on_progress(bytes in the file, expected total or -1)` is called as data arrives.
+struct HttpDownload {
+  long status = 0;
+  int64_t bytes = 0;  // the file's size at the end
+  int attempts = 0;
+  std::map<std::string, std::string> headers;
+};
+HttpDownload http_download(const std::string& url, const std::string& file, const HttpOptions& options,
+                           const std::function<void(int64_t done, int64_t total)>& on_progress = {});
 
 // False in a build without libcurl (cmake -DMNEMO_CURL=OFF): http_get then throws Error saying so.
 bool http_available();

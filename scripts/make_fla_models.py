@@ -10,6 +10,9 @@ two patches to the interpreter's host side (below), which do not change the kern
      every config scores the same, so the first one runs;
   2. compiled Triton gives a `for i in range(n)` loop a tensor index (fla's kernels call i.to(tl.int64)); the
      interpreter gives a Python int: the index is made a tensor, as the interpreter already does for assignments.
+fla's softmax attention (model_type transformer) calls flash-attn's flash_attn_func, a CUDA-only package: on a CPU
+it is replaced by `causal_attention` below, the same function written out (softmax(q k^T / sqrt(d)) v over the causal
+window, grouped key/value heads), so the transformer fixture checks fla's wiring (projections, RoPE, norms, MLP).
 The forward runs in eval mode without gradients: for these 16 tokens fla takes its fused_recurrent kernels.
 
     python3 -m venv /tmp/fla && /tmp/fla/bin/pip install flash-linear-attention einops safetensors
@@ -52,7 +55,27 @@ def _tensor_loop_index(self, node):
 
 interpreter.ASTTransformer.visit_For = _tensor_loop_index
 
+import fla.layers.attn as fla_attn  # noqa: E402
 import fla.models as fm  # noqa: E402
+
+
+def causal_attention(q, k, v, causal=True, window_size=(-1, -1)):
+    """flash_attn_func's result: q [B, T, H, D], k/v [B, T, H_kv, D]; window (w-1, 0) keeps the last w keys."""
+    assert causal
+    groups = q.shape[2] // k.shape[2]
+    k, v = k.repeat_interleave(groups, dim=2), v.repeat_interleave(groups, dim=2)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q.float(), k.float()) / q.shape[-1] ** 0.5
+    t = q.shape[1]
+    i, j = torch.arange(t)[:, None], torch.arange(t)[None, :]
+    allowed = j <= i
+    if window_size[0] >= 0:
+        allowed &= j >= i - window_size[0]
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), v.float()).to(q.dtype)
+
+
+if fla_attn.flash_attn_func is None:
+    fla_attn.flash_attn_func = causal_attention
 
 COMMON = dict(hidden_size=32, num_hidden_layers=2, vocab_size=64, norm_eps=1e-6,
               fuse_norm=False, fuse_swiglu=False, fuse_cross_entropy=False)
@@ -64,31 +87,51 @@ MODELS = {  # model_type: (config class, model class, the mixer's fields)
     "forgetting_transformer": ("ForgettingTransformerConfig", "ForgettingTransformerForCausalLM",
                                dict(num_heads=4, use_output_gate=True)),
     "gated_deltanet": ("GatedDeltaNetConfig", "GatedDeltaNetForCausalLM", dict(num_heads=2, head_dim=16, expand_v=2.0)),
+    "transformer": ("TransformerConfig", "TransformerForCausalLM", dict(num_heads=4, num_kv_heads=2)),
+    "gla": ("GLAConfig", "GLAForCausalLM", dict(num_heads=2, expand_k=0.5, expand_v=1.0)),
+    "retnet": ("RetNetConfig", "RetNetForCausalLM", dict(num_heads=2, expand_k=1.0, expand_v=2.0)),
+    "delta_net": ("DeltaNetConfig", "DeltaNetForCausalLM", dict(num_heads=2)),
+}
+# A model folder as the Hub serves one: weights, config and a tokenizer (the reduced Llama-2 tokenizer of
+# tests/data/tokenizers/llama2, as fla-hub's models use Llama-2's), for the end-to-end tests of
+# `mnemo eval --checkpoint DIR|hf:OWNER/NAME` and `mnemo export --format hf`.
+WITH_TOKENIZER = {
+    "gla_llama2_tokenizer": ("gla", "llama2"),
 }
 
 
-def make(model_type, out_dir):
+def make(folder, out_dir):
+    model_type, tokenizer = WITH_TOKENIZER.get(folder, (folder, None))
     cfg_cls, model_cls, fields = MODELS[model_type]
+    common = dict(COMMON)
+    if tokenizer:
+        tok_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "tokenizers", tokenizer)
+        with open(os.path.join(tok_dir, "tokenizer.json")) as f:
+            tok = json.load(f)
+        common["vocab_size"] = max([*tok["model"]["vocab"].values(), *(t["id"] for t in tok["added_tokens"])]) + 1
     torch.manual_seed(0)
-    config = getattr(fm, cfg_cls)(**COMMON, **fields)
+    config = getattr(fm, cfg_cls)(**common, **fields)
     model = getattr(fm, model_cls)(config).eval()
     with torch.no_grad():  # random weights of the right scale everywhere (fla's init zeroes some, e.g. biases)
         for name, p in model.named_parameters():
             if "A_log" in name or "dt_bias" in name:
                 continue
             p.copy_(torch.randn_like(p) * (0.3 if p.dim() > 1 else 0.1) + (1.0 if name.endswith("norm.weight") else 0.0))
-    ids = torch.randint(0, config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(1))
+    shape = (1, 8) if tokenizer else (2, 16)  # a large vocabulary: fewer positions keep expected.json small
+    ids = torch.randint(0, config.vocab_size, shape, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         logits = model(ids).logits.float()
     if not torch.isfinite(logits).all():
         sys.exit(f"make_fla_models: {model_type}: non-finite logits")
-    target = os.path.join(out_dir, model_type)
+    target = os.path.join(out_dir, folder)
     tmp = target + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, safe_serialization=True)
     for extra in ("generation_config.json",):
         if os.path.exists(os.path.join(tmp, extra)):
             os.remove(os.path.join(tmp, extra))
+    if tokenizer:
+        shutil.copy(os.path.join(tok_dir, "tokenizer.json"), os.path.join(tmp, "tokenizer.json"))
     with open(os.path.join(tmp, "expected.json"), "w") as f:
         json.dump({"reference": f"flash-linear-attention {md.version('flash-linear-attention')} "
                                 f"fla.models.{model_cls}, eval, no grad, float32, Triton interpreter",
@@ -102,12 +145,12 @@ def make(model_type, out_dir):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
-    p.add_argument("--types", nargs="*", default=sorted(MODELS))
+    p.add_argument("--types", nargs="*", default=sorted(MODELS) + sorted(WITH_TOKENIZER))
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     for t in a.types:
-        if t not in MODELS:
-            sys.exit(f"make_fla_models: unknown model_type {t}; known: {sorted(MODELS)}")
+        if t not in MODELS and t not in WITH_TOKENIZER:
+            sys.exit(f"make_fla_models: unknown model {t}; known: {sorted(MODELS) + sorted(WITH_TOKENIZER)}")
         make(t, a.out)
 
 

@@ -26,6 +26,7 @@ void add_runs_command(CLI::App& app);       // list runs with their observed sta
 void add_export_commands(CLI::App& app);    // export (safetensors) | import-fla
 void add_db_command(CLI::App& app);         // db merge (a sharded sweep's databases into one)
 void add_data_command(CLI::App& app);       // data fetch recall (download the recall QA sets)
+void add_hub_command(CLI::App& app);        // hub download (a Hugging Face model into the HF cache)
 // (new commands: declare here, define in their own file, add to the list in cli/main.cpp)
 // Each command's example lines (command path, e.g. "tokenizer info"; "" for `mnemo` itself) and their footers.
 const std::vector<std::pair<std::string, std::vector<std::string>>>& command_examples();

@@ -12,6 +12,7 @@
 #include "core/signals.h"
 #include "engine/evaluation/evaluate.h"
 #include "engine/evaluation/harness_eval.h"
+#include "engine/io/hub.h"
 
 namespace mnemo::cli {
 
@@ -55,8 +56,10 @@ void add_eval_command(CLI::App& app) {
                                  "--depths 0,50,100) or --tasks piqa,arc_easy,...|commonsense (zero-shot, lm-eval's "
                                  "requests and metrics)");
   sub->add_option("--checkpoint", a.checkpoint,
-                  "Run directory, its checkpoint/ folder, or an export (PATH.safetensors, or a folder holding "
-                  "model.safetensors + model.json; see `mnemo export`); not with --requests-only");
+                  "Run directory, its checkpoint/ folder, an export (PATH.safetensors, or a folder holding "
+                  "model.safetensors + model.json; see `mnemo export`), a Hugging Face folder of an fla model "
+                  "(config.json + model.safetensors + tokenizer.json), or hf:OWNER/NAME[@REVISION] (downloaded into "
+                  "the Hugging Face cache, see `mnemo hub download`); not with --requests-only");
   sub->add_option("--task", a.task, "Task name (default: the task the model was trained on)");
   auto* tasks_opt = sub->add_option("--tasks", tasks, "lm-eval tasks, comma separated, or groups (commonsense, ...)");
   auto* n_opt = sub->add_option("--n", a.n, "Examples to evaluate (generation tasks: samples per cell)")
@@ -116,6 +119,7 @@ void add_eval_command(CLI::App& app) {
       std::cerr.flush();
       std::exit(128 + stop_signal());
     };
+    if (is_hub_model_spec(a.checkpoint)) a.checkpoint = hub_model_snapshot(a.checkpoint, &std::cerr);
     if (tasks_opt->count() == 0) {
       for (auto* opt : {limit_opt, max_len_opt, out_opt, cut_opt, ctx_len_opt, ans_len_opt, skip_opt})
         if (opt->count() > 0)

@@ -21,7 +21,9 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& command_exa
        {"mnemo train --model transformer --task mqar --set vocab_size=256 --set seq_len=64 --set steps=100 "
         "--set d_model=32 --out out/runs/example"}},
       {"eval", {"mnemo eval --checkpoint out/runs/example --task mqar --n 64"}},
-      {"export", {"mnemo export --checkpoint out/runs/example --format safetensors --out out/example"}},
+      {"export",
+       {"mnemo export --checkpoint out/runs/example --format safetensors --out out/example",
+        "mnemo export --checkpoint out/runs/example --format hf --out out/example-hf"}},
       {"runs", {"mnemo runs"}},
       {"report", {"mnemo report --db out/mnemo.sqlite --out out/report"}},
       {"tokenizer", {"mnemo tokenizer encode byte 'Hello, world'"}},
@@ -42,6 +44,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& command_exa
       {"data", {"mnemo data fetch recall --tasks swde,fda"}},
       {"data fetch", {"mnemo data fetch recall --tasks swde,fda"}},
       {"data fetch recall", {"mnemo data fetch recall --tasks swde,fda"}},
+      {"hub", {"mnemo hub download fla-hub/gla-1.3B-100B"}},
+      {"hub download", {"mnemo hub download fla-hub/gla-1.3B-100B --include '*.json' --include '*.safetensors'"}},
   };
   return examples;
 }

@@ -1,12 +1,15 @@
-// `mnemo export --checkpoint DIR --format safetensors [--out PATH]`: PATH.safetensors + PATH.json (engine/io/export.h).
+// `mnemo export --checkpoint DIR --format safetensors [--out PATH]`: PATH.safetensors + PATH.json (engine/io/export.h);
+// `--format hf --out DIR`: a Hugging Face folder for flash-linear-attention (engine/io/fla_export.h).
 // `mnemo import-fla --model-dir DIR --out RUN_DIR [--task T] [--set key=value]...`: an fla model saved by Hugging
-// Face as a mnemo checkpoint (engine/io/fla_import.h); refused where mnemo would not compute the same function.
+// Face as a mnemo checkpoint (engine/io/fla_checkpoint.h); refused where mnemo would not compute the same function.
 #include <iostream>
 #include <memory>
 
 #include "cli/commands/commands.h"
 #include "engine/io/export.h"
-#include "engine/io/fla_import.h"
+#include "engine/io/fla_export.h"
+#include "engine/io/fla_checkpoint.h"
+#include "engine/io/hub.h"
 
 namespace mnemo::cli {
 
@@ -15,11 +18,29 @@ void add_export_commands(CLI::App& app) {
     std::string checkpoint, format = "safetensors", out;
   };
   auto e = std::make_shared<ExportArgs>();
-  auto* exp = app.add_subcommand("export", "Write a checkpoint's weights as safetensors (PATH.safetensors + PATH.json)");
-  exp->add_option("--checkpoint", e->checkpoint, "Run directory or its checkpoint/ folder")->required();
-  exp->add_option("--format", e->format, "Output format (safetensors)")->capture_default_str();
-  exp->add_option("--out", e->out, "Output path without extension (default: DIR/export/model)");
+  auto* exp = app.add_subcommand(
+      "export",
+      "Write a model's weights: --format safetensors (PATH.safetensors + PATH.json, mnemo's names) or --format hf (a "
+      "Hugging Face folder that flash-linear-attention loads with AutoModelForCausalLM.from_pretrained; the families "
+      "fla has)");
+  exp->add_option("--checkpoint", e->checkpoint,
+                  "Run directory or its checkpoint/ folder, a Hugging Face model folder of an fla model, or "
+                  "hf:OWNER/NAME[@REVISION] (downloaded into the Hugging Face cache)")
+      ->required();
+  exp->add_option("--format", e->format, "Output format: safetensors | hf")->capture_default_str();
+  exp->add_option("--out", e->out,
+                  "safetensors: output path without extension (default: DIR/export/model); hf: the folder to create "
+                  "(default: DIR/export/hf)");
   exp->callback([e] {
+    if (is_hub_model_spec(e->checkpoint)) e->checkpoint = hub_model_snapshot(e->checkpoint, &std::cerr);
+    if (e->format == "hf") {
+      const HfExportResult h = export_fla_folder(e->checkpoint, e->out);
+      std::cout << json{{"folder", h.dir},          {"model_type", h.model_type}, {"tensors", h.tensors},
+                        {"bytes", h.bytes},         {"tokenizer", h.tokenizer},   {"read_back_max_logit_diff", h.max_logit_diff}}
+                       .dump()
+                << "\n";
+      return;
+    }
     const ExportResult r = export_checkpoint(e->checkpoint, e->format, e->out);
     std::cout << json{{"safetensors", r.safetensors_path}, {"config", r.json_path}, {"tensors", r.tensors},
                       {"bytes", r.bytes}}.dump()
@@ -34,7 +55,8 @@ void add_export_commands(CLI::App& app) {
   auto* imp = app.add_subcommand(
       "import-fla",
       "Import a flash-linear-attention model (Hugging Face config.json + model.safetensors) as a mnemo checkpoint "
-      "(transformer, gla, retnet, delta_net, gated_deltanet; refused where mnemo's wiring differs)");
+      "(transformer, gla, retnet, delta_net, gated_deltanet, kda, gated_deltaproduct, forgetting_transformer; refused "
+      "where mnemo's wiring differs). `mnemo eval --checkpoint DIR` also reads such a folder directly");
   imp->add_option("--model-dir", a->model_dir, "Folder with config.json and model.safetensors")->required();
   imp->add_option("--out", a->out, "Run directory to create (its checkpoint/ is what `mnemo eval` loads)")->required();
   imp->add_option("--task", a->task, "Task recorded in the run config (`mnemo eval` defaults to it)")

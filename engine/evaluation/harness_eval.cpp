@@ -445,6 +445,9 @@ std::string default_harness_output_path(const std::string& checkpoint) {
   }
   if (p.filename().string().rfind("checkpoint", 0) == 0 && p.has_parent_path()) p = p.parent_path();
   fs::path name = p.filename();
+  // A Hugging Face cache snapshot, <cache>/models--OWNER--NAME/snapshots/<commit>: named OWNER--NAME.
+  const std::string repo_folder = p.parent_path().parent_path().filename().string();
+  if (p.parent_path().filename() == "snapshots" && repo_folder.rfind("models--", 0) == 0) name = repo_folder.substr(8);
   if (name.empty() || name == "." || name == "..") name = fs::absolute(p).lexically_normal().filename();
   return (fs::path("out") / "eval" / name).string();
 }

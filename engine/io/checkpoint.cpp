@@ -1,4 +1,5 @@
 #include "engine/io/checkpoint.h"
+#include "engine/io/fla_import.h"
 #include "runtime/mixed_precision.h"
 
 #include <fcntl.h>
@@ -241,14 +242,16 @@ std::optional<ExportFiles> find_export(const std::string& path) {
 }
 
 std::string resolve_model_path(const std::string& path) {
+  if (is_hf_model_folder(path)) return path;
   if (auto e = find_export(path)) return e->safetensors;
   if (fs::exists(path) && !holds_checkpoint(path))
-    throw Error("neither a mnemo checkpoint (config.json + model.pt) nor an export (PATH.safetensors + PATH.json): " +
-                path);
+    throw Error("neither a mnemo checkpoint (config.json + model.pt), an export (PATH.safetensors + PATH.json) nor "
+                "a Hugging Face model folder (config.json + model.safetensors): " + path);
   return resolve_checkpoint_path(path);
 }
 
 json load_checkpoint_config(const std::string& path) {
+  if (is_hf_model_folder(path)) return fla_folder_run_config(path);
   if (auto e = find_export(path)) return export_run_config(e->config_json).first;
   return read_json_file((fs::path(resolve_checkpoint_path(path)) / "config.json").string());
 }
@@ -307,6 +310,7 @@ CheckpointModelMeta read_model_meta(const std::string& checkpoint_dir) {
 }
 
 Backbone load_backbone(const std::string& path, const torch::Device& device) {
+  if (is_hf_model_folder(path)) return load_fla_folder(path, device);
   if (auto e = find_export(path)) return load_backbone_safetensors(e->safetensors, e->config_json, device);
   const std::string dir = resolve_checkpoint_path(path);
   json cfg = load_checkpoint_config(dir);

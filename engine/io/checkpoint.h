@@ -51,12 +51,15 @@ std::string resolve_checkpoint_path(const std::string& path);
 
 // A model to evaluate may also be a safetensors export (engine/io/export.h): PATH.safetensors (PATH.json beside
 // it), PATH.json, a folder holding model.safetensors + model.json (RUN/export), or a run folder with no
-// checkpoint but an export/ folder. A checkpoint always wins over an export.
+// checkpoint but an export/ folder. A checkpoint always wins over an export. And it may be a Hugging Face model
+// folder of an fla model (config.json + model.safetensors, engine/io/fla_import.h), read in memory as mnemo's model
+// of the same function.
 struct ExportFiles {
   std::string safetensors, config_json;
 };
 std::optional<ExportFiles> find_export(const std::string& path);
-// The checkpoint folder, or the export's .safetensors file (what an evals row records as `checkpoint`).
+// The checkpoint folder, the export's .safetensors file, or the Hugging Face folder (what an evals row records as
+// `checkpoint`).
 std::string resolve_model_path(const std::string& path);
 // config.json of a checkpoint, or the run config of an export (its PATH.json without the export's own keys).
 json load_checkpoint_config(const std::string& path);

@@ -54,7 +54,7 @@ std::string default_export_path(const std::string& checkpoint) {
 }
 
 ExportResult export_checkpoint(const std::string& checkpoint, const std::string& format, const std::string& out_path) {
-  if (format != "safetensors") throw Error("export: unknown --format '" + format + "' (supported: safetensors)");
+  if (format != "safetensors") throw Error("export: unknown --format '" + format + "' (supported: safetensors, hf)");
   const std::string dir = resolve_checkpoint_path(checkpoint);
   Backbone model = build_checkpoint_backbone(dir);
   const auto state = stored_state((fs::path(dir) / "model.pt").string(), model);

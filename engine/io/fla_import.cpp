@@ -23,7 +23,6 @@
 #include <set>
 
 #include "runtime/backbone.h"
-#include "engine/io/checkpoint.h"
 #include "engine/io/model_files.h"
 #include "engine/config/run_config.h"
 #include "engine/io/safetensors.h"
@@ -152,13 +151,43 @@ std::map<std::string, FlaSource> fla_key_map(const FlaModel& m, const std::strin
   return map;
 }
 
-FlaImportResult import_fla(const std::string& model_dir, const std::string& out_dir, const std::string& task,
-                           const json& overrides) {
+bool is_hf_model_folder(const std::string& path) {
+  std::error_code ec;
+  const fs::path dir(path);
+  if (!fs::is_directory(dir, ec) || !fs::is_regular_file(dir / "config.json", ec)) return false;
+  if (!fs::is_regular_file(dir / "model.safetensors", ec) && !fs::is_regular_file(dir / "model.safetensors.index.json", ec))
+    return false;
+  // A mnemo export folder (model.safetensors + model.json) or checkpoint (config.json + model.pt) is not one.
+  if (fs::exists(dir / "model.pt", ec) || fs::exists(dir / "model.json", ec)) return false;
+  try {
+    const json c = read_json_file((dir / "config.json").string());
+    return c.is_object() && c.contains("model_type");
+  } catch (const Error&) {
+    return true;  // let the loader name what is wrong with the file
+  }
+}
+
+json fla_run_config(const FlaModel& m, const std::string& task, const json& overrides, const std::string& where) {
+  for (auto it = overrides.begin(); it != overrides.end(); ++it)
+    if (m.model_keys.contains(it.key()) || it.key() == "model" || it.key() == "task" || it.key() == "layers")
+      throw Error("--set " + it.key() + " would change the imported model (it comes from " + where + ")");
+  json cfg = m.model_keys;
+  cfg["model"] = m.family;
+  cfg["task"] = task;
+  if (TaskRegistry::instance().at(task).defaults.contains("vocab_size") && !overrides.contains("vocab_size"))
+    cfg["vocab_size"] = m.vocab_size;
+  cfg.update(overrides);
+  json resolved = resolve_run_config(cfg);
+  if (backbone_kind(resolved) != "language_model")
+    throw Error("task '" + task + "' trains an " + backbone_kind(resolved) + ", not a language model");
+  return resolved;
+}
+
+FlaLoadedModel load_fla_model(const std::string& model_dir, const std::string& task, const json& overrides) {
   const fs::path dir(model_dir);
   const std::string config_path = (dir / "config.json").string();
-  if (!fs::is_regular_file(config_path)) throw Error("import-fla: no config.json in " + model_dir);
+  if (!fs::is_regular_file(config_path)) throw Error("no config.json in " + model_dir);
   const FlaModel m = fla_config_to_mnemo(read_json_file(config_path), config_path);
-
   // The weights: model.safetensors, or the shards named by model.safetensors.index.json.
   std::map<std::string, std::shared_ptr<SafetensorsFile>> file_of;
   std::string source;
@@ -180,7 +209,7 @@ FlaImportResult import_fla(const std::string& model_dir, const std::string& out_
       file_of[it.key()] = f;
     }
   } else {
-    throw Error("import-fla: neither model.safetensors nor model.safetensors.index.json in " + model_dir +
+    throw Error("neither model.safetensors nor model.safetensors.index.json in " + model_dir +
                 " (pytorch_model.bin is not read; save with safe_serialization=True)");
   }
   std::string prefix;
@@ -188,25 +217,12 @@ FlaImportResult import_fla(const std::string& model_dir, const std::string& out_
   else if (!file_of.count("embeddings.weight"))
     throw Error(source + ": no 'model.embeddings.weight' (not an fla model?)");
 
-  // The mnemo run config: the keys derived from fla, the task, then the user's keys (none of the derived ones).
-  for (auto it = overrides.begin(); it != overrides.end(); ++it)
-    if (m.model_keys.contains(it.key()) || it.key() == "model" || it.key() == "task" || it.key() == "layers")
-      throw Error("import-fla: --set " + it.key() + " would change the imported model (it comes from " +
-                  config_path + ")");
-  json cfg = m.model_keys;
-  cfg["model"] = m.family;
-  cfg["task"] = task;
-  if (TaskRegistry::instance().at(task).defaults.contains("vocab_size") && !overrides.contains("vocab_size"))
-    cfg["vocab_size"] = m.vocab_size;
-  cfg.update(overrides);
   json resolved;
   try {
-    resolved = resolve_run_config(cfg);
+    resolved = fla_run_config(m, task, overrides, config_path);
   } catch (const Error& e) {
-    throw Error("import-fla: " + std::string(e.what()));
+    throw Error(model_dir + ": " + e.what());
   }
-  if (backbone_kind(resolved) != "language_model")
-    throw Error("import-fla: task '" + task + "' trains an " + backbone_kind(resolved) + ", not a language model");
   ModelConfig mc = model_config_from_json(resolved);
   mc.vocab_size = m.vocab_size;
   Backbone model = [&] {
@@ -217,12 +233,13 @@ FlaImportResult import_fla(const std::string& model_dir, const std::string& out_
     }
   }();
   for (const auto& item : model.module->named_buffers())
-    throw Error("import-fla: mnemo's " + m.family + " has a buffer '" + item.key() + "' the importer cannot fill");
+    throw Error("mnemo's " + m.family + " has a buffer '" + item.key() + "' the importer cannot fill");
 
   const auto map = fla_key_map(m, prefix);
   auto shape = [](const torch::Tensor& t) { return json(t.sizes().vec()).dump(); };
   std::set<std::string> used;
-  FlaImportResult res;
+  FlaLoadedModel res{m, resolved, model};
+  res.source = source;
   torch::NoGradGuard no_grad;
   for (const auto& item : model.module->named_parameters()) {
     const std::string& name = item.key();
@@ -230,7 +247,7 @@ FlaImportResult import_fla(const std::string& model_dir, const std::string& out_
     res.parameters += p.numel();
     auto it = map.find(name);
     if (it == map.end())
-      throw Error("import-fla: mnemo's " + m.family + " parameter '" + name + "' has no fla source (the importer's "
+      throw Error("mnemo's " + m.family + " parameter '" + name + "' has no fla source (the importer's "
                   "key map is out of date with the runtime)");
     const FlaSource& s = it->second;
     if (s.fill == FlaSource::Fill::zeros) { p.zero_(); continue; }
@@ -264,19 +281,42 @@ FlaImportResult import_fla(const std::string& model_dir, const std::string& out_
                 " (a part of the fla model mnemo does not compute)");
   }
 
-  if (has_checkpoint(out_dir))
-    throw Error("import-fla: " + out_dir + " already holds a mnemo checkpoint; choose a new --out");
-  save_checkpoint(out_dir, resolved, model, nullptr, TrainerState{});
-  std::error_code ec;
-  const fs::path abs = fs::absolute(dir, ec);
-  write_file_atomic((fs::path(out_dir) / "imported_from.json").string(),
-                    json{{"source", (ec ? dir : abs).string()}, {"fla_model_type", m.fla_model_type},
-                         {"family", m.family}, {"checked_against", kFlaCheckedCommit}, {"tensors", res.tensors}}
-                            .dump(2) + "\n");
-  res.family = m.family;
-  res.checkpoint_dir = checkpoint_dir(out_dir);
-  res.config = resolved;
+  res.backbone = model;
   return res;
+}
+
+namespace {
+// The evaluation settings a Hugging Face folder carries: its tokenizer file and its context length.
+json folder_eval_keys(const std::string& model_dir) {
+  const fs::path dir(model_dir);
+  json keys = json::object();
+  std::error_code ec;
+  for (const char* file : {"tokenizer.json", "tokenizer.model"})
+    if (fs::is_regular_file(dir / file, ec)) {
+      keys["tokenizer"] = (dir / file).string();
+      break;
+    }
+  const json config = read_json_file((dir / "config.json").string());
+  const json& n = config.contains("max_position_embeddings") ? config["max_position_embeddings"] : json();
+  keys["seq_len"] = n.is_number_integer() && n.get<int64_t>() > 0 ? n.get<int64_t>() : int64_t{2048};
+  return keys;
+}
+}  // namespace
+
+json fla_folder_run_config(const std::string& model_dir) {
+  const std::string config_path = (fs::path(model_dir) / "config.json").string();
+  const FlaModel m = fla_config_to_mnemo(read_json_file(config_path), config_path);
+  const json keys = folder_eval_keys(model_dir);
+  json resolved = fla_run_config(m, "lm", keys, config_path);
+  if (!keys.contains("tokenizer")) resolved.erase("tokenizer");  // none shipped: eval asks for --tokenizer
+  return resolved;
+}
+
+Backbone load_fla_folder(const std::string& model_dir, const torch::Device& device) {
+  FlaLoadedModel loaded = load_fla_model(model_dir, "lm", folder_eval_keys(model_dir));
+  loaded.backbone.module->to(device);
+  loaded.backbone.module->eval();
+  return loaded.backbone;
 }
 
 }  // namespace mnemo

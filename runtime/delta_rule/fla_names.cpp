@@ -1,13 +1,14 @@
 // How fla's model is computed here, established by reading fla (fla-org/flash-linear-attention@bc3b101) beside
 // mnemo (fla model_type -> mnemo family: verdict; how established; what is refused):
 //  delta_net -> deltanet: exact when norm_eps = 1e-6. fla/layers/delta_net.py: conv + SiLU on q, k, v, l2norm in the
-//    kernel (fla/modules/l2norm.py: eps 1e-6 inside the sqrt), beta = sigmoid(b_proj x) without bias (mnemo's
-//    b_proj.bias is set to 0), o_norm RMSNorm, or FusedRMSNormGated with g_proj (use_gate), o_proj; vs
+//    kernel (fla/modules/l2norm.py: eps 1e-6 inside the sqrt), beta = sigmoid(b_proj x) without bias (imported
+//    with beta_bias false), o_norm RMSNorm, or FusedRMSNormGated with g_proj (use_gate), o_proj; vs
 //    runtime/delta_rule/mixer.cpp. Refused: use_beta false, qk_activation != silu, qk_norm != l2, norm_eps != 1e-6.
 //  gated_deltanet -> gated_deltanet: exact when norm_eps = 1e-6. fla/layers/gated_deltanet.py and
 //    fla/ops/gated_delta_rule/gate.py naive_gdn_gate: g = -exp(A_log) softplus(a_proj x + dt_bias), beta =
-//    sigmoid(b_proj x) (bias -> 0), l2norm q, k (eps 1e-6), scale K^-0.5; vs runtime/delta_rule/mixer.cpp (gated).
-//    Refused: num_v_heads != num_heads (GVA), norm_eps != 1e-6, hybrid attn layers, output_gate_activation sigmoid.
+//    sigmoid(b_proj x) (no bias: beta_bias false), l2norm q, k (eps 1e-6), scale K^-0.5; vs
+//    runtime/delta_rule/mixer.cpp (gated). Refused: num_v_heads != num_heads (GVA), norm_eps != 1e-6, hybrid attn
+//    layers, output_gate_activation sigmoid.
 #include "runtime/delta_rule/fla_names.h"
 
 #include <algorithm>
@@ -21,12 +22,13 @@ void delta_rule_keys(const FlaConfigView& c, json& keys, int64_t dk, double expa
   fla_head_layout_keys(c, keys, dk, expand_v);
   keys["allow_neg_eigval"] = c.flag("allow_neg_eigval");
   keys["output_gate"] = c.flag("use_gate");
+  keys["beta_bias"] = false;  // fla's b_proj is nn.Linear(..., bias=False)
 }
 
 void delta_rule_mixer_keys(const json& keys, const json&, const FlaLayerPrefixes& at, FlaKeyMap& map) {
   fla_map_qkv_projections(keys, at, map);
   map[at.mnemo + "b_proj.weight"] = {{at.fla + "b_proj.weight"}};
-  map[at.mnemo + "b_proj.bias"] = {{}, FlaSource::Fill::zeros};  // fla's b_proj has no bias
+  if (keys.value("beta_bias", true)) map[at.mnemo + "b_proj.bias"] = {{}, FlaSource::Fill::zeros};  // fla has none
   if (keys.at("output_gate").get<bool>()) {
     map[at.mnemo + "output.gate_proj.weight"] = {{at.fla + "g_proj.weight"}};
     map[at.mnemo + "output.out_proj.weight"] = {{at.fla + "o_proj.weight"}};

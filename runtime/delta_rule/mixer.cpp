@@ -1,7 +1,7 @@
 // DeltaNet (docs/models.md#deltanet) and Gated DeltaNet (docs/models.md#gated-deltanet) mixers on the standard recurrent-memory
 // template (docs/models.md#shared-building-blocks):
 //   q = l2norm(SiLU(Conv4(x W_q))), k = l2norm(SiLU(Conv4(x W_k))), v = SiLU(Conv4(x W_v))
-//   β = σ(x w_b + b_b)  (× 2 with allow_neg_eigval)                          (docs/models.md#shared-building-blocks)
+//   β = σ(x w_b + b_b)  (× 2 with allow_neg_eigval; beta_bias false: no b_b, as fla)  (docs/models.md#shared-building-blocks)
 //   GDN: g = -exp(A_log) · softplus(x w_a + dt_bias), A ~ U(0, 16), dt_bias = softplus^-1(dt)
 //   y = delta rule (read after write, q scaled by d_k^-1/2), state [B, H, d_k, d_v] in fp32
 //   out = W_o concat_h( RMSNorm(y_h) ⊙ w ⊙ SiLU((x W_g)_h) )   (plain RMSNorm without output_gate)
@@ -28,10 +28,11 @@ struct DeltaNetArgs {
   std::string form = "chunk";  // "chunk" | "recurrent" (full forwards; T == 1 decode is recurrent)
   bool allow_neg_eigval = false;  // β ∈ (0, 2)
   bool output_gate = true;        // gated RMSNorm output (docs/models.md#shared-building-blocks); false: plain per-head RMSNorm
+  bool beta_bias = true;          // a bias b_b in β's projection; fla's layers have none (false: exportable to fla)
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeltaNetArgs, num_heads, head_dim, expand_v, conv_size,
                                                 use_short_conv, chunk_size, form, allow_neg_eigval,
-                                                output_gate)
+                                                output_gate, beta_bias)
 
 // Gated DeltaNet: with num_heads = head_dim = 0, d_model >= 1024 uses heads of d_k = 256 and
 // H = floor(0.75 d_model / 256); smaller models use the model's heads with d_k = d_h (docs/models.md#gated-deltanet).
@@ -47,10 +48,11 @@ struct GatedDeltaNetArgs {
   bool output_gate = true;
   double a_init_min = 0.0;  // A ~ U(a_init_min, a_init_max), A_log = log A (docs/models.md#shared-building-blocks)
   double a_init_max = 16.0;
+  bool beta_bias = true;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GatedDeltaNetArgs, num_heads, head_dim, expand_v, conv_size,
                                                 use_short_conv, chunk_size, form, allow_neg_eigval,
-                                                output_gate, a_init_min, a_init_max)
+                                                output_gate, a_init_min, a_init_max, beta_bias)
 
 namespace {
 
@@ -147,13 +149,13 @@ class DeltaRuleMixer : public Mixer, public DeclaresNoWeightDecay {
     bool use_short_conv;
     int64_t chunk_size;
     std::string form;
-    bool allow_neg_eigval, output_gate;
+    bool allow_neg_eigval, output_gate, beta_bias;
   };
   template <class A>
   static Options common(const A& a) {
     const bool gdn = std::is_same<A, GatedDeltaNetArgs>::value;
     return {gdn ? "gated_deltanet" : "deltanet", a.num_heads, a.head_dim, a.expand_v, a.conv_size,
-            a.use_short_conv, a.chunk_size, a.form, a.allow_neg_eigval, a.output_gate};
+            a.use_short_conv, a.chunk_size, a.form, a.allow_neg_eigval, a.output_gate, a.beta_bias};
   }
 
   DeltaRuleMixer(const MixerContext& ctx, const Options& o, bool gated) : opt_(o), gated_(gated) {
@@ -173,7 +175,7 @@ class DeltaRuleMixer : public Mixer, public DeclaresNoWeightDecay {
     q_proj_ = proj(layout_.d_k, true, "q");
     k_proj_ = proj(layout_.d_k, true, "k");
     v_proj_ = proj(layout_.d_v, false, "v");
-    b_proj_ = register_module("b_proj", make_linear(ctx.d_model, layout_.heads, /*bias=*/true));
+    b_proj_ = register_module("b_proj", make_linear(ctx.d_model, layout_.heads, o.beta_bias));
     if (o.output_gate) {
       gated_output_ = register_module("output", GatedOutput(ctx.d_model, layout_.heads, layout_.d_v));
     } else {
