@@ -55,8 +55,16 @@ void fla_head_layout_keys(const FlaConfigView& c, json& keys, int64_t head_dim, 
 // <p>_proj.conv) from fla's <p>_proj and <p>_conv1d.
 void fla_map_qkv_projections(const json& keys, const FlaLayerPrefixes& at, FlaKeyMap& map);
 
+// Where fla's model keeps the parts every model has: "<model>embeddings", "<model>layers.<i>.<mixer_norm>",
+// "<model>layers.<i>.<mixer>.", "<model><final_norm>" (and "lm_head" at the top).
+struct FlaSkeletonNames {
+  std::string model = "model.", mixer_norm = "attn_norm", mixer = "attn", final_norm = "norm";
+};
+
 struct FlaMixerNames {
   std::string model_type;  // fla's config.json "model_type"
+  bool block_mlp = true;    // false: fla's block has no MLP (Mamba2): norm -> mixer -> residual
+  FlaSkeletonNames names;
   // Non-empty: fla has this model_type but mnemo does not compute it exactly; the import refuses with this reason.
   std::string refusal;
   json defaults;           // fla's defaults (fla/models/<f>/configuration_<f>.py) of the mixer's fields

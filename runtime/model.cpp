@@ -10,7 +10,7 @@ namespace mnemo {
 const std::vector<std::string>& model_config_keys() {
   static const std::vector<std::string> keys = {"model",    "vocab_size",     "d_model",  "n_layers",
                                                 "n_heads",  "mlp_ratio",      "tie_embeddings",
-                                                "norm_eps", "layers"};
+                                                "norm_eps", "layers",         "block_mlp"};
   return keys;
 }
 
@@ -25,6 +25,7 @@ ModelConfig model_config_from_json(const json& flat) {
     c.mlp_ratio = flat.value("mlp_ratio", c.mlp_ratio);
     c.tie_embeddings = flat.value("tie_embeddings", c.tie_embeddings);
     c.norm_eps = flat.value("norm_eps", c.norm_eps);
+    c.block_mlp = flat.value("block_mlp", c.block_mlp);
   } catch (const json::exception& e) {
     throw Error(std::string("invalid model configuration: ") + e.what());
   }
@@ -151,12 +152,14 @@ BlockImpl::BlockImpl(const ModelConfig& cfg, int64_t layer_index)
   } catch (const json::exception& e) {
     throw Error("invalid arguments for mixer '" + name + "': " + e.what());
   }
+  if (!cfg.block_mlp) return;  // Mamba's block: norm -> mixer -> residual
   mlp_norm = register_module("mlp_norm", RMSNorm(cfg.d_model, cfg.norm_eps));
   mlp = register_module("mlp", SwiGLU(cfg.d_model, swiglu_hidden_size(cfg.d_model, cfg.mlp_ratio)));
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& h, LayerState* state) {
   auto x = h + mixer->forward(mixer_norm(h), state);
+  if (!mlp) return x;
   return x + mlp(mlp_norm(x));
 }
 

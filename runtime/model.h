@@ -1,5 +1,6 @@
 // The language model skeleton (docs/models.md#block-skeleton): embedding -> N blocks
-// (pre-RMSNorm, mixer, residual, pre-RMSNorm, SwiGLU, residual) -> final norm -> tied LM head.
+// (pre-RMSNorm, mixer, residual, pre-RMSNorm, SwiGLU, residual; the last three absent with block_mlp false)
+// -> final norm -> tied LM head.
 #pragma once
 #include <torch/torch.h>
 
@@ -29,6 +30,7 @@ struct ModelConfig {
   int64_t n_layers = 2;
   int64_t n_heads = 4;
   double mlp_ratio = 4.0;
+  bool block_mlp = true;              // false: blocks are pre-RMSNorm, mixer, residual only (Mamba's blocks)
   bool tie_embeddings = true;
   double norm_eps = 1e-6;
   std::vector<LayerSpec> layers;  // the config's pattern; empty = the family's pattern

@@ -37,6 +37,7 @@ FAMILIES = {  # mnemo family: extra --set keys
     "kda": [],
     "gated_deltaproduct": [],
     "fox": [],
+    "mamba2": ["--set", "block_mlp=false", "--set", "mamba_head_dim=16", "--set", "mamba_d_state=16"],
 }
 
 

@@ -91,6 +91,8 @@ MODELS = {  # model_type: (config class, model class, the mixer's fields)
     "gla": ("GLAConfig", "GLAForCausalLM", dict(num_heads=2, expand_k=0.5, expand_v=1.0)),
     "retnet": ("RetNetConfig", "RetNetForCausalLM", dict(num_heads=2, expand_k=1.0, expand_v=2.0)),
     "delta_net": ("DeltaNetConfig", "DeltaNetForCausalLM", dict(num_heads=2)),
+    "mamba2": ("Mamba2Config", "Mamba2ForCausalLM",
+               dict(state_size=16, head_dim=16, num_heads=4, expand=2, n_groups=1, chunk_size=16, norm_eps=1e-5)),
 }
 # A model folder as the Hub serves one: weights, config and a tokenizer (the reduced Llama-2 tokenizer of
 # tests/data/tokenizers/llama2, as fla-hub's models use Llama-2's), for the end-to-end tests of
@@ -110,7 +112,7 @@ def make(folder, out_dir):
             tok = json.load(f)
         common["vocab_size"] = max([*tok["model"]["vocab"].values(), *(t["id"] for t in tok["added_tokens"])]) + 1
     torch.manual_seed(0)
-    config = getattr(fm, cfg_cls)(**common, **fields)
+    config = getattr(fm, cfg_cls)(**{**common, **fields})
     model = getattr(fm, model_cls)(config).eval()
     with torch.no_grad():  # random weights of the right scale everywhere (fla's init zeroes some, e.g. biases)
         for name, p in model.named_parameters():

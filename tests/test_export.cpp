@@ -440,7 +440,9 @@ TEST_CASE("import-fla: configurations mnemo does not compute exactly are refused
     REQUIRE_THROWS_WITH(fla_config_to_mnemo(config, "config.json"),
                         Catch::Contains("config.json") && Catch::Contains(what));
   };
-  refused({{"model_type", "mamba2"}}, "no MLP");
+  refused({{"model_type", "mamba2"}, {"head_dim", 16}, {"norm_before_gate", true}}, "norm_before_gate");
+  refused({{"model_type", "mamba2"}, {"head_dim", 16}, {"dt_limit", {0.0, 6.0}}}, "dt_limit");
+  refused({{"model_type", "mamba2"}, {"head_dim", 48}}, "not a multiple of head_dim 48");
   refused({{"model_type", "rwkv7"}}, "'rwkv7' has no mnemo import");
   refused({{"model_type", "transformer"}, {"qk_norm", true}}, "qk_norm");
   refused({{"model_type", "transformer"}, {"qkv_bias", true}}, "qkv_bias");
@@ -542,7 +544,7 @@ TEST_CASE("load_weights refuses a checkpoint saved at another precision", "[expo
   REQUIRE(torch::equal(fp64.forward(sample_ids()), saved.forward(sample_ids())));
 }
 
-TEST_CASE("import-fla: fla's own model code gives the same logits (every importable model_type; the folder read "
+TEST_CASE("import-fla: fla's own model code gives the same logits (every importable model_type, the folder read "
           "directly and the imported checkpoint)", "[export][fla]") {
   // tests/data/fla_models/<model_type>: a random model of fla's own class saved by save_pretrained, and the logits of
   // fla's forward on two fixed sequences (scripts/make_fla_models.py, fp32, fla's Triton kernels under Triton's
@@ -556,6 +558,7 @@ TEST_CASE("import-fla: fla's own model code gives the same logits (every importa
                                                      {"gla", "gla"},
                                                      {"retnet", "retnet"},
                                                      {"delta_net", "deltanet"},
+                                                     {"mamba2", "mamba2"},
                                                      {"gla_llama2_tokenizer", "gla"}};
   for (const auto& [type, mnemo_family] : family) {
     DYNAMIC_SECTION(type) {
@@ -588,7 +591,7 @@ TEST_CASE("export --format hf writes back fla's own folder: the same config and 
   // the same model. fla's logits on the original (expected.json) are then the logits of the export as well.
   const fs::path models = fs::path(MNEMO_SOURCE_DIR) / "tests" / "data" / "fla_models";
   for (const std::string type : {"transformer", "gla", "retnet", "delta_net", "gated_deltanet", "kda",
-                                 "gated_deltaproduct", "forgetting_transformer", "gla_llama2_tokenizer"}) {
+                                 "gated_deltaproduct", "forgetting_transformer", "mamba2", "gla_llama2_tokenizer"}) {
     DYNAMIC_SECTION(type) {
       auto dir = test::temp_dir("hf_export_" + type);
       const HfExportResult r = export_fla_folder((models / type).string(), (dir / "hf").string());
@@ -664,7 +667,7 @@ TEST_CASE("export --format hf: mnemo's own models give the same logits in fla's 
   // logits are its logits; mnemo's logits of the model must equal them.
   const fs::path fixtures = fs::path(MNEMO_SOURCE_DIR) / "tests" / "data" / "fla_export";
   for (const std::string family : {"transformer", "swa", "gla", "retnet", "deltanet", "gated_deltanet", "kda",
-                                   "gated_deltaproduct", "fox"}) {
+                                   "gated_deltaproduct", "fox", "mamba2"}) {
     DYNAMIC_SECTION(family) {
       auto dir = test::temp_dir("fla_export_" + family);
       const std::string model = (fixtures / family / "mnemo.safetensors").string();

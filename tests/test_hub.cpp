@@ -164,7 +164,7 @@ TEST_CASE("hub download: the Hugging Face cache layout, checked files, and a sec
   CHECK_THROWS_WITH(hub_download(kRepo, "main", only_json), Catch::Contains("no file matches --include *.bin"));
 }
 
-TEST_CASE("hub download: a partial file continues with a range request; a transfer cut short is resumed", "[hub]") {
+TEST_CASE("hub download: a partial file continues with a range request, and a transfer cut short is resumed", "[hub]") {
   SKIP_WITHOUT_CURL();
   FixtureRepo repo;
   HttpTestServer server([&](const HttpRequest& r) { return repo.answer(r); });
@@ -228,7 +228,7 @@ TEST_CASE("hub download: a sha256 mismatch, 401, 404 and 429 each end in one cle
   CHECK_THROWS_WITH(hub_download("a/../b", "main", o), Catch::Contains("is not a model repository id"));
 }
 
-TEST_CASE("hub download: HF_HUB_OFFLINE reads the cache only; HF_TOKEN is sent; the environment picks the cache",
+TEST_CASE("hub download: HF_HUB_OFFLINE reads the cache only, HF_TOKEN is sent, the environment picks the cache",
           "[hub]") {
   SKIP_WITHOUT_CURL();
   FixtureRepo repo;
@@ -285,8 +285,9 @@ TEST_CASE("mnemo hub download and eval --checkpoint hf:OWNER/NAME run end to end
   fs::create_directories(data);
   {
     std::ofstream f(data / "valid.jsonl");
-    f << R"({"goal": "To open a jar,", "sol1": "twist the lid.", "sol2": "eat the lid.", "label": 0})" << "\n"
-      << R"({"goal": "To cool tea,", "sol1": "boil it again.", "sol2": "wait a while.", "label": 1})" << "\n";
+    f << R"({"goal": "To open a jar,", "sol1": "twist the lid.", "sol2": "eat the lid."})" << "\n"
+      << R"({"goal": "To cool tea,", "sol1": "boil it again.", "sol2": "wait a while."})" << "\n";
+    std::ofstream(data / "valid-labels.lst") << "0\n1\n";
   }
   const std::string db = (tmp.path / "results.sqlite").string();
   auto ev = test::run_mnemo_env(env, "eval --checkpoint hf:" + kRepo + " --tasks piqa --skip-malformed --data-dir " +

@@ -25,7 +25,7 @@ const json& training_defaults() {
 const json& skeleton_defaults() {
   static const json d = {{"d_model", 128},        {"n_layers", 2},       {"n_heads", 4},
                          {"mlp_ratio", 4.0},      {"tie_embeddings", true}, {"norm_eps", 1e-6},
-                         {"layers", json::array()}};
+                         {"layers", json::array()}, {"block_mlp", true}};
   return d;
 }
 
@@ -64,6 +64,8 @@ const json& config_key_help() {
       {"d_model", "model width"}, {"n_layers", "blocks"}, {"n_heads", "heads per mixer"},
       {"mlp_ratio", "SwiGLU hidden ratio r: I = 256*ceil(floor(d*r*2/3)/256)"},
       {"tie_embeddings", "tie the LM head to the embedding"}, {"norm_eps", "RMSNorm epsilon"},
+      {"block_mlp", "each block's pre-RMSNorm SwiGLU after the mixer (false: norm, mixer, residual only, as "
+                    "Mamba's blocks and flash-linear-attention's Mamba2)"},
       {"layers", "per-layer mixers, repeated over n_layers (empty = the model's own pattern): names or "
                  "{\"mixer\": name, key: value, ...} with arguments for those layers alone"}};
   return h;
@@ -164,7 +166,9 @@ std::string config_hash(const json& resolved) {
            {"train_num_kv_pairs", json::array()}, {"train_kv_weights", json::array()},
            {"test_num_kv_pairs", json::array()},
            // The Titans inner-gradient clamp (docs/models.md#titans-inner-gradient-clamp): off, earlier Titans cells keep their hashes.
-           {"inner_grad_clip", 0.0}})
+           {"inner_grad_clip", 0.0},
+           // The MLP-less block (Mamba's): with the MLP, every earlier cell keeps its hash.
+           {"block_mlp", true}})
     if (c.contains(k) && c[k] == v) c.erase(k);
   // The optional short conv of the transformer: off, earlier Transformer++ cells keep their hashes.
   if (c.value("model", "") == "transformer" && c.value("short_conv", true) == false && c.value("conv_size", 0) == 4) {

@@ -38,6 +38,7 @@ json mnemo_view(const ModelConfig& mc) {
   view["mlp_ratio"] = mc.mlp_ratio;
   view["tie_embeddings"] = mc.tie_embeddings;
   view["norm_eps"] = mc.norm_eps;
+  if (!mc.block_mlp) view["block_mlp"] = false;
   return view;
 }
 
@@ -50,7 +51,9 @@ const std::vector<std::pair<std::string, std::string>>& field_names() {
       {"output_gate", "use_gate"},       {"allow_neg_eigval", "allow_neg_eigval"},
       {"use_forget_gate", "use_forget_gate"}, {"num_householder", "num_householder"},
       {"use_output_gate", "use_output_gate"}, {"rope_theta", "rope_theta"},
-      {"window", "window_size"}};
+      {"window", "window_size"},         {"mamba_expand", "expand"},
+      {"mamba_head_dim", "head_dim"},    {"mamba_d_state", "state_size"},
+      {"mamba_ngroups", "n_groups"},     {"conv_size", "conv_kernel"}};
   return names;
 }
 
@@ -60,9 +63,11 @@ json candidate_config(const FlaMixerNames& n, const json& view, const ModelConfi
   c["hidden_size"] = mc.d_model;
   c["num_hidden_layers"] = mc.n_layers;
   c["num_heads"] = view.contains("num_heads") ? view["num_heads"] : json(mc.n_heads);
-  c["hidden_ratio"] = mc.mlp_ratio;  // fla's GatedMLP: 256 * ceil(int(2/3 d r) / 256), mnemo's SwiGLU rule
-  c["intermediate_size"] = nullptr;
-  c["hidden_act"] = "swish";
+  if (n.block_mlp) {
+    c["hidden_ratio"] = mc.mlp_ratio;  // fla's GatedMLP: 256 * ceil(int(2/3 d r) / 256), mnemo's SwiGLU rule
+    c["intermediate_size"] = nullptr;
+    c["hidden_act"] = "swish";
+  }
   c["tie_word_embeddings"] = mc.tie_embeddings;
   c["norm_eps"] = mc.norm_eps;
   c["vocab_size"] = mc.vocab_size;
@@ -71,6 +76,9 @@ json candidate_config(const FlaMixerNames& n, const json& view, const ModelConfi
   if (n.defaults.contains("num_kv_heads") && view.contains("n_kv_heads"))
     c["num_kv_heads"] = view["n_kv_heads"] == 0 ? json() : view["n_kv_heads"];
   if (n.defaults.contains("window_size") && !view.contains("window")) c["window_size"] = nullptr;
+  if (view.contains("mamba_head_dim") && view.contains("mamba_expand") && view["mamba_head_dim"].get<int64_t>() > 0)
+    c["num_heads"] = static_cast<int64_t>(std::llround(view["mamba_expand"].get<double>() * mc.d_model)) /
+                     view["mamba_head_dim"].get<int64_t>();
   return c;
 }
 
@@ -99,7 +107,7 @@ Match find_fla_config(const ModelConfig& mc, const std::string& where) {
   const Registry& reg = Registry::instance();
   for (const std::string& name : reg.mixer_names())
     for (const FlaMixerNames& n : reg.mixer(name).traits.fla) {
-      if (!n.refusal.empty()) continue;
+      if (!n.refusal.empty() || n.block_mlp != mc.block_mlp) continue;
       const json c = candidate_config(n, view, mc);
       FlaModel back;
       try {
@@ -142,7 +150,7 @@ HfExportResult export_fla_folder(const std::string& model_path, const std::strin
 
   // Weights under fla's names: the import's key map, read backwards.
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
-  const auto map = fla_key_map(match.fla, "model.");
+  const auto map = fla_key_map(match.fla, fla_model_prefix(match.fla));
   for (const auto& item : model.module->named_parameters()) {
     auto it = map.find(item.key());
     if (it == map.end())

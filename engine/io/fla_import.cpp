@@ -87,6 +87,8 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
   const FlaMixerNames& names = fla_names_for(type, where);
   if (!names.refusal.empty()) FlaConfigView{config, where, type}.refuse(names.refusal);
   json c = fla_common_defaults();
+  if (!names.block_mlp)  // no MLP in fla's block: none of its fields
+    for (const char* field : {"hidden_ratio", "intermediate_size", "hidden_act", "attnres_block_size"}) c.erase(field);
   c.update(names.defaults);
   for (auto it = config.begin(); it != config.end(); ++it) {
     if (!c.contains(it.key()) && !harmless_keys().count(it.key()))
@@ -99,23 +101,21 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
   const FlaConfigView r{c, where, type};
 
   // The skeleton (all families).
-  if (!c["attnres_block_size"].is_null())
+  if (c.contains("attnres_block_size") && !c["attnres_block_size"].is_null())
     r.refuse("attnres_block_size " + json_excerpt(c["attnres_block_size"]) + " mixes earlier layers' outputs with learned "
            "softmax weights; mnemo's blocks are plain residual");
   if (c.contains("attn") && !c["attn"].is_null())
     r.refuse("\"attn\" puts softmax-attention layers between the " + type + " layers (a hybrid fla model)");
-  if (c["hidden_act"] != "swish")
+  if (names.block_mlp && c["hidden_act"] != "swish")
     r.refuse("hidden_act " + json_excerpt(c["hidden_act"]) + ": mnemo's MLP (and gate) is SwiGLU (swish)");
   const int64_t d = r.integer("hidden_size");
   if (d <= 0 || r.integer("num_hidden_layers") <= 0) r.refuse("hidden_size and num_hidden_layers must be > 0");
   m.vocab_size = r.integer("vocab_size");
-  int64_t hidden;
-  double ratio;
-  if (c["intermediate_size"].is_null()) {
+  double ratio = 4.0;  // unused without an MLP
+  if (names.block_mlp && c["intermediate_size"].is_null()) {
     ratio = c["hidden_ratio"].is_null() ? 4.0 : r.number("hidden_ratio");
-    hidden = swiglu_hidden_size(d, ratio);  // fla's GatedMLP rule
-  } else {
-    hidden = r.integer("intermediate_size");
+  } else if (names.block_mlp) {
+    const int64_t hidden = r.integer("intermediate_size");
     ratio = 1.5 * static_cast<double>(hidden) / static_cast<double>(d);
     if (swiglu_hidden_size(d, ratio) != hidden)
       r.refuse("intermediate_size " + std::to_string(hidden) + " is not a size mnemo's SwiGLU rule "
@@ -125,28 +125,34 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
   if (H <= 0) r.refuse("num_heads must be > 0");
   json k = {{"d_model", d}, {"n_layers", r.integer("num_hidden_layers")}, {"n_heads", H}, {"mlp_ratio", ratio},
             {"tie_embeddings", r.flag("tie_word_embeddings")}, {"norm_eps", r.number("norm_eps")}};
+  if (!names.block_mlp) k["block_mlp"] = false;
   // The mixer: its family's mapping.
   m.family = names.to_mnemo(r, k);
   m.model_keys = k;
   return m;
 }
 
+std::string fla_model_prefix(const FlaModel& m) { return fla_names_for(m.fla_model_type, "fla model").names.model; }
+
 std::map<std::string, FlaSource> fla_key_map(const FlaModel& m, const std::string& prefix) {
   std::map<std::string, FlaSource> map;
   auto put = [&](const std::string& mnemo, std::vector<std::string> fla) { map[mnemo] = {std::move(fla)}; };
   const FlaMixerNames& names = fla_names_for(m.fla_model_type, "fla model");
+  const FlaSkeletonNames& s = names.names;
   const int64_t L = m.model_keys.at("n_layers").get<int64_t>();
   put("embed.weight", {prefix + "embeddings.weight"});
-  put("final_norm.weight", {prefix + "norm.weight"});
+  put("final_norm.weight", {prefix + s.final_norm + ".weight"});
   if (!m.model_keys.at("tie_embeddings").get<bool>()) put("lm_head.weight", {"lm_head.weight"});
   for (int64_t i = 0; i < L; ++i) {
     const std::string M = "block" + std::to_string(i) + ".", P = prefix + "layers." + std::to_string(i) + ".";
-    put(M + "mixer_norm.weight", {P + "attn_norm.weight"});
-    put(M + "mlp_norm.weight", {P + "mlp_norm.weight"});
-    put(M + "mlp.gate.weight", {P + "mlp.gate_proj.weight"});
-    put(M + "mlp.up.weight", {P + "mlp.up_proj.weight"});
-    put(M + "mlp.down.weight", {P + "mlp.down_proj.weight"});
-    names.mixer_keys(m.model_keys, m.fla_config, {M + "mixer.", P + "attn."}, map);
+    put(M + "mixer_norm.weight", {P + s.mixer_norm + ".weight"});
+    if (names.block_mlp) {
+      put(M + "mlp_norm.weight", {P + "mlp_norm.weight"});
+      put(M + "mlp.gate.weight", {P + "mlp.gate_proj.weight"});
+      put(M + "mlp.up.weight", {P + "mlp.up_proj.weight"});
+      put(M + "mlp.down.weight", {P + "mlp.down_proj.weight"});
+    }
+    names.mixer_keys(m.model_keys, m.fla_config, {M + "mixer.", P + s.mixer + "."}, map);
   }
   return map;
 }
@@ -212,10 +218,12 @@ FlaLoadedModel load_fla_model(const std::string& model_dir, const std::string& t
     throw Error("neither model.safetensors nor model.safetensors.index.json in " + model_dir +
                 " (pytorch_model.bin is not read; save with safe_serialization=True)");
   }
-  std::string prefix;
-  if (file_of.count("model.embeddings.weight")) prefix = "model.";
-  else if (!file_of.count("embeddings.weight"))
-    throw Error(source + ": no 'model.embeddings.weight' (not an fla model?)");
+  std::string prefix = fla_model_prefix(m);  // "model." ("backbone." for Mamba2), or "" for a bare base model
+  if (!file_of.count(prefix + "embeddings.weight")) {
+    if (!file_of.count("embeddings.weight"))
+      throw Error(source + ": no '" + prefix + "embeddings.weight' (not an fla model?)");
+    prefix.clear();
+  }
 
   json resolved;
   try {

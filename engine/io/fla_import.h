@@ -31,7 +31,10 @@ struct FlaModel {
 // `where` names the file in messages.
 FlaModel fla_config_to_mnemo(const json& config, const std::string& where);
 
-// mnemo parameter name -> source, for a model built from `m`; `prefix` is "model." (or "" for a bare base model).
+// Where fla's causal LM keeps its base model: "model." ("backbone." for Mamba2).
+std::string fla_model_prefix(const FlaModel& m);
+// mnemo parameter name -> source, for a model built from `m`; `prefix` is fla_model_prefix(m) (or "" for a bare
+// base model).
 std::map<std::string, FlaSource> fla_key_map(const FlaModel& m, const std::string& prefix);
 
 // A Hugging Face model folder: a directory with config.json (holding "model_type") and model.safetensors or

@@ -25,11 +25,12 @@ struct Mamba2Args {
   double mamba_a_min = 1.0, mamba_a_max = 16.0;  // A ~ U(a_min, a_max) (docs/models.md#shared-building-blocks)
   double mamba_dt_min = 1e-3, mamba_dt_max = 1e-1, mamba_dt_floor = 1e-4;
   bool mamba_d_skip = true;  // y += D ⊙ x with D initialised to 1
+  double mamba_norm_eps = 1e-6;  // eps of the gated group RMSNorm (fla's Mamba2: the config's norm_eps, 1e-5)
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Mamba2Args, chunk_size, form, mamba_expand, mamba_head_dim,
                                                 mamba_d_state, mamba_ngroups, conv_size, mamba_a_min,
                                                 mamba_a_max, mamba_dt_min, mamba_dt_max, mamba_dt_floor,
-                                                mamba_d_skip)
+                                                mamba_d_skip, mamba_norm_eps)
 
 class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
  public:
@@ -42,6 +43,7 @@ class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
     positive("mamba_d_state", args.mamba_d_state);
     positive("mamba_ngroups", args.mamba_ngroups);
     positive("conv_size", args.conv_size);
+    if (!(args.mamba_norm_eps > 0)) throw Error("mamba2: mamba_norm_eps must be > 0, got " + std::to_string(args.mamba_norm_eps));
     if (!(args.mamba_a_min > 0 && args.mamba_a_max >= args.mamba_a_min))
       throw Error("mamba2: need 0 < mamba_a_min <= mamba_a_max, got " + std::to_string(args.mamba_a_min) +
                   ", " + std::to_string(args.mamba_a_max));
@@ -106,7 +108,7 @@ class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
     if (D_.defined()) y = y + xs * D_.to(y.scalar_type()).view({1, 1, H_, 1});
     // Gate then norm (docs/models.md#shared-building-blocks, Mamba2 variant), RMSNorm over groups of d_inner / ngroups.
     y = (y.reshape({B, T, d_inner_}) * torch::silu(z)).view({B, T, G_, d_inner_ / G_});
-    y = rms_norm(y, norm_weight_.view({G_, d_inner_ / G_}));
+    y = rms_norm(y, norm_weight_.view({G_, d_inner_ / G_}), args_.mamba_norm_eps);
     return out_proj_(y.reshape({B, T, d_inner_}));
   }
 
@@ -118,14 +120,73 @@ class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
   torch::Tensor conv_bias_, A_log_, dt_bias_, D_, norm_weight_;
 };
 
-// fla's "mamba2" is refused: fla/models/mamba2/modeling_mamba2.py Mamba2Block is RMSNorm -> Mamba2 -> residual with
-// no MLP, while every mnemo block (runtime/model.cpp BlockImpl) adds mlp_norm + SwiGLU; its gated group norm also
-// takes norm_eps (default 1e-5) where this mixer uses 1e-6.
+// fla's "mamba2" (fla/models/mamba2/modeling_mamba2.py, fla/layers/mamba2.py torch_forward): Mamba2Block is
+// RMSNorm(norm_eps) -> Mamba2 -> residual with no MLP (mnemo's block_mlp false); the mixer is this one: in_proj
+// -> [z, xBC, dt], depthwise conv1d with bias + SiLU over xBC, dt = softplus(dt + dt_bias) clamped to dt_limit,
+// A = -exp(A_log), SSD, y + D x, RMSNormGated(norm_before_gate=False, group_size = d_inner / n_groups, eps
+// norm_eps) = RMSNorm_group(y * SiLU(z)) * w, out_proj; parameters under backbone.layers.<i>.mixer. Refused: a bias
+// on in_proj/out_proj, no conv bias, no gated norm, the norm before the gate, D per channel, a dt_limit other
+// than (0, inf), an activation other than SiLU.
 static FlaMixerNames mamba2_fla_names() {
   FlaMixerNames n;
   n.model_type = "mamba2";
-  n.refusal = "fla's Mamba2Block is RMSNorm -> Mamba2 -> residual with no MLP, while every mnemo block adds a "
-              "pre-RMSNorm SwiGLU (also its gated norm uses norm_eps, mnemo's 1e-6)";
+  n.block_mlp = false;
+  n.names = {"backbone.", "norm", "mixer", "norm_f"};
+  n.defaults = {{"state_size", 128}, {"conv_kernel", 4},     {"expand", 2},          {"head_dim", 64},
+                {"num_heads", 64},   {"n_groups", 1},        {"use_bias", false},    {"use_conv_bias", true},
+                {"hidden_act", "silu"}, {"rmsnorm", true},   {"norm_before_gate", false}, {"D_has_hdim", false},
+                {"dt_limit", {0.0, {{"__float__", "Infinity"}}}}, {"norm_eps", 1e-5}, {"num_hidden_layers", 48},
+                {"residual_in_fp32", true}, {"chunk_size", 256}, {"conv_init", nullptr},
+                {"A_init_range", {1, 16}}, {"dt_min", 0.001}, {"dt_max", 0.1}, {"dt_init_floor", 1e-4}};
+  n.to_mnemo = [](const FlaConfigView& c, json& keys) -> std::string {
+    const int64_t d = keys.at("d_model");
+    if (c.flag("use_bias")) c.refuse("use_bias: mnemo's in_proj and out_proj have no bias");
+    if (!c.flag("use_conv_bias")) c.refuse("use_conv_bias false: mnemo's conv over xBC has a bias");
+    if (!c.flag("rmsnorm")) c.refuse("rmsnorm false: mnemo's Mamba2 output always has the gated RMSNorm");
+    if (c.flag("norm_before_gate")) c.refuse("norm_before_gate: mnemo gates, then normalises");
+    if (c.flag("D_has_hdim")) c.refuse("D_has_hdim: mnemo's skip D is one scalar per head");
+    if (c.config.at("hidden_act") != "silu" && c.config.at("hidden_act") != "swish")
+      c.refuse("hidden_act " + json_excerpt(c.config.at("hidden_act")) + ": mnemo's conv activation is SiLU");
+    // (0, inf): transformers writes inf as {"__float__": "Infinity"}, Python's json as Infinity (read as null here).
+    const json& limit = c.config.at("dt_limit");
+    auto infinite = [](const json& v) {
+      return v.is_null() || (v.is_number() && std::isinf(v.get<double>()) && v.get<double>() > 0) ||
+             (v.is_object() && v.value("__float__", "") == "Infinity");
+    };
+    const bool open_limit = limit.is_array() && limit.size() == 2 && limit[0].is_number() &&
+                            limit[0].get<double>() <= 0 && infinite(limit[1]);
+    if (!open_limit) c.refuse("dt_limit " + json_excerpt(limit) + ": mnemo does not clamp dt");
+    const double expand = c.number("expand");
+    const double inner = expand * static_cast<double>(d);
+    const int64_t P = c.integer("head_dim");
+    if (P <= 0 || std::abs(inner - std::round(inner)) > 1e-9 || static_cast<int64_t>(std::round(inner)) % P != 0)
+      c.refuse("expand * hidden_size = " + std::to_string(inner) + " is not a multiple of head_dim " + std::to_string(P));
+    const int64_t H = static_cast<int64_t>(std::round(inner)) / P;
+    if (!c.is_null("num_heads") && c.integer("num_heads") != 0 && c.integer("num_heads") != H)
+      c.refuse("num_heads " + std::to_string(c.integer("num_heads")) + " is not expand * hidden_size / head_dim = " +
+               std::to_string(H));
+    keys["block_mlp"] = false;
+    keys["mamba_expand"] = expand;
+    keys["mamba_head_dim"] = P;
+    keys["mamba_d_state"] = c.integer("state_size");
+    keys["mamba_ngroups"] = c.integer("n_groups");
+    keys["conv_size"] = c.integer("conv_kernel");
+    keys["mamba_norm_eps"] = c.number("norm_eps");
+    int64_t n_heads = std::min(H, d);  // the skeleton's n_heads must divide d_model; Mamba2 uses its own heads
+    while (d % n_heads != 0) --n_heads;
+    keys["n_heads"] = n_heads;
+    return "mamba2";
+  };
+  n.mixer_keys = [](const json&, const json&, const FlaLayerPrefixes& at, FlaKeyMap& map) {
+    map[at.mnemo + "in_proj.weight"] = {{at.fla + "in_proj.weight"}};
+    map[at.mnemo + "conv.weight"] = {{at.fla + "conv1d.weight"}};
+    map[at.mnemo + "conv_bias"] = {{at.fla + "conv1d.bias"}};
+    map[at.mnemo + "A_log"] = {{at.fla + "A_log"}};
+    map[at.mnemo + "dt_bias"] = {{at.fla + "dt_bias"}};
+    map[at.mnemo + "D"] = {{at.fla + "D"}};
+    map[at.mnemo + "norm_weight"] = {{at.fla + "norm.weight"}};
+    map[at.mnemo + "out_proj.weight"] = {{at.fla + "out_proj.weight"}};
+  };
   return n;
 }
 
