@@ -690,3 +690,84 @@ TEST_CASE("export --format hf: mnemo's own models give the same logits in fla's 
     }
   }
 }
+
+TEST_CASE("Hugging Face folders: sharded weights load as one file, and bad folders are named", "[export][fla]") {
+  const fs::path fixture = fs::path(MNEMO_SOURCE_DIR) / "tests" / "data" / "fla_models" / "gla";
+  auto dir = test::temp_dir("hf_folders");
+  // Two shards and their index, as save_pretrained writes a large model.
+  const fs::path sharded = dir / "sharded";
+  fs::create_directories(sharded);
+  fs::copy_file(fixture / "config.json", sharded / "config.json");
+  const SafetensorsFile whole((fixture / "model.safetensors").string());
+  std::vector<std::pair<std::string, torch::Tensor>> first, second;
+  json weight_map = json::object();
+  for (const auto& [name, entry] : whole.entries()) {
+    const bool in_first = first.size() <= second.size();
+    (in_first ? first : second).push_back({name, whole.load(name)});
+    weight_map[name] = in_first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  write_safetensors((sharded / "model-00001-of-00002.safetensors").string(), first, {{"format", "pt"}});
+  write_safetensors((sharded / "model-00002-of-00002.safetensors").string(), second, {{"format", "pt"}});
+  std::ofstream(sharded / "model.safetensors.index.json") << json{{"metadata", json::object()}, {"weight_map", weight_map}}.dump();
+  REQUIRE(is_hf_model_folder(sharded.string()));
+  {
+    Backbone a = load_backbone(fixture.string(), torch::kCPU), b = load_backbone(sharded.string(), torch::kCPU);
+    torch::NoGradGuard g;
+    const auto ids = torch::arange(10, torch::kLong).view({1, 10});
+    CHECK(torch::equal(a.forward(ids), b.forward(ids)));
+  }
+  // A shard the index names that is not there.
+  fs::remove(sharded / "model-00002-of-00002.safetensors");
+  CHECK_THROWS_WITH(load_backbone(sharded.string(), torch::kCPU), Catch::Contains("model-00002-of-00002.safetensors"));
+
+  // A weight of the wrong shape, or not floating point.
+  auto with_tensor = [&](const std::string& folder, const std::string& key, const torch::Tensor& t) {
+    const fs::path d = dir / folder;
+    fs::create_directories(d);
+    fs::copy_file(fixture / "config.json", d / "config.json", fs::copy_options::overwrite_existing);
+    std::vector<std::pair<std::string, torch::Tensor>> all;
+    for (const auto& [name, entry] : whole.entries()) all.push_back({name, name == key ? t : whole.load(name)});
+    write_safetensors((d / "model.safetensors").string(), all);
+    return d.string();
+  };
+  const std::string embed = "model.embeddings.weight";
+  CHECK_THROWS_WITH(load_backbone(with_tensor("bad_shape", embed, torch::zeros({63, 32})), torch::kCPU),
+                    Catch::Contains("'" + embed + "' is [63,32]") && Catch::Contains("config.json and the weights disagree"));
+  CHECK_THROWS_WITH(load_backbone(with_tensor("bad_dtype", embed, torch::zeros({64, 32}, torch::kLong)), torch::kCPU),
+                    Catch::Contains("'" + embed + "' is not a floating-point tensor"));
+
+  // An unknown model_type; a config field mnemo cannot honour; no weights at all.
+  const fs::path odd = dir / "odd";
+  fs::create_directories(odd);
+  fs::copy_file(fixture / "model.safetensors", odd / "model.safetensors");
+  json config = read_json_file((fixture / "config.json").string());
+  config["model_type"] = "rwkv7";
+  std::ofstream(odd / "config.json") << config.dump();
+  CHECK_THROWS_WITH(load_checkpoint_config(odd.string()), Catch::Contains("'rwkv7' has no mnemo import"));
+  config = read_json_file((fixture / "config.json").string());
+  config["clamp_min"] = -5;
+  std::ofstream(odd / "config.json") << config.dump();
+  CHECK_THROWS_WITH(load_backbone(odd.string(), torch::kCPU), Catch::Contains("clamp_min"));
+  fs::remove(odd / "model.safetensors");
+  CHECK_FALSE(is_hf_model_folder(odd.string()));
+  auto ev = test::run_mnemo("eval --checkpoint " + odd.string() + " --tasks piqa");
+  CHECK(ev.exit_code == 1);
+  CHECK(ev.output.find("mnemo: error: ") != std::string::npos);
+
+  // A tokenizer whose vocabulary is not the embedding's.
+  const fs::path mismatched = dir / "mismatched";
+  fs::create_directories(mismatched);
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(fixture / f, mismatched / f);
+  fs::copy_file(fs::path(MNEMO_SOURCE_DIR) / "tests" / "data" / "tokenizers" / "llama2" / "tokenizer.json",
+                mismatched / "tokenizer.json");
+  const fs::path data = dir / "data" / "eval" / "piqa";
+  fs::create_directories(data);
+  std::ofstream(data / "valid.jsonl") << R"({"goal": "To open a jar,", "sol1": "twist the lid.", "sol2": "eat it."})" << "\n";
+  std::ofstream(data / "valid-labels.lst") << "0\n";
+  auto mm = test::run_mnemo("eval --checkpoint " + mismatched.string() + " --tasks piqa --skip-malformed --data-dir " +
+                            (dir / "data").string() + " --output-path " + (dir / "out").string() + " --db " +
+                            (dir / "db.sqlite").string());
+  INFO(mm.output);
+  CHECK(mm.exit_code == 1);
+  CHECK(mm.output.find("has 2556 tokens but the model's vocab_size is 64") != std::string::npos);
+}

@@ -243,25 +243,25 @@ TEST_CASE("memora learns a small MQAR well above chance in 800 steps", "[train][
 // Measured: dla 0.25, swdt 1.00, mom 0.88, lattice_dec 0.17, lattice_dot 0.95, samba 0.49, gdn_h2 0.49 (omeganet,
 // swla, deep_transformer and dot in test_atlas/test_deep_transformer; ATLAS takes minutes per run on a CPU: its
 // figures come from configs/mqar_learning_atlas.json).
-TEST_CASE("dla learns a small MQAR well above chance", "[train][learn][issue5]") {
+TEST_CASE("dla learns a small MQAR well above chance", "[train][learn][learn_extra]") {
   CHECK(small_mqar_accuracy("dla") >= 0.07);
 }
-TEST_CASE("swdt learns a small MQAR well above chance", "[train][learn][issue5]") {
+TEST_CASE("swdt learns a small MQAR well above chance", "[train][learn][learn_extra]") {
   CHECK(small_mqar_accuracy("swdt") >= 0.07);
 }
-TEST_CASE("mom learns a small MQAR well above chance", "[train][learn][issue5]") {
+TEST_CASE("mom learns a small MQAR well above chance", "[train][learn][learn_extra]") {
   CHECK(small_mqar_accuracy("mom") >= 0.07);
 }
-TEST_CASE("lattice_dec learns a small MQAR well above chance", "[train][learn][issue5]") {
+TEST_CASE("lattice_dec learns a small MQAR well above chance", "[train][learn][learn_extra]") {
   CHECK(small_mqar_accuracy("lattice_dec") >= 0.07);
 }
-TEST_CASE("lattice_dot learns a small MQAR well above chance", "[train][learn][issue5]") {
+TEST_CASE("lattice_dot learns a small MQAR well above chance", "[train][learn][learn_extra]") {
   CHECK(small_mqar_accuracy("lattice_dot") >= 0.07);
 }
-TEST_CASE("samba learns a small MQAR well above chance", "[train][learn][issue5]") {
+TEST_CASE("samba learns a small MQAR well above chance", "[train][learn][learn_extra]") {
   CHECK(small_mqar_accuracy("samba") >= 0.07);
 }
-TEST_CASE("gdn_h2 learns a small MQAR well above chance", "[train][learn][issue5]") {
+TEST_CASE("gdn_h2 learns a small MQAR well above chance", "[train][learn][learn_extra]") {
   CHECK(small_mqar_accuracy("gdn_h2") >= 0.07);
 }
 
