@@ -147,6 +147,46 @@ struct EasyHandle {
   }
 };
 
+// The options every GET shares: redirects, user agent, timeouts, a stall limit, the request headers, the error
+// buffer and the stop-request hook; the caller adds its body and header callbacks.
+void set_common_options(EasyHandle& e, const std::string& url, const HttpOptions& options, long timeout_s,
+                        char* errbuf) {
+  for (const std::string& h : options.headers) e.headers = curl_slist_append(e.headers, h.c_str());
+  curl_easy_setopt(e.h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(e.h, CURLOPT_HTTPGET, 1L);
+  curl_easy_setopt(e.h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e.h, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(e.h, CURLOPT_MAXREDIRS, 5L);
+  curl_easy_setopt(e.h, CURLOPT_USERAGENT, "mnemo/" MNEMO_VERSION);
+  curl_easy_setopt(e.h, CURLOPT_CONNECTTIMEOUT, options.connect_timeout_s);
+  curl_easy_setopt(e.h, CURLOPT_TIMEOUT, timeout_s);
+  curl_easy_setopt(e.h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(e.h, CURLOPT_LOW_SPEED_TIME, options.low_speed_time_s);
+  curl_easy_setopt(e.h, CURLOPT_HTTPHEADER, e.headers);
+  curl_easy_setopt(e.h, CURLOPT_XFERINFOFUNCTION, on_progress_stop);
+  curl_easy_setopt(e.h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(e.h, CURLOPT_ERRORBUFFER, errbuf);
+}
+
+// Before retry `attempt` + 1: base * 2^attempt seconds, at least a numeric Retry-After, at most backoff_max_s; the
+// retry is announced through on_retry (`what_next` says where it continues, if anywhere). False if a stop request
+// ended the wait.
+bool wait_before_retry(const HttpOptions& options, const std::string& where, int attempt,
+                       const std::string& retry_after, const std::string& what_next, const std::string& failure) {
+  double wait = options.backoff_base_s * std::pow(2.0, attempt);
+  if (!retry_after.empty() && retry_after.size() < 10 &&
+      std::all_of(retry_after.begin(), retry_after.end(), [](unsigned char c) { return std::isdigit(c) != 0; }))
+    wait = std::max(wait, std::stod(retry_after));
+  wait = std::min(wait, options.backoff_max_s);
+  if (options.on_retry) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, wait < 10 ? "%.1f" : "%.0f", wait);
+    options.on_retry(where + ": retrying in " + seconds + " s (attempt " + std::to_string(attempt + 2) + " of " +
+                     std::to_string(options.max_retries + 1) + what_next + "): " + failure);
+  }
+  return wait_unless_stopped(wait);
+}
+
 }  // namespace
 #endif  // MNEMO_WITH_CURL
 
@@ -196,26 +236,12 @@ HttpResponse http_get(const std::string& url, const HttpOptions& options) {
     Transfer t;
     t.cap = options.max_body_bytes;
     char errbuf[CURL_ERROR_SIZE] = {0};
-    for (const std::string& h : options.headers) e.headers = curl_slist_append(e.headers, h.c_str());
-    curl_easy_setopt(e.h, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(e.h, CURLOPT_HTTPGET, 1L);
-    curl_easy_setopt(e.h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e.h, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(e.h, CURLOPT_MAXREDIRS, 5L);
+    set_common_options(e, url, options, options.timeout_s, errbuf);
     curl_easy_setopt(e.h, CURLOPT_ACCEPT_ENCODING, "");  // whatever libcurl can decode (gzip, ...)
-    curl_easy_setopt(e.h, CURLOPT_USERAGENT, "mnemo/" MNEMO_VERSION);
-    curl_easy_setopt(e.h, CURLOPT_CONNECTTIMEOUT, options.connect_timeout_s);
-    curl_easy_setopt(e.h, CURLOPT_TIMEOUT, options.timeout_s);
-    curl_easy_setopt(e.h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(e.h, CURLOPT_LOW_SPEED_TIME, options.low_speed_time_s);
-    curl_easy_setopt(e.h, CURLOPT_HTTPHEADER, e.headers);
     curl_easy_setopt(e.h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e.h, CURLOPT_WRITEDATA, &t);
     curl_easy_setopt(e.h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e.h, CURLOPT_HEADERDATA, &t);
-    curl_easy_setopt(e.h, CURLOPT_XFERINFOFUNCTION, on_progress_stop);
-    curl_easy_setopt(e.h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(e.h, CURLOPT_ERRORBUFFER, errbuf);
 
     const CURLcode rc = curl_easy_perform(e.h);
     response.attempts = attempt + 1;
@@ -251,20 +277,7 @@ HttpResponse http_get(const std::string& url, const HttpOptions& options) {
       return response;
     }
     if (!retry || attempt >= options.max_retries) throw HttpError(where + ": " + failure + after, status, t.error_code);
-
-    double wait = options.backoff_base_s * std::pow(2.0, attempt);
-    if (!t.retry_after.empty() &&
-        std::all_of(t.retry_after.begin(), t.retry_after.end(), [](unsigned char c) { return std::isdigit(c) != 0; }) &&
-        t.retry_after.size() < 10)
-      wait = std::max(wait, std::stod(t.retry_after));
-    wait = std::min(wait, options.backoff_max_s);
-    if (options.on_retry) {
-      char seconds[32];
-      std::snprintf(seconds, sizeof seconds, wait < 10 ? "%.1f" : "%.0f", wait);
-      options.on_retry(where + ": retrying in " + seconds + " s (attempt " + std::to_string(attempt + 2) + " of " +
-                       std::to_string(options.max_retries + 1) + "): " + failure);
-    }
-    if (!wait_unless_stopped(wait))
+    if (!wait_before_retry(options, where, attempt, t.retry_after, "", failure))
       throw HttpError(where + ": interrupted by " + stop_signal_name(), 0, "", /*stopped=*/true);
   }
 }
@@ -356,27 +369,14 @@ HttpDownload http_download(const std::string& url, const std::string& file, cons
     t.out = std::fopen(file.c_str(), "ab");
     if (!t.out) throw Error("cannot write " + file + ": " + std::strerror(errno));
     char errbuf[CURL_ERROR_SIZE] = {0};
-    for (const std::string& h : options.headers) e.headers = curl_slist_append(e.headers, h.c_str());
+    // No whole-transfer timeout: a large file takes as long as it takes; a stall still ends it.
+    set_common_options(e, url, options, 0L, errbuf);
     const std::string range = std::to_string(t.offset) + "-";  // Range: bytes=N-
-    curl_easy_setopt(e.h, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(e.h, CURLOPT_HTTPGET, 1L);
     if (t.offset > 0) curl_easy_setopt(e.h, CURLOPT_RANGE, range.c_str());
-    curl_easy_setopt(e.h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e.h, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(e.h, CURLOPT_MAXREDIRS, 5L);
-    curl_easy_setopt(e.h, CURLOPT_USERAGENT, "mnemo/" MNEMO_VERSION);
-    curl_easy_setopt(e.h, CURLOPT_CONNECTTIMEOUT, options.connect_timeout_s);
-    curl_easy_setopt(e.h, CURLOPT_TIMEOUT, 0L);  // a large file takes as long as it takes; a stall still ends it
-    curl_easy_setopt(e.h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(e.h, CURLOPT_LOW_SPEED_TIME, options.low_speed_time_s);
-    curl_easy_setopt(e.h, CURLOPT_HTTPHEADER, e.headers);
     curl_easy_setopt(e.h, CURLOPT_WRITEFUNCTION, on_file_body);
     curl_easy_setopt(e.h, CURLOPT_WRITEDATA, &t);
     curl_easy_setopt(e.h, CURLOPT_HEADERFUNCTION, on_file_header);
     curl_easy_setopt(e.h, CURLOPT_HEADERDATA, &t);
-    curl_easy_setopt(e.h, CURLOPT_XFERINFOFUNCTION, on_progress_stop);
-    curl_easy_setopt(e.h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(e.h, CURLOPT_ERRORBUFFER, errbuf);
 
     const CURLcode rc = curl_easy_perform(e.h);
     const bool closed = std::fclose(t.out) == 0;
@@ -412,19 +412,8 @@ HttpDownload http_download(const std::string& url, const std::string& file, cons
       throw HttpError(where + ": " + failure + after, status,
                       error_code == t.headers.end() ? std::string() : error_code->second);
     }
-    double wait = options.backoff_base_s * std::pow(2.0, attempt);
-    if (!t.retry_after.empty() && t.retry_after.size() < 10 &&
-        std::all_of(t.retry_after.begin(), t.retry_after.end(), [](unsigned char c) { return std::isdigit(c) != 0; }))
-      wait = std::max(wait, std::stod(t.retry_after));
-    wait = std::min(wait, options.backoff_max_s);
-    if (options.on_retry) {
-      char seconds[32];
-      std::snprintf(seconds, sizeof seconds, wait < 10 ? "%.1f" : "%.0f", wait);
-      options.on_retry(where + ": retrying in " + seconds + " s (attempt " + std::to_string(attempt + 2) + " of " +
-                       std::to_string(options.max_retries + 1) + ", from byte " +
-                       std::to_string(file_size_or_zero(file)) + "): " + failure);
-    }
-    if (!wait_unless_stopped(wait))
+    const std::string from_byte = ", from byte " + std::to_string(file_size_or_zero(file));
+    if (!wait_before_retry(options, where, attempt, t.retry_after, from_byte, failure))
       throw HttpError(where + ": interrupted by " + stop_signal_name(), 0, "", /*stopped=*/true);
   }
 }

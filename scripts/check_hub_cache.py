@@ -32,6 +32,15 @@ def serve(files):
         def log_message(self, *args):
             pass
 
+        def send_json(self, value, body_wanted):
+            body = json.dumps(value).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if body_wanted:
+                self.wfile.write(body)
+
         def answer(self, body_wanted):
             path = self.path.split("?")[0]
             api = f"/api/models/{REPO}/revision/"
@@ -42,14 +51,7 @@ def serve(files):
                     if name.endswith(LFS_SUFFIXES):
                         s["lfs"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
                     siblings.append(s)
-                body = json.dumps({"id": REPO, "sha": COMMIT, "siblings": siblings}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if body_wanted:
-                    self.wfile.write(body)
-                return
+                return self.send_json({"id": REPO, "sha": COMMIT, "siblings": siblings}, body_wanted)
             tree = f"/api/models/{REPO}/tree/"
             if path.startswith(tree):  # huggingface_hub's listing of a revision
                 entries = []
@@ -58,14 +60,7 @@ def serve(files):
                     if name.endswith(LFS_SUFFIXES):
                         e["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
                     entries.append(e)
-                body = json.dumps(entries).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if body_wanted:
-                    self.wfile.write(body)
-                return
+                return self.send_json(entries, body_wanted)
             prefix = f"/{REPO}/resolve/"
             if not path.startswith(prefix):
                 self.send_error(404)

@@ -544,6 +544,19 @@ TEST_CASE("load_weights refuses a checkpoint saved at another precision", "[expo
   REQUIRE(torch::equal(fp64.forward(sample_ids()), saved.forward(sample_ids())));
 }
 
+namespace {
+// The ids and logits a reference recorded in an expected.json ({"ids", "logits", "logits_shape"}).
+std::pair<torch::Tensor, torch::Tensor> recorded_logits(const json& expected) {
+  const auto rows = expected.at("ids").get<std::vector<std::vector<int64_t>>>();
+  std::vector<int64_t> flat;
+  for (const auto& row : rows) flat.insert(flat.end(), row.begin(), row.end());
+  auto ids = torch::tensor(flat, torch::kLong).view({static_cast<int64_t>(rows.size()), -1});
+  auto logits = torch::tensor(expected.at("logits").get<std::vector<double>>(), torch::kFloat64)
+                    .view(expected.at("logits_shape").get<std::vector<int64_t>>());
+  return {ids, logits};
+}
+}  // namespace
+
 TEST_CASE("import-fla: fla's own model code gives the same logits (every importable model_type, the folder read "
           "directly and the imported checkpoint)", "[export][fla]") {
   // tests/data/fla_models/<model_type>: a random model of fla's own class saved by save_pretrained, and the logits of
@@ -569,12 +582,7 @@ TEST_CASE("import-fla: fla's own model code gives the same logits (every importa
       Backbone imported = load_backbone((dir / "run").string(), torch::kCPU);
       REQUIRE(is_hf_model_folder((models / type).string()));
       Backbone direct = load_backbone((models / type).string(), torch::kCPU);  // mnemo eval --checkpoint DIR
-      auto ids_rows = expected.at("ids").get<std::vector<std::vector<int64_t>>>();
-      std::vector<int64_t> flat;
-      for (const auto& row : ids_rows) flat.insert(flat.end(), row.begin(), row.end());
-      auto ids = torch::tensor(flat, torch::kLong).view({static_cast<int64_t>(ids_rows.size()), -1});
-      auto want = torch::tensor(expected.at("logits").get<std::vector<double>>(), torch::kFloat64)
-                      .view(expected.at("logits_shape").get<std::vector<int64_t>>());
+      const auto [ids, want] = recorded_logits(expected);
       torch::NoGradGuard g;
       auto got = imported.forward(ids).to(torch::kFloat64);
       INFO(type << ": max |got - fla| = " << (got - want).abs().max().item<double>() << ", max |fla| = "
@@ -676,12 +684,7 @@ TEST_CASE("export --format hf: mnemo's own models give the same logits in fla's 
       CHECK(sha256_file((dir / "hf" / "model.safetensors").string()) == expected.at("hf_model_sha256"));
       CHECK(read_json_file((dir / "hf" / "config.json").string()) == expected.at("hf_config"));
       Backbone m = load_backbone(model, torch::kCPU);
-      auto ids_rows = expected.at("ids").get<std::vector<std::vector<int64_t>>>();
-      std::vector<int64_t> flat;
-      for (const auto& row : ids_rows) flat.insert(flat.end(), row.begin(), row.end());
-      auto ids = torch::tensor(flat, torch::kLong).view({static_cast<int64_t>(ids_rows.size()), -1});
-      auto want = torch::tensor(expected.at("logits").get<std::vector<double>>(), torch::kFloat64)
-                      .view(expected.at("logits_shape").get<std::vector<int64_t>>());
+      const auto [ids, want] = recorded_logits(expected);
       torch::NoGradGuard g;
       auto got = m.forward(ids).to(torch::kFloat64);
       INFO(family << " (" << r.model_type << "): max |mnemo - fla| = " << (got - want).abs().max().item<double>()
