@@ -54,11 +54,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GatedDeltaNetArgs, num_heads, he
                                                 use_short_conv, chunk_size, form, allow_neg_eigval,
                                                 output_gate, a_init_min, a_init_max, beta_bias)
 
-namespace {
-
+// The heads and head dims a delta-rule mixer resolves (a member of DeltaRuleMixer, so not in the anonymous
+// namespace: a unity build would warn of a class with a member of internal type).
 struct DeltaRuleLayout {
   int64_t heads = 0, d_k = 0, d_v = 0;
 };
+
+namespace {
 
 DeltaRuleLayout resolve_layout(const std::string& family, const MixerContext& ctx, int64_t num_heads,
                                int64_t head_dim, double expand_v, bool gdn_auto) {
