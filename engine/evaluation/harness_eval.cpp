@@ -220,7 +220,10 @@ std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok
 
 }  // namespace
 
-json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o, std::function<void(const std::string&)> log) {
+namespace {
+
+// Every option checked before any work: one error naming the option and its value.
+void check_harness_options(const EvalModel* model, const Tokenizer& tok, const HarnessOptions& o) {
   if (o.tasks.empty()) throw Error("eval: no tasks given (--tasks piqa,arc_easy,... or a group such as commonsense)");
   if (o.limit && *o.limit <= 0)
     throw Error("eval: --limit must be a positive number of documents, got " + std::to_string(*o.limit));
@@ -235,8 +238,10 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
     throw Error("tokenizer " + tok.id() + " has " + std::to_string(tok.vocab_size()) +
                 " tokens but the model's vocab_size is " + std::to_string(model->vocab_size()) +
                 " (evaluate with the tokenizer the model was trained with: --tokenizer)");
-  const bool add_bos = o.add_bos.value_or(tok.adds_bos());
-  // Every task is built first, so that an unknown name fails before any work.
+}
+
+// Every task built and configured first, so that an unknown name fails before any work.
+std::vector<TaskWork> make_task_works(const Tokenizer& tok, const HarnessOptions& o, bool add_bos) {
   std::vector<TaskWork> works;
   for (const auto& name : o.tasks) {
     TaskWork w;
@@ -254,6 +259,89 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
   task_ctx.answer_length = o.answer_length;
   task_ctx.skip_malformed = o.skip_malformed;
   for (auto& w : works) w.task->configure(task_ctx);
+  return works;
+}
+
+// --requests-only: <task>.jsonl, a line per scored document {"doc_id", "arguments"}; returns the files and the
+// request counts.
+std::pair<json, json> write_request_files(std::vector<TaskWork>& works, const HarnessOptions& o,
+                                          const std::function<void(const TaskWork&)>& note_task,
+                                          const std::function<void(const std::string&)>& log) {
+  json files = json::array(), counts = json::object();
+  for (auto& w : works) {
+    build_requests(w, o.limit);
+    std::vector<json> lines;
+    for (int64_t d = 0; d < w.n; ++d) {
+      if (!scored(w, d)) continue;  // skipped or malformed: no line (doc_ids keep their gaps)
+      json args = json::array();
+      for (const auto& r : w.reqs[static_cast<size_t>(d)]) args.push_back(r.arguments);
+      lines.push_back({{"doc_id", d}, {"arguments", args}});
+    }
+    const std::string path = (fs::path(o.output_path) / (w.name + ".jsonl")).string();
+    write_lines(path, lines);
+    files.push_back(path);
+    counts[w.name] = w.n_requests;
+    note_task(w);
+    if (log) log("[" + w.name + "] " + std::to_string(w.n_requests) + " requests of " + std::to_string(w.n) +
+                 " documents" + skipped_note(w) + " -> " + path);
+  }
+  return {files, counts};
+}
+
+// The evals rows of one scored task: a cell per metric with its setting (what makes two values comparable) and its
+// details (stderr, data files, versions, timing).
+struct TaskScore {
+  std::vector<AggregatedMetric> aggregated;
+  int64_t n_scored = 0, max_length = 0;
+  double wall_s = 0;
+  json data_files;
+};
+std::vector<EvalCell> task_cells(const TaskWork& w, const TaskScore& t, const Tokenizer& tok, const HarnessOptions& o,
+                                 bool add_bos, const json& sys) {
+  const json limit_json = o.limit ? json(*o.limit) : json(nullptr);
+  std::vector<EvalCell> cells;
+  for (const auto& a : t.aggregated) {
+    const auto& s = a.spec;
+    const double se = a.stderr_value;
+    EvalCell c;
+    c.task = w.name;
+    c.metric = s.name;
+    c.value = a.value;
+    c.n = t.n_scored;
+    c.setting = {{"suite", "lm-eval"}, {"num_fewshot", 0}, {"limit", limit_json}, {"max_length", t.max_length},
+                 {"add_bos", add_bos}, {"version", w.task->version()}};
+    if (o.cutting_context)
+      c.setting.update({{"cutting_context", true}, {"context_length", o.context_length},
+                        {"answer_length", o.answer_length}});
+    c.details = {{"stderr", std::isfinite(se) ? json(se) : json(nullptr)},
+                 {"aggregation", s.aggregation},
+                 {"higher_is_better", s.higher_is_better},
+                 {"tokenizer", tok.id()},
+                 {"data_files", t.data_files},
+                 {"batch_size", o.batch_size},
+                 {"wall_s", t.wall_s},
+                 {"requests", w.n_requests},
+                 {"docs_total", w.n_original},
+                 {"docs_skipped", w.skipped},
+                 {"malformed_skipped", static_cast<int64_t>(w.malformed.size())},
+                 {"mnemo_version", sys.value("mnemo", "")},
+                 {"git_commit", git_commit()},
+                 {"torch_version", torch_version()},
+                 {"device", o.device},
+                 {"output_path", o.output_path}};
+    if (!w.malformed.empty()) c.details["malformed_records"] = malformed_json(w)["records"];
+    c.details.update(o.record_details);
+    cells.push_back(std::move(c));
+  }
+  return cells;
+}
+
+}  // namespace
+
+json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o, std::function<void(const std::string&)> log) {
+  check_harness_options(model, tok, o);
+  const bool add_bos = o.add_bos.value_or(tok.adds_bos());
+  std::vector<TaskWork> works = make_task_works(tok, o, add_bos);
   json skipped = json::object(), malformed = json::object(), data_warnings = json::object();
   // What run_harness returns beside its own keys: skipped documents, malformed records, modified data files.
   auto note_task = [&](const TaskWork& w) {
@@ -272,25 +360,8 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
   json files = json::array();
 
   if (o.requests_only) {
-    json counts = json::object();
-    for (auto& w : works) {
-      build_requests(w, o.limit);
-      std::vector<json> lines;
-      for (int64_t d = 0; d < w.n; ++d) {
-        if (!scored(w, d)) continue;  // skipped or malformed: no line (doc_ids keep their gaps)
-        json args = json::array();
-        for (const auto& r : w.reqs[static_cast<size_t>(d)]) args.push_back(r.arguments);
-        lines.push_back({{"doc_id", d}, {"arguments", args}});
-      }
-      const std::string path = (fs::path(o.output_path) / (w.name + ".jsonl")).string();
-      write_lines(path, lines);
-      files.push_back(path);
-      counts[w.name] = w.n_requests;
-      note_task(w);
-      if (log) log("[" + w.name + "] " + std::to_string(w.n_requests) + " requests of " + std::to_string(w.n) +
-                   " documents" + skipped_note(w) + " -> " + path);
-    }
-    return {{"requests_only", true}, {"files", files},       {"requests", counts}, {"skipped", skipped},
+    const auto [request_files, counts] = write_request_files(works, o, note_task, log);
+    return {{"requests_only", true}, {"files", request_files}, {"requests", counts}, {"skipped", skipped},
             {"malformed", malformed},  {"data_warnings", data_warnings}, {"output_path", o.output_path}};
   }
 
@@ -337,47 +408,20 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
       if (o.log_samples) samples.push_back(sample_line(*w.task, d, doc, w.reqs[static_cast<size_t>(d)],
                                                        resp[static_cast<size_t>(d)], m));
     }
-    const auto aggregated = aggregate_metrics(specs, values);
-    const json res = results_entry(w.name, aggregated);
+    TaskScore score;
+    score.aggregated = aggregate_metrics(specs, values);
+    score.n_scored = n_scored;
+    score.max_length = task_max_length;
+    score.wall_s = wall_seconds() - t0;
+    score.data_files = w.task->data_files();
+    const json res = results_entry(w.name, score.aggregated);
     json hib = json::object(), metric_list = json::array();
-    std::vector<EvalCell> cells;
-    const double wall_s = wall_seconds() - t0;
-    const json data_files = w.task->data_files();
-    for (const auto& a : aggregated) {
-      const auto& s = a.spec;
-      const double se = a.stderr_value;
-      hib[s.name] = s.higher_is_better;
-      metric_list.push_back({{"metric", s.name}, {"aggregation", s.aggregation}, {"higher_is_better", s.higher_is_better}});
-      EvalCell c;
-      c.task = w.name;
-      c.metric = s.name;
-      c.value = a.value;
-      c.n = n_scored;
-      c.setting = {{"suite", "lm-eval"}, {"num_fewshot", 0}, {"limit", limit_json}, {"max_length", task_max_length},
-                   {"add_bos", add_bos}, {"version", w.task->version()}};
-      if (o.cutting_context)
-        c.setting.update({{"cutting_context", true}, {"context_length", o.context_length},
-                          {"answer_length", o.answer_length}});
-      c.details = {{"stderr", std::isfinite(se) ? json(se) : json(nullptr)},
-                   {"aggregation", s.aggregation},
-                   {"higher_is_better", s.higher_is_better},
-                   {"tokenizer", tok.id()},
-                   {"data_files", data_files},
-                   {"batch_size", o.batch_size},
-                   {"wall_s", wall_s},
-                   {"requests", w.n_requests},
-                   {"docs_total", w.n_original},
-                   {"docs_skipped", w.skipped},
-                   {"malformed_skipped", static_cast<int64_t>(w.malformed.size())},
-                   {"mnemo_version", sys.value("mnemo", "")},
-                   {"git_commit", git_commit()},
-                   {"torch_version", torch_version()},
-                   {"device", o.device},
-                   {"output_path", o.output_path}};
-      if (!w.malformed.empty()) c.details["malformed_records"] = malformed_json(w)["records"];
-      c.details.update(o.record_details);
-      cells.push_back(std::move(c));
+    for (const auto& a : score.aggregated) {
+      hib[a.spec.name] = a.spec.higher_is_better;
+      metric_list.push_back({{"metric", a.spec.name}, {"aggregation", a.spec.aggregation},
+                             {"higher_is_better", a.spec.higher_is_better}});
     }
+    std::vector<EvalCell> cells = task_cells(w, score, tok, o, add_bos, sys);
     out["results"][w.name] = res;
     out["group_subtasks"][w.name] = json::array();
     out["configs"][w.name] = {{"task", w.name}, {"output_type", w.task->output_type()}, {"num_fewshot", 0},
@@ -391,7 +435,7 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
       out["malformed_records"][w.name] = malformed_json(w)["records"];
     }
     note_task(w);
-    out["data_files"][w.name] = data_files;
+    out["data_files"][w.name] = score.data_files;
     // Written once every task is scored: an error or a stop request in a later task leaves nothing of this one.
     if (o.log_samples)
       pending_samples.emplace_back((fs::path(o.output_path) / ("samples_" + w.name + ".jsonl")).string(),
@@ -399,7 +443,7 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
     pending_cells.insert(pending_cells.end(), std::make_move_iterator(cells.begin()),
                          std::make_move_iterator(cells.end()));
     if (log) {
-      std::string line = "[" + w.name + "] done in " + format_fixed(wall_s, 1) + " s:";
+      std::string line = "[" + w.name + "] done in " + format_fixed(score.wall_s, 1) + " s:";
       for (const auto& s : specs) line += " " + s.name + " " + format_fixed(res.at(s.name + ",none").get<double>(), 4);
       log(line + skipped_note(w));
     }
