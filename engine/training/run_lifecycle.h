@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "engine/io/checkpoint.h"
+#include "engine/training/distributed.h"
 #include "results/db.h"
 #include "tasks/task.h"
 
@@ -34,5 +36,25 @@ void refuse_if_running_elsewhere(const ResultsDB& db, const RunInfo& run);
 // completed and whose process is gone (killed before its first checkpoint, failed, stopped) is
 // restarted instead of creating a second row.
 std::optional<RunInfo> adoptable_run(const ResultsDB& db, const std::string& out_dir, const std::string& config_hash);
+
+// ---- the run record: which row of the database an invocation of train() writes, and from which step ----
+
+struct RunRecord {
+  TrainerState state;
+  bool resuming = false;                 // from the checkpoint in out_dir
+  std::optional<RunInfo> adopted;        // --resume without a checkpoint: this out_dir's unfinished row, from step 0
+  bool completed_already = false;        // --resume of a completed run: nothing to do
+  std::optional<RunInfo> completed_run;  // its row (rank 0)
+};
+
+// The newest complete checkpoint (one a crashed write left is put back in place, by rank 0); its config must be the
+// same run. Every rank reads it (a job on several hosts needs out_dir on a shared file system).
+void read_checkpoint(RunRecord& rec, const std::string& hash, bool resume, const std::string& out_dir,
+                     Distributed* dist, bool main_rank, bool quiet);
+// Rank 0: the checkpoint's row (which must be this run's), or with --resume and no checkpoint a row to adopt.
+void find_run_row(RunRecord& rec, const ResultsDB& db, const std::string& hash, bool resume,
+                  const std::string& db_path, const std::string& out_dir);
+// Data-parallel: every rank resumes from the same step, or none does; a completed run ends every rank.
+void agree_on_resume(RunRecord& rec, Distributed& dist, const DistEnv& env, const std::string& out_dir);
 
 }  // namespace mnemo

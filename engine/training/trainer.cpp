@@ -190,76 +190,6 @@ std::unique_ptr<Distributed> join_job(const json& cfg, const std::string& hash, 
   return dist;
 }
 
-// ---- the run record: which row of the database this invocation writes, and from which step ----
-
-struct RunRecord {
-  TrainerState state;
-  bool resuming = false;                 // from the checkpoint in out_dir
-  std::optional<RunInfo> adopted;        // --resume without a checkpoint: this out_dir's unfinished row, from step 0
-  bool completed_already = false;        // --resume of a completed run: nothing to do
-  std::optional<RunInfo> completed_run;  // its row (rank 0)
-};
-
-// The newest complete checkpoint (one a crashed write left is put back in place, by rank 0); its config must be the
-// same run. Every rank reads it (a job on several hosts needs out_dir on a shared file system).
-void read_checkpoint(RunRecord& rec, const std::string& hash, const TrainOptions& opt, const std::string& out_dir,
-                     Distributed* dist, bool main_rank, bool quiet) {
-  if (opt.resume && main_rank && has_checkpoint(out_dir)) {
-    const std::string note = recover_checkpoint(out_dir);
-    if (!note.empty() && !quiet) std::printf("%s: %s\n", out_dir.c_str(), note.c_str());
-  }
-  if (dist && opt.resume) dist->barrier("checkpoint recovery");
-  if (!opt.resume || !has_checkpoint(out_dir)) return;
-  json saved = load_checkpoint_config(out_dir), saved_resolved;
-  try {
-    saved_resolved = resolve_run_config(saved);
-  } catch (const Error& e) {
-    throw Error("--resume: the checkpoint in " + out_dir + " has a configuration this mnemo cannot use: " + e.what());
-  }
-  if (config_hash(saved_resolved) != hash)
-    throw Error("--resume: the configuration differs from the checkpoint in " + out_dir);
-  rec.state = load_trainer_state(out_dir);
-  rec.resuming = true;
-}
-
-// Rank 0: the checkpoint's row (which must be this run's), or with --resume and no checkpoint a row to adopt.
-void find_run_row(RunRecord& rec, const ResultsDB& db, const std::string& hash, const TrainOptions& opt,
-                  const std::string& out_dir) {
-  if (rec.resuming) {
-    auto run = db.run(rec.state.run_id);
-    if (!run) throw Error("--resume: run " + std::to_string(rec.state.run_id) + " not found in " + opt.db_path);
-    if (run->config_hash != hash)
-      throw Error("--resume: run " + std::to_string(rec.state.run_id) + " in " + opt.db_path +
-                  " is another run (its config differs); the checkpoint was logged to " +
-                  (rec.state.db_path.empty() ? std::string("another database") : rec.state.db_path));
-    if (run->status == "completed") {
-      rec.completed_already = true;
-      rec.completed_run = run;
-    } else {
-      refuse_if_running_elsewhere(db, *run);
-    }
-  } else if (opt.resume) {
-    rec.adopted = adoptable_run(db, out_dir, hash);
-    if (rec.adopted)
-      std::printf("no checkpoint in %s: restarting run %lld (%s) from step 0\n", out_dir.c_str(),
-                  (long long)rec.adopted->id, rec.adopted->status.c_str());
-    else
-      std::printf("no checkpoint in %s: starting a new run\n", out_dir.c_str());
-  }
-}
-
-// Data-parallel: every rank resumes from the same step, or none does; a completed run ends every rank.
-void agree_on_resume(RunRecord& rec, Distributed& dist, const TrainOptions& opt, const std::string& out_dir) {
-  const int world = opt.dist.world_size;
-  const auto c = dist.all_reduce_sum({rec.resuming ? 1.0 : 0.0, double(rec.state.step), rec.completed_already ? 1.0 : 0.0},
-                                     -1, "resume check");
-  if (c[0] != 0 && (c[0] != world || c[1] != double(world) * double(rec.state.step)))
-    throw Error("rank " + std::to_string(opt.dist.rank) +
-                (rec.resuming ? " resumes from step " + std::to_string(rec.state.step) : std::string(" sees no checkpoint")) +
-                " in " + out_dir + " but another rank does not: every rank must read the same checkpoint");
-  if (c[2] > 0) rec.completed_already = true;
-}
-
 // ---- the parts, built and checked before the run row is created (or a resumed one set running) ----
 
 struct RunParts {
@@ -623,10 +553,10 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
 
   // The run record: resume from the checkpoint, adopt an unfinished row, or start anew.
   RunRecord rec;
-  read_checkpoint(rec, hash, opt, result.out_dir, dist.get(), main_rank, quiet);
+  read_checkpoint(rec, hash, opt.resume, result.out_dir, dist.get(), main_rank, quiet);
   ResultsDB db(main_rank ? opt.db_path : std::string(":memory:"));  // other ranks: nothing is written
-  if (main_rank) find_run_row(rec, db, hash, opt, result.out_dir);
-  if (dist) agree_on_resume(rec, *dist, opt, result.out_dir);
+  if (main_rank) find_run_row(rec, db, hash, opt.resume, opt.db_path, result.out_dir);
+  if (dist) agree_on_resume(rec, *dist, opt.dist, result.out_dir);
   if (rec.completed_already) {
     if (rec.completed_run) return completed_result(db, *rec.completed_run, result.out_dir, quiet);
     result.already_completed = true;
