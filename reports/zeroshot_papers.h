@@ -1,5 +1,6 @@
-// The papers' zero-shot commonsense tables (arXiv:2501.00663, arXiv:2504.13173, arXiv:2505.23735, arXiv:2502.13685, arXiv:2504.05646) as data, copied
-// exactly as printed: references for the zero-shot report section (reports/section_zeroshot.cpp), never outputs.
+// The papers' zero-shot commonsense tables (arXiv:2501.00663, arXiv:2504.13173, arXiv:2505.23735, arXiv:2502.13685,
+// arXiv:2504.05646), copied exactly as printed into reports/papers/zeroshot_commonsense.json (reports/paper_tables.h):
+// references for the zero-shot report section (reports/section_zeroshot.cpp), never outputs.
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <set>
 #include <filesystem>
 #include <fstream>
 
@@ -370,4 +372,85 @@ TEST_CASE("whole request lists hash to lm-eval's stored hashes exactly where the
     INFO(name << " vs lm-eval " << h["lm_eval_file"].get<std::string>());
     CHECK((lm_eval_request_hash(*task) == h["sha256"].get<std::string>()) == same);
   }
+}
+
+namespace {
+// Sets $MNEMO_TASK_PATH for one test and restores it.
+struct ScopedTaskPath {
+  std::string old;
+  bool had = false;
+  explicit ScopedTaskPath(const std::string& value) {
+    if (const char* v = std::getenv("MNEMO_TASK_PATH")) old = v, had = true;
+    ::setenv("MNEMO_TASK_PATH", value.c_str(), 1);
+  }
+  ~ScopedTaskPath() { had ? ::setenv("MNEMO_TASK_PATH", old.c_str(), 1) : ::unsetenv("MNEMO_TASK_PATH"); }
+};
+}  // namespace
+
+TEST_CASE("task specs: the built-ins are data files with their lm-eval source and commit", "[harness][task_specs]") {
+  std::set<std::string> builtin;
+  for (const TaskSpecFile& f : task_spec_files()) {
+    CHECK(f.builtin);
+    CHECK(f.path == "tasks/specs/" + f.spec["task"].get<std::string>() + ".json");
+    CHECK(f.spec["reference"].get<std::string>().rfind("lm_eval/tasks/", 0) == 0);
+    CHECK(f.spec["reference_commit"] == "4e7e0d4");
+    builtin.insert(f.spec["task"].get<std::string>());
+  }
+  CHECK(builtin == std::set<std::string>{"arc_challenge", "arc_easy", "boolq", "commonsense_qa", "hellaswag",
+                                         "openbookqa", "piqa", "social_iqa"});
+}
+
+TEST_CASE("task specs: a user adds a multiple-choice task by dropping a file into MNEMO_TASK_PATH",
+          "[harness][task_specs]") {
+  const fs::path dir = temp_dir("user_task");
+  fs::create_directories(dir / "specs");
+  fs::create_directories(dir / "data/eval");
+  test::write_text_file(dir / "data/eval/colours.jsonl",
+                        "{\"q\": \"The sky is\", \"options\": [\"blue\", \"green\"], \"answer\": 0}\n"
+                        "{\"q\": \"Grass is\", \"options\": [\"blue\", \"green\"], \"answer\": 1}\n");
+  test::write_text_file(dir / "specs/colours.json", R"({
+  "task": "colours", "version": "1.0",
+  "sources": [{"file": "eval/colours.jsonl", "format": "jsonl"}],
+  "doc_to_text": "Q: {{q}}\nA:", "doc_to_choice": "options", "doc_to_target": "{{answer}}",
+  "metrics": ["acc"]})");
+  ScopedDataDir data(dir / "data");
+  {
+    ScopedTaskPath path((dir / "specs").string());
+    const auto names = harness_task_names();
+    CHECK(std::find(names.begin(), names.end(), "colours") != names.end());
+    CHECK(expand_harness_tasks({"colours,piqa"}) == std::vector<std::string>{"colours", "piqa"});
+    auto task = make_harness_task("colours");
+    REQUIRE(task->num_docs() == 2);
+    const auto reqs = task->requests(1);
+    REQUIRE(reqs.size() == 2);
+    CHECK(reqs[0].arguments == json::array({"Q: Grass is\nA:", " blue"}));
+    CHECK(reqs[1].arguments == json::array({"Q: Grass is\nA:", " green"}));
+    CHECK(task->target(task->doc(1)) == "1");
+  }
+  CHECK_THROWS_WITH(make_harness_task("colours"), Catch::Contains("unknown task 'colours'"));  // path unset again
+
+  // A malformed spec names the file and the field; a task defined twice names both files.
+  test::write_text_file(dir / "specs/bad.json", R"({"task": "bad", "version": "1.0", "sources": [{"file": "x", "format": "csv"}],
+    "doc_to_text": "{{q}}", "doc_to_choice": "options", "doc_to_target": "{{answer}}", "metrics": ["acc"]})");
+  {
+    ScopedTaskPath path((dir / "specs").string());
+    CHECK_THROWS_WITH(harness_task_names(), Catch::Contains("bad.json: sources[0].format must be one of"));
+  }
+  fs::remove(dir / "specs/bad.json");
+  test::write_text_file(dir / "specs/piqa2.json", R"({"task": "piqa", "version": "1.0", "sources": [{"file": "x", "format": "jsonl"}],
+    "doc_to_text": "{{q}}", "doc_to_choice": "options", "doc_to_target": "{{answer}}", "metrics": ["acc"]})");
+  {
+    ScopedTaskPath path((dir / "specs").string());
+    CHECK_THROWS_WITH(harness_task_names(), Catch::Contains("piqa2.json: task 'piqa' is already defined by tasks/specs/piqa.json"));
+  }
+  test::write_text_file(dir / "specs/piqa2.json", R"({"task": "piqa2", "version": "1.0", "colour": "red"})");
+  {
+    ScopedTaskPath path((dir / "specs").string());
+    CHECK_THROWS_WITH(harness_task_names(), Catch::Contains("piqa2.json: colour is not a task spec field"));
+  }
+  {
+    ScopedTaskPath path((dir / "nowhere").string());
+    CHECK_THROWS_WITH(harness_task_names(), Catch::Contains("MNEMO_TASK_PATH: '") && Catch::Contains("nowhere' is not a folder"));
+  }
+  fs::remove_all(dir);
 }

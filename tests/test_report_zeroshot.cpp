@@ -3,13 +3,17 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "engine/tools/report_catalog.h"
 #include "reports/report.h"
+#include "reports/lm_papers.h"
+#include "reports/paper_tables.h"
 #include "reports/zeroshot_papers.h"
+#include "runtime/registry.h"
 #include "file_util.h"
 #include "test_util.h"
 
@@ -189,4 +193,53 @@ TEST_CASE("report: no zero-shot section without zero-shot rows", "[report]") {
   CHECK(text.find("| gla @ ckpt | n/a | n/a | ? | byte | ? | 99.00 ± 2.00 | - |") != std::string::npos);
   CHECK(text.find("1 rows with num_fewshot > 0 are not shown.") != std::string::npos);
   CHECK(text.find("Fewer than two families") != std::string::npos);  // Titans/Lattice/MoM blocks list GLA
+}
+
+TEST_CASE("paper tables: every built-in table parses and names only registered families", "[report][paper_tables]") {
+  std::set<std::string> files;
+  for (const EmbeddedFile& f : paper_table_files()) files.insert(f.path);
+  CHECK(files == std::set<std::string>{"reports/papers/language_modelling.json", "reports/papers/zeroshot_commonsense.json"});
+  REQUIRE(zs_paper_blocks().size() == 12);
+  CHECK(zs_paper_rows().size() == 135);
+  CHECK(zs_paper_notes().size() == 9);
+  CHECK(lm_paper_blocks().size() == 3);
+  CHECK(lm_paper_rows().size() == 51);
+  // Printed strings survive as printed: Miras' "34.1" is not "34.10".
+  CHECK(std::string(zs_paper_row("miras_340m", "Memora")->cells[8]) == "34.1");
+  for (const ZsPaperRow& r : zs_paper_rows()) {
+    std::stringstream families(r.families);
+    for (std::string f; std::getline(families, f, ',');) {
+      CAPTURE(r.block, r.model, f);
+      CHECK(Registry::instance().has_model(f));
+    }
+  }
+  for (const LmPaperRow& r : lm_paper_rows()) {
+    CAPTURE(r.block, r.row, r.family);
+    if (*r.family) CHECK(Registry::instance().has_model(r.family));
+  }
+  CHECK(std::string(lm_paper_rows()[34].row) == "Moneta-H");  // a row without a mnemo family keeps its place
+  CHECK(std::string(lm_paper_rows()[34].family).empty());
+}
+
+TEST_CASE("paper tables: a malformed table names the file and the field", "[report][paper_tables]") {
+  auto error_of = [](const json& doc, const std::function<void(const TableObject&)>& read) -> std::string {
+    try {
+      read(TableObject(doc, "reports/papers/t.json", ""));
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const json doc = json::parse(R"({"blocks": [{"id": "a", "rows": [{"model": 3, "cells": ["1.0", 2]}], "colour": "x"}]})");
+  CHECK(error_of(doc, [](const TableObject& t) { t.objects("blocks")[0].objects("rows")[0].text("model"); }) ==
+        "reports/papers/t.json: blocks[0].rows[0].model must be a string, got 3");
+  CHECK(error_of(doc, [](const TableObject& t) { t.objects("blocks")[0].objects("rows")[0].texts("cells"); }) ==
+        "reports/papers/t.json: blocks[0].rows[0].cells[1] must be a string, got 2");
+  CHECK(error_of(doc, [](const TableObject& t) { t.objects("blocks")[0].text("paper"); }) ==
+        "reports/papers/t.json: blocks[0].paper is missing");
+  CHECK(error_of(doc, [](const TableObject& t) { t.objects("blocks")[0].allow_only({"id", "rows"}); }) ==
+        "reports/papers/t.json: blocks[0].colour is not a field of this table (a typo?)");
+  CHECK(error_of(doc, [](const TableObject& t) { t.number("blocks"); }).find("blocks must be a number") !=
+        std::string::npos);
+  CHECK_THROWS_WITH(paper_table("no_such_table"), Catch::Contains("reports/papers/no_such_table.json"));
 }

@@ -234,15 +234,13 @@ class SpecTask : public HarnessTask {
 
 std::vector<std::string> spec_task_names() {
   std::vector<std::string> names;
-  for (const char* s : builtin_task_specs()) names.push_back(json::parse(s).at("task").get<std::string>());
+  for (const TaskSpecFile& f : task_spec_files()) names.push_back(f.spec.at("task").get<std::string>());
   return names;
 }
 
 std::unique_ptr<HarnessTask> make_spec_task(const std::string& name) {
-  for (const char* s : builtin_task_specs()) {
-    json spec = json::parse(s);
-    if (spec.at("task").get<std::string>() == name) return std::make_unique<SpecTask>(std::move(spec));
-  }
+  for (TaskSpecFile& f : task_spec_files())
+    if (f.spec.at("task").get<std::string>() == name) return std::make_unique<SpecTask>(std::move(f.spec));
   return nullptr;
 }
 

@@ -81,8 +81,15 @@ const Document& document_at(const std::vector<Document>& docs, int64_t doc_id, c
 // "boolq_llmfoundry", "siqa_commonbench", "hellaswag_original" (lm-eval process_docs), "hellaswag_text".
 std::vector<Document> import_documents(const std::string& format, const LoadedFile& file, const LoadedFile* labels,
                                        const std::string& task, bool skip_malformed = false);
-// The compiled-in JSON task specs (tasks/harness/task_specs.cpp), in registry order.
-const std::vector<const char*>& builtin_task_specs();
+// The multiple-choice task specs (tasks/harness/task_specs.cpp): the built-in tasks/specs/*.json, then the *.json
+// files of the folders in $MNEMO_TASK_PATH. Each is checked (Error naming the file and the field); a task defined
+// twice is an Error naming both files.
+struct TaskSpecFile {
+  std::string path;  // "tasks/specs/piqa.json" for a built-in, else the file's path
+  json spec;
+  bool builtin = true;
+};
+std::vector<TaskSpecFile> task_spec_files();
 
 // Factories (nullptr from make_spec_task when `name` has no JSON spec).
 std::unique_ptr<HarnessTask> make_spec_task(const std::string& name);
