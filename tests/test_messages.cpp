@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "core/common.h"
 #include "core/config_values.h"
@@ -153,6 +154,26 @@ TEST_CASE("config values: integers, ranges and finite numbers name the key", "[m
   ok["early_stop_acc"] = 0;
   ok["n_train"] = 0;
   CHECK_NOTHROW(validate_run_config(ok));
+}
+
+TEST_CASE("the typed key table: every default is valid, and only run-watching keys leave the hash", "[messages][config]") {
+  std::set<std::string> names;
+  for (const RunKey& k : run_keys()) {
+    CAPTURE(k.name);
+    CHECK(names.insert(k.name).second);  // each key once
+    CHECK_FALSE(k.help.empty());
+  }
+  const json base = resolve_run_config({{"model", "transformer"}, {"task", "mqar"}});
+  CHECK_NOTHROW(validate_run_config(base));  // every default lies in its range
+  CHECK(training_defaults().size() + skeleton_defaults().size() == run_keys().size());
+  for (const RunKey& k : run_keys()) {
+    if (!k.range || k.name == "model" || k.name == "task") continue;
+    json moved = base;  // a value just past the lower bound: the hash of the run changes unless the key is watching-only
+    moved[k.name] = k.range->lo + (k.range->integer ? 1.0 : 0.5);
+    if (k.range->integer) moved[k.name] = static_cast<int64_t>(k.range->lo) + 2;
+    CAPTURE(k.name, moved[k.name].dump());
+    CHECK((config_hash(moved) == config_hash(base)) == (k.hash == RunKey::Hash::never));
+  }
 }
 
 TEST_CASE("sweep files that are not an object, or with a non-string name, are named", "[messages][sweep]") {

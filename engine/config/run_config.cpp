@@ -9,68 +9,6 @@
 
 namespace mnemo {
 
-const json& training_defaults() {
-  static const json d = {
-      {"model", "transformer"}, {"task", "mqar"},
-      {"lr", 1e-3},             {"weight_decay", 0.1},  {"beta1", 0.9},       {"beta2", 0.95},
-      {"adam_eps", 1e-8},       {"grad_clip", 1.0},     {"warmup_frac", 0.1}, {"min_lr_ratio", 0.1},
-      {"steps", 1000},          {"batch_size", 64},     {"seed", 0},          {"eval_every", 100},
-      {"log_every", 10},        {"n_train", 10000},     {"n_test", 1000},     {"eval_batch_size", 256},
-      {"early_stop_acc", 0.99}, {"device", "auto"},
-      {"grad_accum", 1},        {"warmup_steps", -1},   {"primary_metric", ""}, {"size", ""}, {"recipe", ""},
-      {"precision", "fp32"}};
-  return d;
-}
-
-const json& skeleton_defaults() {
-  static const json d = {{"d_model", 128},        {"n_layers", 2},       {"n_heads", 4},
-                         {"mlp_ratio", 4.0},      {"tie_embeddings", true}, {"norm_eps", 1e-6},
-                         {"layers", json::array()}, {"block_mlp", true}};
-  return d;
-}
-
-const json& config_key_help() {
-  static const json h = {
-      {"model", "model family (see `mnemo models`)"},
-      {"task", "task (see `mnemo tasks`); its parameters are config keys too"},
-      {"lr", "peak learning rate (AdamW)"},
-      {"weight_decay", "AdamW weight decay on 2-D weight matrices (not norms, biases, embeddings, gates)"},
-      {"beta1", "AdamW beta1"}, {"beta2", "AdamW beta2"}, {"adam_eps", "AdamW epsilon"},
-      {"grad_clip", "max global gradient norm (0 = off)"},
-      {"warmup_frac", "linear warm-up as a fraction of steps, then cosine decay"},
-      {"min_lr_ratio", "final learning rate as a fraction of lr"},
-      {"steps", "optimiser steps"}, {"batch_size", "sequences per micro-batch (grad_accum micro-batches per step); "
-                                  "data-parallel: the whole micro-batch, batch_size / world_size rows per rank"},
-      {"seed", "seed for initialisation, data and order"},
-      {"eval_every", "evaluate on the test split (and checkpoint) every N steps"},
-      {"log_every", "progress line and train metrics every N steps"},
-      {"n_train", "training examples (cycled in seeded epochs); 0 = a fresh example each time"},
-      {"n_test", "test examples (disjoint seed range)"},
-      {"eval_batch_size", "batch size for evaluation"},
-      {"early_stop_acc", "stop when test accuracy exceeds this (Zoology: 0.99); 0 = never"},
-      {"device", "cpu | cuda | cuda:N | auto"},
-      {"precision", "fp32 | bf16 | fp64 (bf16 autocast on the device: matmuls and attention in bf16, every "
-                    "recurrence in fp32, fp32 parameters and optimiser state; docs/models.md#numerical-stability. fp64: everything in "
-                    "float64, for equivalence checks of whole runs)"},
-      {"grad_accum", "micro-batches per optimiser step (each of batch_size sequences; equal to one batch of "
-                     "batch_size x grad_accum)"},
-      {"warmup_steps", "linear warm-up in steps (-1 = use warmup_frac)"},
-      {"primary_metric", "held-out metric for best_* and the progress line (default: accuracy for token tasks, "
-                         "ppl for lm)"},
-      {"size", "named size: tiny, small, base, 170M, 340M, 760M, 1.3B, mom-1.3B, lattice-110M/340M/760M "
-               "(sets d_model, n_layers, n_heads; explicit keys win; `mnemo models --sizes`)"},
-      {"recipe", "a paper's training recipe: titans (Titans/Miras/Atlas), mom, lattice (optimiser, schedule, "
-                 "batch in tokens, context; explicit keys win)"},
-      {"d_model", "model width"}, {"n_layers", "blocks"}, {"n_heads", "heads per mixer"},
-      {"mlp_ratio", "SwiGLU hidden ratio r: I = 256*ceil(floor(d*r*2/3)/256)"},
-      {"tie_embeddings", "tie the LM head to the embedding"}, {"norm_eps", "RMSNorm epsilon"},
-      {"block_mlp", "each block's pre-RMSNorm SwiGLU after the mixer (false: norm, mixer, residual only, as "
-                    "Mamba's blocks and flash-linear-attention's Mamba2)"},
-      {"layers", "per-layer mixers, repeated over n_layers (empty = the model's own pattern): names or "
-                 "{\"mixer\": name, key: value, ...} with arguments for those layers alone"}};
-  return h;
-}
-
 void apply_user_keys(json& cfg, const MixerKeys& mixer_keys, const json& user, const KeyMessages& msg) {
   const std::vector<LayerSpec> layers =
       user.contains("layers") && !user["layers"].is_null() ? parse_layer_specs(user["layers"]) : std::vector<LayerSpec>{};
@@ -154,11 +92,15 @@ json task_params_of(const json& resolved) {
 
 std::string config_hash(const json& resolved) {
   json c = resolved;
-  for (const char* k : {"device", "eval_every", "log_every", "eval_batch_size", "cache_dir"}) c.erase(k);
-  // Keys added after the first runs leave the hashes of earlier runs unchanged while at their defaults.
+  for (const RunKey& k : run_keys()) {
+    if (!c.contains(k.name)) continue;
+    if (k.hash == RunKey::Hash::never || (k.hash == RunKey::Hash::unless_default && c[k.name] == k.default_value))
+      c.erase(k.name);
+  }
+  c.erase("cache_dir");  // the lm task's token cache folder: where data is kept, not what a run computes
+  // Mixer and task keys added after the first runs leave the hashes of earlier runs unchanged while at their
+  // defaults (their tables carry no hash policy yet).
   for (const auto& [k, v] : std::vector<std::pair<const char*, json>>{
-           {"grad_accum", 1}, {"warmup_steps", -1}, {"primary_metric", ""}, {"size", ""}, {"recipe", ""},
-           {"precision", "fp32"},
            // The ATLAS cost keys (runtime/atlas/atlas_core.h): at their defaults, earlier ATLAS cells keep
            // their hashes (a sweep does not re-run them).
            {"ns_granularity", "token"}, {"ns_precision", "fp32"}, {"atlas_recompute", true},
@@ -166,9 +108,7 @@ std::string config_hash(const json& resolved) {
            {"train_num_kv_pairs", json::array()}, {"train_kv_weights", json::array()},
            {"test_num_kv_pairs", json::array()},
            // The Titans inner-gradient clamp (docs/models.md#titans-inner-gradient-clamp): off, earlier Titans cells keep their hashes.
-           {"inner_grad_clip", 0.0},
-           // The MLP-less block (Mamba's): with the MLP, every earlier cell keeps its hash.
-           {"block_mlp", true}})
+           {"inner_grad_clip", 0.0}})
     if (c.contains(k) && c[k] == v) c.erase(k);
   // The optional short conv of the transformer: off, earlier Transformer++ cells keep their hashes.
   if (c.value("model", "") == "transformer" && c.value("short_conv", true) == false && c.value("conv_size", 0) == 4) {

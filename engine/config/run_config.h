@@ -7,16 +7,10 @@
 
 #include "core/common.h"
 #include "core/config_values.h"
+#include "engine/config/run_keys.h"
 #include "runtime/model.h"
 
 namespace mnemo {
-
-// Training keys with defaults (lr, weight_decay, steps, batch_size, seed, eval_every, ...).
-const json& training_defaults();
-// Model-skeleton keys with defaults (d_model, n_layers, n_heads, mlp_ratio, ...).
-const json& skeleton_defaults();
-// key -> one-line description for every training and skeleton key (`mnemo train --help`).
-const json& config_key_help();
 
 // Resolve a user config: requires "model" and "task"; unknown key -> Error naming it and the
 // keys that are valid for this model and task.
