@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "engine/tools/bench.h"
+#include "engine/tools/bench_measure.h"
 #include "engine/tools/op_profile.h"
 #include "runtime/device.h"
 #include "runtime/ops/kernel_ops.h"

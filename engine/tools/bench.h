@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/tools/bench_measure.h"
 #include "results/db.h"
 #include "core/common.h"
 #include "runtime/model.h"
@@ -60,26 +61,8 @@ double bench_flops(const ModelConfig& cfg, int64_t n_params, const std::string& 
                    int64_t seq_len, int64_t decode_tokens);
 std::string bench_flop_formula();
 
-// Peak memory of a measurement: CPU = growth of VmHWM over the starting VmRSS (VmHWM is reset
-// through /proc/self/clear_refs where allowed), CUDA = max_memory_allocated growth.
-class PeakMemoryProbe {
- public:
-  explicit PeakMemoryProbe(const torch::Device& device);
-  void start();
-  double peak_mb() const;  // since start(); NaN if it cannot be measured
-  std::string method() const;
-
- private:
-  torch::Device device_;
-  double baseline_mb_ = 0;
-  bool hwm_reset_ = false;
-};
-
-// median, p20, p80 (linear interpolation between order statistics).
-struct TimeStats {
-  double median = 0, p20 = 0, p80 = 0;
-};
-TimeStats time_stats(std::vector<double> samples);
+// The measurement settings of `opt` that the instruments (engine/tools/bench_measure.h) apply.
+MeasureSpec measure_spec(const BenchOptions& opt);
 
 // The measurement conditions printed before the table (threads, BLAS, dtype, warm-up, repeats,
 // device, FLOP formula, memory method).
