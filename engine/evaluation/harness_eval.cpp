@@ -336,6 +336,126 @@ std::vector<EvalCell> task_cells(const TaskWork& w, const TaskScore& t, const To
   return cells;
 }
 
+// One task scored: its requests answered by the model, lm-eval's process_results per document, the aggregated
+// metrics with their stderrs, and (--log-samples) the samples' lines.
+struct ScoredTask {
+  TaskScore score;
+  json results;               // results.json's entry ("acc,none", "acc_stderr,none", ...)
+  std::vector<json> samples;  // samples_<task>.jsonl lines
+};
+ScoredTask score_task(EvalModel& model, const Tokenizer& tok, TaskWork& w, bool add_bos, const HarnessOptions& o,
+                      const Log& log) {
+  const double t0 = wall_seconds();
+  build_requests(w, o.limit);
+  const int64_t n_scored = w.n - w.skipped - static_cast<int64_t>(w.malformed.size());
+  if (n_scored == 0)
+    throw Error("task " + w.name + ": every one of its " + std::to_string(w.n) + " documents was skipped (" +
+                std::to_string(w.skipped) + " without requests, " + std::to_string(w.malformed.size()) +
+                " malformed records): nothing to score");
+  if (stop_requested()) throw Error(std::string("interrupted by ") + stop_signal_name() + " before task " + w.name);
+  int64_t task_max_length = o.max_length;  // raised for this task when a continuation needs it (answer)
+  const auto resp = answer(model, tok, w, add_bos, o, log, task_max_length);
+  const auto specs = w.task->metrics();
+  std::map<std::string, std::vector<json>> values;
+  ScoredTask out;
+  for (int64_t d = 0; d < w.n; ++d) {
+    if (!scored(w, d)) continue;
+    const json doc = w.task->doc(d);
+    const json m = w.task->process_results(doc, resp[static_cast<size_t>(d)]);
+    if (!m.is_object()) throw Error("task " + w.name + ": process_results of document " + std::to_string(d) +
+                                    " is not an object: " + dump_line(m));
+    for (const auto& s : specs) {
+      if (!m.contains(s.name))
+        throw Error("task " + w.name + ": process_results of document " + std::to_string(d) + " has no '" + s.name +
+                    "'");
+      values[s.name].push_back(m[s.name]);
+    }
+    if (o.log_samples) out.samples.push_back(sample_line(*w.task, d, doc, w.reqs[static_cast<size_t>(d)],
+                                                         resp[static_cast<size_t>(d)], m));
+  }
+  out.score.aggregated = aggregate_metrics(specs, values);
+  out.score.n_scored = n_scored;
+  out.score.max_length = task_max_length;
+  out.score.wall_s = wall_seconds() - t0;
+  out.score.data_files = w.task->data_files();
+  out.results = results_entry(w.name, out.score.aggregated);
+  return out;
+}
+
+// results.json before any task: lm-eval's top-level keys and the evaluation's configuration.
+json results_skeleton(const Tokenizer& tok, const HarnessOptions& o, bool add_bos) {
+  const json limit_json = o.limit ? json(*o.limit) : json(nullptr);
+  json out = {{"results", json::object()},  {"group_subtasks", json::object()}, {"configs", json::object()},
+              {"versions", json::object()}, {"n-shot", json::object()},         {"higher_is_better", json::object()},
+              {"n-samples", json::object()}, {"data_files", json::object()}};
+  out["config"] = {{"model", o.model_name},  {"model_args", "checkpoint=" + o.checkpoint},
+                   {"checkpoint", o.checkpoint}, {"tokenizer", tok.id()}, {"add_bos", add_bos},
+                   {"max_length", o.max_length}, {"limit", limit_json}, {"batch_size", o.batch_size},
+                   {"bootstrap_iters", 100000}, {"device", o.device}, {"num_fewshot", 0},
+                   {"cutting_context", o.cutting_context}, {"context_length", o.context_length},
+                   {"answer_length", o.answer_length}, {"skip_malformed", o.skip_malformed}};
+  return out;
+}
+
+// A scored task's entries in results.json (results, configs, versions, n-shot, higher_is_better, n-samples, ...).
+void add_task_results(json& out, const TaskWork& w, const ScoredTask& t, const HarnessOptions& o) {
+  json hib = json::object(), metric_list = json::array();
+  for (const auto& a : t.score.aggregated) {
+    hib[a.spec.name] = a.spec.higher_is_better;
+    metric_list.push_back({{"metric", a.spec.name}, {"aggregation", a.spec.aggregation},
+                           {"higher_is_better", a.spec.higher_is_better}});
+  }
+  out["results"][w.name] = t.results;
+  out["group_subtasks"][w.name] = json::array();
+  out["configs"][w.name] = {{"task", w.name}, {"output_type", w.task->output_type()}, {"num_fewshot", 0},
+                            {"metric_list", metric_list}, {"metadata", {{"version", version_value(w.task->version())}}}};
+  out["versions"][w.name] = version_value(w.task->version());
+  out["n-shot"][w.name] = 0;
+  out["higher_is_better"][w.name] = hib;
+  out["n-samples"][w.name] = {{"original", w.n_original}, {"effective", w.n}, {"skipped", w.skipped}};
+  if (o.skip_malformed) {
+    out["n-samples"][w.name]["malformed"] = static_cast<int64_t>(w.malformed.size());
+    out["malformed_records"][w.name] = malformed_json(w)["records"];
+  }
+  out["data_files"][w.name] = t.score.data_files;
+}
+
+// results.json's closing keys: the code's commit and version, the date, the whole evaluation's time.
+void finish_results(json& out, const json& sys, double t_start) {
+  out["git_hash"] = git_commit();
+  out["date"] = static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch()).count()) / 1000.0;
+  out["mnemo_version"] = sys.value("mnemo", "");
+  out["torch_version"] = torch_version();
+  out["total_evaluation_time_seconds"] = format_fixed(wall_seconds() - t_start, 3);
+}
+
+// All or nothing: the samples, results.json, then the database rows (one transaction); a failure removes the files
+// this evaluation wrote, so that no results stand without their rows. Returns the files written, results.json first.
+json write_outputs(const json& out, const std::vector<std::pair<std::string, std::vector<json>>>& samples,
+                   const std::vector<EvalCell>& cells, const HarnessOptions& o) {
+  const std::string results_path = (fs::path(o.output_path) / "results.json").string();
+  json files = json::array();
+  std::vector<std::string> written;
+  try {
+    for (const auto& [path, lines] : samples) {
+      write_lines(path, lines);
+      written.push_back(path);
+      files.push_back(path);
+    }
+    write_file_atomic(results_path, out.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+    written.push_back(results_path);
+    files.insert(files.begin(), results_path);
+    if (o.record) o.record(cells);
+  } catch (...) {
+    std::error_code ec;
+    for (const auto& path : written) fs::remove(path, ec);
+    fs::remove(o.output_path, ec);  // only if this left it empty
+    throw;
+  }
+  return files;
+}
+
 }  // namespace
 
 json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o, std::function<void(const std::string&)> log) {
@@ -357,8 +477,6 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
   };
   // The output folder is made by the first file written into it (core/atomic_file.h), once every input is validated
   // and every task scored: a failed evaluation leaves no empty folder behind.
-  json files = json::array();
-
   if (o.requests_only) {
     const auto [request_files, counts] = write_request_files(works, o, note_task, log);
     return {{"requests_only", true}, {"files", request_files}, {"requests", counts}, {"skipped", skipped},
@@ -367,113 +485,29 @@ json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o
 
   const double t_start = wall_seconds();
   const json sys = system_json();
-  const json limit_json = o.limit ? json(*o.limit) : json(nullptr);
-  json out = {{"results", json::object()},  {"group_subtasks", json::object()}, {"configs", json::object()},
-              {"versions", json::object()}, {"n-shot", json::object()},         {"higher_is_better", json::object()},
-              {"n-samples", json::object()}, {"data_files", json::object()}};
-  out["config"] = {{"model", o.model_name},  {"model_args", "checkpoint=" + o.checkpoint},
-                   {"checkpoint", o.checkpoint}, {"tokenizer", tok.id()}, {"add_bos", add_bos},
-                   {"max_length", o.max_length}, {"limit", limit_json}, {"batch_size", o.batch_size},
-                   {"bootstrap_iters", 100000}, {"device", o.device}, {"num_fewshot", 0},
-                   {"cutting_context", o.cutting_context}, {"context_length", o.context_length},
-                   {"answer_length", o.answer_length}, {"skip_malformed", o.skip_malformed}};
+  json out = results_skeleton(tok, o, add_bos);
   std::vector<std::pair<std::string, std::vector<json>>> pending_samples;  // (path, lines) per task
   std::vector<EvalCell> pending_cells;
   for (auto& w : works) {
-    const double t0 = wall_seconds();
-    build_requests(w, o.limit);
-    const int64_t n_scored = w.n - w.skipped - static_cast<int64_t>(w.malformed.size());
-    if (n_scored == 0)
-      throw Error("task " + w.name + ": every one of its " + std::to_string(w.n) + " documents was skipped (" +
-                  std::to_string(w.skipped) + " without requests, " + std::to_string(w.malformed.size()) +
-                  " malformed records): nothing to score");
-    if (stop_requested()) throw Error(std::string("interrupted by ") + stop_signal_name() + " before task " + w.name);
-    int64_t task_max_length = o.max_length;  // raised for this task when a continuation needs it (answer)
-    const auto resp = answer(*model, tok, w, add_bos, o, log, task_max_length);
-    const auto specs = w.task->metrics();
-    std::map<std::string, std::vector<json>> values;
-    std::vector<json> samples;
-    for (int64_t d = 0; d < w.n; ++d) {
-      if (!scored(w, d)) continue;
-      const json doc = w.task->doc(d);
-      const json m = w.task->process_results(doc, resp[static_cast<size_t>(d)]);
-      if (!m.is_object()) throw Error("task " + w.name + ": process_results of document " + std::to_string(d) +
-                                      " is not an object: " + dump_line(m));
-      for (const auto& s : specs) {
-        if (!m.contains(s.name))
-          throw Error("task " + w.name + ": process_results of document " + std::to_string(d) + " has no '" +
-                      s.name + "'");
-        values[s.name].push_back(m[s.name]);
-      }
-      if (o.log_samples) samples.push_back(sample_line(*w.task, d, doc, w.reqs[static_cast<size_t>(d)],
-                                                       resp[static_cast<size_t>(d)], m));
-    }
-    TaskScore score;
-    score.aggregated = aggregate_metrics(specs, values);
-    score.n_scored = n_scored;
-    score.max_length = task_max_length;
-    score.wall_s = wall_seconds() - t0;
-    score.data_files = w.task->data_files();
-    const json res = results_entry(w.name, score.aggregated);
-    json hib = json::object(), metric_list = json::array();
-    for (const auto& a : score.aggregated) {
-      hib[a.spec.name] = a.spec.higher_is_better;
-      metric_list.push_back({{"metric", a.spec.name}, {"aggregation", a.spec.aggregation},
-                             {"higher_is_better", a.spec.higher_is_better}});
-    }
-    std::vector<EvalCell> cells = task_cells(w, score, tok, o, add_bos, sys);
-    out["results"][w.name] = res;
-    out["group_subtasks"][w.name] = json::array();
-    out["configs"][w.name] = {{"task", w.name}, {"output_type", w.task->output_type()}, {"num_fewshot", 0},
-                              {"metric_list", metric_list}, {"metadata", {{"version", version_value(w.task->version())}}}};
-    out["versions"][w.name] = version_value(w.task->version());
-    out["n-shot"][w.name] = 0;
-    out["higher_is_better"][w.name] = hib;
-    out["n-samples"][w.name] = {{"original", w.n_original}, {"effective", w.n}, {"skipped", w.skipped}};
-    if (o.skip_malformed) {
-      out["n-samples"][w.name]["malformed"] = static_cast<int64_t>(w.malformed.size());
-      out["malformed_records"][w.name] = malformed_json(w)["records"];
-    }
+    ScoredTask t = score_task(*model, tok, w, add_bos, o, log);
+    add_task_results(out, w, t, o);
     note_task(w);
-    out["data_files"][w.name] = score.data_files;
     // Written once every task is scored: an error or a stop request in a later task leaves nothing of this one.
     if (o.log_samples)
       pending_samples.emplace_back((fs::path(o.output_path) / ("samples_" + w.name + ".jsonl")).string(),
-                                   std::move(samples));
+                                   std::move(t.samples));
+    std::vector<EvalCell> cells = task_cells(w, t.score, tok, o, add_bos, sys);
     pending_cells.insert(pending_cells.end(), std::make_move_iterator(cells.begin()),
                          std::make_move_iterator(cells.end()));
     if (log) {
-      std::string line = "[" + w.name + "] done in " + format_fixed(score.wall_s, 1) + " s:";
-      for (const auto& s : specs) line += " " + s.name + " " + format_fixed(res.at(s.name + ",none").get<double>(), 4);
+      std::string line = "[" + w.name + "] done in " + format_fixed(t.score.wall_s, 1) + " s:";
+      for (const auto& a : t.score.aggregated)
+        line += " " + a.spec.name + " " + format_fixed(t.results.at(a.spec.name + ",none").get<double>(), 4);
       log(line + skipped_note(w));
     }
   }
-  out["git_hash"] = git_commit();
-  out["date"] = static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch()).count()) / 1000.0;
-  out["mnemo_version"] = sys.value("mnemo", "");
-  out["torch_version"] = torch_version();
-  out["total_evaluation_time_seconds"] = format_fixed(wall_seconds() - t_start, 3);
-  // All or nothing: the samples, results.json, then the database rows (one transaction); a failure removes the files
-  // this evaluation wrote, so that no results stand without their rows.
-  const std::string results_path = (fs::path(o.output_path) / "results.json").string();
-  std::vector<std::string> written;
-  try {
-    for (const auto& [path, lines] : pending_samples) {
-      write_lines(path, lines);
-      written.push_back(path);
-      files.push_back(path);
-    }
-    write_file_atomic(results_path, out.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
-    written.push_back(results_path);
-    files.insert(files.begin(), results_path);
-    if (o.record) o.record(pending_cells);
-  } catch (...) {
-    std::error_code ec;
-    for (const auto& path : written) fs::remove(path, ec);
-    fs::remove(o.output_path, ec);  // only if this left it empty
-    throw;
-  }
+  finish_results(out, sys, t_start);
+  const json files = write_outputs(out, pending_samples, pending_cells, o);
   return {{"results", out},         {"table", harness_results_table(out, o.tasks)}, {"files", files},
           {"skipped", skipped},     {"malformed", malformed},  {"data_warnings", data_warnings},
           {"output_path", o.output_path}};
