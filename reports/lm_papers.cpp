@@ -3,7 +3,6 @@
 #include "reports/lm_papers.h"
 
 #include <cstdlib>
-#include <deque>
 #include <set>
 #include <string>
 
@@ -13,14 +12,9 @@ namespace mnemo {
 
 namespace {
 
-struct LmTables {
-  std::deque<std::string> text;  // owns every string the views' const char* fields point to
+struct LmTables : TextArena {
   std::vector<LmPaperBlock> blocks;
   std::vector<LmPaperRow> rows;
-  const char* keep(std::string s) {
-    text.push_back(std::move(s));
-    return text.back().c_str();
-  }
 };
 
 // A perplexity as printed ("31.52"): kept as text so the report shows the paper's digits.

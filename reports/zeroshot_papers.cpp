@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <set>
 #include <sstream>
 
@@ -26,16 +25,10 @@ bool zs_paper_block_in(const std::vector<ZsPaperBlock>& blocks, const std::strin
   return false;
 }
 
-struct ZsTables {
-  std::deque<std::string> text;  // owns every string the views' const char* fields point to
+struct ZsTables : TextArena {
   std::vector<ZsPaperBlock> blocks;
   std::vector<ZsPaperRow> rows;
   std::vector<ZsPaperNote> notes;
-  const char* keep(std::string s) {
-    text.push_back(std::move(s));
-    return text.back().c_str();
-  }
-  const char* keep(const std::optional<std::string>& s) { return s ? keep(*s) : nullptr; }
 };
 
 std::string join_with(const std::vector<std::string>& parts, const char* sep) {

@@ -114,7 +114,7 @@ std::vector<BenchRow> run_kernel_benchmarks(const BenchOptions& opt,
         for (auto& [name, t] : in.inputs)
           if (name == "q" || name == "k" || name == "v") t = t.to(torch::kBFloat16);
       for (const std::string& form : kernel_forms(op, opt.form)) {
-        Measured m = measure_kernel(op, in, form, chunk, mode, opt.warmup, opt.repeats, device, opt.on_timed);
+        Measured m = measure_kernel(op, in, form, chunk, mode, measure_spec(opt), device);
         TimeStats st = time_stats(m.times_s);
         BenchRow r = timed_row(conditions, device, st, opt.repeats);
         r.model = op.name;

@@ -184,14 +184,14 @@ Measured measure_mixer(Mixer& mixer, const MeasureSpec& opt, const std::string& 
 
 // One kernel op alone (scope "kernel"): random inputs from the op, every timed repeat on the same inputs.
 Measured measure_kernel(const KernelOp& op, const KernelBenchInputs& in, const std::string& form, int64_t chunk,
-                        const std::string& mode, int64_t warmup, int64_t repeats, const torch::Device& device,
-                        const std::function<void(bool)>& on_timed) {
+                        const std::string& mode, const MeasureSpec& spec, const torch::Device& device) {
+  const int64_t warmup = spec.warmup, repeats = spec.repeats;
   Measured m;
   TensorMap inputs;
   for (const auto& [name, t] : in.inputs) inputs[name] = t.to(device);
   PeakMemoryProbe probe(device);
   DeviceTimer timer(device);
-  TimedSection section(on_timed, device);
+  TimedSection section(spec.on_timed, device);
   probe.start();
   for (int64_t i = 0; i < warmup + repeats; ++i) {
     section.before(i, warmup);

@@ -60,7 +60,6 @@ Measured measure_mixer(Mixer& mixer, const MeasureSpec& opt, const std::string& 
                        const torch::Device& device);
 // One kernel op alone (scope "kernel"): random inputs from the op, every timed repeat on the same inputs.
 Measured measure_kernel(const KernelOp& op, const KernelBenchInputs& in, const std::string& form, int64_t chunk,
-                        const std::string& mode, int64_t warmup, int64_t repeats, const torch::Device& device,
-                        const std::function<void(bool)>& on_timed);
+                        const std::string& mode, const MeasureSpec& spec, const torch::Device& device);
 
 }  // namespace mnemo
