@@ -22,6 +22,9 @@ void register_mom_families(Registry& r);         // mom, mom_hybrid (runtime/mom
 void register_kda_family(Registry& r);           // kda (runtime/kda/)
 void register_delta_product_family(Registry& r);  // gated_deltaproduct (runtime/delta_product/)
 void register_forgetting_attn_family(Registry& r);  // fox (runtime/forgetting_attn/)
+void register_mamba3_family(Registry& r);  // mamba3 (runtime/mamba3/)
+void register_mesa_net_family(Registry& r);       // mesa_net (runtime/mesa_net/)
+void register_rwkv7_family(Registry& r);          // rwkv7 (runtime/rwkv7/)
 // -- hybrids --
 
 namespace {
@@ -64,6 +67,9 @@ void register_builtin_families(Registry& r) {
   register_kda_family(r);
   register_delta_product_family(r);
   register_forgetting_attn_family(r);
+  register_mamba3_family(r);
+  register_mesa_net_family(r);
+  register_rwkv7_family(r);
   register_hybrid_models(r);  // last: hybrids refer to the mixers above
 }
 

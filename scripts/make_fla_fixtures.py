@@ -188,7 +188,218 @@ def make_forgetting_attn(out_dir):
               ["no state: forgetting attention keeps every key (a KV cache)", "V = K in these cases"])
 
 
-OPS = {"kda": make_kda, "gated_delta_product": make_gated_delta_product, "forgetting_attn": make_forgetting_attn}
+MESA_CASES = [  # (name, seed, B, T, H, K, initial states, chunk of the reference's chunked CG); V = K
+    ("seed1__T16", 1, 2, 16, 2, 16, True, 16),
+    ("seed2__T64", 2, 2, 64, 2, 16, False, 16),
+    ("seed3__T100", 3, 2, 100, 2, 16, True, 20),
+]
+
+
+def make_mesa_net(out_dir):
+    mod, wide = widened("fla.ops.mesa_net.naive")
+    ref = f"{fla_version()} fla/ops/mesa_net/naive.py naive_mesa_net_CG"
+    steps = 30
+    for case, seed, B, T, H, K, with_state, chunk in MESA_CASES:
+        g_ = torch.Generator().manual_seed(seed)
+        rn = lambda *s: torch.randn(*s, generator=g_, dtype=torch.float64)
+        q, k, v = l2(rn(B, T, H, K)), l2(rn(B, T, H, K)), rn(B, T, H, K)
+        g = F.logsigmoid(rn(B, T, H) + 2.0)
+        beta = torch.sigmoid(rn(B, T, H))
+        lamb = F.softplus(rn(H, K)) + 0.25
+        h_kk = h_kv = None
+        if with_state:  # a positive semi-definite H_0 (a sum of outer products of unit keys), a normal G_0
+            keys = l2(rn(B, H, 3 * K, K))
+            h_kk, h_kv = keys.transpose(-1, -2) @ keys, rn(B, H, K, K)
+        # The reference allocates its states with torch.zeros at the default dtype: float64 for the widened run.
+        torch.set_default_dtype(torch.float64)
+        try:
+            o, Hk, Gv = wide.naive_mesa_net_CG(q, k, v, g, lamb, beta, chunk, max_CG_iteration=steps,
+                                               h_kk_init=h_kk, h_kv_init=h_kv)
+            o_exact, _, _ = wide.naive_mesa_net_exact(q, k, v, g, lamb, beta, h_kk_init=h_kk, h_kv_init=h_kv)
+        finally:
+            torch.set_default_dtype(torch.float32)
+        f32 = lambda x: None if x is None else x.float()
+        o32, Hk32, Gv32 = mod.naive_mesa_net_CG(f32(q), f32(k), f32(v), f32(g), f32(lamb), f32(beta), chunk,
+                                                max_CG_iteration=steps, h_kk_init=f32(h_kk), h_kv_init=f32(h_kv))
+        write(out_dir, "mesa_net", case, seed, ref,
+              f"naive_mesa_net_CG(q, k, v, g, lamb, beta, chunk_size={chunk}, max_CG_iteration=max_cg_steps, "
+              "h_kk_init=h_kk_init, h_kv_init=h_kv_init)", "B,T,H,D", {"B": B, "T": T, "H": H, "K": K, "V": K},
+              {"q": "[B,T,H,K]", "k": "[B,T,H,K]", "v": "[B,T,H,V]", "g": "[B,T,H]", "beta": "[B,T,H]",
+               "lamb": "[H,K]", "h_kk_init": "[B,H,K,K]", "h_kv_init": "[B,H,K,V]", "o": "[B,T,H,V]",
+               "h_kk": "[B,H,K,K]", "h_kv": "[B,H,K,V]"},
+              {"max_cg_steps": steps, "qk_l2_normalized_before_call": True,
+               "g_convention": "scalar log decay per head, logsigmoid(N(0,1) + 2)", "beta_range": "(0, 1)",
+               "lamb": "softplus(N(0,1)) + 0.25 per head and key channel"},
+              {"q": q, "k": k, "v": v, "g": g, "beta": beta, "lamb": lamb, "h_kk_init": h_kk, "h_kv_init": h_kv},
+              {"o": o, "h_kk": Hk, "h_kv": Gv}, {"o": o32, "h_kk": Hk32, "h_kv": Gv32},
+              [{"reference": f"{fla_version()} fla/ops/mesa_net/naive.py naive_mesa_net_exact",
+                "how": "the exact solve (torch.linalg.solve) instead of CG; differs by the CG's 1e-5 "
+                       "denominator terms, which stall it near a residual of 1e-5",
+                "max_abs_diff": {"o": max_abs(o_exact, o)}}],
+              ["the CG starts from x = 0 for every token, as the training kernel does (fla's decoding step starts "
+               "from q / (diag(H) + lamb) instead)", "V = K: the reference allocates [K, K] value states"])
+
+def make_rwkv7(out_dir):
+    mod, wide = widened("fla.ops.generalized_delta_rule.dplr.naive")
+    ref = f"{fla_version()} fla/ops/generalized_delta_rule/dplr/naive.py dplr_recurrence"
+    for case, seed, B, T, H, K, V, with_state, _ in CASES:
+        g_ = torch.Generator().manual_seed(seed)
+        rn = lambda *s: torch.randn(*s, generator=g_, dtype=torch.float64)
+        # RWKV-7's layer: a = -kappa, b = kappa * a_in (kappa unit per head), log decay w = -e^{-1/2} sigmoid(.)
+        r, k, v = rn(B, T, H, K), 0.5 * rn(B, T, H, K), rn(B, T, H, V)
+        w = -math.exp(-0.5) * torch.sigmoid(rn(B, T, H, K))
+        kappa = l2(rn(B, T, H, K))
+        a, b = -kappa, kappa * torch.sigmoid(rn(B, T, H, K))
+        h0 = rn(B, H, K, V) if with_state else None
+        heads_first = lambda x: x.transpose(1, 2).contiguous()
+        args = [heads_first(x) for x in (r, k, v, a, b, w)]
+        o, S = wide.dplr_recurrence(*args, initial_state=h0, output_final_state=True)
+        f32 = lambda x: None if x is None else x.float()
+        o32, S32 = mod.dplr_recurrence(*[f32(x) for x in args], initial_state=f32(h0), output_final_state=True)
+        chunk = 16 if T % 16 == 0 else 20
+        torch.set_default_dtype(torch.float64)  # the chunked reference allocates its matrices at the default dtype
+        try:
+            oc, Sc = wide.dplr_chunkwise(*args, initial_state=h0, output_final_state=True, chunk_size=chunk)
+        finally:
+            torch.set_default_dtype(torch.float32)
+        o, o32, oc = (x.transpose(1, 2) for x in (o, o32, oc))
+        write(out_dir, "rwkv7", case, seed, ref,
+              "dplr_recurrence(q=r, k=k, v=v, alpha=a, beta=b, gk=w, initial_state=initial_state, "
+              "output_final_state=True) with every [B,T,H,D] tensor transposed to fla's [B,H,T,D]", "B,T,H,D",
+              {"B": B, "T": T, "H": H, "K": K, "V": V},
+              {"r": "[B,T,H,K]", "w": "[B,T,H,K]", "k": "[B,T,H,K]", "v": "[B,T,H,V]", "a": "[B,T,H,K]",
+               "b": "[B,T,H,K]", "initial_state": "[B,H,K,V]", "o": "[B,T,H,V]", "final_state": "[B,H,K,V]"},
+              {"scale": K ** -0.5, "scale_is_default": True,
+               "w_convention": "log decay per key channel, -exp(-1/2) sigmoid(N(0,1))",
+               "a_b_convention": "a = -kappa, b = kappa * sigmoid(N(0,1)), kappa l2-normalised per head"},
+              {"r": r, "w": w, "k": k, "v": v, "a": a, "b": b, "initial_state": h0}, {"o": o, "final_state": S},
+              {"o": o32, "final_state": S32},
+              [{"reference": f"{fla_version()} fla/ops/generalized_delta_rule/dplr/naive.py dplr_chunkwise",
+                "how": f"chunk_size={chunk}", "max_abs_diff": {"o": max_abs(oc, o), "final_state": max_abs(Sc, S)}}],
+              ["the reference's scale is fixed at K^-1/2"])
+
+
+def mamba3_siso_steps(q, k, v, adt, dt, trap, q_bias, k_bias, angles, D=None, z=None, state=None):
+    """The Mamba-3 SISO recurrence (arXiv 2603.15569 §3) one token at a time, in the inputs' dtype:
+    phi_t = phi_{t-1} + pi tanh(angles_t) dt_t (mod 2 pi); q~, k~ = the biased q, k with channel pairs (2i, 2i+1),
+    i < R, turned by phi_t; h_t = e^{adt_t} h_{t-1} + e^{adt_t} (1 - lam_t) dt_t v_{t-1} k~_{t-1}^T
+    + lam_t dt_t v_t k~_t^T with lam = sigmoid(trap); y_t = (h_t q~_t + D v_t) silu(z_t)."""
+    B, T, H, N = q.shape
+    P, R = v.shape[-1], angles.shape[-1]
+    lam, theta = torch.sigmoid(trap), math.pi * torch.tanh(angles)
+    qb, kb = q + q_bias, k + k_bias
+    if state is None:
+        h, kp, vp, phi = (torch.zeros(s, dtype=q.dtype) for s in ((B, H, P, N), (B, H, N), (B, H, P), (B, H, R)))
+    else:
+        h, kp, vp, phi = state
+
+    def turn(x, c, s):
+        x = x.clone()
+        x0, x1 = x[..., 0:2 * R:2].clone(), x[..., 1:2 * R:2].clone()
+        x[..., 0:2 * R:2], x[..., 1:2 * R:2] = x0 * c - x1 * s, x0 * s + x1 * c
+        return x
+
+    ys = []
+    for t in range(T):
+        phi = phi + theta[:, t] * dt[:, t, :, None]
+        phi = phi - 2 * math.pi * torch.floor(phi / (2 * math.pi))
+        c, s = torch.cos(phi), torch.sin(phi)
+        qt, kt = turn(qb[:, t], c, s), turn(kb[:, t], c, s)
+        alpha = torch.exp(adt[:, t])[..., None, None]
+        beta = alpha * ((1 - lam[:, t]) * dt[:, t])[..., None, None]
+        gamma = (lam[:, t] * dt[:, t])[..., None, None]
+        h = alpha * h + beta * vp[..., :, None] * kp[..., None, :] + gamma * v[:, t, :, :, None] * kt[..., None, :]
+        y = torch.einsum("bhpn,bhn->bhp", h, qt)
+        if D is not None:
+            y = y + D[:, None] * v[:, t]
+        if z is not None:
+            y = y * F.silu(z[:, t])
+        ys.append(y)
+        kp, vp = kt, v[:, t]
+    return torch.stack(ys, 1), h, kp, vp, phi
+
+
+def mamba3_siso_quadratic(q, k, v, adt, dt, trap, q_bias, k_bias, angles, D, z, state):
+    """The same map as one T x T matrix per head: y_t = sum_{s<=t} e^{adt_{s+1} + .. + adt_t} (q~_t . k~_s)
+    (lam_s dt_s + [s < t] (1 - lam_{s+1}) dt_{s+1}) v_s + e^{adt_0 + .. + adt_t} (h_0 + (1 - lam_0) dt_0 v_-1 k~_-1^T) q~_t."""
+    B, T, H, N = q.shape
+    R = angles.shape[-1]
+    lam, theta = torch.sigmoid(trap), math.pi * torch.tanh(angles)
+    phi = torch.cumsum(theta * dt[..., None], 1) + (state[3][:, None] if state is not None else 0)
+    c, s = torch.cos(phi), torch.sin(phi)
+
+    def turn(x):
+        x = x.clone()
+        x0, x1 = x[..., 0:2 * R:2].clone(), x[..., 1:2 * R:2].clone()
+        x[..., 0:2 * R:2], x[..., 1:2 * R:2] = x0 * c - x1 * s, x0 * s + x1 * c
+        return x
+
+    qt, kt = turn(q + q_bias), turn(k + k_bias)
+    b = (1 - lam) * dt
+    b_next = torch.cat([b[:, 1:], torch.zeros_like(b[:, :1])], 1)
+    cum = torch.cumsum(adt, 1)  # [B, T, H]
+    decay = torch.exp(cum[:, :, None] - cum[:, None, :])  # [B, t, s, H]
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool))[None, :, :, None]
+    weight = torch.where(causal, decay, torch.zeros_like(decay))
+    eye = torch.eye(T, dtype=q.dtype)[None, :, :, None]
+    w_s = (lam * dt + b_next)[:, None, :, :] - eye * b_next[:, None, :, :]
+    scores = torch.einsum("bthn,bshn->btsh", qt, kt) * weight * w_s
+    y = torch.einsum("btsh,bshp->bthp", scores, v)
+    if state is not None:
+        h0 = state[0] + b[:, 0, :, None, None] * state[2][..., :, None] * state[1][..., None, :]
+        y = y + torch.exp(cum)[..., None] * torch.einsum("bhpn,bthn->bthp", h0, qt)
+    return (y + D[:, None] * v) * F.silu(z)
+
+
+def make_mamba3(out_dir):
+    # fla 0.6.0's Mamba3 layer (fla/layers/mamba3.py) runs only mamba_ssm's CUDA kernels and has no PyTorch reference
+    # path, so the oracle is the recurrence written out above, cross-checked against its quadratic form.
+    ref = "the Mamba-3 SISO recurrence (arXiv 2603.15569 §3) in float64, scripts/make_fla_fixtures.py " \
+          "mamba3_siso_steps (the layer core of fla's Mamba3 / mamba_ssm's mamba3_siso_combined)"
+    for case, seed, B, T, H, K, V, with_state, _ in CASES:
+        g_ = torch.Generator().manual_seed(seed)
+        rn = lambda *s: torch.randn(*s, generator=g_, dtype=torch.float64)
+        R = K // 4  # fla's default rope_fraction 0.5: K/2 rotated channels, K/4 pairs
+        rms = lambda x: x / x.square().mean(-1, keepdim=True).add(1e-5).sqrt()
+        q, k, v = rms(rn(B, T, H, K)), rms(rn(B, T, H, K)), rn(B, T, H, V)
+        dt = F.softplus(rn(B, T, H) - 1.0)
+        adt = -F.softplus(rn(B, T, H)).clamp(min=1e-4) * dt
+        trap, angles = rn(B, T, H), rn(B, T, H, R)
+        q_bias, k_bias = 1 + 0.2 * rn(H, K), 1 + 0.2 * rn(H, K)
+        D, z = rn(H), rn(B, T, H, V)
+        state = (rn(B, H, V, K), rn(B, H, K), rn(B, H, V), 2 * math.pi * torch.rand(B, H, R, generator=g_,
+                 dtype=torch.float64)) if with_state else None
+        inputs = {"q": q, "k": k, "v": v, "adt": adt, "dt": dt, "trap": trap, "q_bias": q_bias, "k_bias": k_bias,
+                  "angles": angles, "D": D, "z": z}
+        if with_state:
+            inputs.update(initial_h=state[0], initial_k=state[1], initial_v=state[2], initial_angle=state[3])
+        names = ["o", "final_state", "final_k", "final_v", "final_angle"]
+        outs = dict(zip(names, mamba3_siso_steps(q, k, v, adt, dt, trap, q_bias, k_bias, angles, D, z, state)))
+        f32 = lambda x: x.float()
+        outs32 = dict(zip(names, mamba3_siso_steps(*[f32(x) for x in (q, k, v, adt, dt, trap, q_bias, k_bias,
+                                                                        angles, D, z)],
+                                                   state=None if state is None else tuple(f32(x) for x in state))))
+        quad = mamba3_siso_quadratic(q, k, v, adt, dt, trap, q_bias, k_bias, angles, D, z, state)
+        write(out_dir, "mamba3_siso", case, seed, ref,
+              "mamba3_siso_steps(q, k, v, adt, dt, trap, q_bias, k_bias, angles, D, z, state=(initial_h, "
+              "initial_k, initial_v, initial_angle))", "B,T,H,D", {"B": B, "T": T, "H": H, "K": K, "V": V, "R": R},
+              {"q": "[B,T,H,K]", "k": "[B,T,H,K]", "v": "[B,T,H,V]", "adt": "[B,T,H]", "dt": "[B,T,H]",
+               "trap": "[B,T,H]", "q_bias": "[H,K]", "k_bias": "[H,K]", "angles": "[B,T,H,R]", "D": "[H]",
+               "z": "[B,T,H,V]", "initial_h": "[B,H,V,K]", "initial_k": "[B,H,K]", "initial_v": "[B,H,V]",
+               "initial_angle": "[B,H,R]", "o": "[B,T,H,V]", "final_state": "[B,H,V,K]", "final_k": "[B,H,K]",
+               "final_v": "[B,H,V]", "final_angle": "[B,H,R]"},
+              {"trap": "pre-sigmoid (lambda = sigmoid(trap))", "angles": "pre-tanh (theta = pi tanh(angles))",
+               "adt": "A dt with A = -softplus(N(0,1)) clamped <= -1e-4", "dt": "softplus(N(0,1) - 1)",
+               "qk_rms_normalized_before_call": True},
+              inputs, outs, outs32,
+              [{"reference": "the quadratic (one T x T matrix per head) form of the same map, "
+                             "scripts/make_fla_fixtures.py mamba3_siso_quadratic",
+                "how": "float64", "max_abs_diff": {"o": max_abs(quad, outs["o"])}}],
+              ["fla's Mamba3 layer has no PyTorch reference path (it needs mamba_ssm's CUDA kernels): the oracle "
+               "is this script's own token-by-token recurrence"])
+
+
+OPS = {"kda": make_kda, "mesa_net": make_mesa_net, "gated_delta_product": make_gated_delta_product, "forgetting_attn": make_forgetting_attn, "mamba3_siso": make_mamba3, "rwkv7": make_rwkv7}
 
 
 def main():

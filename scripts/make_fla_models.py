@@ -14,6 +14,12 @@ fla's softmax attention (model_type transformer) calls flash-attn's flash_attn_f
 it is replaced by `causal_attention` below, the same function written out (softmax(q k^T / sqrt(d)) v over the causal
 window, grouped key/value heads), so the transformer fixture checks fla's wiring (projections, RoPE, norms, MLP).
 The forward runs in eval mode without gradients: for these 16 tokens fla takes its fused_recurrent kernels.
+fla's MesaNet layer calls its chunk kernel, which casts q and k to float16: it is replaced by `mesa_net_reference`
+below, fla's own float32 reference of the same op (naive_mesa_net_CG), so the mesa_net fixture checks fla's wiring.
+fla's Mamba3 layer runs only mamba_ssm's CUDA kernels and refuses a CPU device: its forward is replaced by
+`mamba3_forward` below (the same call of its cuda_kernels_forward without the device check) and the SISO kernel by
+`mamba3_siso_reference`, the token-by-token recurrence of scripts/make_fla_fixtures.py, so the mamba3 fixture checks
+fla's wiring (in_proj split, dt / A / trapezoid / angle activations, B/C norms and biases, D, gate, block, names).
 
     python3 -m venv /tmp/fla && /tmp/fla/bin/pip install flash-linear-attention einops safetensors
     /tmp/fla/bin/python scripts/make_fla_models.py --out tests/data/fla_models
@@ -77,10 +83,61 @@ def causal_attention(q, k, v, causal=True, window_size=(-1, -1)):
 if fla_attn.flash_attn_func is None:
     fla_attn.flash_attn_func = causal_attention
 
+
+def mesa_net_reference(q, k, v, g, beta, lamb, h_kk_init=None, h_kv_init=None, output_final_state=False,
+                       max_CG_iteration=30, use_qk_l2norm_in_kernel=False, cu_seqlens=None):
+    """chunk_mesa_net's result in float32 from fla's own reference (fla/ops/mesa_net/naive.py naive_mesa_net_CG, the
+    same CG from x = 0 with the same step count): fla's Triton kernel casts the l2-normalised q and k to float16
+    (logits 0.1 off float32 here), which no float32 implementation can match to the test's 1e-4."""
+    assert cu_seqlens is None
+    if use_qk_l2norm_in_kernel:
+        q, k = fla_l2_norm(q.float()), fla_l2_norm(k.float())
+    T = q.shape[1]
+    chunk = next(c for c in (16, 8, 4, 2, 1) if T % c == 0)
+    o, h_kk, h_kv = fla_mesa_naive.naive_mesa_net_CG(q, k, v, g, lamb, beta, chunk, max_CG_iteration, h_kk_init,
+                                                     h_kv_init)
+    return o.to(v.dtype), h_kk, h_kv
+
+
+import fla.layers.mesa_net as fla_mesa_layer  # noqa: E402
+import fla.ops.mesa_net.naive as fla_mesa_naive  # noqa: E402
+from fla.modules.l2norm import l2_norm as fla_l2_norm  # noqa: E402
+
+fla_mesa_layer.chunk_mesa_net = mesa_net_reference
+
+
+def mamba3_siso_reference(Q, K, V, ADT, DT, Trap, Q_bias, K_bias, Angles, D=None, Z=None, chunk_size=64,
+                          Input_States=None, return_final_states=False, cu_seqlens=None):
+    """mamba_ssm's mamba3_siso_combined (CUDA only) as the token-by-token recurrence of scripts/make_fla_fixtures.py
+    (the kernel fixtures' oracle), in float32: Q/K [B, T, G, N] shared by H/G consecutive heads, ADT/DT/Trap [B, H, T]."""
+    assert Input_States is None and not return_final_states and cu_seqlens is None
+    heads = V.shape[2]
+    Q, K = (x.repeat_interleave(heads // x.shape[2], dim=2) for x in (Q, K))
+    per_token = lambda x: x.transpose(1, 2).float()
+    y = mamba3_siso_steps(Q.float(), K.float(), V.float(), per_token(ADT), per_token(DT), per_token(Trap),
+                          Q_bias.float(), K_bias.float(), Angles.float(), D.float(), Z.float())[0]
+    return y.to(V.dtype)
+
+
+def mamba3_forward(self, hidden_states, attention_mask=None, past_key_values=None, use_cache=False, **kwargs):
+    """fla's Mamba3.forward without its CUDA device check, for one full sequence without padding mask (the cache,
+    which only decoding reads, is left empty)."""
+    assert attention_mask is None
+    output, _ = self.cuda_kernels_forward(hidden_states, None, use_cache=False)
+    return output, None, past_key_values
+
+
+import fla.layers.mamba3 as fla_mamba3_layer  # noqa: E402
+from make_fla_fixtures import mamba3_siso_steps  # noqa: E402
+
+fla_mamba3_layer.mamba3_siso_combined = mamba3_siso_reference
+fla_mamba3_layer.Mamba3.forward = mamba3_forward
+
 COMMON = dict(hidden_size=32, num_hidden_layers=2, vocab_size=64, norm_eps=1e-6,
               fuse_norm=False, fuse_swiglu=False, fuse_cross_entropy=False)
 MODELS = {  # model_type: (config class, model class, the mixer's fields)
     "kda": ("KDAConfig", "KDAForCausalLM", dict(num_heads=2, head_dim=16, expand_v=1.0)),
+    "mesa_net": ("MesaNetConfig", "MesaNetForCausalLM", dict(num_heads=2, head_dim=16, max_cg_step_training=30)),
     "gated_deltaproduct": ("GatedDeltaProductConfig", "GatedDeltaProductForCausalLM",
                            dict(num_heads=2, head_dim=16, expand_v=2.0, num_householder=2, use_forget_gate=True,
                                 allow_neg_eigval=True)),
@@ -91,6 +148,8 @@ MODELS = {  # model_type: (config class, model class, the mixer's fields)
     "gla": ("GLAConfig", "GLAForCausalLM", dict(num_heads=2, expand_k=0.5, expand_v=1.0)),
     "retnet": ("RetNetConfig", "RetNetForCausalLM", dict(num_heads=2, expand_k=1.0, expand_v=2.0)),
     "delta_net": ("DeltaNetConfig", "DeltaNetForCausalLM", dict(num_heads=2)),
+    "mamba3": ("Mamba3Config", "Mamba3ForCausalLM",
+               dict(state_size=16, head_dim=16, expand=2, n_groups=2, rope_fraction=0.5, norm_eps=1e-5)),
     "mamba2": ("Mamba2Config", "Mamba2ForCausalLM",
                dict(state_size=16, head_dim=16, num_heads=4, expand=2, n_groups=1, chunk_size=16, norm_eps=1e-5)),
 }

@@ -61,13 +61,14 @@ inline const json& small_knobs() {
       {"mini_batch", 4},      // ttt_linear, ttt_mlp: the inner mini-batch is their chunk
       {"gla_sub_chunk", 2},   // gla: secondary chunking inside a chunk
       {"kda_sub_chunk", 2},   // kda: the same for its decayed score matrices
+      {"rwkv7_sub_chunk", 2},  // rwkv7: the same for its decayed score matrices
       {"segment_size", 8},    // titans_mac, atlas_mac: two segments (must be a multiple of chunk_size)
       {"window", 5},          // swa, titans_mag, atlas_mag (SWA window); swdt, dot (window c): keys leave it
       {"omega_window", 3},    // dla, swla, omeganet, atlas, atlas_pp, atlas_mag, atlas_mac: Omega-rule window c
       {"q_block", 4},         // softmax attention (transformer, swa, *_mag, *_mac): several query blocks
       {"query_block", 5},     // deep_transformer, swdt: several query blocks
       {"mamba_head_dim", 8},  // mamba2: d_inner = 2 * 16 must be a multiple of the head dim (default 64)
-      {"mamba_d_state", 8},   // mamba2: default 128
+      {"mamba_d_state", 8},   // mamba2, mamba3: default 128
   };
   return knobs;
 }

@@ -43,6 +43,7 @@ TEST_CASE("import-fla: fla's own model code gives the same logits (every importa
   // interpreter). Both sides compute in fp32 with different summation orders.
   const fs::path models = fs::path(MNEMO_SOURCE_DIR) / "tests" / "data" / "fla_models";
   const std::map<std::string, std::string> family = {{"kda", "kda"},
+                                                     {"mesa_net", "mesa_net"},
                                                      {"gated_deltaproduct", "gated_deltaproduct"},
                                                      {"forgetting_transformer", "fox"},
                                                      {"gated_deltanet", "gated_deltanet"},
@@ -51,6 +52,7 @@ TEST_CASE("import-fla: fla's own model code gives the same logits (every importa
                                                      {"retnet", "retnet"},
                                                      {"delta_net", "deltanet"},
                                                      {"mamba2", "mamba2"},
+                                                     {"mamba3", "mamba3"},
                                                      {"gla_llama2_tokenizer", "gla"}};
   for (const auto& [type, mnemo_family] : family) {
     DYNAMIC_SECTION(type) {
@@ -223,9 +225,9 @@ TEST_CASE("Hugging Face folders: sharded weights load as one file, and bad folde
   fs::create_directories(odd);
   fs::copy_file(fixture / "model.safetensors", odd / "model.safetensors");
   json config = read_json_file((fixture / "config.json").string());
-  config["model_type"] = "rwkv7";
+  config["model_type"] = "hgrn2";
   std::ofstream(odd / "config.json") << config.dump();
-  CHECK_THROWS_WITH(load_checkpoint_config(odd.string()), Catch::Contains("'rwkv7' has no mnemo import"));
+  CHECK_THROWS_WITH(load_checkpoint_config(odd.string()), Catch::Contains("'hgrn2' has no mnemo import"));
   config = read_json_file((fixture / "config.json").string());
   config["clamp_min"] = -5;
   std::ofstream(odd / "config.json") << config.dump();

@@ -15,6 +15,9 @@ void register_titans_ops(KernelOpRegistry& r);  // titans (runtime/titans/ops.cp
 void register_kda_ops(KernelOpRegistry& r);  // kda (runtime/kda/)
 void register_delta_product_ops(KernelOpRegistry& r);  // gated_delta_product (runtime/delta_product/)
 void register_forgetting_attn_ops(KernelOpRegistry& r);  // forgetting_attn (runtime/forgetting_attn/)
+void register_mesa_net_ops(KernelOpRegistry& r);  // mesa_net (runtime/mesa_net/)
+void register_mamba3_ops(KernelOpRegistry& r);  // mamba3_siso (runtime/mamba3/)
+void register_rwkv7_ops(KernelOpRegistry& r);  // rwkv7 (runtime/rwkv7/)
 
 void register_builtin_kernel_ops(KernelOpRegistry& r) {
   register_delta_rule_ops(r);
@@ -27,6 +30,9 @@ void register_builtin_kernel_ops(KernelOpRegistry& r) {
   register_kda_ops(r);
   register_delta_product_ops(r);
   register_forgetting_attn_ops(r);
+  register_mesa_net_ops(r);
+  register_mamba3_ops(r);
+  register_rwkv7_ops(r);
 }
 
 KernelOpRegistry& KernelOpRegistry::instance() {

@@ -1,0 +1,63 @@
+// How fla's model is computed here (fla model_type -> mnemo family: verdict; how established; what is refused):
+//  mamba3 -> mamba3 (SISO): Mamba3Block is RMSNorm(norm_eps) -> Mamba3 -> residual with no MLP (mnemo's block_mlp
+//    false); parameters under backbone.layers.<i>.mixer: in_proj (no bias) -> [z, x, B, C, dt, A, trap, angles],
+//    dt_bias, B_bias / C_bias [H, 1, N], B_norm / C_norm RMSNorm weights over the state (eps norm_eps), D per head,
+//    norm.weight with is_outproj_norm, out_proj; vs runtime/mamba3/mixer.cpp. fla's layer runs only mamba_ssm's CUDA
+//    kernels, so the logits are checked against fla's model with the layer's core computed by the reference scan of
+//    scripts/make_fla_models.py (tests/data/fla_models/mamba3). Refused: is_mimo (mnemo computes SISO only), use_bias.
+#include <cmath>
+
+#include "runtime/mamba3/fla_names.h"
+
+namespace mnemo {
+
+FlaMixerNames mamba3_fla_names() {
+  FlaMixerNames n;
+  n.model_type = "mamba3";
+  n.block_mlp = false;
+  n.names = {"backbone.", "norm", "mixer", "norm_f"};
+  n.defaults = {{"head_dim", 64},     {"state_size", 128},       {"expand", 2},         {"n_groups", 1},
+                {"use_bias", false},  {"rope_fraction", 0.5},    {"A_floor", 1e-4},     {"is_outproj_norm", false},
+                {"is_mimo", false},   {"mimo_rank", 4},          {"norm_eps", 1e-5},    {"num_hidden_layers", 48},
+                {"residual_in_fp32", true}, {"chunk_size", 64},  {"dt_min", 0.001},     {"dt_max", 0.1},
+                {"dt_init_floor", 1e-4}, {"hidden_act", "silu"}, {"num_heads", 64}};
+  n.to_mnemo = [](const FlaConfigView& c, json& keys) -> std::string {
+    const int64_t d = keys.at("d_model");
+    if (c.flag("is_mimo")) c.refuse("is_mimo: mnemo's mamba3 is the SISO layer");
+    if (c.flag("use_bias")) c.refuse("use_bias: mnemo's in_proj and out_proj have no bias");
+    const double rope = c.number("rope_fraction");
+    if (rope != 0.5 && rope != 1.0) c.refuse("rope_fraction " + std::to_string(rope) + ": must be 0.5 or 1.0");
+    const double expand = c.number("expand");
+    const double inner = expand * static_cast<double>(d);
+    const int64_t P = c.integer("head_dim");
+    if (P <= 0 || std::abs(inner - std::round(inner)) > 1e-9 || static_cast<int64_t>(std::round(inner)) % P != 0)
+      c.refuse("expand * hidden_size = " + std::to_string(inner) + " is not a multiple of head_dim " + std::to_string(P));
+    const int64_t H = static_cast<int64_t>(std::round(inner)) / P;
+    if (!c.is_null("num_heads") && c.integer("num_heads") != H)
+      c.refuse("num_heads " + std::to_string(c.integer("num_heads")) + " is not expand * hidden_size / head_dim = " +
+               std::to_string(H));
+    keys["block_mlp"] = false;
+    keys["mamba_expand"] = expand;
+    keys["mamba_head_dim"] = P;
+    keys["mamba_d_state"] = c.integer("state_size");
+    keys["mamba_ngroups"] = c.integer("n_groups");
+    keys["mamba_rope_fraction"] = rope;
+    keys["mamba_a_floor"] = c.number("A_floor");
+    keys["mamba_outproj_norm"] = c.flag("is_outproj_norm");
+    keys["mamba_norm_eps"] = c.number("norm_eps");
+    int64_t n_heads = std::min(H, d);  // the skeleton's n_heads must divide d_model; Mamba-3 uses its own heads
+    while (d % n_heads != 0) --n_heads;
+    keys["n_heads"] = n_heads;
+    return "mamba3";
+  };
+  n.mixer_keys = [](const json& keys, const json&, const FlaLayerPrefixes& at, FlaKeyMap& map) {
+    for (const char* name : {"in_proj.weight", "dt_bias", "B_bias", "C_bias", "D", "out_proj.weight"})
+      map[at.mnemo + name] = {{at.fla + name}};
+    map[at.mnemo + "B_norm_weight"] = {{at.fla + "B_norm.weight"}};
+    map[at.mnemo + "C_norm_weight"] = {{at.fla + "C_norm.weight"}};
+    if (keys.value("mamba_outproj_norm", false)) map[at.mnemo + "norm_weight"] = {{at.fla + "norm.weight"}};
+  };
+  return n;
+}
+
+}  // namespace mnemo

@@ -1,0 +1,149 @@
+// `mamba3` mixer (docs/models.md#mamba-3; arXiv 2603.15569 §3, parameterised as flash-linear-attention's Mamba3
+// layer, SISO): in_proj -> [z, x, B, C, dt_raw, A_raw, trap, angles] with no short conv;
+//   Δ = softplus(dt_raw + dt_bias),  A = min(−softplus(A_raw), −A_floor),  a = A Δ,  λ = σ(trap)
+//   B, C: RMSNorm over the state (weights B_norm, C_norm) per group, broadcast to the heads of the group, + a per-head
+//         bias (B_bias, C_bias, initialised to 1)
+//   θ = π tanh(angles), one rate per rotated pair shared by the heads (rope_fraction of the state is rotated)
+//   y = scan(q = C, k = B, v = x) (runtime/mamba3/mamba3.h) + D ⊙ x,  out = out_proj(y ⊙ SiLU(z))
+//   (with mamba_outproj_norm: out = out_proj(RMSNorm_head(y) ⊙ w ⊙ SiLU(z)))
+// Heads = d_inner / head_dim (the model's n_heads is not used). Decode state, O(1) in T: "memory" h [B, H, P, N],
+// "k_prev" [B, H, N], "v_prev" [B, H, P], "angle" [B, H, R] (fp32; fp64 for fp64 modules).
+#include <cmath>
+
+#include "runtime/blocks/mixer_common.h"
+#include "runtime/kernels/precision.h"
+#include "runtime/layers.h"
+#include "runtime/mamba3/fla_names.h"
+#include "runtime/mamba3/mamba3.h"
+#include "runtime/no_weight_decay.h"
+#include "runtime/recurrent_block.h"
+#include "runtime/registry.h"
+
+namespace mnemo {
+
+struct Mamba3Args {
+  int64_t chunk_size = 64;
+  std::string form = "chunk";  // "chunk" | "recurrent"
+  double mamba_expand = 2.0;   // d_inner = expand · d_model
+  int64_t mamba_head_dim = 64;
+  int64_t mamba_d_state = 128;
+  int64_t mamba_ngroups = 1;
+  double mamba_rope_fraction = 0.5;  // share of the state's channels that are rotated: 0.5 or 1.0
+  double mamba_a_floor = 1e-4;       // A <= −a_floor
+  double mamba_dt_min = 1e-3, mamba_dt_max = 1e-1, mamba_dt_floor = 1e-4;
+  bool mamba_outproj_norm = false;  // per-head RMSNorm before the gate (fla's is_outproj_norm)
+  double mamba_norm_eps = 1e-5;     // eps of the B/C norms and the output norm (fla: the config's norm_eps)
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Mamba3Args, chunk_size, form, mamba_expand, mamba_head_dim,
+                                                mamba_d_state, mamba_ngroups, mamba_rope_fraction, mamba_a_floor,
+                                                mamba_dt_min, mamba_dt_max, mamba_dt_floor, mamba_outproj_norm,
+                                                mamba_norm_eps)
+
+// Rotated pairs: ⌊d_state · rope_fraction⌋ rounded down to even, halved (fla's num_rope_angles).
+static int64_t mamba3_rope_angles(int64_t d_state, double rope_fraction) {
+  int64_t rotated = static_cast<int64_t>(static_cast<double>(d_state) * rope_fraction);
+  if (rotated % 2 != 0) --rotated;
+  return rotated / 2;
+}
+
+class Mamba3Mixer : public Mixer, public DeclaresNoWeightDecay {
+ public:
+  Mamba3Mixer(const MixerContext& ctx, const Mamba3Args& args) : args_(args) {
+    check_kernel_form("mamba3", args.form, args.chunk_size);
+    auto positive = [](const char* field, int64_t v) {
+      if (v < 1) throw Error(std::string("mamba3: ") + field + " must be >= 1, got " + std::to_string(v));
+    };
+    positive("mamba_head_dim", args.mamba_head_dim);
+    positive("mamba_d_state", args.mamba_d_state);
+    positive("mamba_ngroups", args.mamba_ngroups);
+    if (args.mamba_rope_fraction != 0.5 && args.mamba_rope_fraction != 1.0)
+      throw Error("mamba3: mamba_rope_fraction must be 0.5 or 1.0, got " + std::to_string(args.mamba_rope_fraction));
+    if (!(args.mamba_a_floor > 0)) throw Error("mamba3: mamba_a_floor must be > 0, got " + std::to_string(args.mamba_a_floor));
+    if (!(args.mamba_norm_eps > 0)) throw Error("mamba3: mamba_norm_eps must be > 0, got " + std::to_string(args.mamba_norm_eps));
+    if (!(args.mamba_dt_min > 0 && args.mamba_dt_max >= args.mamba_dt_min))
+      throw Error("mamba3: need 0 < mamba_dt_min <= mamba_dt_max, got " + std::to_string(args.mamba_dt_min) + ", " +
+                  std::to_string(args.mamba_dt_max));
+    d_inner_ = expanded_head_dim("mamba3", "mamba_expand", ctx.d_model, args.mamba_expand, 1);
+    if (d_inner_ % args.mamba_head_dim != 0)
+      throw Error("mamba3: d_inner = " + std::to_string(d_inner_) + " must be a multiple of mamba_head_dim = " +
+                  std::to_string(args.mamba_head_dim));
+    P_ = args.mamba_head_dim;
+    H_ = d_inner_ / P_;
+    G_ = args.mamba_ngroups;
+    N_ = args.mamba_d_state;
+    if (H_ % G_ != 0)
+      throw Error("mamba3: heads (" + std::to_string(H_) + ") must be a multiple of mamba_ngroups (" +
+                  std::to_string(G_) + ")");
+    R_ = mamba3_rope_angles(N_, args.mamba_rope_fraction);
+    if (R_ < 1)
+      throw Error("mamba3: mamba_d_state " + std::to_string(N_) + " times mamba_rope_fraction gives no rotated pair");
+    in_proj_ = register_module("in_proj", make_linear(ctx.d_model, 2 * d_inner_ + 2 * G_ * N_ + 3 * H_ + R_));
+    dt_bias_ = register_parameter("dt_bias",
+                                  init_dt_bias(H_, args.mamba_dt_min, args.mamba_dt_max, args.mamba_dt_floor));
+    B_bias_ = register_parameter("B_bias", torch::ones({H_, 1, N_}));  // [H, MIMO rank 1, N] as fla
+    C_bias_ = register_parameter("C_bias", torch::ones({H_, 1, N_}));
+    B_norm_ = register_parameter("B_norm_weight", torch::ones({N_}));
+    C_norm_ = register_parameter("C_norm_weight", torch::ones({N_}));
+    D_ = register_parameter("D", torch::ones({H_}));
+    if (args.mamba_outproj_norm) norm_weight_ = register_parameter("norm_weight", torch::ones({d_inner_}));
+    out_proj_ = register_module("out_proj", make_linear(d_inner_, ctx.d_model));
+  }
+
+  std::vector<std::string> no_weight_decay() const override { return {"dt_bias", "D"}; }
+
+  torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
+    const int64_t B = x.size(0), T = x.size(1);
+    auto proj = in_proj_(x);
+    int64_t at = 0;
+    auto take = [&](int64_t n) {
+      auto t = proj.narrow(-1, at, n);
+      at += n;
+      return t;
+    };
+    auto z = take(d_inner_), xs = take(d_inner_).view({B, T, H_, P_});
+    auto Bm = take(G_ * N_).view({B, T, G_, N_}), Cm = take(G_ * N_).view({B, T, G_, N_});
+    auto dt_raw = take(H_), A_raw = take(H_), trap = take(H_), angles = take(R_);
+    const auto ct = recurrence_dtype(x);
+    auto dt = torch::softplus(dt_raw.to(ct) + dt_bias_.to(ct));                        // Δ [B, T, H]
+    auto A = (-torch::softplus(A_raw.to(ct))).clamp_max(-args_.mamba_a_floor);          // [B, T, H]
+    auto theta = (torch::tanh(angles.to(ct)) * M_PI).unsqueeze(2).expand({B, T, H_, R_});
+    // B, C: RMSNorm over the state in fp32 (fla's RMSNormGated upcasts), groups -> heads, + per-head bias.
+    auto to_heads = [&](const torch::Tensor& m, const torch::Tensor& w, const torch::Tensor& bias) {
+      auto n = rms_norm(m.to(ct), w.to(ct), args_.mamba_norm_eps);
+      if (G_ != H_) n = n.repeat_interleave(H_ / G_, 2);
+      return n + bias.to(ct).view({1, 1, H_, N_});
+    };
+    Mamba3Inputs in{to_heads(Cm, C_norm_, C_bias_), to_heads(Bm, B_norm_, B_bias_), xs, A * dt, dt,
+                    torch::sigmoid(trap.to(ct)), theta};
+    Mamba3State s0{state_or_empty(state, "memory"), state_or_empty(state, "k_prev"), state_or_empty(state, "v_prev"),
+                   state_or_empty(state, "angle")};
+    auto r = use_chunked_kernel(args_.form, state, T) ? mamba3_chunk(in, s0, args_.chunk_size)
+                                                      : mamba3_recurrent(in, s0);
+    if (state) {
+      state->tensors["memory"] = r.state.h.detach();
+      state->tensors["k_prev"] = r.state.k_prev.detach();
+      state->tensors["v_prev"] = r.state.v_prev.detach();
+      state->tensors["angle"] = r.state.angle.detach();
+    }
+    auto y = r.o + xs * D_.to(r.o.scalar_type()).view({1, 1, H_, 1});
+    if (norm_weight_.defined()) y = rms_norm(y, norm_weight_.view({H_, P_}), args_.mamba_norm_eps);
+    y = y.reshape({B, T, d_inner_}) * torch::silu(z);
+    return out_proj_(y.to(x.scalar_type()));
+  }
+
+ private:
+  Mamba3Args args_;
+  int64_t d_inner_ = 0, P_ = 0, H_ = 0, G_ = 0, N_ = 0, R_ = 0;
+  torch::nn::Linear in_proj_{nullptr}, out_proj_{nullptr};
+  torch::Tensor dt_bias_, B_bias_, C_bias_, B_norm_, C_norm_, D_, norm_weight_;
+};
+
+// Per token and layer: the scan as a chunked scalar-decay recurrence plus the projections (chunked_recurrence_flops).
+void register_mamba3_family(Registry& r) {
+  r.add_mixer(make_mixer_family<Mamba3Args, Mamba3Mixer>(
+      "mamba3",
+      "Mamba-3 (SISO): exponential-trapezoidal SSM with data-dependent rotary B/C, no conv (docs/models.md#mamba-3)",
+      {chunked_recurrence_flops, {"recent linear memories", "brown"}, 2e-3, {mamba3_fla_names()}}));
+}
+
+}  // namespace mnemo
