@@ -70,6 +70,27 @@ void fla_head_layout_keys(const FlaConfigView& c, json& keys, int64_t head_dim, 
   keys["use_short_conv"] = c.flag("use_short_conv");
 }
 
+void fla_mamba_head_keys(const FlaConfigView& c, json& keys) {
+  const int64_t d = keys.at("d_model");
+  const double expand = c.number("expand");
+  const double inner = expand * static_cast<double>(d);
+  const int64_t P = c.integer("head_dim");
+  if (P <= 0 || std::abs(inner - std::round(inner)) > 1e-9 || static_cast<int64_t>(std::round(inner)) % P != 0)
+    c.refuse("expand * hidden_size = " + std::to_string(inner) + " is not a multiple of head_dim " + std::to_string(P));
+  const int64_t H = static_cast<int64_t>(std::round(inner)) / P;
+  if (!c.is_null("num_heads") && c.integer("num_heads") != 0 && c.integer("num_heads") != H)
+    c.refuse("num_heads " + std::to_string(c.integer("num_heads")) + " is not expand * hidden_size / head_dim = " +
+             std::to_string(H));
+  keys["block_mlp"] = false;
+  keys["mamba_expand"] = expand;
+  keys["mamba_head_dim"] = P;
+  keys["mamba_d_state"] = c.integer("state_size");
+  keys["mamba_ngroups"] = c.integer("n_groups");
+  int64_t n_heads = std::min(H, d);  // the skeleton's n_heads must divide d_model; the layer uses its own heads
+  while (d % n_heads != 0) --n_heads;
+  keys["n_heads"] = n_heads;
+}
+
 void fla_map_qkv_projections(const json& keys, const FlaLayerPrefixes& at, FlaKeyMap& map) {
   const bool conv = keys.at("use_short_conv").get<bool>();
   for (const std::string p : {"q", "k", "v"}) {

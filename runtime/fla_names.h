@@ -51,6 +51,12 @@ struct FlaLayerPrefixes {
 // and the short conv's conv_size and use_short_conv. Refuses d_k <= 0 or a d_v that is not a positive integer.
 void fla_head_layout_keys(const FlaConfigView& c, json& keys, int64_t head_dim, double expand_v);
 
+// The keys of a Mamba-style layer (fla's Mamba2 and Mamba3 configs): heads of head_dim over expand × hidden_size,
+// state_size, n_groups, no block MLP (block_mlp false), and the skeleton's n_heads (the largest divisor of d_model not
+// above the layer's heads). Refuses an expand × hidden_size that is not a multiple of head_dim, or a num_heads (other
+// than 0 or null) that differs from it.
+void fla_mamba_head_keys(const FlaConfigView& c, json& keys);
+
 // q/k/v projections and, when keys["use_short_conv"], their short convs: mnemo's HeadProjection (<p>_proj.proj,
 // <p>_proj.conv) from fla's <p>_proj and <p>_conv1d.
 void fla_map_qkv_projections(const json& keys, const FlaLayerPrefixes& at, FlaKeyMap& map);

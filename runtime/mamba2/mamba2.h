@@ -42,6 +42,14 @@ void check_mamba2_inputs(const char* op, const torch::Tensor& x, const torch::Te
                          const torch::Tensor& A, const torch::Tensor& B, const torch::Tensor& C,
                          const torch::Tensor& s0);
 
+// The heads of a Mamba-style layer (Mamba2, Mamba-3): d_inner = mamba_expand · d_model in H heads of P = mamba_head_dim,
+// G groups of B and C (each shared by H / G heads), state size N. Errors name `family` and the argument at fault.
+struct MambaHeads {
+  int64_t d_inner = 0, P = 0, H = 0, G = 0, N = 0;
+};
+MambaHeads mamba_heads(const std::string& family, int64_t d_model, double expand, int64_t head_dim, int64_t ngroups,
+                       int64_t d_state);
+
 class KernelOpRegistry;
 // Adds the fixture op `mamba2_ssd` (forms "recurrent", "chunk").
 void register_mamba2_ops(KernelOpRegistry& r);

@@ -14,6 +14,23 @@
 
 namespace mnemo {
 
+MambaHeads mamba_heads(const std::string& family, int64_t d_model, double expand, int64_t head_dim, int64_t ngroups,
+                       int64_t d_state) {
+  MambaHeads h;
+  h.d_inner = expanded_head_dim(family, "mamba_expand", d_model, expand, 1);
+  if (head_dim < 1 || h.d_inner % head_dim != 0)
+    throw Error(family + ": d_inner = " + std::to_string(h.d_inner) + " must be a multiple of mamba_head_dim = " +
+                std::to_string(head_dim));
+  h.P = head_dim;
+  h.H = h.d_inner / h.P;
+  h.G = ngroups;
+  h.N = d_state;
+  if (h.G < 1 || h.H % h.G != 0)
+    throw Error(family + ": heads (" + std::to_string(h.H) + ") must be a multiple of mamba_ngroups (" +
+                std::to_string(h.G) + ")");
+  return h;
+}
+
 struct Mamba2Args {
   int64_t chunk_size = 64;
   std::string form = "chunk";  // "chunk" | "recurrent"
@@ -50,17 +67,9 @@ class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
     if (!(args.mamba_dt_min > 0 && args.mamba_dt_max >= args.mamba_dt_min))
       throw Error("mamba2: need 0 < mamba_dt_min <= mamba_dt_max, got " + std::to_string(args.mamba_dt_min) +
                   ", " + std::to_string(args.mamba_dt_max));
-    d_inner_ = expanded_head_dim("mamba2", "mamba_expand", ctx.d_model, args.mamba_expand, 1);
-    if (d_inner_ % args.mamba_head_dim != 0)
-      throw Error("mamba2: d_inner = " + std::to_string(d_inner_) + " must be a multiple of mamba_head_dim = " +
-                  std::to_string(args.mamba_head_dim));
-    P_ = args.mamba_head_dim;
-    H_ = d_inner_ / P_;
-    G_ = args.mamba_ngroups;
-    N_ = args.mamba_d_state;
-    if (H_ % G_ != 0)
-      throw Error("mamba2: heads (" + std::to_string(H_) + ") must be a multiple of mamba_ngroups (" +
-                  std::to_string(G_) + ")");
+    const MambaHeads heads =
+        mamba_heads("mamba2", ctx.d_model, args.mamba_expand, args.mamba_head_dim, args.mamba_ngroups, args.mamba_d_state);
+    d_inner_ = heads.d_inner, P_ = heads.P, H_ = heads.H, G_ = heads.G, N_ = heads.N;
     if (d_inner_ % G_ != 0)
       throw Error("mamba2: d_inner must be a multiple of mamba_ngroups");
     const int64_t conv_channels = d_inner_ + 2 * G_ * N_;
@@ -139,7 +148,6 @@ static FlaMixerNames mamba2_fla_names() {
                 {"residual_in_fp32", true}, {"chunk_size", 256}, {"conv_init", nullptr},
                 {"A_init_range", {1, 16}}, {"dt_min", 0.001}, {"dt_max", 0.1}, {"dt_init_floor", 1e-4}};
   n.to_mnemo = [](const FlaConfigView& c, json& keys) -> std::string {
-    const int64_t d = keys.at("d_model");
     if (c.flag("use_bias")) c.refuse("use_bias: mnemo's in_proj and out_proj have no bias");
     if (!c.flag("use_conv_bias")) c.refuse("use_conv_bias false: mnemo's conv over xBC has a bias");
     if (!c.flag("rmsnorm")) c.refuse("rmsnorm false: mnemo's Mamba2 output always has the gated RMSNorm");
@@ -156,25 +164,9 @@ static FlaMixerNames mamba2_fla_names() {
     const bool open_limit = limit.is_array() && limit.size() == 2 && limit[0].is_number() &&
                             limit[0].get<double>() <= 0 && infinite(limit[1]);
     if (!open_limit) c.refuse("dt_limit " + json_excerpt(limit) + ": mnemo does not clamp dt");
-    const double expand = c.number("expand");
-    const double inner = expand * static_cast<double>(d);
-    const int64_t P = c.integer("head_dim");
-    if (P <= 0 || std::abs(inner - std::round(inner)) > 1e-9 || static_cast<int64_t>(std::round(inner)) % P != 0)
-      c.refuse("expand * hidden_size = " + std::to_string(inner) + " is not a multiple of head_dim " + std::to_string(P));
-    const int64_t H = static_cast<int64_t>(std::round(inner)) / P;
-    if (!c.is_null("num_heads") && c.integer("num_heads") != 0 && c.integer("num_heads") != H)
-      c.refuse("num_heads " + std::to_string(c.integer("num_heads")) + " is not expand * hidden_size / head_dim = " +
-               std::to_string(H));
-    keys["block_mlp"] = false;
-    keys["mamba_expand"] = expand;
-    keys["mamba_head_dim"] = P;
-    keys["mamba_d_state"] = c.integer("state_size");
-    keys["mamba_ngroups"] = c.integer("n_groups");
+    fla_mamba_head_keys(c, keys);
     keys["conv_size"] = c.integer("conv_kernel");
     keys["mamba_norm_eps"] = c.number("norm_eps");
-    int64_t n_heads = std::min(H, d);  // the skeleton's n_heads must divide d_model; Mamba2 uses its own heads
-    while (d % n_heads != 0) --n_heads;
-    keys["n_heads"] = n_heads;
     return "mamba2";
   };
   n.mixer_keys = [](const json&, const json&, const FlaLayerPrefixes& at, FlaKeyMap& map) {

@@ -22,32 +22,15 @@ FlaMixerNames mamba3_fla_names() {
                 {"residual_in_fp32", true}, {"chunk_size", 64},  {"dt_min", 0.001},     {"dt_max", 0.1},
                 {"dt_init_floor", 1e-4}, {"hidden_act", "silu"}, {"num_heads", 64}};
   n.to_mnemo = [](const FlaConfigView& c, json& keys) -> std::string {
-    const int64_t d = keys.at("d_model");
     if (c.flag("is_mimo")) c.refuse("is_mimo: mnemo's mamba3 is the SISO layer");
     if (c.flag("use_bias")) c.refuse("use_bias: mnemo's in_proj and out_proj have no bias");
     const double rope = c.number("rope_fraction");
     if (rope != 0.5 && rope != 1.0) c.refuse("rope_fraction " + std::to_string(rope) + ": must be 0.5 or 1.0");
-    const double expand = c.number("expand");
-    const double inner = expand * static_cast<double>(d);
-    const int64_t P = c.integer("head_dim");
-    if (P <= 0 || std::abs(inner - std::round(inner)) > 1e-9 || static_cast<int64_t>(std::round(inner)) % P != 0)
-      c.refuse("expand * hidden_size = " + std::to_string(inner) + " is not a multiple of head_dim " + std::to_string(P));
-    const int64_t H = static_cast<int64_t>(std::round(inner)) / P;
-    if (!c.is_null("num_heads") && c.integer("num_heads") != H)
-      c.refuse("num_heads " + std::to_string(c.integer("num_heads")) + " is not expand * hidden_size / head_dim = " +
-               std::to_string(H));
-    keys["block_mlp"] = false;
-    keys["mamba_expand"] = expand;
-    keys["mamba_head_dim"] = P;
-    keys["mamba_d_state"] = c.integer("state_size");
-    keys["mamba_ngroups"] = c.integer("n_groups");
+    fla_mamba_head_keys(c, keys);
     keys["mamba_rope_fraction"] = rope;
     keys["mamba_a_floor"] = c.number("A_floor");
     keys["mamba_outproj_norm"] = c.flag("is_outproj_norm");
     keys["mamba_norm_eps"] = c.number("norm_eps");
-    int64_t n_heads = std::min(H, d);  // the skeleton's n_heads must divide d_model; Mamba-3 uses its own heads
-    while (d % n_heads != 0) --n_heads;
-    keys["n_heads"] = n_heads;
     return "mamba3";
   };
   n.mixer_keys = [](const json& keys, const json&, const FlaLayerPrefixes& at, FlaKeyMap& map) {

@@ -13,6 +13,7 @@
 #include "runtime/blocks/mixer_common.h"
 #include "runtime/kernels/precision.h"
 #include "runtime/layers.h"
+#include "runtime/mamba2/mamba2.h"
 #include "runtime/mamba3/fla_names.h"
 #include "runtime/mamba3/mamba3.h"
 #include "runtime/no_weight_decay.h"
@@ -63,17 +64,9 @@ class Mamba3Mixer : public Mixer, public DeclaresNoWeightDecay {
     if (!(args.mamba_dt_min > 0 && args.mamba_dt_max >= args.mamba_dt_min))
       throw Error("mamba3: need 0 < mamba_dt_min <= mamba_dt_max, got " + std::to_string(args.mamba_dt_min) + ", " +
                   std::to_string(args.mamba_dt_max));
-    d_inner_ = expanded_head_dim("mamba3", "mamba_expand", ctx.d_model, args.mamba_expand, 1);
-    if (d_inner_ % args.mamba_head_dim != 0)
-      throw Error("mamba3: d_inner = " + std::to_string(d_inner_) + " must be a multiple of mamba_head_dim = " +
-                  std::to_string(args.mamba_head_dim));
-    P_ = args.mamba_head_dim;
-    H_ = d_inner_ / P_;
-    G_ = args.mamba_ngroups;
-    N_ = args.mamba_d_state;
-    if (H_ % G_ != 0)
-      throw Error("mamba3: heads (" + std::to_string(H_) + ") must be a multiple of mamba_ngroups (" +
-                  std::to_string(G_) + ")");
+    const MambaHeads heads =
+        mamba_heads("mamba3", ctx.d_model, args.mamba_expand, args.mamba_head_dim, args.mamba_ngroups, args.mamba_d_state);
+    d_inner_ = heads.d_inner, P_ = heads.P, H_ = heads.H, G_ = heads.G, N_ = heads.N;
     R_ = mamba3_rope_angles(N_, args.mamba_rope_fraction);
     if (R_ < 1)
       throw Error("mamba3: mamba_d_state " + std::to_string(N_) + " times mamba_rope_fraction gives no rotated pair");
