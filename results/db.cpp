@@ -281,6 +281,36 @@ ResultsDB::ResultsDB(const std::string& path, OpenMode mode)
   }
 }
 
+int ResultsDB::config_hash_version() const {
+  Statement get(db_, path_, "SELECT value FROM meta WHERE key = 'config_hash_version'");
+  if (!get.step()) return 1;
+  const std::string v = get.text(0);
+  try {
+    return std::stoi(v);
+  } catch (const std::exception&) {
+    throw Error("results database " + path_ + ": meta 'config_hash_version' is not a number: '" +
+                text_excerpt(v, 40) + "'");
+  }
+}
+
+void ResultsDB::rehash_runs(int version,
+                            const std::function<std::optional<std::string>(const std::string&)>& hash_of) {
+  transaction([&] {
+    std::vector<std::pair<int64_t, std::string>> updates;
+    {
+      Statement all(db_, path_, "SELECT id, config_json FROM runs ORDER BY id");
+      while (all.step())
+        if (auto h = hash_of(all.text(1))) updates.emplace_back(all.integer(0), *h);
+    }
+    for (const auto& [id, hash] : updates) {
+      Statement put(db_, path_, "UPDATE runs SET config_hash = ?1 WHERE id = ?2");
+      put.bind(1, hash).bind(2, id).run();
+    }
+    Statement put(db_, path_, "INSERT OR REPLACE INTO meta (key, value) VALUES ('config_hash_version', ?1)");
+    put.bind(1, std::to_string(version)).run();
+  });
+}
+
 // Read-only opening: the file must already hold mnemo's schema (never created here).
 void ResultsDB::check_schema_read_only() {
   // The first statement reads the header: a non-SQLite file fails here.

@@ -78,6 +78,15 @@ class ResultsDB {
 
   const std::string& path() const { return path_; }
 
+  bool read_only() const { return read_only_; }
+
+  // The version of the config-hash rule the runs' hashes were made under (meta 'config_hash_version'; 1 when
+  // absent: a database written before the rule had versions). engine/config/run_config.h rehash_runs_if_old uses it.
+  int config_hash_version() const;
+  // In one transaction: config_hash = hash_of(config_json) for every run where hash_of gives one; then records
+  // `version` as config_hash_version.
+  void rehash_runs(int version, const std::function<std::optional<std::string>(const std::string&)>& hash_of);
+
   int64_t create_run(const RunInfo& r);  // status 'running'
   void set_run_status(int64_t run_id, const std::string& status, const std::string& message = "");
   void set_run_last_step(int64_t run_id, int64_t step);

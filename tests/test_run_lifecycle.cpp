@@ -407,3 +407,54 @@ TEST_CASE("remove_tree removes a folder tree and links but not their targets, a 
   CHECK_FALSE(fs::exists(dir / "single.txt"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("a database written under an older config-hash rule is rehashed once: its runs still resume and are skipped",
+          "[lifecycle][db]") {
+  auto dir = test::temp_dir("lc_rehash");
+  const json cfg = resolve_run_config(tiny_run());
+  const std::string db_path = (dir / "old.sqlite").string();
+  int64_t kept = 0, moved = 0;
+  {
+    ResultsDB db(db_path);
+    REQUIRE(db.config_hash_version() == 1);  // no meta row: a database from before versions
+    RunInfo r;
+    r.model = "transformer";
+    r.task = "mqar";
+    r.config_json = cfg.dump();
+    r.config_hash = "0123456789abcdef";  // what an older rule made of it
+    kept = db.create_run(r);
+    RunInfo gone = r;
+    json odd = cfg;
+    odd["a_key_since_removed"] = 1;
+    gone.config_json = odd.dump();
+    gone.config_hash = "fedcba9876543210";
+    moved = db.create_run(gone);
+  }
+  {
+    ResultsDB db(db_path, OpenMode::read_only);
+    rehash_runs_if_old(db);  // read-only: nothing written
+    REQUIRE(db.run(kept)->config_hash == "0123456789abcdef");
+  }
+  ResultsDB db(db_path);
+  rehash_runs_if_old(db);
+  CHECK(db.config_hash_version() == kConfigHashVersion);
+  CHECK(db.run(kept)->config_hash == config_hash(cfg));
+  CHECK(db.run(moved)->config_hash == "fedcba9876543210");  // no longer resolves: left as it was
+  // Once current, opening again changes nothing (a hash written by hand stays).
+  db.exec("UPDATE runs SET config_hash = 'x' WHERE id = " + std::to_string(kept));
+  rehash_runs_if_old(db);
+  CHECK(db.run(kept)->config_hash == "x");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the config hash counts keys away from their model's and task's defaults, and model and task",
+          "[lifecycle][db]") {
+  const json base = resolve_run_config({{"model", "gated_deltanet"}, {"task", "mqar"}});
+  CHECK(config_hash(resolve_run_config({{"model", "gated_deltanet"}, {"task", "mqar"}, {"chunk_size", base["chunk_size"]},
+                                        {"num_kv_pairs", base["num_kv_pairs"]}})) == config_hash(base));
+  CHECK(config_hash(resolve_run_config({{"model", "gated_deltanet"}, {"task", "mqar"}, {"chunk_size", 16}})) !=
+        config_hash(base));
+  CHECK(config_hash(resolve_run_config({{"model", "deltanet"}, {"task", "mqar"}})) != config_hash(base));
+  CHECK(config_hash(resolve_run_config({{"model", "gated_deltanet"}, {"task", "mad_in_context_recall"}})) !=
+        config_hash(base));
+}

@@ -1,9 +1,11 @@
 // `mnemo db merge OUT.sqlite IN1.sqlite IN2.sqlite ...`: one results database from several (the shards of a sweep
 // run on many machines, each into its own SQLite file: SQLite must not be shared over a network file system).
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands/commands.h"
+#include "engine/config/run_config.h"
 #include "results/db.h"
 
 namespace mnemo::cli {
@@ -20,6 +22,12 @@ void add_db_command(CLI::App& app) {
   merge->callback([files] {
     const std::string out = files->front();
     const std::vector<std::string> inputs(files->begin() + 1, files->end());
+    // Runs are matched by config hash: every database's hashes under the current rule first.
+    for (const std::string& path : *files) {
+      if (!std::filesystem::is_regular_file(path)) continue;  // a missing input is named by the merge itself
+      ResultsDB db(path);
+      rehash_runs_if_old(db);
+    }
     const MergeSummary s = merge_results_databases(out, inputs);
     std::cout << json{{"out", out},
                       {"inputs", s.inputs},

@@ -99,7 +99,7 @@ void run_keys_table(std::ostream& os, RunKey::Group group) {
   std::sort(keys.begin(), keys.end(), [](const RunKey* a, const RunKey* b) { return a->name < b->name; });
   for (const RunKey* k : keys) {
     std::string valid = k->range ? (k->range->integer ? "integer " : "") + k->range->describe() : "";
-    if (k->hash == RunKey::Hash::never) valid += std::string(valid.empty() ? "" : "; ") + "not in the config hash";
+    if (!k->hashed) valid += std::string(valid.empty() ? "" : "; ") + "not in the config hash";
     os << "| `" << k->name << "` | " << key_type(k->default_value) << " | `" << md_cell(k->default_value.dump())
        << "` | " << md_cell(valid) << " | " << md_cell(k->help) << " |\n";
   }

@@ -4,6 +4,7 @@
 #include "engine/config/config_checks.h"
 #include "engine/config/presets.h"
 
+#include "results/db.h"
 #include "runtime/registry.h"
 #include "tasks/task.h"
 
@@ -91,31 +92,35 @@ json task_params_of(const json& resolved) {
 }
 
 std::string config_hash(const json& resolved) {
-  json c = resolved;
-  for (const RunKey& k : run_keys()) {
-    if (!c.contains(k.name)) continue;
-    if (k.hash == RunKey::Hash::never || (k.hash == RunKey::Hash::unless_default && c[k.name] == k.default_value))
-      c.erase(k.name);
+  json defaults;
+  try {
+    defaults = resolve_run_config({{"model", resolved.at("model")}, {"task", resolved.at("task")}});
+  } catch (const Error&) {
+    defaults = training_defaults();  // a model or task that needs more keys to resolve: the run keys' defaults
+    defaults.update(skeleton_defaults());
   }
-  c.erase("cache_dir");  // the lm task's token cache folder: where data is kept, not what a run computes
-  // Mixer and task keys added after the first runs leave the hashes of earlier runs unchanged while at their
-  // defaults (their tables carry no hash policy yet).
-  for (const auto& [k, v] : std::vector<std::pair<const char*, json>>{
-           // The ATLAS cost keys (runtime/atlas/atlas_core.h): at their defaults, earlier ATLAS cells keep
-           // their hashes (a sweep does not re-run them).
-           {"ns_granularity", "token"}, {"ns_precision", "fp32"}, {"atlas_recompute", true},
-           // The MQAR mixture keys (tasks/mqar_task.cpp): empty lists keep earlier MQAR cells.
-           {"train_num_kv_pairs", json::array()}, {"train_kv_weights", json::array()},
-           {"test_num_kv_pairs", json::array()},
-           // The Titans inner-gradient clamp (docs/models.md#titans-inner-gradient-clamp): off, earlier Titans cells keep their hashes.
-           {"inner_grad_clip", 0.0}})
-    if (c.contains(k) && c[k] == v) c.erase(k);
-  // The optional short conv of the transformer: off, earlier Transformer++ cells keep their hashes.
-  if (c.value("model", "") == "transformer" && c.value("short_conv", true) == false && c.value("conv_size", 0) == 4) {
-    c.erase("short_conv");
-    c.erase("conv_size");
+  json c = json::object();
+  for (auto it = resolved.begin(); it != resolved.end(); ++it) {
+    const std::string& key = it.key();
+    const RunKey* run_key = find_run_key(key);
+    if (run_key && !run_key->hashed) continue;
+    if (key == "cache_dir") continue;  // the lm task's token cache folder: where data is kept, not what is computed
+    const bool identity = key == "model" || key == "task";
+    if (!identity && defaults.contains(key) && defaults[key] == it.value()) continue;
+    c[key] = it.value();
   }
-  return sha256_hex(c.dump()).substr(0, 16);
+  return sha256_hex("mnemo config v" + std::to_string(kConfigHashVersion) + " " + c.dump()).substr(0, 16);
+}
+
+void rehash_runs_if_old(ResultsDB& db) {
+  if (db.read_only() || db.config_hash_version() >= kConfigHashVersion) return;
+  db.rehash_runs(kConfigHashVersion, [](const std::string& config_json) -> std::optional<std::string> {
+    try {
+      return config_hash(resolve_run_config(json::parse(config_json)));
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  });
 }
 
 }  // namespace mnemo

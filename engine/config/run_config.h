@@ -31,9 +31,22 @@ void apply_user_keys(json& cfg, const MixerKeys& mixer_keys, const json& user, c
 // Split a resolved config into the task's parameters (keys the task declares).
 json task_params_of(const json& resolved);
 
-// SHA-256 (first 16 hex digits) of the resolved config without keys that do not change the
-// result (device, eval/log cadence). Sweeps skip cells whose hash has a completed run.
+// What a run computes, as a short name: SHA-256 (first 16 hex digits) of kConfigHashVersion and the keys of the
+// resolved config whose values differ from the defaults of its model and task (resolve_run_config of model and task
+// alone), without the keys that only say how a run is run or watched (RunKey::hashed false: device, cadence). A key
+// added with a default therefore leaves every earlier hash as it was. Sweeps skip cells whose hash has a completed
+// run; resume and adoption match runs by it.
 std::string config_hash(const json& resolved);
 
+// The version of config_hash's rule. A change to the rule or to a default that alters what a run computes raises
+// it; a results database written under an older version has its runs' hashes recomputed from their stored
+// configurations on opening (rehash_runs_if_old), so that old runs still resume and sweeps still skip them.
+constexpr int kConfigHashVersion = 2;
+
+class ResultsDB;
+// Recomputes config_hash for every run of `db` stored under an older kConfigHashVersion, in one transaction, and
+// records the version (no-op when current or read-only). A run whose stored configuration no longer resolves (a key
+// since removed) keeps its old hash: it can no longer be resumed or matched, as before the change.
+void rehash_runs_if_old(ResultsDB& db);
 
 }  // namespace mnemo

@@ -16,11 +16,9 @@ KeyRange non_negative() { return {false, 0, kNoUpperBound, false, false}; }
 KeyRange unit_closed() { return {false, 0, 1, false, false}; }
 KeyRange unit_half_open() { return {false, 0, 1, false, true}; }
 
-// Every training and model-skeleton key: default (its type), range, meaning, and how it enters config_hash.
-// kWatching: how a run is run or watched, not what it computes (left out of the hash). kAddedLater: a key added
-// after the first runs, left out of the hash while at its default so that earlier runs keep their hashes.
-constexpr auto kWatching = RunKey::Hash::never;
-constexpr auto kAddedLater = RunKey::Hash::unless_default;
+// Every training and model-skeleton key: default (its type), range, meaning, and whether it enters config_hash.
+// kWatching: how a run is run or watched, not what it computes (left out of the hash).
+constexpr bool kWatching = false;
 std::vector<RunKey> make_run_keys() {
   return {
       // -- training --
@@ -54,25 +52,24 @@ std::vector<RunKey> make_run_keys() {
       {"grad_accum", 1,
        "micro-batches per optimiser step (each of batch_size sequences; equal to one batch of batch_size x "
        "grad_accum)",
-       Group::training, count_from(1), kAddedLater},
-      {"warmup_steps", -1, "linear warm-up in steps (-1 = use warmup_frac)", Group::training, count_from(-1),
-       kAddedLater},
+       Group::training, count_from(1)},
+      {"warmup_steps", -1, "linear warm-up in steps (-1 = use warmup_frac)", Group::training, count_from(-1)},
       {"primary_metric", "",
        "held-out metric for best_* and the progress line (default: accuracy for token tasks, ppl for lm)",
-       Group::training, std::nullopt, kAddedLater},
+       Group::training, std::nullopt},
       {"size", "",
        "named size: tiny, small, base, 170M, 340M, 760M, 1.3B, mom-1.3B, lattice-110M/340M/760M (sets d_model, "
        "n_layers, n_heads; explicit keys win; `mnemo models --sizes`)",
-       Group::training, std::nullopt, kAddedLater},
+       Group::training, std::nullopt},
       {"recipe", "",
        "a paper's training recipe: titans (Titans/Miras/Atlas), mom, lattice (optimiser, schedule, batch in tokens, "
        "context; explicit keys win)",
-       Group::training, std::nullopt, kAddedLater},
+       Group::training, std::nullopt},
       {"precision", "fp32",
        "fp32 | bf16 | fp64 (bf16 autocast on the device: matmuls and attention in bf16, every recurrence in fp32, "
        "fp32 parameters and optimiser state; docs/models.md#numerical-stability. fp64: everything in float64, for "
        "equivalence checks of whole runs)",
-       Group::training, std::nullopt, kAddedLater},
+       Group::training, std::nullopt},
       // -- model skeleton --
       {"d_model", 128, "model width", Group::skeleton, count_from(1)},
       {"n_layers", 2, "blocks", Group::skeleton, count_from(1)},
@@ -87,7 +84,7 @@ std::vector<RunKey> make_run_keys() {
       {"block_mlp", true,
        "each block's pre-RMSNorm SwiGLU after the mixer (false: norm, mixer, residual only, as Mamba's blocks and "
        "flash-linear-attention's Mamba2)",
-       Group::skeleton, std::nullopt, kAddedLater},
+       Group::skeleton, std::nullopt},
   };
 }
 

@@ -19,20 +19,15 @@ struct KeyRange {
 
 // One training or model-skeleton key. This table is the one source of their defaults (a default is also the key's
 // type), valid ranges (engine/config/config_checks.cpp), meanings (`mnemo train --help`, `mnemo keys`, the key
-// reference of docs/configuration.md) and hash policy (config_hash).
+// reference of docs/configuration.md) and whether it enters the config hash (config_hash).
 struct RunKey {
   enum class Group { training, skeleton };
-  enum class Hash {
-    always,          // changes what a run computes
-    never,           // how a run is run or watched (device, cadence): not hashed
-    unless_default,  // added after the first runs: hashed only when set away from its default
-  };
   std::string name;
   json default_value;
   std::string help;
   Group group = Group::training;
   std::optional<KeyRange> range;
-  Hash hash = Hash::always;
+  bool hashed = true;  // false: how a run is run or watched (device, cadence), not what it computes
 };
 const std::vector<RunKey>& run_keys();
 const RunKey* find_run_key(const std::string& name);  // nullptr for a task or mixer key

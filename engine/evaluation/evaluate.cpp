@@ -115,6 +115,7 @@ std::function<void(const std::vector<EvalCell>&)> eval_rows_sink(ResultsDB& db, 
 int64_t checkpoint_run_id(ResultsDB& db, const std::string& checkpoint) {
   namespace fs = std::filesystem;
   const std::string ckpt = resolve_model_path(checkpoint);  // a checkpoint folder or an export's .safetensors
+  rehash_runs_if_old(db);
   std::string hash;
   try {
     hash = config_hash(resolve_run_config(load_checkpoint_config(ckpt)));

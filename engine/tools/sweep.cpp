@@ -463,6 +463,7 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
   SweepSummary sum;
   sum.total = static_cast<int>(cells.size());
   ResultsDB db(opt.db_path);
+  rehash_runs_if_old(db);
   for (const auto& c : cells) {
     const std::string hash = config_hash(resolve_run_config(c));
     if (db.completed_run_with_hash(hash)) {

@@ -555,6 +555,7 @@ TrainResult train(const json& user_config, const TrainOptions& opt) {
   RunRecord rec;
   read_checkpoint(rec, hash, opt.resume, result.out_dir, dist.get(), main_rank, quiet);
   ResultsDB db(main_rank ? opt.db_path : std::string(":memory:"));  // other ranks: nothing is written
+  rehash_runs_if_old(db);
   if (main_rank) find_run_row(rec, db, hash, opt.resume, opt.db_path, result.out_dir);
   if (dist) agree_on_resume(rec, *dist, opt.dist, result.out_dir);
   if (rec.completed_already) {
