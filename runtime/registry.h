@@ -3,6 +3,7 @@
 // A model = a per-layer pattern of mixer names (a single family, or a hybrid such as samba).
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ struct FamilyTraits {
   double quickstart_mqar_lr = 2e-3;
   // The fla model_types this family imports (`mnemo import-fla`; runtime/fla_names.h); empty: none.
   std::vector<FlaMixerNames> fla;
+  // The meaning of each argument of this family that the shared glossary (mixer_arg_glossary) does not give, or
+  // gives in words that do not fit this family; `mnemo keys` and docs/configuration.md print them.
+  std::map<std::string, std::string> arg_meanings;
 };
 
 struct MixerFamily {
@@ -82,6 +86,12 @@ class Registry {
   std::vector<MixerFamily> mixers_;
   std::vector<ModelFamily> models_;
 };
+
+// The meanings of argument names that several families share (chunk_size, form, conv_size, ...): one name, one
+// meaning, as a flat config key applies to every layer whose mixer declares it.
+const std::map<std::string, std::string>& mixer_arg_glossary();
+// What argument `arg` of mixer `mixer` means: the family's own arg_meanings, else the glossary; "" when neither has it.
+std::string mixer_arg_meaning(const MixerFamily& mixer, const std::string& arg);
 
 // A mixer factory's argument check: every key of `args` is one the family declares (else Error naming it).
 void check_mixer_args(const std::string& mixer, const json& defaults, const json& args);

@@ -14,6 +14,7 @@
 #include "engine/config/run_config.h"
 #include "engine/tools/sweep.h"
 #include "runtime/ops/fixture.h"
+#include "runtime/registry.h"
 #include "tasks/harness/task_common.h"
 #include "tasks/tokenizer.h"
 #include "tests/test_util.h"
@@ -173,6 +174,21 @@ TEST_CASE("the typed key table: every default is valid, and only run-watching ke
     if (k.range->integer) moved[k.name] = static_cast<int64_t>(k.range->lo) + 2;
     CAPTURE(k.name, moved[k.name].dump());
     CHECK((config_hash(moved) == config_hash(base)) == (!k.hashed));
+  }
+}
+
+TEST_CASE("every argument of every mixer has a meaning (its family's or the shared glossary's)", "[messages][config]") {
+  auto& reg = Registry::instance();
+  for (const auto& name : reg.mixer_names()) {
+    const MixerFamily& m = reg.mixer(name);
+    for (auto it = m.defaults.begin(); it != m.defaults.end(); ++it) {
+      CAPTURE(name, it.key());
+      CHECK_FALSE(mixer_arg_meaning(m, it.key()).empty());
+    }
+    for (const auto& [arg, meaning] : m.traits.arg_meanings) {  // no meaning for an argument the family lacks
+      CAPTURE(name, arg);
+      CHECK(m.defaults.contains(arg));
+    }
   }
 }
 

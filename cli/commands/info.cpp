@@ -130,7 +130,11 @@ void print_keys_markdown(std::ostream& os) {
     const auto& m = reg.mixer(name);
     os << "#### Mixer `" << name << "`\n\n" << md_cell(m.description) << "\n\n";
     if (m.defaults.empty()) os << "No arguments.\n\n";
-    else keys_table(os, m.defaults, json::object());
+    else {
+      json meanings = json::object();
+      for (auto it = m.defaults.begin(); it != m.defaults.end(); ++it) meanings[it.key()] = mixer_arg_meaning(m, it.key());
+      keys_table(os, m.defaults, meanings);
+    }
   }
 }
 }  // namespace

@@ -129,20 +129,27 @@ struct SWDTMixer : KernelMemoryMixer {
 struct DOTMixer : KernelMemoryMixer {
   DOTMixer(const MixerContext& c, const KernelMemoryArgs& a) : KernelMemoryMixer(c, a, KernelKind::DOT) {}
 };
+// The kernel memories' arguments whose meaning differs from the shared glossary's (runtime/registry.h).
+std::map<std::string, std::string> kernel_memory_arg_meanings() {
+  return {{"window", "c: the Omega window, the tokens each key's update spans (SWDT, DOT; DT has no window)"},
+          {"chunk_size", "b: DOT's chunk, part of the model (DT and SWDT are exact; it does not apply to them)"}};
+}
 }  // namespace
 
 void register_deep_transformer_families(Registry& r) {
   r.add_mixer(make_mixer_family<KernelMemoryArgs, DTMixer>(
       "deep_transformer", "DeepTransformer: Hebbian exp-kernel memory = decayed unnormalised attention (docs/models.md#deeptransformers-swdt-and-dot)",
-      {sum_of(attention_flops, chunked_recurrence_flops), {"Atlas family", "blue"}},
+      {sum_of(attention_flops, chunked_recurrence_flops), {"Atlas family", "blue"}, 2e-3, {}, kernel_memory_arg_meanings()},
       /*cpu_quickstart=*/true));
   // All three in the CPU quickstart (d_model-64 quickstart cell, 1 thread: swdt 16 s, dot 12 s).
   r.add_mixer(make_mixer_family<KernelMemoryArgs, SWDTMixer>(
       "swdt", "SWDT: windowed Hebbian exp-kernel memory, exact blocked attention form (docs/models.md#deeptransformers-swdt-and-dot)",
-      {sum_of(attention_flops, chunked_recurrence_flops), {"Atlas family", "cyan"}}, true));
+      {sum_of(attention_flops, chunked_recurrence_flops), {"Atlas family", "cyan"}, 2e-3, {}, kernel_memory_arg_meanings()},
+      true));
   r.add_mixer(make_mixer_family<KernelMemoryArgs, DOTMixer>(
       "dot", "DOT: Omega-rule exp-kernel memory in coefficient form, chunked b = 64 (docs/models.md#deeptransformers-swdt-and-dot)",
-      {sum_of(attention_flops, chunked_recurrence_flops), {"Atlas family", "pink"}}, true));
+      {sum_of(attention_flops, chunked_recurrence_flops), {"Atlas family", "pink"}, 2e-3, {}, kernel_memory_arg_meanings()},
+      true));
 }
 
 }  // namespace mnemo

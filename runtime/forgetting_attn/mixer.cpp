@@ -89,7 +89,8 @@ class FoxMixer : public Mixer {
 void register_forgetting_attn_family(Registry& r) {
   r.add_mixer(make_mixer_family<FoxArgs, FoxMixer>(
       "fox", "Forgetting Transformer: softmax attention with a data-dependent forget gate (docs/models.md#forgetting-transformer)",
-      {attention_flops, {"attention", "orange"}, 2e-3, {forgetting_transformer_fla_names()}}));
+      {attention_flops, {"attention", "orange"}, 2e-3, {forgetting_transformer_fla_names()},
+       {{"qk_norm", "per-head RMSNorm on q and k"}}}));
 }
 
 }  // namespace mnemo

@@ -87,7 +87,10 @@ class GlaMixer : public Mixer {
 void register_gla_family(Registry& r) {
   r.add_mixer(make_mixer_family<GlaArgs, GlaMixer>(
       "gla", "gated linear attention, key-wise low-rank logsigmoid decay, gated RMSNorm (docs/models.md#gla)",
-      {chunked_recurrence_flops, {"linear recurrent", "pink"}, 2e-3, {gla_fla_names()}}));
+      {chunked_recurrence_flops, {"linear recurrent", "pink"}, 2e-3, {gla_fla_names()},
+       {{"gla_gate_rank", "rank of the low-rank projection of the key-wise decay"},
+        {"gla_gate_normalizer", "log decay = logsigmoid(x W) / gla_gate_normalizer"},
+        {"gla_sub_chunk", "rows per block of the intra-chunk decayed score matrix (numerics and speed only)"}}}));
 }
 
 }  // namespace mnemo

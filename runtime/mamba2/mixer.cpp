@@ -185,7 +185,10 @@ static FlaMixerNames mamba2_fla_names() {
 void register_mamba2_family(Registry& r) {
   r.add_mixer(make_mixer_family<Mamba2Args, Mamba2Mixer>(
       "mamba2", "Mamba2 SSD: scalar per-head decay exp(A dt), Conv4 over xBC, gated group RMSNorm (docs/models.md#mamba2)",
-      {chunked_recurrence_flops, {"linear recurrent", "purple"}, 8e-3, {mamba2_fla_names()}}));
+      {chunked_recurrence_flops, {"linear recurrent", "purple"}, 8e-3, {mamba2_fla_names()},
+       {{"mamba_a_min", "the decay rate A ~ U(mamba_a_min, mamba_a_max) at initialisation, A_log = log A"},
+        {"mamba_a_max", "upper end of A's initial range (see mamba_a_min)"},
+        {"mamba_d_skip", "the skip y += D x, D initialised to 1"}}}));
 }
 
 }  // namespace mnemo

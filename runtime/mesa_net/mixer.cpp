@@ -121,7 +121,10 @@ void register_mesa_net_family(Registry& r) {
   r.add_mixer(make_mixer_family<MesaNetArgs, MesaNetMixer>(
       "mesa_net",
       "MesaNet: per-token regularised least-squares readout solved by conjugate gradient (docs/models.md#mesanet)",
-      {mesa_net_flops, {"recent linear memories", "purple"}, 2e-3, {mesa_net_fla_names()}}));
+      {mesa_net_flops, {"recent linear memories", "purple"}, 2e-3, {mesa_net_fla_names()},
+       {{"cg_steps", "conjugate-gradient steps per token, in training and in decoding alike"},
+        {"lambda_lower_bound", "the ridge regulariser lambda = softplus(x) + lambda_lower_bound per head and key "
+                               "channel (initialised to 1)"}}}));
 }
 
 }  // namespace mnemo

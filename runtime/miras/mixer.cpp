@@ -220,15 +220,22 @@ void register_miras_families(Registry& r) {
   // In the CPU quickstart (d_model-64 quickstart cell, 1 thread: moneta 41 s, yaad 37 s, memora 34 s).
   r.add_mixer(make_mixer_family<MonetaArgs, MirasMixer>(
       "moneta", "Moneta: lp attentional bias, lq-normalised accumulator, MLP+LN memory (docs/models.md#moneta)",
-      {deep_memory_flops, {"deep test-time memory", "brown"}},
+      {deep_memory_flops, {"deep test-time memory", "brown"}, 2e-3, {},
+       {{"p", "exponent p of Moneta's l_p attentional bias (docs/models.md#moneta)"},
+        {"q", "exponent q of Moneta's l_q-normalised accumulator (docs/models.md#moneta)"},
+        {"lp_eps", "epsilon of the smooth sign in the l_p bias's gradient"}}},
       /*cpu_quickstart=*/true));
   r.add_mixer(make_mixer_family<YaadArgs, MirasMixer>(
       "yaad", "Yaad: Huber attentional bias with input-dependent delta, MLP+LN memory (docs/models.md#yaad)",
-      {deep_memory_flops, {"deep test-time memory", "pink"}},
+      {deep_memory_flops, {"deep test-time memory", "pink"}, 2e-3, {},
+       {{"delta_bias", "initial bias of the Huber threshold delta = softplus(x w + delta_bias) (softplus(0.5413) = 1)"},
+        {"input_dependent_delta", "delta from the token; false: delta = softplus(delta_bias) for every token"},
+        {"huber_eps", "epsilon of the smooth sign in the Huber l1 branch"}}},
       /*cpu_quickstart=*/true));
   r.add_mixer(make_mixer_family<MemoraArgs, MirasMixer>(
       "memora", "Memora: l2 bias, KL retention on a row-wise simplex, lag-token chunks (docs/models.md#memora)",
-      {deep_memory_flops, {"deep test-time memory", "grey"}},
+      {deep_memory_flops, {"deep test-time memory", "grey"}, 2e-3, {},
+       {{"kl_floor", "floor of the weights under the logarithm of Memora's KL retention: log max(W, kl_floor)"}}},
       /*cpu_quickstart=*/true));
 }
 

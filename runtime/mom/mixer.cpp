@@ -193,7 +193,11 @@ class MomMixer : public Mixer, public DeclaresNoWeightDecay {
 void register_mom_families(Registry& r) {
   r.add_mixer(make_mixer_family<MomArgs, MomMixer>(
       "mom", "MoM: top-k routed Gated DeltaNet memories + shared memory, load-balancing aux loss (docs/models.md#mom)",
-      {chunked_recurrence_flops, {"MoM / Lattice", "blue"}},
+      {chunked_recurrence_flops, {"MoM / Lattice", "blue"}, 2e-3, {},
+       {{"num_memories", "routed Gated DeltaNet memories per layer"},
+        {"topk", "memories each token is routed to"},
+        {"shared_mem", "a shared memory every token writes to and reads from, beside the routed ones"},
+        {"aux_coef", "weight of the router's load-balancing loss (docs/models.md#mom); 0: off"}}},
       /*cpu_quickstart=*/true));  // d64 quickstart cell: 32 s (1 thread)
   // MoM Hybrid (§8.4, §10): one causal softmax-attention layer (transformer mixer, RoPE) after every 7 MoM
   // layers, i.e. attention at 0-indexed layers 7, 15, 23 of 24. With n_layers <= 7 there is no attention layer.

@@ -88,7 +88,8 @@ class RetNetMixer : public Mixer {
 void register_retnet_family(Registry& r) {
   r.add_mixer(make_mixer_family<RetNetArgs, RetNetMixer>(
       "retnet", "RetNet retention, fixed decay 1-2^(-5-h), RoPE q/k, gated RMSNorm (docs/models.md#retnet)",
-      {chunked_recurrence_flops, {"linear recurrent", "brown"}, 2e-3, {retnet_fla_names()}}));
+      {chunked_recurrence_flops, {"linear recurrent", "brown"}, 2e-3, {retnet_fla_names()},
+       {{"retnet_rope", "rotate-half RoPE on q and k (fla's default); needs an even key width"}}}));
 }
 
 }  // namespace mnemo

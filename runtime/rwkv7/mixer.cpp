@@ -181,7 +181,16 @@ static double rwkv7_flops(const MixingFlopsQuery& q) { return 3.0 * chunked_recu
 void register_rwkv7_family(Registry& r) {
   r.add_mixer(make_mixer_family<Rwkv7Args, Rwkv7Mixer>(
       "rwkv7", "RWKV-7 Goose: generalised delta rule with a diagonal-plus-low-rank transition (docs/models.md#rwkv-7)",
-      {rwkv7_flops, {"recent linear memories", "olive"}, 2e-3, {rwkv7_fla_names()}}));
+      {rwkv7_flops, {"recent linear memories", "olive"}, 2e-3, {rwkv7_fla_names()},
+       {{"num_heads", "heads; 0: the model's n_heads"},
+        {"head_dim", "key and value width per head; 0: d_model / heads"},
+        {"decay_low_rank_dim", "rank of the decay's low-rank projection; 0: max(32, round(2.5 sqrt(d_model) d_h / 64 "
+                               "/ 32) 32), as the released models"},
+        {"a_low_rank_dim", "rank of the in-context learning rate a's projection; 0: as decay_low_rank_dim"},
+        {"gate_low_rank_dim", "rank of the output gate's projection; 0: max(32, round(5 sqrt(d_model) / 32) 32)"},
+        {"group_norm_eps", "the output group norm's epsilon is head_dim x group_norm_eps"},
+        {"rwkv7_sub_chunk", "rows per block of the decayed score matrices when the decays do not factorise (memory "
+                            "and speed only)"}}}));
 }
 
 }  // namespace mnemo
