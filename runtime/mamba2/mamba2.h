@@ -49,6 +49,8 @@ struct MambaHeads {
 };
 MambaHeads mamba_heads(const std::string& family, int64_t d_model, double expand, int64_t head_dim, int64_t ngroups,
                        int64_t d_state);
+// The step range and the output norm's epsilon of a Mamba-style layer: Error naming `family` and the argument.
+void check_mamba_dt_and_norm(const std::string& family, double dt_min, double dt_max, double norm_eps);
 
 class KernelOpRegistry;
 // Adds the fixture op `mamba2_ssd` (forms "recurrent", "chunk").

@@ -16,6 +16,9 @@ namespace mnemo {
 
 MambaHeads mamba_heads(const std::string& family, int64_t d_model, double expand, int64_t head_dim, int64_t ngroups,
                        int64_t d_state) {
+  for (const auto& [field, v] : {std::pair<const char*, int64_t>{"mamba_head_dim", head_dim},
+                                 {"mamba_d_state", d_state}, {"mamba_ngroups", ngroups}})
+    if (v < 1) throw Error(family + ": " + field + " must be >= 1, got " + std::to_string(v));
   MambaHeads h;
   h.d_inner = expanded_head_dim(family, "mamba_expand", d_model, expand, 1);
   if (head_dim < 1 || h.d_inner % head_dim != 0)
@@ -29,6 +32,13 @@ MambaHeads mamba_heads(const std::string& family, int64_t d_model, double expand
     throw Error(family + ": heads (" + std::to_string(h.H) + ") must be a multiple of mamba_ngroups (" +
                 std::to_string(h.G) + ")");
   return h;
+}
+
+void check_mamba_dt_and_norm(const std::string& family, double dt_min, double dt_max, double norm_eps) {
+  if (!(norm_eps > 0)) throw Error(family + ": mamba_norm_eps must be > 0, got " + std::to_string(norm_eps));
+  if (!(dt_min > 0 && dt_max >= dt_min))
+    throw Error(family + ": need 0 < mamba_dt_min <= mamba_dt_max, got " + std::to_string(dt_min) + ", " +
+                std::to_string(dt_max));
 }
 
 struct Mamba2Args {
@@ -53,20 +63,11 @@ class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
  public:
   Mamba2Mixer(const MixerContext& ctx, const Mamba2Args& args) : args_(args) {
     check_kernel_form("mamba2", args.form, args.chunk_size);
-    auto positive = [](const char* field, int64_t v) {
-      if (v < 1) throw Error(std::string("mamba2: ") + field + " must be >= 1, got " + std::to_string(v));
-    };
-    positive("mamba_head_dim", args.mamba_head_dim);
-    positive("mamba_d_state", args.mamba_d_state);
-    positive("mamba_ngroups", args.mamba_ngroups);
-    positive("conv_size", args.conv_size);
-    if (!(args.mamba_norm_eps > 0)) throw Error("mamba2: mamba_norm_eps must be > 0, got " + std::to_string(args.mamba_norm_eps));
+    if (args.conv_size < 1) throw Error("mamba2: conv_size must be >= 1, got " + std::to_string(args.conv_size));
+    check_mamba_dt_and_norm("mamba2", args.mamba_dt_min, args.mamba_dt_max, args.mamba_norm_eps);
     if (!(args.mamba_a_min > 0 && args.mamba_a_max >= args.mamba_a_min))
       throw Error("mamba2: need 0 < mamba_a_min <= mamba_a_max, got " + std::to_string(args.mamba_a_min) +
                   ", " + std::to_string(args.mamba_a_max));
-    if (!(args.mamba_dt_min > 0 && args.mamba_dt_max >= args.mamba_dt_min))
-      throw Error("mamba2: need 0 < mamba_dt_min <= mamba_dt_max, got " + std::to_string(args.mamba_dt_min) +
-                  ", " + std::to_string(args.mamba_dt_max));
     const MambaHeads heads =
         mamba_heads("mamba2", ctx.d_model, args.mamba_expand, args.mamba_head_dim, args.mamba_ngroups, args.mamba_d_state);
     d_inner_ = heads.d_inner, P_ = heads.P, H_ = heads.H, G_ = heads.G, N_ = heads.N;

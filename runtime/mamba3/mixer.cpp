@@ -51,19 +51,10 @@ class Mamba3Mixer : public Mixer, public DeclaresNoWeightDecay {
  public:
   Mamba3Mixer(const MixerContext& ctx, const Mamba3Args& args) : args_(args) {
     check_kernel_form("mamba3", args.form, args.chunk_size);
-    auto positive = [](const char* field, int64_t v) {
-      if (v < 1) throw Error(std::string("mamba3: ") + field + " must be >= 1, got " + std::to_string(v));
-    };
-    positive("mamba_head_dim", args.mamba_head_dim);
-    positive("mamba_d_state", args.mamba_d_state);
-    positive("mamba_ngroups", args.mamba_ngroups);
     if (args.mamba_rope_fraction != 0.5 && args.mamba_rope_fraction != 1.0)
       throw Error("mamba3: mamba_rope_fraction must be 0.5 or 1.0, got " + std::to_string(args.mamba_rope_fraction));
     if (!(args.mamba_a_floor > 0)) throw Error("mamba3: mamba_a_floor must be > 0, got " + std::to_string(args.mamba_a_floor));
-    if (!(args.mamba_norm_eps > 0)) throw Error("mamba3: mamba_norm_eps must be > 0, got " + std::to_string(args.mamba_norm_eps));
-    if (!(args.mamba_dt_min > 0 && args.mamba_dt_max >= args.mamba_dt_min))
-      throw Error("mamba3: need 0 < mamba_dt_min <= mamba_dt_max, got " + std::to_string(args.mamba_dt_min) + ", " +
-                  std::to_string(args.mamba_dt_max));
+    check_mamba_dt_and_norm("mamba3", args.mamba_dt_min, args.mamba_dt_max, args.mamba_norm_eps);
     const MambaHeads heads =
         mamba_heads("mamba3", ctx.d_model, args.mamba_expand, args.mamba_head_dim, args.mamba_ngroups, args.mamba_d_state);
     d_inner_ = heads.d_inner, P_ = heads.P, H_ = heads.H, G_ = heads.G, N_ = heads.N;
