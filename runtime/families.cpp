@@ -25,6 +25,8 @@ void register_forgetting_attn_family(Registry& r);  // fox (runtime/forgetting_a
 void register_mamba3_family(Registry& r);  // mamba3 (runtime/mamba3/)
 void register_mesa_net_family(Registry& r);       // mesa_net (runtime/mesa_net/)
 void register_rwkv7_family(Registry& r);          // rwkv7 (runtime/rwkv7/)
+void register_path_attn_family(Registry& r);      // path_attn (runtime/path_attn/)
+void register_log_linear_gdn_family(Registry& r);  // log_linear_gdn (runtime/log_linear_gdn/)
 // -- hybrids --
 
 namespace {
@@ -70,6 +72,8 @@ void register_builtin_families(Registry& r) {
   register_mamba3_family(r);
   register_mesa_net_family(r);
   register_rwkv7_family(r);
+  register_path_attn_family(r);
+  register_log_linear_gdn_family(r);
   register_hybrid_models(r);  // last: hybrids refer to the mixers above
 }
 

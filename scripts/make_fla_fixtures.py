@@ -7,7 +7,9 @@ unchanged function for the float32 tolerance, and cross-checks against fla's oth
     python3 -m venv /tmp/fla && /tmp/fla/bin/pip install flash-linear-attention einops
     /tmp/fla/bin/python scripts/make_fla_fixtures.py --out tests/data/kernels
 
-The generated files are committed; fla itself is not (it is installed only to make them).
+The generated files are committed; fla itself is not (it is installed only to make them). The op log_linear_gdn has
+no fla reference: its fixtures come from the Log-Linear Attention paper's reference code (arXiv 2506.04761,
+github.com/HanGuo97/log-linear-attention), read from a checkout given as --hattention DIR.
 """
 import argparse
 import importlib
@@ -186,6 +188,64 @@ def make_forgetting_attn(out_dir):
               [{"reference": "softmax(scale q k^T + c_i - c_j, causal) v written out in float64 (torch.einsum)",
                 "how": "c = cumsum(g) over time", "max_abs_diff": {"o": max_abs(o_sdpa, o)}}],
               ["no state: forgetting attention keeps every key (a KV cache)", "V = K in these cases"])
+
+
+PATH_CASES = [  # (name, seed, B, T, HQ, H, K, V, scale, chunk of the reference's blocked form)
+    ("seed1__T16", 1, 2, 16, 4, 2, 16, 32, None, 8),
+    ("seed2__T64", 2, 2, 64, 2, 2, 16, 16, 0.4, 16),
+    ("seed3__T100", 3, 2, 100, 4, 2, 16, 16, 0.4, 32),
+]
+
+
+def make_path_attn(out_dir):
+    mod, wide = widened("fla.ops.path_attn.naive")
+    ref = f"{fla_version()} fla/ops/path_attn/naive.py naive_path_attn"
+    for case, seed, B, T, HQ, H, K, V, scale, chunk in PATH_CASES:
+        g_ = torch.Generator().manual_seed(seed)
+        rn = lambda *s: torch.randn(*s, generator=g_, dtype=torch.float64)
+        q, k, v = rn(B, T, HQ, K), rn(B, T, H, K), rn(B, T, H, V)
+        w = l2(rn(B, T, H, K))
+        beta = 2.0 * torch.sigmoid(rn(B, T, H))  # in (0, 2), as the layer makes it
+        g = F.logsigmoid(rn(B, T, HQ) + 2.0)  # log forget gates <= 0
+        s = scale if scale is not None else K ** -0.5
+        default = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)  # the reference allocates its logits with the default dtype
+        try:
+            o = wide.naive_path_attn(q, k, v, w, beta, g, scale=s, chunk_size=chunk)
+        finally:
+            torch.set_default_dtype(default)
+        o32 = mod.naive_path_attn(q.float(), k.float(), v.float(), w.float(), beta.float(), g.float(), scale=s,
+                                  chunk_size=chunk)
+        # Cross-check: the Householder products multiplied out one position at a time, in float64.
+        G = HQ // H
+        c = g.cumsum(1)
+        o_loop = torch.zeros(B, T, HQ, V, dtype=torch.float64)
+        for b in range(B):
+            for hq in range(HQ):
+                h = hq // G
+                for i in range(T):
+                    x = q[b, i, hq].clone()  # q_i^T H_i ... H_{j+1}, built up from j = i downwards
+                    logits = torch.empty(i + 1, dtype=torch.float64)
+                    for j in range(i, -1, -1):
+                        logits[j] = x @ k[b, j, h] + c[b, i, hq] - c[b, j, hq]
+                        x = x - beta[b, j, h] * (x @ w[b, j, h]) * w[b, j, h]
+                    o_loop[b, i, hq] = (logits * s).softmax(0) @ v[b, :i + 1, h]
+        write(out_dir, "path_attn", case, seed, ref,
+              f"naive_path_attn(q, k, v, w, beta, g, scale=scale, chunk_size={chunk})",
+              "B,T,H,D", {"B": B, "T": T, "HQ": HQ, "H": H, "K": K, "V": V},
+              {"q": "[B,T,HQ,K]", "k": "[B,T,H,K]", "v": "[B,T,H,V]", "w": "[B,T,H,K]", "beta": "[B,T,H]",
+               "g": "[B,T,HQ]", "o": "[B,T,HQ,V]"},
+              {"scale": s, "scale_is_default": scale is None,
+               "g_convention": "log forget gate per token and query head, logsigmoid(N(0,1) + 2); the scale "
+                               "multiplies the gate term too",
+               "w_convention": "l2-normalised rows; beta = 2 sigmoid(N(0,1))"},
+              {"q": q, "k": k, "v": v, "w": w, "beta": beta, "g": g}, {"o": o}, {"o": o32},
+              [{"reference": "softmax(scale (q_i^T H_i ... H_{j+1} k_j + c_i - c_j), causal) v with "
+                             "H_t = I - beta_t w_t w_t^T applied one position at a time in float64",
+                "how": "c = cumsum(g) over time; query head h uses key head h // (HQ / H)",
+                "max_abs_diff": {"o": max_abs(o_loop, o)}}],
+              ["no state: PaTH attention keeps every (transformed) key, a KV cache",
+               "grouped queries: HQ query heads share H key/value heads"])
 
 
 MESA_CASES = [  # (name, seed, B, T, H, K, initial states, chunk of the reference's chunked CG); V = K
@@ -398,21 +458,151 @@ def make_mamba3(out_dir):
               ["fla's Mamba3 layer has no PyTorch reference path (it needs mamba_ssm's CUDA kernels): the oracle "
                "is this script's own token-by-token recurrence"])
 
+def log_linear_levels(T):
+    """Levels giving every (query, key) pair of T tokens its own weight: ceil(log2 T) + 1, fla's count."""
+    return max(T - 1, 0).bit_length() + 1
 
-OPS = {"kda": make_kda, "mesa_net": make_mesa_net, "gated_delta_product": make_gated_delta_product, "forgetting_attn": make_forgetting_attn, "mamba3_siso": make_mamba3, "rwkv7": make_rwkv7}
+
+def hattention_modules(root):
+    """base.py and recurrent.py of a checkout of github.com/HanGuo97/log-linear-attention (the paper's reference
+    code), imported without its package __init__ (which needs its CUDA kernels); jaxtyping, used there only for
+    annotations, is stubbed when absent."""
+    if root is None:
+        return None
+    if "hattention.recurrent" in sys.modules:
+        return sys.modules["hattention.base"], sys.modules["hattention.recurrent"]
+    try:
+        import jaxtyping  # noqa: F401
+    except ImportError:
+        stub = types.ModuleType("jaxtyping")
+        stub.Float = stub.Int = type("Annotated", (), {"__class_getitem__": classmethod(lambda cls, item: cls)})
+        sys.modules["jaxtyping"] = stub
+    pkg = types.ModuleType("hattention")
+    pkg.__path__ = [os.path.join(root, "hattention")]
+    sys.modules["hattention"] = pkg
+    base = importlib.import_module("hattention.base")
+    # make_levels_matrix slices a precomputed 16384-token table from the authors' file system by default; build the
+    # table for the length asked instead (same function, cached_length=None).
+    levels = base.make_levels_matrix.__wrapped__
+    base.make_levels_matrix = lambda length, base, htype, dtype, device, **kw: levels(
+        length=length, base=base, htype=htype, dtype=dtype, device=device, cached_length=None)
+    return base, importlib.import_module("hattention.recurrent")
+
+
+def make_log_linear_attn(out_dir, hattention_root=None):
+    mod, wide = widened("fla.ops.log_linear_attn.naive")
+    ref = f"{fla_version()} fla/ops/log_linear_attn/naive.py naive_log_linear_attn"
+    hatt = hattention_modules(hattention_root)
+    for case, seed, B, T, H, K, V, _, scale in CASES:
+        g_ = torch.Generator().manual_seed(seed)
+        rn = lambda *s: torch.randn(*s, generator=g_, dtype=torch.float64)
+        NL = log_linear_levels(T)
+        q, k, v = rn(B, T, H, K), rn(B, T, H, K), rn(B, T, H, V)
+        g = F.logsigmoid(rn(B, T, H) + 3.0)
+        lam = torch.sigmoid(rn(B, T, H, NL)) + 0.25
+        s = 1.0 if scale is None else scale
+        o = wide.naive_log_linear_attn(q, k, v, g, lam, scale=s)
+        o32 = mod.naive_log_linear_attn(q.float(), k.float(), v.float(), g.float(), lam.float(), scale=s)
+        cross = []
+        if hatt is not None:
+            base, _ = hatt
+            oh, _ = base.hattention_materialized(s * q, k, v, g.exp(), lam, base=2, htype=base.HType.WEAK)
+            cross.append({"reference": "github.com/HanGuo97/log-linear-attention hattention/base.py "
+                                       "hattention_materialized (HType.WEAK, base 2)",
+                          "how": "the paper's reference code: H materialised from get_level_index, q scaled by scale, "
+                                 "A = exp(g)", "max_abs_diff": {"o": max_abs(oh, o)}})
+        write(out_dir, "log_linear_attn", case, seed, ref,
+              "naive_log_linear_attn(q, k, v, g, level_scales, scale=scale)", "B,T,H,D",
+              {"B": B, "T": T, "H": H, "K": K, "V": V, "NL": NL},
+              {"q": "[B,T,H,K]", "k": "[B,T,H,K]", "v": "[B,T,H,V]", "g": "[B,T,H]", "level_scales": "[B,T,H,NL]",
+               "o": "[B,T,H,V]"},
+              {"scale": s, "g_convention": "log decay per head, logsigmoid(N(0,1) + 3)",
+               "level_scales": "sigmoid(N(0,1)) + 0.25, NL = ceil(log2 T) + 1 levels (level 0: the token itself)"},
+              {"q": q, "k": k, "v": v, "g": g, "level_scales": lam}, {"o": o}, {"o": o32}, cross,
+              ["no initial state: the reference takes none"])
+
+
+def make_log_linear_gdn(out_dir, hattention_root=None):
+    if hattention_root is None:
+        print("log_linear_gdn: skipped (needs --hattention DIR, a checkout of github.com/HanGuo97/log-linear-attention)")
+        return
+    base, rec = hattention_modules(hattention_root)
+    ref = "github.com/HanGuo97/log-linear-attention hattention/recurrent.py HState + step_state/step_output (GDELTA)"
+
+    def recurrent(q, k, v, beta, g, lam):  # hattention_recurrent's loop, in the inputs' dtype
+        B, T, H, K = q.shape
+        S = rec.HState(base=2, htype=base.HType.WEAK, hstruct=base.HStruct.GDELTA,
+                       shape=(B, H, K, v.shape[-1], lam.shape[-1]), dtype=q.dtype, device=q.device)
+        ys = []
+        for t in range(T):
+            S = rec.step_state(S, k[:, t], v[:, t], g[:, t].exp(), beta[:, t])
+            ys.append(rec.step_output(S, q[:, t], lam[:, t]))
+        # The reference keeps the last token at level 0; the Fenwick carry to position T gives the state this
+        # repository returns (the partition of the prefix for the next position).
+        st = S.states.clone()
+        NL = st.shape[-1]
+        c = (T & -T).bit_length() - 1
+        target = min(c + 1, NL - 1)
+        for lvl in range(min(c, NL - 1) + 1):
+            if lvl != target:
+                st[..., target] += st[..., lvl]
+                st[..., lvl] = 0
+        return torch.stack(ys, 1), st.permute(0, 1, 4, 2, 3)
+
+    for case, seed, B, T, H, K, V, _, scale in CASES:
+        g_ = torch.Generator().manual_seed(seed)
+        rn = lambda *s: torch.randn(*s, generator=g_, dtype=torch.float64)
+        NL = log_linear_levels(T)
+        q, k, v = l2(rn(B, T, H, K)), l2(rn(B, T, H, K)), rn(B, T, H, V)
+        beta = torch.sigmoid(rn(B, T, H))
+        g = F.logsigmoid(rn(B, T, H) + 3.0)
+        lam = torch.sigmoid(rn(B, T, H, NL)) + 0.25
+        s = scale if scale is not None else K ** -0.5
+        o, S = recurrent(s * q, k, v, beta, g, lam)
+        f32 = lambda x: x.float()
+        o32, S32 = recurrent(f32(s * q), f32(k), f32(v), f32(beta), f32(g), f32(lam))
+        oq = base.hattention_materialized_dplr(s * q, k, v, beta, g, lam, base=2, htype=base.HType.WEAK)
+        write(out_dir, "log_linear_gdn", case, seed, ref,
+              "HState(base=2, htype=WEAK, hstruct=GDELTA); per token step_state(S, k_t, v_t, exp(g_t), beta_t), "
+              "o_t = step_output(S, scale * q_t, level_weights_t)", "B,T,H,D",
+              {"B": B, "T": T, "H": H, "K": K, "V": V, "NL": NL},
+              {"q": "[B,T,H,K]", "k": "[B,T,H,K]", "v": "[B,T,H,V]", "beta": "[B,T,H]", "g": "[B,T,H]",
+               "level_weights": "[B,T,H,NL]", "o": "[B,T,H,V]", "final_state": "[B,H,NL,K,V]"},
+              {"scale": s, "scale_is_default": scale is None, "qk_l2_normalized_before_call": True,
+               "g_convention": "log decay per head, logsigmoid(N(0,1) + 3)", "beta_range": "(0, 1)",
+               "level_weights": "sigmoid(N(0,1)) + 0.25, NL = ceil(log2 T) + 1 levels (level 0: the token itself)"},
+              {"q": q, "k": k, "v": v, "beta": beta, "g": g, "level_weights": lam}, {"o": o, "final_state": S},
+              {"o": o32, "final_state": S32},
+              [{"reference": "github.com/HanGuo97/log-linear-attention hattention/base.py "
+                             "hattention_materialized_dplr (HType.WEAK, base 2)",
+                "how": "the quadratic form: H_ts = λ_t^(level) exp(G_t - G_s) Π (I - β k kᵀ) β_s, materialised",
+                "max_abs_diff": {"o": max_abs(oq, o)}}],
+              ["no initial state: the reference takes none",
+               "final_state: the reference's level states after the Fenwick carry to position T (levels 0..c merged "
+               "into min(c + 1, NL - 1), c = ctz(T)), as [B,H,NL,K,V]",
+               "the reference functions run unchanged in the inputs' dtype (float64; float32 for the float32 run)"])
+
+
+OPS = {"kda": make_kda, "mesa_net": make_mesa_net, "gated_delta_product": make_gated_delta_product, "forgetting_attn": make_forgetting_attn, "mamba3_siso": make_mamba3, "rwkv7": make_rwkv7, "path_attn": make_path_attn,
+       "log_linear_attn": make_log_linear_attn, "log_linear_gdn": make_log_linear_gdn}
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="directory for the <op>__<case>.json files")
     p.add_argument("--ops", nargs="*", default=sorted(OPS), help="ops to make (default: all)")
+    p.add_argument("--hattention", default=None,
+                   help="a checkout of github.com/HanGuo97/log-linear-attention (the log-linear ops' reference code)")
     a = p.parse_args()
     unknown = [o for o in a.ops if o not in OPS]
     if unknown:
         sys.exit(f"make_fla_fixtures: unknown op(s) {unknown}; known: {sorted(OPS)}")
     os.makedirs(a.out, exist_ok=True)
     for op in a.ops:
-        OPS[op](a.out)
+        if op.startswith("log_linear"):
+            OPS[op](a.out, a.hattention)
+        else:
+            OPS[op](a.out)
 
 
 if __name__ == "__main__":

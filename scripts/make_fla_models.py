@@ -16,6 +16,8 @@ window, grouped key/value heads), so the transformer fixture checks fla's wiring
 The forward runs in eval mode without gradients: for these 16 tokens fla takes its fused_recurrent kernels.
 fla's MesaNet layer calls its chunk kernel, which casts q and k to float16: it is replaced by `mesa_net_reference`
 below, fla's own float32 reference of the same op (naive_mesa_net_CG), so the mesa_net fixture checks fla's wiring.
+fla's PaTH attention layer calls parallel_path_attn, whose Triton kernels size their blocks by the GPU's shared memory:
+it is replaced by `path_attn_reference` below, fla's own float32 reference of the same op (naive_path_attn).
 fla's Mamba3 layer runs only mamba_ssm's CUDA kernels and refuses a CPU device: its forward is replaced by
 `mamba3_forward` below (the same call of its cuda_kernels_forward without the device check) and the SISO kernel by
 `mamba3_siso_reference`, the token-by-token recurrence of scripts/make_fla_fixtures.py, so the mamba3 fixture checks
@@ -133,6 +135,23 @@ from make_fla_fixtures import mamba3_siso_steps  # noqa: E402
 fla_mamba3_layer.mamba3_siso_combined = mamba3_siso_reference
 fla_mamba3_layer.Mamba3.forward = mamba3_forward
 
+
+def path_attn_reference(q, k, v, w, beta, g=None, scale=None, cu_seqlens=None, use_cache=False):
+    """fla's parallel_path_attn (Triton kernels that need a GPU's shared memory) as fla's own float32 reference of the
+    same op (fla/ops/path_attn/naive.py naive_path_attn; no gate is a zero log gate), for full sequences."""
+    assert cu_seqlens is None and not use_cache
+    if g is None:
+        g = torch.zeros(q.shape[:3], dtype=torch.float32)
+    if scale is None:
+        scale = k.shape[-1] ** -0.5
+    return fla_path_naive.naive_path_attn(q, k, v, w, beta, g, scale), None
+
+
+import fla.layers.path_attn as fla_path_layer  # noqa: E402
+import fla.ops.path_attn.naive as fla_path_naive  # noqa: E402
+
+fla_path_layer.parallel_path_attn = path_attn_reference
+
 COMMON = dict(hidden_size=32, num_hidden_layers=2, vocab_size=64, norm_eps=1e-6,
               fuse_norm=False, fuse_swiglu=False, fuse_cross_entropy=False)
 MODELS = {  # model_type: (config class, model class, the mixer's fields)
@@ -150,6 +169,8 @@ MODELS = {  # model_type: (config class, model class, the mixer's fields)
     "delta_net": ("DeltaNetConfig", "DeltaNetForCausalLM", dict(num_heads=2)),
     "mamba3": ("Mamba3Config", "Mamba3ForCausalLM",
                dict(state_size=16, head_dim=16, expand=2, n_groups=2, rope_fraction=0.5, norm_eps=1e-5)),
+    "path_attn": ("PaTHAttentionConfig", "PaTHAttentionForCausalLM",
+                  dict(num_heads=2, use_forget_gate=True, use_low_rank_w=True, use_w_shortconv=True, use_cache=False)),
     "mamba2": ("Mamba2Config", "Mamba2ForCausalLM",
                dict(state_size=16, head_dim=16, num_heads=4, expand=2, n_groups=1, chunk_size=16, norm_eps=1e-5)),
 }

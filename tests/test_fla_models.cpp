@@ -53,6 +53,7 @@ TEST_CASE("import-fla: fla's own model code gives the same logits (every importa
                                                      {"delta_net", "deltanet"},
                                                      {"mamba2", "mamba2"},
                                                      {"mamba3", "mamba3"},
+                                                     {"path_attn", "path_attn"},
                                                      {"gla_llama2_tokenizer", "gla"}};
   for (const auto& [type, mnemo_family] : family) {
     DYNAMIC_SECTION(type) {
@@ -80,7 +81,8 @@ TEST_CASE("export --format hf writes back fla's own folder: the same config and 
   // the same model. fla's logits on the original (expected.json) are then the logits of the export as well.
   const fs::path models = fs::path(MNEMO_SOURCE_DIR) / "tests" / "data" / "fla_models";
   for (const std::string type : {"transformer", "gla", "retnet", "delta_net", "gated_deltanet", "kda",
-                                 "gated_deltaproduct", "forgetting_transformer", "mamba2", "gla_llama2_tokenizer"}) {
+                                 "gated_deltaproduct", "forgetting_transformer", "mamba2", "path_attn",
+                                 "gla_llama2_tokenizer"}) {
     DYNAMIC_SECTION(type) {
       auto dir = test::temp_dir("hf_export_" + type);
       const HfExportResult r = export_fla_folder((models / type).string(), (dir / "hf").string());

@@ -46,7 +46,10 @@ TEST_CASE("kernel fixtures: every registered op passes every fixture file in eve
   CHECK(checked_ops.count("forgetting_attn") == 1);
   CHECK(checked_ops.count("mamba3_siso") == 1);
   CHECK(checked_ops.count("rwkv7") == 1);
+  CHECK(checked_ops.count("path_attn") == 1);
   CHECK(checked_ops.count("mesa_net") == 1);
+  CHECK(checked_ops.count("log_linear_attn") == 1);
+  CHECK(checked_ops.count("log_linear_gdn") == 1);
   // Every registered op must have fixtures to be checked against.
   for (const auto& op : registry.names()) {
     CAPTURE(op);

@@ -19,7 +19,7 @@ namespace {
 
 constexpr double kGradFloor = 1e-6;  // relative errors of gradients against a scale floored here
 
-struct Inputs {
+struct MesaInputs {
   torch::Tensor q, k, v, g, beta, lambda, h_kk, h_kv;  // h_kk / h_kv undefined without a state
   std::vector<torch::Tensor> leaves() const {
     std::vector<torch::Tensor> out = {q, k, v, g, beta, lambda};
@@ -31,10 +31,10 @@ struct Inputs {
 
 // q, k l2-normalised normals, g = logsigmoid(N + 2), β = σ(N), λ = softplus(N) + 0.25; the initial H a positive
 // semi-definite sum of outer products of unit keys (as any H the recurrence makes), the initial G normal.
-Inputs make_inputs(int64_t B, int64_t T, int64_t H, int64_t K, int64_t V, bool with_state, uint64_t seed) {
+MesaInputs make_mesa_inputs(int64_t B, int64_t T, int64_t H, int64_t K, int64_t V, bool with_state, uint64_t seed) {
   torch::manual_seed(seed);
   auto o = torch::TensorOptions().dtype(torch::kFloat64);
-  Inputs in;
+  MesaInputs in;
   in.q = l2norm(torch::randn({B, T, H, K}, o)).detach().requires_grad_();
   in.k = l2norm(torch::randn({B, T, H, K}, o)).detach().requires_grad_();
   in.v = torch::randn({B, T, H, V}, o).requires_grad_();
@@ -49,15 +49,19 @@ Inputs make_inputs(int64_t B, int64_t T, int64_t H, int64_t K, int64_t V, bool w
   return in;
 }
 
-struct Run {
+struct MesaRun {
   torch::Tensor o, kk, kv;
   std::vector<torch::Tensor> grads;
 };
 
-// Outputs and the gradients of a fixed random linear functional of (o, H_T, G_T) w.r.t. every input.
-Run mesa(const Inputs& in, int64_t chunk, int64_t steps) {
-  auto r = chunk == 0 ? mesa_net_recurrent(in.q, in.k, in.v, in.g, in.beta, in.lambda, in.h_kk, in.h_kv, steps)
-                      : mesa_net_chunk(in.q, in.k, in.v, in.g, in.beta, in.lambda, in.h_kk, in.h_kv, steps, chunk);
+// Outputs and the gradients of a fixed random linear functional of (o, H_T, G_T) w.r.t. every input; chunk 0 is the
+// token-by-token form.
+MesaRun mesa(const MesaInputs& in, int64_t chunk, int64_t steps,
+             MesaNetGradient gradient = MesaNetGradient::kImplicit, double eps = 1e-5) {
+  auto r = chunk == 0 ? mesa_net_recurrent(in.q, in.k, in.v, in.g, in.beta, in.lambda, in.h_kk, in.h_kv, steps,
+                                           gradient, eps)
+                      : mesa_net_chunk(in.q, in.k, in.v, in.g, in.beta, in.lambda, in.h_kk, in.h_kv, steps, chunk,
+                                       gradient, eps);
   torch::manual_seed(1234);
   auto wo = torch::randn(r.o.sizes(), r.o.options());
   auto wk = torch::randn(r.final_kk.sizes(), r.o.options()), wv = torch::randn(r.final_kv.sizes(), r.o.options());
@@ -65,7 +69,7 @@ Run mesa(const Inputs& in, int64_t chunk, int64_t steps) {
   return {r.o.detach(), r.final_kk.detach(), r.final_kv.detach(), torch::autograd::grad({loss}, in.leaves())};
 }
 
-void check_same(const Run& got, const Run& ref) {
+void check_same(const MesaRun& got, const MesaRun& ref) {
   CHECK(max_rel_err(got.o, ref.o) <= 1e-10);
   CHECK(max_rel_err(got.kk, ref.kk) <= 1e-10);
   CHECK(max_rel_err(got.kv, ref.kv) <= 1e-10);
@@ -84,7 +88,7 @@ TEST_CASE("mesa_net: chunk form equals the recurrence in fp64 (outputs, final st
   // T 63 and 100 end in a partial chunk for every chunk size; C 7 leaves several chunks even at T 7.
   for (int64_t T : {1, 7, 63, 100}) {
     for (bool with_state : {false, true}) {
-      auto in = make_inputs(2, T, 2, 8, 12, with_state, 70 + T);
+      auto in = make_mesa_inputs(2, T, 2, 8, 12, with_state, 70 + T);
       for (int64_t steps : {3, 12}) {
         auto ref = mesa(in, 0, steps);
         for (int64_t C : {16, 64, 7}) {
@@ -96,8 +100,67 @@ TEST_CASE("mesa_net: chunk form equals the recurrence in fp64 (outputs, final st
   }
 }
 
+TEST_CASE("mesa_net: the unrolled gradient form also has chunk == recurrence in fp64", "[mesa_net]") {
+  for (bool with_state : {false, true}) {
+    auto in = make_mesa_inputs(2, 37, 2, 8, 12, with_state, 90);
+    auto ref = mesa(in, 0, 5, MesaNetGradient::kUnrolled);
+    for (int64_t C : {16, 7}) {
+      CAPTURE(with_state, C);
+      check_same(mesa(in, C, 5, MesaNetGradient::kUnrolled), ref);
+    }
+  }
+}
+
+TEST_CASE("mesa_net: implicit gradients equal autograd through a converged solve", "[mesa_net]") {
+  // With a tight CG (eps 1e-30, 3·K steps for K = 8) the solve has converged to rounding, so the implicit gradient
+  // and the gradient unrolled through the steps are the same derivative of the exact readout.
+  for (bool with_state : {false, true}) {
+    auto in = make_mesa_inputs(2, 45, 2, 8, 12, with_state, 91);
+    for (int64_t C : {0, 16}) {
+      CAPTURE(with_state, C);
+      auto unrolled = mesa(in, C, 24, MesaNetGradient::kUnrolled, 1e-30);
+      auto implicit = mesa(in, C, 24, MesaNetGradient::kImplicit, 1e-30);
+      CHECK(max_rel_err(implicit.o, unrolled.o) <= 1e-12);
+      REQUIRE(implicit.grads.size() == unrolled.grads.size());
+      for (size_t i = 0; i < unrolled.grads.size(); ++i) {
+        auto got = implicit.grads[i], want = unrolled.grads[i];
+        if (i == 6) {  // H_0: CG assumes a symmetric operator, so only H_0's symmetric perturbations are comparable
+          got = (got + got.transpose(-1, -2)) / 2;
+          want = (want + want.transpose(-1, -2)) / 2;
+        }
+        CAPTURE(i, max_rel_err(got, want, kGradFloor));
+        CHECK(max_rel_err(got, want, kGradFloor) <= 1e-8);
+      }
+    }
+  }
+}
+
+TEST_CASE("mesa_net: at the default 30 CG steps the implicit and the unrolled gradients differ little", "[mesa_net]") {
+  // Head size 32 as in `mnemo bench`'s default model; the layer's 1e-5 in CG's denominators. The measured largest
+  // relative difference over all inputs' gradients (docs/models.md#mesanet) must stay small.
+  auto in = make_mesa_inputs(1, 128, 2, 32, 32, false, 92);
+  double worst = 0;
+  for (int64_t C : {0, 32}) {
+    auto unrolled = mesa(in, C, 30, MesaNetGradient::kUnrolled);
+    auto implicit = mesa(in, C, 30, MesaNetGradient::kImplicit);
+    CHECK(max_rel_err(implicit.o, unrolled.o) <= 1e-12);
+    for (size_t i = 0; i < unrolled.grads.size(); ++i)
+      worst = std::max(worst, max_rel_err(implicit.grads[i], unrolled.grads[i], kGradFloor));
+  }
+  CAPTURE(worst);
+  CHECK(worst <= 2e-2);
+  WARN("mesa_net implicit vs unrolled gradient, 30 CG steps: largest relative difference " << worst);
+}
+
+TEST_CASE("mesa_net: a second derivative of the implicit gradient is refused by name", "[mesa_net]") {
+  auto in = make_mesa_inputs(1, 9, 2, 8, 8, false, 93);
+  auto loss = mesa_net_chunk(in.q, in.k, in.v, in.g, in.beta, in.lambda, {}, {}, 4, 4).o.square().sum();
+  CHECK_THROWS_WITH(torch::autograd::grad({loss}, {in.v}, {}, /*retain_graph=*/true, /*create_graph=*/true),
+                    Catch::Contains("kUnrolled"));
+}
+
 TEST_CASE("mesa_net: one pass equals two halves with both states passed on", "[mesa_net]") {
-  auto in = make_inputs(1, 50, 2, 8, 8, true, 81);
+  auto in = make_mesa_inputs(1, 50, 2, 8, 8, true, 81);
   for (int64_t C : {0, 16}) {
     CAPTURE(C);
     auto run = [&](int64_t start, int64_t len, const torch::Tensor& kk, const torch::Tensor& kv) {
@@ -118,7 +181,7 @@ TEST_CASE("mesa_net: one pass equals two halves with both states passed on", "[m
 TEST_CASE("mesa_net with one CG step is gated linear attention with a per-token scale", "[mesa_net]") {
   // From x = 0 one step gives x_t = α_t q_t, α_t = q_t·q_t / (q_t (H_t + Diag(λ)) q_tᵀ + 1e-5), so
   // o_t = α_t q_t G_t: simple GLA with key β k and value v, scaled per token.
-  auto in = make_inputs(2, 30, 2, 8, 12, true, 82);
+  auto in = make_mesa_inputs(2, 30, 2, 8, 12, true, 82);
   auto kb = in.k * in.beta.unsqueeze(-1);
   auto qG = simple_gla_recurrent(in.q, kb, in.v, in.g, 1.0, in.h_kv).o;
   auto qH = simple_gla_recurrent(in.q, kb, in.k, in.g, 1.0, in.h_kk).o;
@@ -136,7 +199,7 @@ TEST_CASE("mesa_net: more CG steps approach the exact regularised least-squares 
   // o*_t = q_t (H_t + Diag(λ))^{-1} G_t. The 1e-5 in CG's denominators stops progress once the residual's squared
   // norm nears 1e-5, so the readout is close, not exact; the error must shrink from 1 step to K and stay small.
   const int64_t B = 1, T = 40, H = 2, K = 8, V = 8;
-  auto in = make_inputs(B, T, H, K, V, false, 83);
+  auto in = make_mesa_inputs(B, T, H, K, V, false, 83);
   torch::NoGradGuard no_grad;
   auto decay = in.g.exp();
   auto Hk = torch::zeros({B, H, K, K}, in.q.options()), Gv = torch::zeros({B, H, K, V}, in.q.options());
@@ -161,7 +224,7 @@ TEST_CASE("mesa_net: more CG steps approach the exact regularised least-squares 
 }
 
 TEST_CASE("mesa_net: fp32 inputs compute in fp32 and agree with fp64", "[mesa_net]") {
-  auto in = make_inputs(1, 37, 2, 8, 8, true, 84);
+  auto in = make_mesa_inputs(1, 37, 2, 8, 8, true, 84);
   auto f = [](const torch::Tensor& t) { return t.detach().to(torch::kFloat32); };
   auto r32 = mesa_net_chunk(f(in.q), f(in.k), f(in.v), f(in.g), f(in.beta), f(in.lambda), f(in.h_kk), f(in.h_kv),
                             30, 16);
@@ -173,7 +236,7 @@ TEST_CASE("mesa_net: fp32 inputs compute in fp32 and agree with fp64", "[mesa_ne
 }
 
 TEST_CASE("mesa_net: bad shapes and arguments are refused naming the tensor", "[mesa_net]") {
-  auto in = make_inputs(1, 5, 2, 8, 8, true, 85);
+  auto in = make_mesa_inputs(1, 5, 2, 8, 8, true, 85);
   auto per_channel_g = in.g.detach().unsqueeze(-1).expand({1, 5, 2, 8});
   CHECK_THROWS_WITH(mesa_net_recurrent(in.q, in.k, in.v, per_channel_g, in.beta, in.lambda, {}, {}, 4),
                     Catch::Contains("'g' must have shape"));

@@ -18,6 +18,8 @@ void register_forgetting_attn_ops(KernelOpRegistry& r);  // forgetting_attn (run
 void register_mesa_net_ops(KernelOpRegistry& r);  // mesa_net (runtime/mesa_net/)
 void register_mamba3_ops(KernelOpRegistry& r);  // mamba3_siso (runtime/mamba3/)
 void register_rwkv7_ops(KernelOpRegistry& r);  // rwkv7 (runtime/rwkv7/)
+void register_path_attn_ops(KernelOpRegistry& r);  // path_attn (runtime/path_attn/)
+void register_log_linear_gdn_ops(KernelOpRegistry& r);  // log_linear_attn, log_linear_gdn (runtime/log_linear_gdn/)
 
 void register_builtin_kernel_ops(KernelOpRegistry& r) {
   register_delta_rule_ops(r);
@@ -33,6 +35,8 @@ void register_builtin_kernel_ops(KernelOpRegistry& r) {
   register_mesa_net_ops(r);
   register_mamba3_ops(r);
   register_rwkv7_ops(r);
+  register_path_attn_ops(r);
+  register_log_linear_gdn_ops(r);
 }
 
 KernelOpRegistry& KernelOpRegistry::instance() {

@@ -1,0 +1,169 @@
+// Chunked log-linear Gated DeltaNet / log-linear attention (docs/models.md#log-linear-gated-deltanet; arXiv
+// 2506.04761 §3.2 and §4, the chunkwise algorithm). With chunks of C = 2^c tokens aligned to absolute positions
+// that are multiples of C, a query and a key in the same chunk have level bit_length(i XOR j) <= c from their
+// offsets i, j in the chunk alone, and a key in an earlier chunk has a level > c that depends on the chunk indices
+// only: level c + m is chunk-level m of the chunk index. Per chunk of rows Q (scaled), K, V, with b_i the inclusive
+// cumulative log decay in the chunk and Γ_ij = exp(b_i − b_j) (j <= i):
+//   A = stril(diag(β) (K Kᵀ) ⊙ Γ),  T = (I + A)⁻¹,  P = tril((Q Kᵀ) ⊙ Γ)
+//   U = T diag(β) V,  W = T diag(β e^b) K,  N = P T          (one triangular solve each; N_ij is q_i's read of
+//   key j's write through the Householder-like transitions between them, Γ included)
+//   intra-chunk:  O = (N ⊙ Λ) diag(β) V,  Λ_ij = λ_i^(min(bit_length(i XOR j), NL − 1))
+//   each level state S^(ℓ) before the chunk:  O += diag(λ^(ℓ)) (Q ⊙ e^b − N diag(β e^b) K) S^(ℓ)
+//                                             S^(ℓ) <- e^{b_C} S^(ℓ) − (K ⊙ e^{b_C − b})ᵀ W S^(ℓ)
+//   the chunk's own state (K ⊙ e^{b_C − b})ᵀ U then joins level 0 and the Fenwick carry before the next chunk
+//   merges it upwards.
+// Scalar-decay mode (no β): A = 0, T = I, U = V, W = 0. Derivation: q_i S_i with S_i = Σ_{j<=i} (the transitions
+// j+1..i) β_j k_jᵀ v_j, and the WY identity Σ_j Γ_ij q_i (Π (I − β k kᵀ)) k_jᵀ β_j = (P T)_ij (the gated
+// DeltaNet chunk form, runtime/delta_rule/chunk.cpp, with its pseudo-values split back into per-key terms).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/common.h"
+#include "runtime/kernels/chunking.h"
+#include "runtime/kernels/precision.h"
+#include "runtime/log_linear_gdn/log_linear_gdn.h"
+
+namespace mnemo {
+
+namespace log_linear_detail {
+
+// Λ's level index for in-chunk offsets (i, j): min(bit_length(i XOR j), NL − 1) (0 on the diagonal).
+static torch::Tensor in_chunk_levels(int64_t C, int64_t NL, const torch::Device& device) {
+  auto idx = torch::zeros({C, C}, torch::kLong);
+  auto a = idx.accessor<int64_t, 2>();
+  for (int64_t i = 0; i < C; ++i)
+    for (int64_t j = 0; j < C; ++j) {
+      int64_t x = i ^ j, bits = 0;
+      for (; x > 0; x >>= 1) ++bits;
+      a[i][j] = std::min(bits, NL - 1);
+    }
+  return idx.to(device);
+}
+
+// Full chunks only (T a multiple of C), the first at absolute position p0 (a multiple of C); levels below
+// c + 1 of `levels` are empty (or NL == 1). Inputs in the compute dtype, q scaled.
+static torch::Tensor chunk_body(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& beta, const torch::Tensor& g, const torch::Tensor& lam,
+                                std::vector<torch::Tensor>& levels, int64_t p0, int64_t C) {
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), V = v.size(3);
+  const int64_t NL = lam.size(3), N = T / C;
+  auto Q = to_chunks(q, C), Kc = to_chunks(k, C), Vc = to_chunks(v, C);  // [B, H, N, C, D]
+  auto lam_c = to_chunks(lam, C);                                        // [B, H, N, C, NL]
+  torch::Tensor gamma, eb, chunk_decay, Q_in = Q, K_out = Kc;
+  if (g.defined()) {
+    auto b = to_chunks(g, C).cumsum(-1);  // [B, H, N, C]
+    eb = b.exp().unsqueeze(-1);
+    auto b_last = b.narrow(-1, C - 1, 1);
+    chunk_decay = b_last.exp().unsqueeze(-1);  // [B, H, N, 1, 1]
+    // Differences are <= 0 in exact arithmetic (g <= 0); the clamp removes rounding (docs/models.md#numerical-stability).
+    gamma = (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0).exp().tril();
+    Q_in = Q * eb;
+    K_out = Kc * (b_last - b).clamp_max(0.0).exp().unsqueeze(-1);
+  }
+  auto P = chunk_matmul(Q, Kc.transpose(-1, -2));
+  P = gamma.defined() ? P * gamma : P.tril();
+  torch::Tensor Nmat, values, U, WR, R;
+  if (beta.defined()) {
+    auto beta_c = to_chunks(beta, C).unsqueeze(-1);  // [B, H, N, C, 1]
+    auto Kb = Kc * beta_c;
+    auto A = chunk_matmul(Kb, Kc.transpose(-1, -2));
+    A = (gamma.defined() ? A * gamma : A).tril(-1);
+    values = Vc * beta_c;
+    auto rhs_k = eb.defined() ? Kb * eb : Kb;
+    const int64_t K = q.size(3);
+    // T [βV, βe^b K] and P T: unit-triangular solves (the zero diagonal of A is not read).
+    auto solved = torch::linalg_solve_triangular(A, torch::cat({values, rhs_k}, -1), /*upper=*/false, /*left=*/true,
+                                                 /*unitriangular=*/true);
+    U = solved.narrow(-1, 0, V);
+    auto W = solved.narrow(-1, V, K);
+    Nmat = torch::linalg_solve_triangular(A, P, /*upper=*/false, /*left=*/false, /*unitriangular=*/true);
+    R = Q_in - chunk_matmul(Nmat, rhs_k);
+    WR = torch::cat({W, R}, -2);  // [B, H, N, 2C, K]
+  } else {
+    Nmat = P;
+    values = U = Vc;
+    R = Q_in;
+  }
+  auto idx = in_chunk_levels(C, NL, q.device()).expand({B, H, N, C, C});
+  auto Lambda = torch::gather(lam_c, -1, idx);               // [B, H, N, C, C]
+  auto O_intra = chunk_matmul(Nmat * Lambda, values);        // [B, H, N, C, V]
+  auto own = chunk_matmul(K_out.transpose(-1, -2), U);       // [B, H, N, K, V]
+
+  const auto O_n = O_intra.unbind(2), own_n = own.unbind(2), lam_n = lam_c.unbind(2), K_out_n = K_out.unbind(2);
+  const auto WR_n = WR.defined() ? WR.unbind(2) : R.unbind(2);
+  const auto decay_n = chunk_decay.defined() ? chunk_decay.unbind(2) : std::vector<torch::Tensor>();
+  std::vector<torch::Tensor> outs;
+  outs.reserve(N);
+  for (int64_t n = 0; n < N; ++n) {
+    auto o = O_n[n];
+    for (int64_t l = 0; l < NL; ++l) {
+      auto& S = levels[l];
+      if (!S.defined()) continue;
+      auto prod = chunk_matmul(WR_n[n], S);  // [W; R] S, or R S without β
+      auto RS = beta.defined() ? prod.narrow(-2, C, C) : prod;
+      o = o + lam_n[n].select(-1, l).unsqueeze(-1) * RS;
+      if (!decay_n.empty()) S = S * decay_n[n];
+      if (beta.defined()) S = S - chunk_matmul(K_out_n[n].transpose(-1, -2), prod.narrow(-2, 0, C));
+    }
+    outs.push_back(o);
+    levels[0] = levels[0].defined() ? levels[0] + own_n[n] : own_n[n];
+    carry(levels, p0 + (n + 1) * C);
+  }
+  return torch::stack(outs, 0)              // [N, B, H, C, V]
+      .permute({1, 0, 3, 2, 4})            // [B, N, C, H, V]
+      .reshape({B, N * C, H, V});
+}
+
+}  // namespace log_linear_detail
+
+LogLinearResult log_linear_gdn_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                     const torch::Tensor& beta, const torch::Tensor& g,
+                                     const torch::Tensor& level_weights, const torch::Tensor& initial_state,
+                                     int64_t start, double scale, int64_t chunk_size, bool output_final_state) {
+  check_log_linear_inputs(q, k, v, beta, g, level_weights, initial_state, start);
+  if (chunk_size < 1 || (chunk_size & (chunk_size - 1)) != 0)
+    throw Error("log_linear_gdn: chunk_size must be a power of two (the chunks align with the Fenwick levels), got " +
+                std::to_string(chunk_size));
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1
+  const auto dt = recurrence_dtype({q, k, v, beta, g, level_weights, initial_state});
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
+  const int64_t NL = level_weights.size(3), C = chunk_size;
+  const auto opts = q.options().dtype(dt);
+  auto levels = log_linear_detail::unstack(initial_state.defined() ? initial_state.to(dt) : torch::Tensor(), NL);
+  if (T == 0) return {torch::zeros({B, 0, H, V}, v.options()), log_linear_detail::stack(levels, opts, {B, H, K, V})};
+
+  auto qs = q.to(dt) * scale, ks = k.to(dt), vs = v.to(dt), lam = level_weights.to(dt);
+  auto bs = beta.defined() ? beta.to(dt) : torch::Tensor();
+  auto gs = g.defined() ? g.to(dt) : torch::Tensor();
+  // The recurrence runs up to the first chunk boundary (through the whole first chunk from a given state: its
+  // lower levels move up within that chunk), the chunked form over full chunks, the recurrence over the rest.
+  const int64_t to_boundary = (C - start % C) % C;
+  const int64_t head = std::min(T, initial_state.defined() && to_boundary == 0 ? C : to_boundary);
+  // Without a final state the rest after the full chunks needs no recurrence: padded with inert tokens (k = 0,
+  // β = 0, g = 0: identity transitions, no writes) it is one more chunk whose padded rows are dropped.
+  const int64_t body = output_final_state ? ((T - head) / C) * C : T - head, tail = T - head - body;
+  auto piece = [](const torch::Tensor& t, int64_t from, int64_t len) {
+    return t.defined() ? t.narrow(1, from, len) : torch::Tensor();
+  };
+  auto run_steps = [&](int64_t from, int64_t len) {
+    auto gp = piece(gs, from, len);
+    return log_linear_detail::steps(piece(qs, from, len), piece(ks, from, len), piece(vs, from, len),
+                                    piece(bs, from, len), gp.defined() ? gp.exp() : gp, piece(lam, from, len),
+                                    levels, start + from);
+  };
+  std::vector<torch::Tensor> outs;
+  if (head > 0) outs.push_back(run_steps(0, head));
+  if (body > 0) {
+    auto pad = [&](const torch::Tensor& t) { return t.defined() ? pad_time(piece(t, head, body), C) : t; };
+    auto o_body = log_linear_detail::chunk_body(pad(qs), pad(ks), pad(vs), pad(bs), pad(gs), pad(lam), levels,
+                                                start + head, C);
+    outs.push_back(body % C == 0 ? o_body : o_body.narrow(1, 0, body));
+  }
+  if (tail > 0) outs.push_back(run_steps(head + body, tail));
+  auto o = outs.size() == 1 ? outs[0] : torch::cat(outs, 1);
+  if (!output_final_state) return {o.to(v.scalar_type()), torch::Tensor()};
+  return {o.to(v.scalar_type()), log_linear_detail::stack(levels, opts, {B, H, K, V})};
+}
+
+}  // namespace mnemo
