@@ -115,7 +115,8 @@ json to_json(const FileResult& r, const std::string& dtype) {
   json j = {{"file", r.file}, {"op", r.op}, {"case", r.case_name}, {"dtype", dtype},
             {"pass", r.pass()}, {"skipped", r.skipped}, {"error", r.error}, {"forms", json::array()}};
   for (const auto& c : r.checks) {
-    json f = {{"form", c.form}, {"chunk_size", c.chunk_size}, {"pass", c.pass()}, {"error", c.error},
+    json f = {{"form", c.form}, {"chunk_size", c.chunk_size}, {"requested_chunk_size", c.requested_chunk_size},
+              {"pass", c.pass()}, {"error", c.error},
               {"outputs", json::array()}};
     for (const auto& o : c.outputs)
       f["outputs"].push_back({{"name", o.name}, {"max_abs_err", o.max_abs_err}, {"max_rel_err", o.max_rel_err},

@@ -1,6 +1,7 @@
 // Kernel ops in the fixture format (shared/fixtures/kernels/README.md), forms "recurrent" and "chunk" (the kernels
 // take power-of-two chunks, aligned with the Fenwick levels; another requested size runs at the largest power of two
-// below it, so that `check-kernel --chunk-sizes 7,...` still runs a chunked form):
+// below it, so that `check-kernel --chunk-sizes 7,...` still runs a chunked form, and check-kernel prints the size
+// that ran):
 //   log_linear_attn: flash-linear-attention's naive_log_linear_attn (log-linear Mamba-2, the scalar-decay mode):
 //     q, k [B,T,H,K], v [B,T,H,V], g [B,T,H] log decay, level_scales [B,T,H,NL]; params.scale (1.0 when absent,
 //     fla's default). Output o.
@@ -51,14 +52,16 @@ void register_log_linear_gdn_ops(KernelOpRegistry& r) {
                                              {"v", kb::normal({B, T, H, D})}, {"g", kb::log_decay({B, T, H})},
                                              {"level_scales", kb::unit_gate({B, T, H, log_linear_num_levels(T)})}},
                                             {{"scale", 1.0 / std::sqrt(static_cast<double>(D))}}};
-                 }});
+                 },
+                 log_linear_op_chunk});
   r.add(KernelOp{"log_linear_gdn", {"recurrent", "chunk"}, run_log_linear_gdn,
                  [](int64_t B, int64_t T, int64_t H, int64_t D) {
                    return KernelBenchInputs{{{"q", kb::l2_normalized({B, T, H, D})},
                                              {"k", kb::l2_normalized({B, T, H, D})}, {"v", kb::normal({B, T, H, D})},
                                              {"beta", kb::unit_gate({B, T, H})}, {"g", kb::log_decay({B, T, H})},
                                              {"level_weights", kb::unit_gate({B, T, H, log_linear_num_levels(T)})}}};
-                 }});
+                 },
+                 log_linear_op_chunk});
 }
 
 }  // namespace mnemo

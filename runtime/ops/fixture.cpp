@@ -157,7 +157,10 @@ bool FormCheck::pass() const {
 }
 
 std::string FormCheck::label() const {
-  return chunk_size > 0 ? form + "(C=" + std::to_string(chunk_size) + ")" : form;
+  if (chunk_size <= 0) return form;
+  const std::string asked =
+      requested_chunk_size > 0 && requested_chunk_size != chunk_size ? ", for C=" + std::to_string(requested_chunk_size) : "";
+  return form + "(C=" + std::to_string(chunk_size) + asked + ")";
 }
 
 std::vector<FormCheck> check_fixture(const Fixture& f, const KernelOp& op,
@@ -179,7 +182,8 @@ std::vector<FormCheck> check_fixture(const Fixture& f, const KernelOp& op,
     for (int64_t c : sizes) {
       FormCheck check;
       check.form = form;
-      check.chunk_size = c;
+      check.chunk_size = c > 0 && op.chunk_used ? op.chunk_used(c) : c;
+      check.requested_chunk_size = c;
       std::string unnamed;  // an output of the op that the fixture does not have
       try {
         TensorMap out = op.run(inputs, f.params, form, c);

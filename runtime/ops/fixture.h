@@ -54,7 +54,8 @@ std::pair<double, double> fixture_tolerance(const Fixture& f, const std::string&
 // One run of one form of an op on a fixture.
 struct FormCheck {
   std::string form;        // "recurrent", "chunk", ...
-  int64_t chunk_size = 0;  // for chunked forms, else 0
+  int64_t chunk_size = 0;  // for chunked forms, else 0: the size the op ran (KernelOp::chunk_used)
+  int64_t requested_chunk_size = 0;  // the size asked for, where the op ran another
   std::vector<OutputComparison> outputs;
   std::string error;  // the op threw (message), or produced no such output
   bool pass() const;

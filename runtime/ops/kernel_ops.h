@@ -33,6 +33,9 @@ struct KernelOp {
       run;
   // batch B, length T, heads H, head dim D -> random inputs (bench); empty when the op has none.
   std::function<KernelBenchInputs(int64_t B, int64_t T, int64_t H, int64_t D)> random_inputs;
+  // The chunk size `run` uses for a requested one, for an op whose kernel takes only some sizes (check-kernel
+  // prints what ran); empty: the requested size.
+  std::function<int64_t(int64_t requested)> chunk_used;
 };
 
 // Building blocks of the ops' random_inputs (fp32, from torch's global generator).
