@@ -64,6 +64,14 @@ bool decay_factorisable(const torch::Tensor& b_cum);
 // CUDA, other dtypes, broadcasting, no such symbol) goes through torch::matmul.
 torch::Tensor chunk_matmul(const torch::Tensor& a, const torch::Tensor& b);
 
+// The inter-chunk scan of a diagonal-decay chunked recurrence: S_{n+1} = decay_n ⊙ S_n + increment_n from
+// S_0 = initial, with decay [B, H, N, ...] (each chunk's total decay, broadcast against the state) and increments
+// [B, H, N, ...]. Returns the state at each chunk's start, stacked [B, H, N, ...], and the final state S_N.
+struct ChunkStateScan {
+  torch::Tensor starts, final_state;
+};
+ChunkStateScan chunk_state_scan(const torch::Tensor& decay, const torch::Tensor& increments, torch::Tensor initial);
+
 // Sizes of the pieces a chunk loop over T tokens visits when `offset` tokens of the current chunk (size `chunk`) are
 // already absorbed: chunk - offset (when offset > 0), then chunk, chunk, ..., then the rest. Empty when T = 0.
 std::vector<int64_t> chunk_piece_sizes(int64_t T, int64_t chunk, int64_t offset);

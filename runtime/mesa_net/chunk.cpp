@@ -33,7 +33,6 @@ class MesaNetChunkForm : public MesaNetForm {
     kc_ = to_chunks(k, C_);                                   // [B, H, N, C, K]
     auto kb = to_chunks(k * beta.unsqueeze(-1), C_);          // β k
     auto b = torch::cumsum(to_chunks(g, C_), -1);             // [B, H, N, C]
-    const int64_t N = b.size(2);
     auto b_last = b.narrow(-1, C_ - 1, 1);                    // [B, H, N, 1]
     auto chunk_decay = b_last.exp().unsqueeze(-1);            // [B, H, N, 1, 1]
     decay_ = b.exp().unsqueeze(-1);                           // e^{b_i} <= 1
@@ -51,15 +50,8 @@ class MesaNetChunkForm : public MesaNetForm {
       k_decayed = kb * (b_last - b).clamp_max(0.0).exp().unsqueeze(-1);
     }
     auto kk = chunk_matmul(k_decayed.transpose(-1, -2), kc_);  // [B, H, N, K, K]
-    auto S = h_kk0;
-    std::vector<torch::Tensor> starts;
-    starts.reserve(N);
-    const auto decay_n = chunk_decay.unbind(2), kk_n = kk.unbind(2);
-    for (int64_t n = 0; n < N; ++n) {
-      starts.push_back(S);
-      S = decay_n[n] * S + kk_n[n];
-    }
-    starts_ = torch::stack(starts, 2);  // [B, H, N, K, K]
+    auto [starts, S] = chunk_state_scan(chunk_decay, kk, h_kk0);
+    starts_ = starts;  // [B, H, N, K, K]
     // Factorised: one matmul (P ⊙ e^{b}) [(β K ⊙ e^{−b})ᵀ | S_n] gives the scores and the inter-chunk part together.
     if (k_grown_t_.defined()) {
       right_ = torch::cat({k_grown_t_, starts_}, -1);  // [B, H, N, K, C + K]
