@@ -1,5 +1,5 @@
-// The fused delta-rule chunk kernels (chunk_kernel.cuh) as one autograd node: on CPU tensors the kernels' block code
-// runs over a sequential host grid (grid::run_on_host: the CPU build and CI execute the kernel's own decomposition),
+// The delta-rule chunk kernels (chunk_kernel.cuh: three stages a pass) as one autograd node: on CPU tensors the
+// stages' block code runs over a sequential host grid (grid::run_on_host: the CPU build and CI execute the kernel's own decomposition),
 // on CUDA tensors the launchers of chunk_kernel.cu run it on the current stream (builds with MNEMO_CUDA_KERNELS).
 #include <algorithm>
 #include <string>
@@ -59,6 +59,7 @@ Packing make_packing(const Tensor& q, const Tensor& v, const Tensor& cu_host, do
   auto* off = offsets.data_ptr<int32_t>();
   for (int64_t s = 0; s < seqs; ++s) off[s + 1] = off[s] + static_cast<int32_t>((cu[s + 1] - cu[s] + chunk - 1) / chunk);
   pk.chunks = off[seqs];
+  pk.p.num_chunks = static_cast<int>(pk.chunks);
   pk.cu_seqlens = cu_host.to(q.device());
   pk.chunk_offsets = offsets.to(q.device());
   pk.p.num_seqs = static_cast<int>(seqs);
@@ -73,14 +74,22 @@ Packing make_packing(const Tensor& q, const Tensor& v, const Tensor& cu_host, do
   return pk;
 }
 
-// The kernels' block code over a sequential host grid, in the launch's element types.
+// One stage's block function over a sequential host grid.
+template <class Acc, class Args, class BlockFn>
+void stage_on_host(dk::Stage stage, const Args& a, BlockFn block_fn) {
+  grid::run_on_host(dk::stage_blocks(stage, a.p), dk::stage_bytes<Acc>(stage, a.p),
+                    [&](int64_t block, void* shared, grid::Lanes lanes) { block_fn(a, block, shared, lanes); });
+}
+
+// The stages of each pass over a sequential host grid, in the launch's element types and the device's order.
 void forward_on_host(const dk::ForwardLaunch& l) {
   dk::with_types(l.dtype, [&](auto types) {
     using T = typename decltype(types)::element;
     using Acc = typename decltype(types)::acc;
     const auto a = dk::typed_args<T, Acc>(l);
-    grid::run_on_host(l.p.blocks(), dk::forward_shared_bytes<Acc>(l.p),
-                      [&](int64_t block, void* shared, grid::Lanes lanes) { dk::forward_block<T, Acc>(a, block, shared, lanes); });
+    stage_on_host<Acc>(dk::Stage::prepare, a, dk::prepare_block<T, Acc>);
+    stage_on_host<Acc>(dk::Stage::state_forward, a, dk::state_forward_block<T, Acc>);
+    stage_on_host<Acc>(dk::Stage::output, a, dk::output_block<T, Acc>);
   });
 }
 
@@ -89,15 +98,15 @@ void backward_on_host(const dk::BackwardLaunch& l) {
     using T = typename decltype(types)::element;
     using Acc = typename decltype(types)::acc;
     const auto a = dk::typed_args<T, Acc>(l);
-    grid::run_on_host(l.p.blocks(), dk::backward_shared_bytes<Acc>(l.p),
-                      [&](int64_t block, void* shared, grid::Lanes lanes) { dk::backward_block<T, Acc>(a, block, shared, lanes); });
+    stage_on_host<Acc>(dk::Stage::local_backward, a, dk::local_backward_block<T, Acc>);
+    stage_on_host<Acc>(dk::Stage::state_backward, a, dk::state_backward_block<T, Acc>);
+    stage_on_host<Acc>(dk::Stage::gradients, a, dk::gradient_block<T, Acc>);
   });
 }
 
 #if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
-// Workspace for a layout past the device's shared memory (empty when the tiles fit).
-Tensor device_workspace(std::size_t block_bytes, const dk::Problem& p, const Tensor& like) {
-  const std::size_t bytes = dk::workspace_bytes(block_bytes, p);
+// Workspace for the stages whose tiles pass the device's shared memory (empty when all fit).
+Tensor device_workspace(std::size_t bytes, const Tensor& like) {
   return bytes == 0 ? Tensor() : torch::empty({static_cast<int64_t>(bytes)}, like.options().dtype(torch::kUInt8));
 }
 #endif
@@ -105,7 +114,7 @@ Tensor device_workspace(std::size_t block_bytes, const dk::Problem& p, const Ten
 void run_forward(const dk::ForwardLaunch& l, const Tensor& like) {
   if (like.is_cuda()) {
 #if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
-    auto ws = device_workspace(dk::forward_block_bytes(l.p, l.dtype), l.p, like);
+    auto ws = device_workspace(dk::workspace_bytes(dk::kForwardStages, l.p, l.dtype), like);
     if (const char* err = dk::launch_forward(l, ws.defined() ? ws.data_ptr() : nullptr,
                                              torch_compat::current_cuda_stream(like.device())))
       throw Error(std::string("delta rule fused forward: ") + err);
@@ -120,7 +129,7 @@ void run_forward(const dk::ForwardLaunch& l, const Tensor& like) {
 void run_backward(const dk::BackwardLaunch& l, const Tensor& like) {
   if (like.is_cuda()) {
 #if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
-    auto ws = device_workspace(dk::backward_block_bytes(l.p, l.dtype), l.p, like);
+    auto ws = device_workspace(dk::workspace_bytes(dk::kBackwardStages, l.p, l.dtype), like);
     if (const char* err = dk::launch_backward(l, ws.defined() ? ws.data_ptr() : nullptr,
                                               torch_compat::current_cuda_stream(like.device())))
       throw Error(std::string("delta rule fused backward: ") + err);
@@ -155,8 +164,11 @@ struct DeltaRuleChunkFn : torch::autograd::Function<DeltaRuleChunkFn> {
     auto o = torch::empty({B * T, H, Vd}, q.options());
     auto h = torch::empty({pk.chunks, H, pk.p.key_dim, Vd}, acc_opts);
     auto ht = torch::empty({pk.p.num_seqs, H, pk.p.key_dim, Vd}, acc_opts);
+    auto linv = torch::empty({pk.chunks, H, chunk, chunk}, acc_opts);
+    auto u = torch::empty({B * T, H, Vd}, acc_opts);
     dk::ForwardLaunch l{pk.p, kernel_dtype(el), q.data_ptr(), k.data_ptr(), v.data_ptr(), beta.data_ptr(),
-                        ptr_or_null(g), ptr_or_null(h0), o.data_ptr(), h.data_ptr(), ht.data_ptr()};
+                        ptr_or_null(g), ptr_or_null(h0), o.data_ptr(), h.data_ptr(), ht.data_ptr(),
+                        linv.data_ptr(), u.data_ptr()};
     run_forward(l, q);
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["chunk"] = chunk;
@@ -165,7 +177,7 @@ struct DeltaRuleChunkFn : torch::autograd::Function<DeltaRuleChunkFn> {
     ctx->saved_data["gated"] = gated;
     ctx->saved_data["has_h0"] = has_h0;
     ctx->save_for_backward({q, k, v, beta, gated ? g : inputs[G], h, in[Q], in[K], in[V], in[BETA], inputs[G],
-                            inputs[H0]});
+                            inputs[H0], linv, u});
     return {o.reshape({B, T, H, Vd}).to(in[V].scalar_type()), ht};
   }
 
@@ -178,6 +190,7 @@ struct DeltaRuleChunkFn : torch::autograd::Function<DeltaRuleChunkFn> {
     const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &beta = sv[3], &h = sv[5];
     const Tensor g = gated ? sv[4] : Tensor();
     const Tensor &q_in = sv[6], &k_in = sv[7], &v_in = sv[8], &beta_in = sv[9], &g_in = sv[10], &h0_in = sv[11];
+    const Tensor &linv = sv[12], &u = sv[13];
     const auto acc = beta.scalar_type();
     const int64_t B = q_in.size(0), T = q_in.size(1), H = q_in.size(2), Kd = q_in.size(3), Vd = v_in.size(3);
     auto pk = make_packing(q_in, v_in, cu_host, scale, chunk, ctx->saved_data["value_tile"].toInt());
@@ -191,9 +204,11 @@ struct DeltaRuleChunkFn : torch::autograd::Function<DeltaRuleChunkFn> {
     auto dbeta = torch::empty({tiles, rows, H}, acc_opts);
     auto dg = gated ? torch::empty({tiles, rows, H}, acc_opts) : Tensor();
     auto dh0 = torch::empty({pk.p.num_seqs, H, Kd, Vd}, acc_opts);
+    auto dh = torch::empty({pk.chunks, H, Kd, Vd}, acc_opts), dr = torch::empty({rows, H, Vd}, acc_opts);
     dk::BackwardLaunch l{pk.p, kernel_dtype(q.scalar_type()), q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                         dout.data_ptr(), beta.data_ptr(), ptr_or_null(g), h.data_ptr(), ptr_or_null(dht),
-                         dq.data_ptr(), dkk.data_ptr(), dv.data_ptr(), dbeta.data_ptr(), dg.defined() ? dg.data_ptr() : nullptr,
+                         dout.data_ptr(), beta.data_ptr(), ptr_or_null(g), h.data_ptr(), linv.data_ptr(),
+                         u.data_ptr(), ptr_or_null(dht), dh.data_ptr(), dr.data_ptr(), dq.data_ptr(),
+                         dkk.data_ptr(), dv.data_ptr(), dbeta.data_ptr(), dg.defined() ? dg.data_ptr() : nullptr,
                          dh0.data_ptr()};
     run_backward(l, q);
     variable_list grads(kInputs + 6);  // + cu_host, scale, chunk, value_tile, gated, has_h0

@@ -1,6 +1,6 @@
-// CUDA wrappers of the fused delta-rule chunk kernels: each block runs chunk_kernel.cuh's block function with its
-// threads as Lanes and the dynamic shared memory (or, for a layout past kMaxSharedBytes, its slice of a global
-// workspace) as the tiles.
+// CUDA wrappers of the delta-rule chunk kernels: each stage of chunk_kernel.cuh is one kernel whose blocks run the
+// stage's block function with their threads as Lanes and the dynamic shared memory (or, for a layout past
+// kMaxSharedBytes, their slice of a global workspace) as the tiles. The stages of a pass run in order on one stream.
 #include <cuda_runtime.h>
 
 #include "runtime/delta_rule/chunk_kernel.h"
@@ -9,27 +9,28 @@ namespace mnemo::delta_rule_kernel {
 
 namespace {
 
-template <class T, class Acc>
-__global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs<T, Acc> args, unsigned char* workspace,
-                                                           std::size_t block_bytes) {
-  extern __shared__ __align__(16) unsigned char shared[];
-  void* tiles = workspace ? workspace + static_cast<std::size_t>(blockIdx.x) * block_bytes : shared;
-  forward_block<T, Acc>(args, blockIdx.x, tiles, grid::Lanes{static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)});
-}
+#define MNEMO_DELTA_RULE_STAGE_KERNEL(name, block_fn, Args)                                                      \
+  template <class T, class Acc>                                                                               \
+  __global__ void __launch_bounds__(kThreads) name(Args<T, Acc> args, unsigned char* workspace,               \
+                                                   std::size_t block_bytes) {                                 \
+    extern __shared__ __align__(16) unsigned char shared[];                                                   \
+    void* tiles = workspace ? workspace + static_cast<std::size_t>(blockIdx.x) * block_bytes : shared;        \
+    block_fn<T, Acc>(args, blockIdx.x, tiles,                                                                 \
+                     grid::Lanes{static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)});              \
+  }
+MNEMO_DELTA_RULE_STAGE_KERNEL(prepare_kernel, prepare_block, ForwardArgs)
+MNEMO_DELTA_RULE_STAGE_KERNEL(state_forward_kernel, state_forward_block, ForwardArgs)
+MNEMO_DELTA_RULE_STAGE_KERNEL(output_kernel, output_block, ForwardArgs)
+MNEMO_DELTA_RULE_STAGE_KERNEL(local_backward_kernel, local_backward_block, BackwardArgs)
+MNEMO_DELTA_RULE_STAGE_KERNEL(state_backward_kernel, state_backward_block, BackwardArgs)
+MNEMO_DELTA_RULE_STAGE_KERNEL(gradient_kernel, gradient_block, BackwardArgs)
+#undef MNEMO_DELTA_RULE_STAGE_KERNEL
 
-template <class T, class Acc>
-__global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs<T, Acc> args, unsigned char* workspace,
-                                                            std::size_t block_bytes) {
-  extern __shared__ __align__(16) unsigned char shared[];
-  void* tiles = workspace ? workspace + static_cast<std::size_t>(blockIdx.x) * block_bytes : shared;
-  backward_block<T, Acc>(args, blockIdx.x, tiles, grid::Lanes{static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)});
-}
-
-// Launches `kernel` with `block_bytes` of tiles: dynamic shared memory (opting in above 48 KiB) when they fit,
-// else the workspace.
+// Launches `kernel` over `blocks` blocks with `block_bytes` of tiles: dynamic shared memory (opting in above
+// 48 KiB) when they fit, else the workspace.
 template <class Kernel, class Args>
-const char* launch(Kernel kernel, const Args& args, std::size_t block_bytes, void* workspace, void* stream) {
-  const int blocks = args.p.blocks();
+const char* launch(Kernel kernel, const Args& args, int64_t blocks, std::size_t block_bytes, void* workspace,
+                   void* stream) {
   if (blocks == 0) return nullptr;
   const bool in_shared = block_bytes <= kMaxSharedBytes;
   if (!in_shared && workspace == nullptr) return "delta rule kernel: a workspace is required for this tile size";
@@ -39,7 +40,7 @@ const char* launch(Kernel kernel, const Args& args, std::size_t block_bytes, voi
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic));
     if (err != cudaSuccess) return cudaGetErrorString(err);
   }
-  kernel<<<blocks, kThreads, dynamic, static_cast<cudaStream_t>(stream)>>>(
+  kernel<<<static_cast<unsigned>(blocks), kThreads, dynamic, static_cast<cudaStream_t>(stream)>>>(
       args, in_shared ? nullptr : static_cast<unsigned char*>(workspace), block_bytes);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
@@ -48,18 +49,36 @@ const char* launch(Kernel kernel, const Args& args, std::size_t block_bytes, voi
 }  // namespace
 
 const char* launch_forward(const ForwardLaunch& l, void* workspace, void* stream) {
-  return with_types(l.dtype, [&](auto types) {
+  return with_types(l.dtype, [&](auto types) -> const char* {
     using T = typename decltype(types)::element;
     using Acc = typename decltype(types)::acc;
-    return launch(forward_kernel<T, Acc>, typed_args<T, Acc>(l), forward_shared_bytes<Acc>(l.p), workspace, stream);
+    const auto args = typed_args<T, Acc>(l);
+    const Problem& p = l.p;
+    if (const char* e = launch(prepare_kernel<T, Acc>, args, stage_blocks(Stage::prepare, p),
+                               stage_bytes<Acc>(Stage::prepare, p), workspace, stream))
+      return e;
+    if (const char* e = launch(state_forward_kernel<T, Acc>, args, stage_blocks(Stage::state_forward, p),
+                               stage_bytes<Acc>(Stage::state_forward, p), workspace, stream))
+      return e;
+    return launch(output_kernel<T, Acc>, args, stage_blocks(Stage::output, p), stage_bytes<Acc>(Stage::output, p),
+                  workspace, stream);
   });
 }
 
 const char* launch_backward(const BackwardLaunch& l, void* workspace, void* stream) {
-  return with_types(l.dtype, [&](auto types) {
+  return with_types(l.dtype, [&](auto types) -> const char* {
     using T = typename decltype(types)::element;
     using Acc = typename decltype(types)::acc;
-    return launch(backward_kernel<T, Acc>, typed_args<T, Acc>(l), backward_shared_bytes<Acc>(l.p), workspace, stream);
+    const auto args = typed_args<T, Acc>(l);
+    const Problem& p = l.p;
+    if (const char* e = launch(local_backward_kernel<T, Acc>, args, stage_blocks(Stage::local_backward, p),
+                               stage_bytes<Acc>(Stage::local_backward, p), workspace, stream))
+      return e;
+    if (const char* e = launch(state_backward_kernel<T, Acc>, args, stage_blocks(Stage::state_backward, p),
+                               stage_bytes<Acc>(Stage::state_backward, p), workspace, stream))
+      return e;
+    return launch(gradient_kernel<T, Acc>, args, stage_blocks(Stage::gradients, p),
+                  stage_bytes<Acc>(Stage::gradients, p), workspace, stream);
   });
 }
 

@@ -1,32 +1,31 @@
-// Fused chunk kernels of the delta rule and the gated delta rule (DeltaNet, arXiv:2406.06484; Gated DeltaNet,
+// Chunk kernels of the delta rule and the gated delta rule (DeltaNet, arXiv:2406.06484; Gated DeltaNet,
 // arXiv:2412.06464), forward and backward, as block code (runtime/kernels/block_grid.cuh): the same functions run
 // as CUDA kernels (chunk_kernel.cu) and, over a sequential grid, on the host (chunk_fused.cpp), where the CPU tests
 // check them against delta_rule_chunk and delta_rule_recurrent in fp64 and fp32 (tests/test_cuda_kernels_delta_rule.cpp).
 //
-// Grid: one block per (sequence, head, V tile of `bv` columns). Sequences are packed along T (fla's varlen
-// convention): sequence s is rows [cu_seqlens[s], cu_seqlens[s+1]) of q, k [T, H, K], v [T, H, V], beta, g [T, H];
-// its chunks are chunk_offsets[s] .. chunk_offsets[s+1]-1 of the chunk-start states h [chunks, H, K, V]. A batch of
-// B equal-length sequences is the packing of its B rows (cu_seqlens = 0, T, 2T, ...). Each sequence starts from its
-// own initial state h0[s] (zero when absent) and leaves its final state in ht[s].
-// Every column of V is independent in the forward (the solve below runs per column), so a V tile needs only its
-// columns of v, S and o. In the backward every gradient is a sum over V columns of per-column terms: a V tile writes
-// its share of dq, dk, dβ, dg (the caller sums the tiles) and its columns of dv and dS0 exactly.
+// Sequences are packed along T (fla's varlen convention): sequence s is rows [cu_seqlens[s], cu_seqlens[s+1]) of
+// q, k [T, H, K], v [T, H, V], beta, g [T, H]; its chunks are chunk_offsets[s] .. chunk_offsets[s+1]-1 of every
+// per-chunk buffer. A batch of B equal-length sequences is the packing of its B rows (cu_seqlens = 0, T, 2T, ...).
+// Each sequence starts from its own initial state h0[s] (zero when absent) and leaves its final state in ht[s].
 //
-// Forward, per chunk of c rows (the last chunk of a sequence may be shorter; no padding), Q = scale·q, S the state
-// before the chunk, b_i = Σ_{r<=i} g_r (inclusive in-chunk cumulative log decay; 0 without g = DeltaNet):
+// Per chunk of c rows (the last chunk of a sequence may be shorter; no padding), Q = scale·q, S the state before
+// the chunk, b_i = Σ_{r<=i} g_r (inclusive in-chunk cumulative log decay; 0 without g = DeltaNet):
 //   Γ_ij = e^{b_i - b_j} (j <= i)
 //   A = stril(diag(β) K Kᵀ ⊙ Γ),  L = I + A,  P = tril(Q Kᵀ ⊙ Γ)
-//   R = diag(β) V - diag(β e^b) K S
-//   U' = L⁻¹ R  (forward substitution, per column)            = U − W S with U = L⁻¹ diag(β) V, W = L⁻¹ diag(β e^b) K
+//   U' = L⁻¹ diag(β) (V - diag(e^b) K S)           (= U − W S of the WY form; fla's v_new)
 //   O = diag(e^b) Q S + P U'
 //   S ← e^{b_c} S + (K ⊙ e^{b_c - b})ᵀ U'
-// The chunk-start states are stored (h, as fla's) for the backward. R folds W S into the right-hand side, so one
-// solve over the V columns replaces fla's two (U and W); the algebra is delta_rule/chunk.cpp's.
-//
-// Backward, chunks in reverse with dS (the adjoint of the state after the chunk; dS_T given or 0) carried. With
-// S = h[chunk] and U' recomputed as above:
-//   dU' = Pᵀ dO + Kd dS,   Kd_j = k_j e^{b_c - b_j}
-//   dR  = L⁻ᵀ dU'          (backward substitution, per column)
+// Only the state recurrence is sequential over chunks; everything that does not depend on S is computed for all
+// chunks at once. The forward runs three stages, the backward three, each one launch:
+//   prepare    grid (chunk, head):          L⁻¹ per chunk (forward substitution on the identity, one column per lane)
+//   state      grid (sequence, head, V tile): the chunk loop: h[chunk] = S, U' = L⁻¹ R with R = diag(β)(V - e^b K S),
+//                                          S ← e^{b_c} S + Kdᵀ U'; U' stored (as fla stores v_new)
+//   output     grid (chunk, head, V tile):  O = diag(e^b) Q S + P U'
+// Backward (dS_T given or 0; dS_c is the adjoint of the state after chunk c):
+//   local      grid (chunk, head, V tile):  D = Pᵀ dO                                  (intra-chunk part of dU')
+//   state      grid (sequence, head, V tile), chunks in reverse: dh[chunk] = dS; dU' = D + Kd dS with
+//              Kd_j = k_j e^{b_c - b_j}; dR = L⁻ᵀ dU' (stored); dS ← e^{b_c} dS + (diag(e^b) Q)ᵀ dO − (diag(β e^b) K)ᵀ dR
+//   gradients  grid (chunk, head, V tile), with S = h[chunk], dS = dh[chunk], U', dR:
 //   dP  = dO U'ᵀ (j <= i),  dA = -dR U'ᵀ (j < i)
 //   Y = dO Sᵀ,  Z = dR Sᵀ,  Wk = U' dSᵀ                       ([c, K] each)
 //   dQ_i = e^{b_i} Y_i + Σ_{j<=i} dP_ij Γ_ij k_j
@@ -36,17 +35,17 @@
 //   dβ_i = dR_i·v_i - e^{b_i} k_i·Z_i + Σ_{j<i} dA_ij Γ_ij (k_i·k_j)
 //   db_i = e^{b_i} Q_i·Y_i - β_i e^{b_i} k_i·Z_i + Σ_j M_ij - Σ_i' M_i'i - t_i + [i = c] (Σ_j t_j + e^{b_c} <S, dS>)
 //          with M = dP ⊙ P + dA ⊙ A and t_j = e^{b_c - b_j} k_j·Wk_j
-//   dg_r = Σ_{i>=r} db_i,   dq = scale·dQ
-//   dS ← e^{b_c} dS + (diag(e^b) Q)ᵀ dO - (diag(β e^b) K)ᵀ dR   (the adjoint of the chunk-start state)
-// After the first chunk dS is dS0.
+//   dg_r = Σ_{i>=r} db_i,   dq = scale·dQ,   dS0 = the state stage's last dS
+// Every column of V is independent in the forward, so a V tile needs only its columns of v, S, U' and o. In the
+// backward each gradient is a sum over V columns of per-column terms: a V tile writes its share of dq, dk, dβ, dg
+// (the caller sums the tiles) and its columns of dv and dS0 exactly.
 //
-// Precision: tiles, gates (b, Γ), the triangular solves and the states are in Acc (fp32 for fp32/bf16 inputs, fp64
-// for fp64); inputs are read and o written in the element type T (float, double, grid::bf16). Gradients are
-// written in Acc. Every phase below is one MNEMO_FOR_LANES loop over independent work items; phases are separated
-// by grid::barrier(). A solve runs one column per lane (the rows of a column are sequential).
-//
-// Shared memory: the block's tiles in Acc (layouts below). When a layout exceeds the device's dynamic shared memory
-// (chunk_kernel.cu: 99 KiB), the launcher gives each block a slice of a global workspace instead; the code is the same.
+// Precision: gates (b, Γ), L⁻¹, the states and every intermediate are in Acc (fp32 for fp32/bf16 inputs, fp64 for
+// fp64); inputs are read and o written in the element type T (float, double, grid::bf16). Gradients are written in
+// Acc. Each stage is a sequence of MNEMO_FOR_LANES phases over independent work items separated by
+// grid::barrier(); row sums that many items feed go through grid::atomic_add on shared accumulators.
+// Shared memory holds only C×C and C×bv tiles (q, k, S and dS are read from global memory), so a block's tiles do
+// not grow with K; a layout past the device's dynamic shared memory (fp64 on the device) runs from a global workspace.
 #pragma once
 
 #include <cmath>
@@ -67,9 +66,10 @@ using grid::exp_acc;
 template <class Acc, class T>
 MNEMO_HD Acc load(const T& x) { return grid::load_as<Acc>(&x); }
 
-// Sizes and the varlen packing shared by both passes.
+// Sizes and the varlen packing shared by every stage.
 struct Problem {
   int num_seqs;     // sequences packed along T
+  int num_chunks;   // chunk_offsets[num_seqs]
   int heads;        // H
   int key_dim;      // K
   int value_dim;    // V
@@ -77,10 +77,14 @@ struct Problem {
   int bv;           // V columns per block
   double scale;     // q scale
   const int32_t* cu_seqlens;     // [num_seqs + 1] row offsets
-  const int32_t* chunk_offsets;  // [num_seqs + 1] chunk offsets into h
+  const int32_t* chunk_offsets;  // [num_seqs + 1] chunk offsets into the per-chunk buffers
 
   MNEMO_HD int value_tiles() const { return (value_dim + bv - 1) / bv; }
-  MNEMO_HD int blocks() const { return num_seqs * heads * value_tiles(); }
+  // Blocks of the grids: (sequence, head, V tile) for the state stages, (chunk, head) for prepare,
+  // (chunk, head, V tile) for the others.
+  MNEMO_HD int64_t sequence_blocks() const { return static_cast<int64_t>(num_seqs) * heads * value_tiles(); }
+  MNEMO_HD int64_t chunk_blocks() const { return static_cast<int64_t>(num_chunks) * heads; }
+  MNEMO_HD int64_t chunk_tile_blocks() const { return chunk_blocks() * value_tiles(); }
 };
 
 template <class T, class Acc>
@@ -95,6 +99,8 @@ struct ForwardArgs {
   T* o;              // [T, H, V]
   Acc* h;            // [chunks, H, K, V] chunk-start states
   Acc* ht;           // [num_seqs, H, K, V] final states
+  Acc* linv;         // [chunks, H, C, C] L⁻¹ per chunk
+  Acc* u;            // [T, H, V] U' (kept for the backward)
 };
 
 template <class T, class Acc>
@@ -107,7 +113,11 @@ struct BackwardArgs {
   const Acc* beta;
   const Acc* g;      // nullptr = DeltaNet (dg not written)
   const Acc* h;      // chunk-start states from the forward
+  const Acc* linv;   // L⁻¹ per chunk from the forward
+  const Acc* u;      // U' from the forward
   const Acc* dht;    // [num_seqs, H, K, V], nullptr = zero
+  Acc* dh;           // [chunks, H, K, V] scratch: the adjoint of the state after each chunk
+  Acc* dr;           // [T, H, V] scratch: Pᵀ dO, then dR
   Acc* dq;           // [value_tiles, T, H, K] per-tile shares
   Acc* dk;           // [value_tiles, T, H, K]
   Acc* dv;           // [T, H, V]
@@ -116,7 +126,7 @@ struct BackwardArgs {
   Acc* dh0;          // [num_seqs, H, K, V]; also carries dS through the chunk loop
 };
 
-// The block's place: sequence, head, V tile, rows and chunks.
+// A (sequence, head, V tile) block's place: its rows and chunks.
 struct Place {
   int seq, head, vt, v0, bvn;
   int64_t row0, rows, chunk0;
@@ -133,126 +143,59 @@ struct Place {
   }
 };
 
-// Shared tiles of the forward (Acc): Q, K [C, K]; U [C, bv] (v, then R, then U'); A, P [C, C]; g, b, β [C].
-template <class Acc>
-struct ForwardTiles {
-  Acc *q, *k, *u, *a, *pm, *graw, *b, *beta;
-  MNEMO_HD ForwardTiles(SharedArena& s, const Problem& p) {
-    const int C = p.chunk;
-    q = s.take<Acc>(static_cast<std::size_t>(C) * p.key_dim);
-    k = s.take<Acc>(static_cast<std::size_t>(C) * p.key_dim);
-    u = s.take<Acc>(static_cast<std::size_t>(C) * p.bv);
-    a = s.take<Acc>(static_cast<std::size_t>(C) * C);
-    pm = s.take<Acc>(static_cast<std::size_t>(C) * C);
-    graw = s.take<Acc>(C);
-    b = s.take<Acc>(C);
-    beta = s.take<Acc>(C);
+// A (chunk, head[, V tile]) block's place: the chunk's sequence (binary search in chunk_offsets; an empty
+// sequence owns no chunk), first row r0 and row count c.
+struct ChunkPlace {
+  int seq, head, vt, v0, bvn, c;
+  int64_t chunk, r0;
+  MNEMO_HD ChunkPlace(const Problem& p, int64_t block, bool tiled) {
+    const int nv = tiled ? p.value_tiles() : 1;
+    vt = static_cast<int>(block % nv);
+    head = static_cast<int>((block / nv) % p.heads);
+    chunk = block / (static_cast<int64_t>(nv) * p.heads);
+    int lo = 0, hi = p.num_seqs;  // chunk_offsets[lo] <= chunk < chunk_offsets[hi]
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (p.chunk_offsets[mid] <= chunk) lo = mid; else hi = mid;
+    }
+    seq = lo;
+    r0 = p.cu_seqlens[seq] + (chunk - p.chunk_offsets[seq]) * p.chunk;
+    const int64_t left = p.cu_seqlens[seq + 1] - r0;
+    c = static_cast<int>(left < p.chunk ? left : p.chunk);
+    v0 = vt * p.bv;
+    bvn = tiled ? (p.value_dim - v0 < p.bv ? p.value_dim - v0 : p.bv) : 0;
   }
 };
 
-// Shared tiles of the backward: the forward's, plus v, dO, dR [C, bv]; M, B [C, C]; three [C, K] row-product tiles;
-// per-row db, t and per-key <S, dS> partials.
+// Per-row gates of a chunk in shared memory: β, the raw log decay and b (its inclusive prefix sum).
 template <class Acc>
-struct BackwardTiles {
-  ForwardTiles<Acc> f;
-  Acc *v, *dout, *dr, *mm, *bb, *e1, *e2, *e3, *db, *t, *red;
-  MNEMO_HD BackwardTiles(SharedArena& s, const Problem& p) : f(s, p) {
-    const int C = p.chunk;
-    const std::size_t cv = static_cast<std::size_t>(C) * p.bv, ck = static_cast<std::size_t>(C) * p.key_dim;
-    v = s.take<Acc>(cv);
-    dout = s.take<Acc>(cv);
-    dr = s.take<Acc>(cv);
-    mm = s.take<Acc>(static_cast<std::size_t>(C) * C);
-    bb = s.take<Acc>(static_cast<std::size_t>(C) * C);
-    e1 = s.take<Acc>(ck);
-    e2 = s.take<Acc>(ck);
-    e3 = s.take<Acc>(ck);
-    db = s.take<Acc>(C);
-    t = s.take<Acc>(C);
-    red = s.take<Acc>(p.key_dim);
-  }
+struct Gates {
+  Acc *beta, *graw, *b;
+  MNEMO_HD Gates(SharedArena& s, const Problem& p)
+      : beta(s.take<Acc>(p.chunk)), graw(s.take<Acc>(p.chunk)), b(s.take<Acc>(p.chunk)) {}
 };
 
+// Loads β and g of rows [r0, r0 + c) (phase 1; the caller's own loads may share it), then b (phase 2).
 template <class Acc>
-MNEMO_HD std::size_t forward_shared_bytes(const Problem& p) {
-  SharedArena s(nullptr);
-  ForwardTiles<Acc> tiles(s, p);
-  (void)tiles;
-  return s.used();
+MNEMO_HD void load_gates_raw(const Problem& p, int head, const Acc* beta, const Acc* g, int64_t r0, int c,
+                             Gates<Acc>& s, Lanes lanes) {
+  MNEMO_FOR_LANES(i, c, lanes) {
+    s.beta[i] = beta ? beta[(r0 + i) * p.heads + head] : Acc(0);
+    s.graw[i] = g ? g[(r0 + i) * p.heads + head] : Acc(0);
+  }
 }
-
 template <class Acc>
-MNEMO_HD std::size_t backward_shared_bytes(const Problem& p) {
-  SharedArena s(nullptr);
-  BackwardTiles<Acc> tiles(s, p);
-  (void)tiles;
-  return s.used();
-}
-
-// Phases shared by both passes for chunk rows [r0, r0 + c) of the block's sequence and head, S the chunk-start state
-// (global, row stride V, columns from v0): loads Q, K, β, g; b; A, P; R; then U' = L⁻¹ R in tiles.u.
-// `v_keep`, when set, receives v's tile too (the backward needs it for dβ).
-template <class T, class Acc>
-MNEMO_HD void chunk_prologue(const Problem& p, const Place& at, const T* q, const T* k, const T* v, const Acc* beta,
-                             const Acc* g, const Acc* S, int64_t r0, int c, ForwardTiles<Acc>& s, Acc* v_keep,
-                             Lanes lanes) {
-  const int K = p.key_dim, V = p.value_dim, H = p.heads, C = p.chunk, BV = p.bv, bvn = at.bvn;
-  const Acc scale = static_cast<Acc>(p.scale);
-  // Phase: tiles.
-  MNEMO_FOR_LANES(e, c * K, lanes) {
-    const int i = e / K, d = e % K;
-    const int64_t at_qk = ((r0 + i) * H + at.head) * static_cast<int64_t>(K) + d;
-    s.q[i * K + d] = scale * load<Acc>(q[at_qk]);
-    s.k[i * K + d] = load<Acc>(k[at_qk]);
-  }
-  MNEMO_FOR_LANES(e, c * bvn, lanes) {
-    const int i = e / bvn, col = e % bvn;
-    const Acc x = load<Acc>(v[((r0 + i) * H + at.head) * static_cast<int64_t>(V) + at.v0 + col]);
-    s.u[i * BV + col] = x;
-    if (v_keep) v_keep[i * BV + col] = x;
-  }
-  MNEMO_FOR_LANES(i, c, lanes) {
-    s.beta[i] = beta[(r0 + i) * H + at.head];
-    s.graw[i] = g ? g[(r0 + i) * H + at.head] : Acc(0);
-  }
-  grid::barrier();
-  // Phase: b_i = Σ_{r<=i} g_r (each row sums its prefix in the same order).
-  MNEMO_FOR_LANES(i, c, lanes) {
+MNEMO_HD void prefix_gates(int c, Gates<Acc>& s, Lanes lanes) {
+  MNEMO_FOR_LANES(i, c, lanes) {  // each row sums its prefix in the same order
     Acc acc = 0;
     for (int r = 0; r <= i; ++r) acc += s.graw[r];
     s.b[i] = acc;
   }
-  grid::barrier();
-  // Phase: A, P (one entry per item) and R in place of v.
-  MNEMO_FOR_LANES(e, c * c, lanes) {
-    const int i = e / c, j = e % c;
-    Acc kk = 0, qk = 0;
-    if (j <= i) {
-      for (int d = 0; d < K; ++d) {
-        kk += s.k[i * K + d] * s.k[j * K + d];
-        qk += s.q[i * K + d] * s.k[j * K + d];
-      }
-    }
-    const Acc gamma = j <= i ? exp_acc(s.b[i] - s.b[j]) : Acc(0);
-    s.a[i * C + j] = j < i ? s.beta[i] * kk * gamma : Acc(0);
-    s.pm[i * C + j] = j <= i ? qk * gamma : Acc(0);
-  }
-  MNEMO_FOR_LANES(e, c * bvn, lanes) {
-    const int i = e / bvn, col = e % bvn;
-    Acc ks = 0;
-    for (int d = 0; d < K; ++d) ks += s.k[i * K + d] * S[static_cast<int64_t>(d) * V + col];
-    s.u[i * BV + col] = s.beta[i] * (s.u[i * BV + col] - exp_acc(s.b[i]) * ks);
-  }
-  grid::barrier();
-  // Phase: U' = L⁻¹ R, forward substitution, one column per lane.
-  MNEMO_FOR_LANES(col, bvn, lanes) {
-    for (int i = 1; i < c; ++i) {
-      Acc acc = s.u[i * BV + col];
-      for (int j = 0; j < i; ++j) acc -= s.a[i * C + j] * s.u[j * BV + col];
-      s.u[i * BV + col] = acc;
-    }
-  }
-  grid::barrier();
+}
+
+// Row i, entry d of a [T, H, D] buffer.
+MNEMO_HD int64_t row_at(const Problem& p, int64_t row, int head, int dim, int d) {
+  return (row * p.heads + head) * static_cast<int64_t>(dim) + d;
 }
 
 // State slice (columns v0.. of head `head`) of entry `index` in a [*, H, K, V] buffer.
@@ -265,14 +208,88 @@ MNEMO_HD const Acc* state_at(const Acc* base, const Problem& p, int64_t index, i
   return base + (index * p.heads + head) * static_cast<int64_t>(p.key_dim) * p.value_dim + v0;
 }
 
-// Forward of one block: o, the chunk-start states h and the final state ht for the block's columns.
+// L⁻¹ of chunk `chunk`, head `head` in a [chunks, H, C, C] buffer.
+template <class Acc>
+MNEMO_HD Acc* linv_at(Acc* base, const Problem& p, int64_t chunk, int head) {
+  return base + (chunk * p.heads + head) * static_cast<int64_t>(p.chunk) * p.chunk;
+}
+template <class Acc>
+MNEMO_HD const Acc* linv_at(const Acc* base, const Problem& p, int64_t chunk, int head) {
+  return base + (chunk * p.heads + head) * static_cast<int64_t>(p.chunk) * p.chunk;
+}
+
+// q_i·k_j (scaled q) and k_i·k_j of rows r0 + i, r0 + j, read from global memory.
 template <class T, class Acc>
-MNEMO_HD void forward_block(const ForwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
+MNEMO_HD Acc dot_rows(const Problem& p, const T* x, const T* y, int64_t ri, int64_t rj, int head) {
+  const int K = p.key_dim;
+  Acc acc = 0;
+  for (int d = 0; d < K; ++d) acc += load<Acc>(x[row_at(p, ri, head, K, d)]) * load<Acc>(y[row_at(p, rj, head, K, d)]);
+  return acc;
+}
+
+// ---- Forward --------------------------------------------------------------------------------------------------
+
+// prepare: L⁻¹ = (I + A)⁻¹ of one (chunk, head). Tiles: gates; A and X = L⁻¹ [C, C].
+template <class Acc>
+struct PrepareTiles {
+  Gates<Acc> gates;
+  Acc *a, *x;
+  MNEMO_HD PrepareTiles(SharedArena& s, const Problem& p)
+      : gates(s, p), a(s.take<Acc>(static_cast<std::size_t>(p.chunk) * p.chunk)),
+        x(s.take<Acc>(static_cast<std::size_t>(p.chunk) * p.chunk)) {}
+};
+
+template <class T, class Acc>
+MNEMO_HD void prepare_block(const ForwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
+  const Problem& p = a.p;
+  const ChunkPlace at(p, block, false);
+  SharedArena arena(shared);
+  PrepareTiles<Acc> s(arena, p);
+  const int C = p.chunk, c = at.c;
+  load_gates_raw<Acc>(p, at.head, a.beta, a.g, at.r0, c, s.gates, lanes);
+  grid::barrier();
+  prefix_gates<Acc>(c, s.gates, lanes);
+  grid::barrier();
+  // Phase: A_ij = β_i Γ_ij k_i·k_j (j < i).
+  MNEMO_FOR_LANES(e, c * c, lanes) {
+    const int i = e / c, j = e % c;
+    s.a[i * C + j] = j < i ? s.gates.beta[i] * exp_acc(s.gates.b[i] - s.gates.b[j]) *
+                                 dot_rows<T, Acc>(p, a.k, a.k, at.r0 + i, at.r0 + j, at.head)
+                           : Acc(0);
+  }
+  grid::barrier();
+  // Phase: column `col` of X = L⁻¹: x_i = [i = col] - Σ_{col<=j<i} A_ij x_j (zero above the diagonal).
+  MNEMO_FOR_LANES(col, c, lanes) {
+    for (int i = 0; i < c; ++i) {
+      Acc acc = i == col ? Acc(1) : Acc(0);
+      if (i > col)
+        for (int j = col; j < i; ++j) acc -= s.a[i * C + j] * s.x[j * C + col];
+      s.x[i * C + col] = acc;
+    }
+  }
+  grid::barrier();
+  Acc* out = linv_at(a.linv, p, at.chunk, at.head);
+  MNEMO_FOR_LANES(e, c * c, lanes) { out[(e / c) * C + e % c] = s.x[(e / c) * C + e % c]; }
+}
+
+// state (forward): the chunk loop of one (sequence, head, V tile). Tiles: gates; L⁻¹ [C, C]; R, U' [C, bv].
+template <class Acc>
+struct StateTiles {
+  Gates<Acc> gates;
+  Acc *l, *r, *u;
+  MNEMO_HD StateTiles(SharedArena& s, const Problem& p)
+      : gates(s, p), l(s.take<Acc>(static_cast<std::size_t>(p.chunk) * p.chunk)),
+        r(s.take<Acc>(static_cast<std::size_t>(p.chunk) * p.bv)),
+        u(s.take<Acc>(static_cast<std::size_t>(p.chunk) * p.bv)) {}
+};
+
+template <class T, class Acc>
+MNEMO_HD void state_forward_block(const ForwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
   const Problem& p = a.p;
   const Place at(p, block);
   SharedArena arena(shared);
-  ForwardTiles<Acc> s(arena, p);
-  const int K = p.key_dim, V = p.value_dim, H = p.heads, C = p.chunk, BV = p.bv, bvn = at.bvn;
+  StateTiles<Acc> s(arena, p);
+  const int K = p.key_dim, V = p.value_dim, C = p.chunk, BV = p.bv, bvn = at.bvn;
   const int64_t chunks = (at.rows + C - 1) / C;
   Acc* ht = state_at(a.ht, p, at.seq, at.head, at.v0);
   // Phase: the starting state into h[first chunk] (or straight into ht for an empty sequence).
@@ -290,44 +307,145 @@ MNEMO_HD void forward_block(const ForwardArgs<T, Acc>& a, int64_t block, void* s
     const int c = static_cast<int>(at.rows - n * C < C ? at.rows - n * C : C);
     const Acc* S = state_at(a.h, p, at.chunk0 + n, at.head, at.v0);
     Acc* next = n + 1 < chunks ? state_at(a.h, p, at.chunk0 + n + 1, at.head, at.v0) : ht;
-    chunk_prologue<T, Acc>(p, at, a.q, a.k, a.v, a.beta, a.g, S, r0, c, s, nullptr, lanes);
-    // Phase: O = diag(e^b) Q S + P U' and S_next = e^{b_c} S + (K ⊙ e^{b_c - b})ᵀ U' (different buffers).
+    const Acc* linv = linv_at(a.linv, p, at.chunk0 + n, at.head);
+    // Phase: gates and L⁻¹ of the chunk.
+    load_gates_raw<Acc>(p, at.head, a.beta, a.g, r0, c, s.gates, lanes);
+    MNEMO_FOR_LANES(e, c * c, lanes) { s.l[(e / c) * C + e % c] = linv[(e / c) * C + e % c]; }
+    grid::barrier();
+    prefix_gates<Acc>(c, s.gates, lanes);
+    grid::barrier();
+    // Phase: R = diag(β) (V - diag(e^b) K S).
     MNEMO_FOR_LANES(e, c * bvn, lanes) {
       const int i = e / bvn, col = e % bvn;
-      Acc qs = 0, pu = 0;
-      for (int d = 0; d < K; ++d) qs += s.q[i * K + d] * S[static_cast<int64_t>(d) * V + col];
-      for (int j = 0; j <= i; ++j) pu += s.pm[i * C + j] * s.u[j * BV + col];
-      grid::store_as<Acc>(&a.o[((r0 + i) * H + at.head) * static_cast<int64_t>(V) + at.v0 + col],
-                          exp_acc(s.b[i]) * qs + pu);
+      Acc ks = 0;
+      for (int d = 0; d < K; ++d)
+        ks += load<Acc>(a.k[row_at(p, r0 + i, at.head, K, d)]) * S[static_cast<int64_t>(d) * V + col];
+      const Acc x = load<Acc>(a.v[row_at(p, r0 + i, at.head, V, at.v0 + col)]);
+      s.r[i * BV + col] = s.gates.beta[i] * (x - exp_acc(s.gates.b[i]) * ks);
     }
+    grid::barrier();
+    // Phase: U' = L⁻¹ R, kept for the output stage and the backward.
+    MNEMO_FOR_LANES(e, c * bvn, lanes) {
+      const int i = e / bvn, col = e % bvn;
+      Acc acc = 0;
+      for (int j = 0; j <= i; ++j) acc += s.l[i * C + j] * s.r[j * BV + col];
+      s.u[i * BV + col] = acc;
+      a.u[row_at(p, r0 + i, at.head, V, at.v0 + col)] = acc;
+    }
+    grid::barrier();
+    // Phase: S_next = e^{b_c} S + (K ⊙ e^{b_c - b})ᵀ U' (a different buffer than S).
     MNEMO_FOR_LANES(e, K * bvn, lanes) {
       const int d = e / bvn, col = e % bvn;
-      const Acc bc = s.b[c - 1];
+      const Acc bc = s.gates.b[c - 1];
       Acc w = 0;
-      for (int j = 0; j < c; ++j) w += s.k[j * K + d] * exp_acc(bc - s.b[j]) * s.u[j * BV + col];
+      for (int j = 0; j < c; ++j)
+        w += load<Acc>(a.k[row_at(p, r0 + j, at.head, K, d)]) * exp_acc(bc - s.gates.b[j]) * s.u[j * BV + col];
       next[static_cast<int64_t>(d) * V + col] = exp_acc(bc) * S[static_cast<int64_t>(d) * V + col] + w;
     }
     grid::barrier();
   }
 }
 
-// Backward of one block: its share of dq, dk, dβ, dg; its columns of dv and dS0 (dh0, which carries dS meanwhile).
+// The causal score tile P_ij = Γ_ij Q_i·k_j (j <= i) of a chunk, from global q, k (after the gates' b).
 template <class T, class Acc>
-MNEMO_HD void backward_block(const BackwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
+MNEMO_HD void score_tile(const Problem& p, const ChunkPlace& at, const T* q, const T* k, const Gates<Acc>& gates,
+                         Acc* pm, Lanes lanes) {
+  const int C = p.chunk, c = at.c;
+  const Acc scale = static_cast<Acc>(p.scale);
+  MNEMO_FOR_LANES(e, c * c, lanes) {
+    const int i = e / c, j = e % c;
+    pm[i * C + j] = j <= i ? scale * exp_acc(gates.b[i] - gates.b[j]) *
+                                 dot_rows<T, Acc>(p, q, k, at.r0 + i, at.r0 + j, at.head)
+                           : Acc(0);
+  }
+}
+
+// output: O = diag(e^b) Q S + P U' of one (chunk, head, V tile). Tiles: gates; P [C, C]; U' [C, bv].
+template <class Acc>
+struct OutputTiles {
+  Gates<Acc> gates;
+  Acc *pm, *u;
+  MNEMO_HD OutputTiles(SharedArena& s, const Problem& p)
+      : gates(s, p), pm(s.take<Acc>(static_cast<std::size_t>(p.chunk) * p.chunk)),
+        u(s.take<Acc>(static_cast<std::size_t>(p.chunk) * p.bv)) {}
+};
+
+template <class T, class Acc>
+MNEMO_HD void output_block(const ForwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
+  const Problem& p = a.p;
+  const ChunkPlace at(p, block, true);
+  SharedArena arena(shared);
+  OutputTiles<Acc> s(arena, p);
+  const int K = p.key_dim, V = p.value_dim, C = p.chunk, BV = p.bv, bvn = at.bvn, c = at.c;
+  const Acc scale = static_cast<Acc>(p.scale);
+  const Acc* S = state_at(a.h, p, at.chunk, at.head, at.v0);
+  load_gates_raw<Acc>(p, at.head, nullptr, a.g, at.r0, c, s.gates, lanes);
+  MNEMO_FOR_LANES(e, c * bvn, lanes) {
+    const int i = e / bvn, col = e % bvn;
+    s.u[i * BV + col] = a.u[row_at(p, at.r0 + i, at.head, V, at.v0 + col)];
+  }
+  grid::barrier();
+  prefix_gates<Acc>(c, s.gates, lanes);
+  grid::barrier();
+  score_tile<T, Acc>(p, at, a.q, a.k, s.gates, s.pm, lanes);
+  grid::barrier();
+  MNEMO_FOR_LANES(e, c * bvn, lanes) {
+    const int i = e / bvn, col = e % bvn;
+    Acc qs = 0, pu = 0;
+    for (int d = 0; d < K; ++d) qs += load<Acc>(a.q[row_at(p, at.r0 + i, at.head, K, d)]) * S[static_cast<int64_t>(d) * V + col];
+    for (int j = 0; j <= i; ++j) pu += s.pm[i * C + j] * s.u[j * BV + col];
+    grid::store_as<Acc>(&a.o[row_at(p, at.r0 + i, at.head, V, at.v0 + col)], exp_acc(s.gates.b[i]) * scale * qs + pu);
+  }
+}
+
+// ---- Backward -------------------------------------------------------------------------------------------------
+
+// local: D = Pᵀ dO of one (chunk, head, V tile) into dr. Tiles: gates; P [C, C]; dO [C, bv].
+template <class Acc>
+struct LocalTiles {
+  Gates<Acc> gates;
+  Acc *pm, *dout;
+  MNEMO_HD LocalTiles(SharedArena& s, const Problem& p)
+      : gates(s, p), pm(s.take<Acc>(static_cast<std::size_t>(p.chunk) * p.chunk)),
+        dout(s.take<Acc>(static_cast<std::size_t>(p.chunk) * p.bv)) {}
+};
+
+template <class T, class Acc>
+MNEMO_HD void local_backward_block(const BackwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
+  const Problem& p = a.p;
+  const ChunkPlace at(p, block, true);
+  SharedArena arena(shared);
+  LocalTiles<Acc> s(arena, p);
+  const int V = p.value_dim, C = p.chunk, BV = p.bv, bvn = at.bvn, c = at.c;
+  load_gates_raw<Acc>(p, at.head, nullptr, a.g, at.r0, c, s.gates, lanes);
+  MNEMO_FOR_LANES(e, c * bvn, lanes) {
+    const int i = e / bvn, col = e % bvn;
+    s.dout[i * BV + col] = load<Acc>(a.dout[row_at(p, at.r0 + i, at.head, V, at.v0 + col)]);
+  }
+  grid::barrier();
+  prefix_gates<Acc>(c, s.gates, lanes);
+  grid::barrier();
+  score_tile<T, Acc>(p, at, a.q, a.k, s.gates, s.pm, lanes);
+  grid::barrier();
+  MNEMO_FOR_LANES(e, c * bvn, lanes) {
+    const int j = e / bvn, col = e % bvn;
+    Acc acc = 0;
+    for (int i = j; i < c; ++i) acc += s.pm[i * C + j] * s.dout[i * BV + col];
+    a.dr[row_at(p, at.r0 + j, at.head, V, at.v0 + col)] = acc;
+  }
+}
+
+// state (backward): the reverse chunk loop of one (sequence, head, V tile). Tiles: gates; L⁻¹ [C, C]; dU', dR [C, bv].
+template <class T, class Acc>
+MNEMO_HD void state_backward_block(const BackwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
   const Problem& p = a.p;
   const Place at(p, block);
   SharedArena arena(shared);
-  BackwardTiles<Acc> s(arena, p);
-  ForwardTiles<Acc>& f = s.f;
-  const int K = p.key_dim, V = p.value_dim, H = p.heads, C = p.chunk, BV = p.bv, bvn = at.bvn;
+  StateTiles<Acc> s(arena, p);  // r: dU', u: dR
+  const int K = p.key_dim, V = p.value_dim, C = p.chunk, BV = p.bv, bvn = at.bvn;
   const int64_t chunks = (at.rows + C - 1) / C;
-  const int64_t total_rows = p.cu_seqlens[p.num_seqs];
   const Acc scale = static_cast<Acc>(p.scale);
   Acc* dS = state_at(a.dh0, p, at.seq, at.head, at.v0);
-  Acc* dq = a.dq + static_cast<int64_t>(at.vt) * total_rows * H * K;
-  Acc* dk = a.dk + static_cast<int64_t>(at.vt) * total_rows * H * K;
-  Acc* dbeta = a.dbeta + static_cast<int64_t>(at.vt) * total_rows * H;
-  Acc* dg = a.g ? a.dg + static_cast<int64_t>(at.vt) * total_rows * H : nullptr;
   {
     const Acc* init = a.dht ? state_at(a.dht, p, at.seq, at.head, at.v0) : nullptr;
     MNEMO_FOR_LANES(e, K * bvn, lanes) {
@@ -339,135 +457,201 @@ MNEMO_HD void backward_block(const BackwardArgs<T, Acc>& a, int64_t block, void*
   for (int64_t n = chunks - 1; n >= 0; --n) {
     const int64_t r0 = at.row0 + n * C;
     const int c = static_cast<int>(at.rows - n * C < C ? at.rows - n * C : C);
-    const Acc* S = state_at(a.h, p, at.chunk0 + n, at.head, at.v0);
-    MNEMO_FOR_LANES(e, c * bvn, lanes) {
-      const int i = e / bvn, col = e % bvn;
-      s.dout[i * BV + col] = load<Acc>(a.dout[((r0 + i) * H + at.head) * static_cast<int64_t>(V) + at.v0 + col]);
+    const Acc* linv = linv_at(a.linv, p, at.chunk0 + n, at.head);
+    Acc* dh = state_at(a.dh, p, at.chunk0 + n, at.head, at.v0);
+    // Phase: gates, L⁻¹, and dh[chunk] = dS.
+    load_gates_raw<Acc>(p, at.head, a.beta, a.g, r0, c, s.gates, lanes);
+    MNEMO_FOR_LANES(e, c * c, lanes) { s.l[(e / c) * C + e % c] = linv[(e / c) * C + e % c]; }
+    MNEMO_FOR_LANES(e, K * bvn, lanes) {
+      const int d = e / bvn, col = e % bvn;
+      dh[static_cast<int64_t>(d) * V + col] = dS[static_cast<int64_t>(d) * V + col];
     }
-    chunk_prologue<T, Acc>(p, at, a.q, a.k, a.v, a.beta, a.g, S, r0, c, f, s.v, lanes);
-    const Acc bc = f.b[c - 1];
-    // Phase: dU' = Pᵀ dO + Kd dS (into dr).
+    grid::barrier();
+    prefix_gates<Acc>(c, s.gates, lanes);
+    grid::barrier();
+    const Acc bc = s.gates.b[c - 1];
+    // Phase: dU' = D + Kd dS.
     MNEMO_FOR_LANES(e, c * bvn, lanes) {
       const int j = e / bvn, col = e % bvn;
-      Acc acc = 0, kd = 0;
-      for (int i = j; i < c; ++i) acc += f.pm[i * C + j] * s.dout[i * BV + col];
-      for (int d = 0; d < K; ++d) kd += f.k[j * K + d] * dS[static_cast<int64_t>(d) * V + col];
-      s.dr[j * BV + col] = acc + exp_acc(bc - f.b[j]) * kd;
+      Acc kd = 0;
+      for (int d = 0; d < K; ++d)
+        kd += load<Acc>(a.k[row_at(p, r0 + j, at.head, K, d)]) * dS[static_cast<int64_t>(d) * V + col];
+      s.r[j * BV + col] = a.dr[row_at(p, r0 + j, at.head, V, at.v0 + col)] + exp_acc(bc - s.gates.b[j]) * kd;
     }
     grid::barrier();
-    // Phase: dR = L⁻ᵀ dU', backward substitution, one column per lane.
-    MNEMO_FOR_LANES(col, bvn, lanes) {
-      for (int j = c - 2; j >= 0; --j) {
-        Acc acc = s.dr[j * BV + col];
-        for (int i = j + 1; i < c; ++i) acc -= f.a[i * C + j] * s.dr[i * BV + col];
-        s.dr[j * BV + col] = acc;
-      }
-    }
-    grid::barrier();
-    // Phase: per (i, j): dP Γ over P, dA β Γ over A, M = dP ⊙ P + dA ⊙ A, and dβ's dA Γ (k_i·k_j).
-    MNEMO_FOR_LANES(e, c * c, lanes) {
-      const int i = e / c, j = e % c;
-      Acc gp = 0, ga = 0, m = 0, bbv = 0;
-      if (j <= i) {
-        Acc dp = 0, da = 0;
-        for (int col = 0; col < bvn; ++col) {
-          dp += s.dout[i * BV + col] * f.u[j * BV + col];
-          da -= s.dr[i * BV + col] * f.u[j * BV + col];
-        }
-        const Acc gamma = exp_acc(f.b[i] - f.b[j]);
-        gp = dp * gamma;
-        m = dp * f.pm[i * C + j];
-        if (j < i) {
-          Acc kk = 0;
-          for (int d = 0; d < K; ++d) kk += f.k[i * K + d] * f.k[j * K + d];
-          ga = da * gamma * f.beta[i];
-          m += da * f.a[i * C + j];
-          bbv = da * gamma * kk;
-        }
-      }
-      f.pm[i * C + j] = gp;
-      f.a[i * C + j] = ga;
-      s.mm[i * C + j] = m;
-      s.bb[i * C + j] = bbv;
-    }
-    grid::barrier();
-    // Phase: dq, dk per (i, d), with the row products for db, dβ; dv per (i, col); <S, dS> per key row.
-    MNEMO_FOR_LANES(e, c * K, lanes) {
-      const int i = e / K, d = e % K;
-      Acc y = 0, z = 0, w = 0;
-      for (int col = 0; col < bvn; ++col) {
-        const Acc s_dc = S[static_cast<int64_t>(d) * V + col];
-        y += s.dout[i * BV + col] * s_dc;
-        z += s.dr[i * BV + col] * s_dc;
-        w += f.u[i * BV + col] * dS[static_cast<int64_t>(d) * V + col];
-      }
-      const Acc ebi = exp_acc(f.b[i]), decay_out = exp_acc(bc - f.b[i]);
-      Acc dqv = ebi * y, dkv = -f.beta[i] * ebi * z + decay_out * w;
-      for (int j = 0; j <= i; ++j) dqv += f.pm[i * C + j] * f.k[j * K + d];
-      for (int i2 = i; i2 < c; ++i2) dkv += f.pm[i2 * C + i] * f.q[i2 * K + d];
-      for (int j = 0; j < i; ++j) dkv += f.a[i * C + j] * f.k[j * K + d];
-      for (int i2 = i + 1; i2 < c; ++i2) dkv += f.a[i2 * C + i] * f.k[i2 * K + d];
-      const int64_t out = ((r0 + i) * H + at.head) * static_cast<int64_t>(K) + d;
-      dq[out] = scale * dqv;
-      dk[out] = dkv;
-      s.e1[i * K + d] = ebi * (f.q[i * K + d] * y - f.beta[i] * f.k[i * K + d] * z);
-      s.e2[i * K + d] = -ebi * f.k[i * K + d] * z;
-      s.e3[i * K + d] = decay_out * f.k[i * K + d] * w;
-    }
+    // Phase: dR = L⁻ᵀ dU' (into dr for the gradient stage).
     MNEMO_FOR_LANES(e, c * bvn, lanes) {
-      const int i = e / bvn, col = e % bvn;
-      a.dv[((r0 + i) * H + at.head) * static_cast<int64_t>(V) + at.v0 + col] = f.beta[i] * s.dr[i * BV + col];
-    }
-    MNEMO_FOR_LANES(d, K, lanes) {
+      const int j = e / bvn, col = e % bvn;
       Acc acc = 0;
-      for (int col = 0; col < bvn; ++col)
-        acc += S[static_cast<int64_t>(d) * V + col] * dS[static_cast<int64_t>(d) * V + col];
-      s.red[d] = acc;
+      for (int i = j; i < c; ++i) acc += s.l[i * C + j] * s.r[i * BV + col];
+      s.u[j * BV + col] = acc;
+      a.dr[row_at(p, r0 + j, at.head, V, at.v0 + col)] = acc;
     }
     grid::barrier();
-    // Phase: per row db (before the cross-row terms), t, dβ; the dS update (each entry reads only itself of dS).
-    MNEMO_FOR_LANES(i, c, lanes) {
-      Acc dbv = 0, t = 0, e2 = 0;
-      for (int d = 0; d < K; ++d) {
-        dbv += s.e1[i * K + d];
-        t += s.e3[i * K + d];
-        e2 += s.e2[i * K + d];
-      }
-      for (int j = 0; j < c; ++j) dbv += s.mm[i * C + j] - s.mm[j * C + i];
-      Acc dbt = e2;
-      for (int col = 0; col < bvn; ++col) dbt += s.dr[i * BV + col] * s.v[i * BV + col];
-      for (int j = 0; j < i; ++j) dbt += s.bb[i * C + j];
-      dbeta[(r0 + i) * H + at.head] = dbt;
-      s.db[i] = dbv - t;
-      s.t[i] = t;
-    }
+    // Phase: dS ← e^{b_c} dS + Σ_i e^{b_i} (Q_i dO_i - β_i k_i dR_i) (each entry reads only itself of dS).
     MNEMO_FOR_LANES(e, K * bvn, lanes) {
       const int d = e / bvn, col = e % bvn;
       Acc acc = exp_acc(bc) * dS[static_cast<int64_t>(d) * V + col];
       for (int i = 0; i < c; ++i) {
-        const Acc ebi = exp_acc(f.b[i]);
-        acc += ebi * (f.q[i * K + d] * s.dout[i * BV + col] - f.beta[i] * f.k[i * K + d] * s.dr[i * BV + col]);
+        const Acc qd = scale * load<Acc>(a.q[row_at(p, r0 + i, at.head, K, d)]);
+        const Acc kd = load<Acc>(a.k[row_at(p, r0 + i, at.head, K, d)]);
+        const Acc dout = load<Acc>(a.dout[row_at(p, r0 + i, at.head, V, at.v0 + col)]);
+        acc += exp_acc(s.gates.b[i]) * (qd * dout - s.gates.beta[i] * kd * s.u[i * BV + col]);
       }
       dS[static_cast<int64_t>(d) * V + col] = acc;
     }
     grid::barrier();
-    // Phase (one item): the chunk-end terms of db_c, then dg_r = Σ_{i>=r} db_i.
-    if (dg) {
-      MNEMO_FOR_LANES(one, 1, lanes) {
-        (void)one;
-        Acc extra = 0, sds = 0;
-        for (int j = 0; j < c; ++j) extra += s.t[j];
-        for (int d = 0; d < K; ++d) sds += s.red[d];
-        s.db[c - 1] += extra + exp_acc(bc) * sds;
-        Acc acc = 0;
-        for (int r = c - 1; r >= 0; --r) {
-          acc += s.db[r];
-          dg[(r0 + r) * H + at.head] = acc;
-        }
+  }
+}
+
+// gradients of one (chunk, head, V tile). Tiles: gates; dP Γ, dA β Γ [C, C]; U', dO, dR [C, bv]; per-row
+// accumulators of db, dβ, t and the <S, dS> sum.
+template <class Acc>
+struct GradientTiles {
+  Gates<Acc> gates;
+  Acc *gp, *ga, *u, *dout, *dr, *db, *dbeta, *t, *sds;
+  MNEMO_HD GradientTiles(SharedArena& s, const Problem& p) : gates(s, p) {
+    const std::size_t cc = static_cast<std::size_t>(p.chunk) * p.chunk, cv = static_cast<std::size_t>(p.chunk) * p.bv;
+    gp = s.take<Acc>(cc);
+    ga = s.take<Acc>(cc);
+    u = s.take<Acc>(cv);
+    dout = s.take<Acc>(cv);
+    dr = s.take<Acc>(cv);
+    db = s.take<Acc>(p.chunk);
+    dbeta = s.take<Acc>(p.chunk);
+    t = s.take<Acc>(p.chunk);
+    sds = s.take<Acc>(1);
+  }
+};
+
+template <class T, class Acc>
+MNEMO_HD void gradient_block(const BackwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
+  const Problem& p = a.p;
+  const ChunkPlace at(p, block, true);
+  SharedArena arena(shared);
+  GradientTiles<Acc> s(arena, p);
+  const Gates<Acc>& f = s.gates;
+  const int K = p.key_dim, V = p.value_dim, H = p.heads, C = p.chunk, BV = p.bv, bvn = at.bvn, c = at.c;
+  const int64_t total_rows = p.cu_seqlens[p.num_seqs], r0 = at.r0;
+  const Acc scale = static_cast<Acc>(p.scale);
+  const Acc* S = state_at(a.h, p, at.chunk, at.head, at.v0);
+  const Acc* dS = state_at(a.dh, p, at.chunk, at.head, at.v0);
+  Acc* dq = a.dq + static_cast<int64_t>(at.vt) * total_rows * H * K;
+  Acc* dk = a.dk + static_cast<int64_t>(at.vt) * total_rows * H * K;
+  Acc* dbeta = a.dbeta + static_cast<int64_t>(at.vt) * total_rows * H;
+  Acc* dg = a.g ? a.dg + static_cast<int64_t>(at.vt) * total_rows * H : nullptr;
+  // Phase: tiles and zeroed accumulators.
+  load_gates_raw<Acc>(p, at.head, a.beta, a.g, r0, c, s.gates, lanes);
+  MNEMO_FOR_LANES(e, c * bvn, lanes) {
+    const int i = e / bvn, col = e % bvn;
+    const int64_t at_v = row_at(p, r0 + i, at.head, V, at.v0 + col);
+    s.u[i * BV + col] = a.u[at_v];
+    s.dout[i * BV + col] = load<Acc>(a.dout[at_v]);
+    s.dr[i * BV + col] = a.dr[at_v];
+  }
+  MNEMO_FOR_LANES(i, c, lanes) { s.db[i] = s.dbeta[i] = s.t[i] = Acc(0); }
+  MNEMO_FOR_LANES(one, 1, lanes) { (void)one; s.sds[0] = Acc(0); }
+  grid::barrier();
+  prefix_gates<Acc>(c, s.gates, lanes);
+  grid::barrier();
+  const Acc bc = f.b[c - 1];
+  // Phase: per (i, j): dP Γ and dA β Γ into tiles; M = dP ⊙ P + dA ⊙ A into db_i (+) and db_j (-); dA Γ k_i·k_j
+  // into dβ_i.
+  MNEMO_FOR_LANES(e, c * c, lanes) {
+    const int i = e / c, j = e % c;
+    Acc gp = 0, ga = 0;
+    if (j <= i) {
+      Acc dp = 0, da = 0;
+      for (int col = 0; col < bvn; ++col) {
+        dp += s.dout[i * BV + col] * s.u[j * BV + col];
+        da -= s.dr[i * BV + col] * s.u[j * BV + col];
+      }
+      const Acc gamma = exp_acc(f.b[i] - f.b[j]);
+      const Acc qk = scale * dot_rows<T, Acc>(p, a.q, a.k, r0 + i, r0 + j, at.head);
+      gp = dp * gamma;
+      Acc m = dp * gamma * qk;
+      if (j < i) {
+        const Acc kk = dot_rows<T, Acc>(p, a.k, a.k, r0 + i, r0 + j, at.head);
+        ga = da * gamma * f.beta[i];
+        m += da * f.beta[i] * kk * gamma;
+        grid::atomic_add(&s.dbeta[i], da * gamma * kk);
+      }
+      grid::atomic_add(&s.db[i], m);
+      grid::atomic_add(&s.db[j], -m);
+    }
+    s.gp[i * C + j] = gp;
+    s.ga[i * C + j] = ga;
+  }
+  // Phase (same): <S, dS> over the tile's columns (only dg needs it).
+  if (dg) {
+    MNEMO_FOR_LANES(e, K * bvn, lanes) {
+      const int d = e / bvn, col = e % bvn;
+      grid::atomic_add(&s.sds[0], S[static_cast<int64_t>(d) * V + col] * dS[static_cast<int64_t>(d) * V + col]);
+    }
+  }
+  grid::barrier();
+  // Phase: dq, dk per (i, d), with their row terms of db, dβ and t; dv per (i, col).
+  MNEMO_FOR_LANES(e, c * K, lanes) {
+    const int i = e / K, d = e % K;
+    Acc y = 0, z = 0, w = 0;
+    for (int col = 0; col < bvn; ++col) {
+      const Acc s_dc = S[static_cast<int64_t>(d) * V + col];
+      y += s.dout[i * BV + col] * s_dc;
+      z += s.dr[i * BV + col] * s_dc;
+      w += s.u[i * BV + col] * dS[static_cast<int64_t>(d) * V + col];
+    }
+    const Acc ebi = exp_acc(f.b[i]), decay_out = exp_acc(bc - f.b[i]);
+    const Acc qid = scale * load<Acc>(a.q[row_at(p, r0 + i, at.head, K, d)]);
+    const Acc kid = load<Acc>(a.k[row_at(p, r0 + i, at.head, K, d)]);
+    Acc dqv = ebi * y, dkv = -f.beta[i] * ebi * z + decay_out * w;
+    for (int j = 0; j <= i; ++j) dqv += s.gp[i * C + j] * load<Acc>(a.k[row_at(p, r0 + j, at.head, K, d)]);
+    for (int i2 = i; i2 < c; ++i2) dkv += s.gp[i2 * C + i] * scale * load<Acc>(a.q[row_at(p, r0 + i2, at.head, K, d)]);
+    for (int j = 0; j < i; ++j) dkv += s.ga[i * C + j] * load<Acc>(a.k[row_at(p, r0 + j, at.head, K, d)]);
+    for (int i2 = i + 1; i2 < c; ++i2) dkv += s.ga[i2 * C + i] * load<Acc>(a.k[row_at(p, r0 + i2, at.head, K, d)]);
+    const int64_t out = row_at(p, r0 + i, at.head, K, d);
+    dq[out] = scale * dqv;
+    dk[out] = dkv;
+    grid::atomic_add(&s.db[i], ebi * (qid * y - f.beta[i] * kid * z));
+    grid::atomic_add(&s.dbeta[i], -ebi * kid * z);
+    grid::atomic_add(&s.t[i], decay_out * kid * w);
+  }
+  MNEMO_FOR_LANES(e, c * bvn, lanes) {
+    const int i = e / bvn, col = e % bvn;
+    a.dv[row_at(p, r0 + i, at.head, V, at.v0 + col)] = f.beta[i] * s.dr[i * BV + col];
+  }
+  grid::barrier();
+  // Phase: dβ per row (its dR·v term here); db_i - t_i.
+  MNEMO_FOR_LANES(i, c, lanes) {
+    Acc dbt = s.dbeta[i];
+    for (int col = 0; col < bvn; ++col)
+      dbt += s.dr[i * BV + col] * load<Acc>(a.v[row_at(p, r0 + i, at.head, V, at.v0 + col)]);
+    dbeta[(r0 + i) * H + at.head] = dbt;
+    s.db[i] -= s.t[i];
+  }
+  grid::barrier();
+  // Phase (one item): the chunk-end terms of db_c, then dg_r = Σ_{i>=r} db_i.
+  if (dg) {
+    MNEMO_FOR_LANES(one, 1, lanes) {
+      (void)one;
+      Acc extra = 0;
+      for (int j = 0; j < c; ++j) extra += s.t[j];
+      s.db[c - 1] += extra + exp_acc(bc) * s.sds[0];
+      Acc acc = 0;
+      for (int r = c - 1; r >= 0; --r) {
+        acc += s.db[r];
+        dg[(r0 + r) * H + at.head] = acc;
       }
     }
-    grid::barrier();
   }
+}
+
+// Shared bytes of each stage's tiles (the launch's dynamic shared memory; the host grid allocates the same).
+template <class Tiles>
+MNEMO_HD std::size_t tile_bytes(const Problem& p) {
+  SharedArena s(nullptr);
+  Tiles tiles(s, p);
+  (void)tiles;
+  return s.used();
 }
 
 }  // namespace mnemo::delta_rule_kernel

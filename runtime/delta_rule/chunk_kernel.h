@@ -1,8 +1,9 @@
-// Launchers of the fused delta-rule chunk kernels (chunk_kernel.cuh, chunk_kernel.cu): torch-free, raw pointers to
+// Launchers of the delta-rule chunk kernels (chunk_kernel.cuh, chunk_kernel.cu): torch-free, raw pointers to
 // device memory and a cudaStream_t passed as void*. Compiled into mnemo_cuda_kernels by nvcc; called from
 // chunk_fused.cpp on CUDA tensors when the build links the kernels (MNEMO_CUDA_KERNELS).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 #include "runtime/delta_rule/chunk_kernel.cuh"
@@ -16,33 +17,62 @@ enum class Dtype { f32, f64, bf16 };  // element type of q, k, v, o, dO; Acc is 
 constexpr std::size_t kMaxSharedBytes = 99 * 1024;
 constexpr int kThreads = 256;
 
-// Pointers: q, k, v, o, dout in `dtype`; beta, g, states and gradients in Acc. Optional ones may be null as in
-// ForwardArgs / BackwardArgs. `cu_seqlens` and `chunk_offsets` are device int32 arrays.
+// Pointers: q, k, v, o, dout in `dtype`; beta, g, states, L⁻¹, U', scratch and gradients in Acc. Optional ones may
+// be null as in ForwardArgs / BackwardArgs. `cu_seqlens` and `chunk_offsets` are device int32 arrays.
 struct ForwardLaunch {
   Problem p;
   Dtype dtype;
   const void *q, *k, *v, *beta, *g, *h0;
-  void *o, *h, *ht;
+  void *o, *h, *ht, *linv, *u;
 };
 
 struct BackwardLaunch {
   Problem p;
   Dtype dtype;
-  const void *q, *k, *v, *dout, *beta, *g, *h, *dht;
-  void *dq, *dk, *dv, *dbeta, *dg, *dh0;
+  const void *q, *k, *v, *dout, *beta, *g, *h, *linv, *u, *dht;
+  void *dh, *dr, *dq, *dk, *dv, *dbeta, *dg, *dh0;
 };
 
-inline std::size_t acc_size(Dtype d) { return d == Dtype::f64 ? sizeof(double) : sizeof(float); }
+// The stages of each pass in launch order (chunk_kernel.cuh): their grids and tile bytes.
+enum class Stage { prepare, state_forward, output, local_backward, state_backward, gradients };
+constexpr Stage kForwardStages[] = {Stage::prepare, Stage::state_forward, Stage::output};
+constexpr Stage kBackwardStages[] = {Stage::local_backward, Stage::state_backward, Stage::gradients};
 
-inline std::size_t forward_block_bytes(const Problem& p, Dtype d) {
-  return d == Dtype::f64 ? forward_shared_bytes<double>(p) : forward_shared_bytes<float>(p);
+inline int64_t stage_blocks(Stage s, const Problem& p) {
+  switch (s) {
+    case Stage::prepare: return p.chunk_blocks();
+    case Stage::state_forward:
+    case Stage::state_backward: return p.sequence_blocks();
+    default: return p.chunk_tile_blocks();
+  }
 }
-inline std::size_t backward_block_bytes(const Problem& p, Dtype d) {
-  return d == Dtype::f64 ? backward_shared_bytes<double>(p) : backward_shared_bytes<float>(p);
+
+template <class Acc>
+std::size_t stage_bytes(Stage s, const Problem& p) {
+  switch (s) {
+    case Stage::prepare: return tile_bytes<PrepareTiles<Acc>>(p);
+    case Stage::state_forward:
+    case Stage::state_backward: return tile_bytes<StateTiles<Acc>>(p);
+    case Stage::output: return tile_bytes<OutputTiles<Acc>>(p);
+    case Stage::local_backward: return tile_bytes<LocalTiles<Acc>>(p);
+    case Stage::gradients: break;
+  }
+  return tile_bytes<GradientTiles<Acc>>(p);
 }
-// Global workspace the launch needs: 0 when a block's tiles fit the dynamic shared memory.
-inline std::size_t workspace_bytes(std::size_t block_bytes, const Problem& p) {
-  return block_bytes <= kMaxSharedBytes ? 0 : block_bytes * static_cast<std::size_t>(p.blocks());
+
+inline std::size_t stage_bytes(Stage s, const Problem& p, Dtype d) {
+  return d == Dtype::f64 ? stage_bytes<double>(s, p) : stage_bytes<float>(s, p);
+}
+
+// Global workspace a pass needs: the largest of its stages' (0 where a stage's tiles fit the shared memory).
+template <std::size_t N>
+std::size_t workspace_bytes(const Stage (&stages)[N], const Problem& p, Dtype d) {
+  std::size_t most = 0;
+  for (Stage s : stages) {
+    const std::size_t bytes = stage_bytes(s, p, d);
+    if (bytes > kMaxSharedBytes) most = std::max(most, bytes * static_cast<std::size_t>(stage_blocks(s, p)));
+  }
+  return most;
 }
 
 // The element and accumulation types of a Dtype, as a tag: fn(TypeTag<T, Acc>{}) for the launch's dtype.
@@ -66,19 +96,21 @@ template <class T, class Acc>
 ForwardArgs<T, Acc> typed_args(const ForwardLaunch& l) {
   return {l.p, static_cast<const T*>(l.q), static_cast<const T*>(l.k), static_cast<const T*>(l.v),
           static_cast<const Acc*>(l.beta), static_cast<const Acc*>(l.g), static_cast<const Acc*>(l.h0),
-          static_cast<T*>(l.o), static_cast<Acc*>(l.h), static_cast<Acc*>(l.ht)};
+          static_cast<T*>(l.o), static_cast<Acc*>(l.h), static_cast<Acc*>(l.ht), static_cast<Acc*>(l.linv),
+          static_cast<Acc*>(l.u)};
 }
 template <class T, class Acc>
 BackwardArgs<T, Acc> typed_args(const BackwardLaunch& l) {
   return {l.p, static_cast<const T*>(l.q), static_cast<const T*>(l.k), static_cast<const T*>(l.v),
           static_cast<const T*>(l.dout), static_cast<const Acc*>(l.beta), static_cast<const Acc*>(l.g),
-          static_cast<const Acc*>(l.h), static_cast<const Acc*>(l.dht), static_cast<Acc*>(l.dq),
-          static_cast<Acc*>(l.dk), static_cast<Acc*>(l.dv), static_cast<Acc*>(l.dbeta), static_cast<Acc*>(l.dg),
-          static_cast<Acc*>(l.dh0)};
+          static_cast<const Acc*>(l.h), static_cast<const Acc*>(l.linv), static_cast<const Acc*>(l.u),
+          static_cast<const Acc*>(l.dht), static_cast<Acc*>(l.dh), static_cast<Acc*>(l.dr),
+          static_cast<Acc*>(l.dq), static_cast<Acc*>(l.dk), static_cast<Acc*>(l.dv), static_cast<Acc*>(l.dbeta),
+          static_cast<Acc*>(l.dg), static_cast<Acc*>(l.dh0)};
 }
 
-// Launch on `stream` (cudaStream_t); `workspace` holds workspace_bytes(...) bytes (or is null when that is 0).
-// Returns null on success, else the CUDA error's text.
+// Launch every stage of a pass on `stream` (cudaStream_t), in order; `workspace` holds workspace_bytes(...) bytes
+// (or is null when that is 0). Returns null on success, else the CUDA error's text.
 const char* launch_forward(const ForwardLaunch& launch, void* workspace, void* stream);
 const char* launch_backward(const BackwardLaunch& launch, void* workspace, void* stream);
 

@@ -14,7 +14,8 @@
 //
 // Rules for block code: no warp intrinsics outside helpers that have a host form here; every cross-thread
 // exchange goes through shared memory and a barrier; a reduction writes per-lane partials, barrier, then lane 0
-// (or a loop over partials) combines them — with one host lane this is the full sum.
+// (or a loop over partials) combines them — with one host lane this is the full sum — or adds into a shared
+// accumulator with atomic_add (then the device's summation order is unspecified).
 #pragma once
 
 #include <cstddef>
@@ -39,6 +40,17 @@ struct Lanes {
 MNEMO_HD void barrier() {
 #if defined(__CUDA_ARCH__)
   __syncthreads();
+#endif
+}
+
+// Adds x to *address; many lanes of one phase may add to the same address (on the device an atomic add, whose
+// order between lanes is unspecified; on the host the one lane adds in item order).
+template <class Acc>
+MNEMO_HD void atomic_add(Acc* address, Acc x) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd(address, x);
+#else
+  *address += x;
 #endif
 }
 
