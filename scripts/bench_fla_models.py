@@ -99,6 +99,10 @@ def main():
     a = p.parse_args()
     import torch
     import fla.models as fm
+    from bench_fla_kernels import allow_gated_backward_timing  # scripts/: the gated backward guard, lifted for timing
+    note = allow_gated_backward_timing()
+    if note:
+        print("fla: " + note, flush=True)
     rows = []
     for item in a.models.split(","):
         family, _, heads = item.partition(":")
@@ -108,7 +112,7 @@ def main():
             print(f"fla {family}: failed: {type(e).__name__}: {e}", flush=True)
             rows.append(dict(family=family, error=f"{type(e).__name__}: {e}"))
     with open(a.json, "w") as f:
-        json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), f, indent=1)
+        json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, note=note, rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":
