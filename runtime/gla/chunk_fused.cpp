@@ -73,10 +73,13 @@ void run_forward(const Launch& l, const gk::ForwardPointers& ptr, const torch::T
   on_host(l.element, [&](auto e, auto acc) {
     using E = decltype(e);
     using Acc = decltype(acc);
-    grid::run_on_host(gk::blocks(l.problem), gk::shared_bytes<Acc>(l.problem, false),
-                      [&](int64_t block, void* shared, grid::Lanes lanes) {
-                        gk::forward_block<E, Acc>(l.problem, ptr, block, shared, lanes);
-                      });
+    const std::size_t bytes = gk::shared_bytes<Acc>(l.problem, false);
+    grid::run_on_host(gk::blocks(l.problem), bytes, [&](int64_t block, void* shared, grid::Lanes lanes) {
+      gk::state_forward_block<E, Acc>(l.problem, ptr, block, shared, lanes);
+    });
+    grid::run_on_host(gk::chunk_blocks(l.problem), bytes, [&](int64_t block, void* shared, grid::Lanes lanes) {
+      gk::output_block<E, Acc>(l.problem, ptr, block, shared, lanes);
+    });
   });
 }
 
@@ -91,10 +94,13 @@ void run_backward(const Launch& l, const gk::BackwardPointers& ptr, const torch:
   on_host(l.element, [&](auto e, auto acc) {
     using E = decltype(e);
     using Acc = decltype(acc);
-    grid::run_on_host(gk::blocks(l.problem), gk::shared_bytes<Acc>(l.problem, true),
-                      [&](int64_t block, void* shared, grid::Lanes lanes) {
-                        gk::backward_block<E, Acc>(l.problem, ptr, block, shared, lanes);
-                      });
+    const std::size_t bytes = gk::shared_bytes<Acc>(l.problem, true);
+    grid::run_on_host(gk::blocks(l.problem), bytes, [&](int64_t block, void* shared, grid::Lanes lanes) {
+      gk::state_backward_block<E, Acc>(l.problem, ptr, block, shared, lanes);
+    });
+    grid::run_on_host(gk::chunk_blocks(l.problem), bytes, [&](int64_t block, void* shared, grid::Lanes lanes) {
+      gk::gradient_block<E, Acc>(l.problem, ptr, block, shared, lanes);
+    });
   });
 }
 
@@ -151,6 +157,7 @@ class GlaChunkFusedFn : public torch::autograd::Function<GlaChunkFusedFn> {
     if (p.gate != gk::Gate::kNone)
       dgate = torch::empty({tiles, tokens, p.heads, p.gate == gk::Gate::kKeyWise ? p.key_dim : 1}, opts);
     auto ds0 = torch::empty({p.sequences, p.heads, p.key_dim, p.value_dim}, opts);
+    auto d_states = torch::empty({l.slots, p.heads, p.key_dim, p.value_dim}, opts);
     gk::BackwardPointers ptr;
     ptr.q = data(q);
     ptr.k = data(k);
@@ -164,6 +171,7 @@ class GlaChunkFusedFn : public torch::autograd::Function<GlaChunkFusedFn> {
     ptr.dv = data(dv);
     ptr.dgate = data(dgate);
     ptr.ds0 = data(ds0);
+    ptr.d_states = data(d_states);
     run_backward(l, ptr, q);
     auto sum_tiles = [&](const torch::Tensor& t) { return tiles == 1 ? t.select(0, 0) : t.sum(0); };
     variable_list out(6);
@@ -261,6 +269,7 @@ RecurrentResult gla_chunk_fused(const torch::Tensor& q, const torch::Tensor& k, 
     launch->slots = B * (gk::chunks_of(T, p.tiling.chunk) + 1);
   }
   if (initial_state.defined()) check_shape(op, "initial_state", initial_state, {p.sequences, H, K, V});
+  p.slots = launch->slots;
   launch->problem = p;
   auto gate_acc = gate.defined() ? gate.to(acc).contiguous() : torch::Tensor();
   auto s0 = initial_state.defined() ? initial_state.to(acc).contiguous() : torch::Tensor();

@@ -1,6 +1,6 @@
-// CUDA kernels and launchers of the fused gated-linear-attention chunk kernel: each kernel is one call of the
-// block function in chunk_kernel.cuh (the code the CPU tests run over a sequential grid), one block per
-// (sequence, head, value tile).
+// CUDA kernels and launchers of the gated-linear-attention chunk kernels: each kernel is one call of a stage's
+// block function in chunk_kernel.cuh (the code the CPU tests run over a sequential grid); the stages of a pass run
+// in order on one stream.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,19 +14,18 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <class E, class Acc>
-__global__ void __launch_bounds__(kThreads) forward_kernel(Problem p, ForwardPointers ptr) {
-  extern __shared__ __align__(16) unsigned char shared[];
-  forward_block<E, Acc>(p, ptr, blockIdx.x, shared, grid::Lanes{static_cast<int>(threadIdx.x),
-                                                                 static_cast<int>(blockDim.x)});
-}
-
-template <class E, class Acc>
-__global__ void __launch_bounds__(kThreads) backward_kernel(Problem p, BackwardPointers ptr) {
-  extern __shared__ __align__(16) unsigned char shared[];
-  backward_block<E, Acc>(p, ptr, blockIdx.x, shared, grid::Lanes{static_cast<int>(threadIdx.x),
-                                                                  static_cast<int>(blockDim.x)});
-}
+#define MNEMO_GLA_STAGE_KERNEL(name, block_fn, Pointers)                                                      \
+  template <class E, class Acc>                                                                               \
+  __global__ void __launch_bounds__(kThreads) name(Problem p, Pointers ptr) {                                 \
+    extern __shared__ __align__(16) unsigned char shared[];                                                   \
+    block_fn<E, Acc>(p, ptr, blockIdx.x, shared,                                                              \
+                     grid::Lanes{static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)});              \
+  }
+MNEMO_GLA_STAGE_KERNEL(state_forward_kernel, state_forward_block, ForwardPointers)
+MNEMO_GLA_STAGE_KERNEL(output_kernel, output_block, ForwardPointers)
+MNEMO_GLA_STAGE_KERNEL(state_backward_kernel, state_backward_block, BackwardPointers)
+MNEMO_GLA_STAGE_KERNEL(gradient_kernel, gradient_block, BackwardPointers)
+#undef MNEMO_GLA_STAGE_KERNEL
 
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)
@@ -34,8 +33,7 @@ void check(cudaError_t status, const char* what) {
 }
 
 template <class Kernel, class Pointers>
-void launch(Kernel kernel, const Problem& p, const Pointers& ptr, std::size_t bytes, void* stream) {
-  const int64_t n = blocks(p);
+void launch(Kernel kernel, int64_t n, const Problem& p, const Pointers& ptr, std::size_t bytes, void* stream) {
   if (n == 0) return;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
         "shared memory size");
@@ -76,31 +74,33 @@ Tiling device_tiling(const Problem& problem, Element element) {
                            " does not fit the device's shared memory at any tiling");
 }
 
+template <class E, class Acc>
+void forward_stages(const Problem& p, const ForwardPointers& ptr, void* stream) {
+  const std::size_t bytes = shared_bytes<Acc>(p, false);
+  launch(state_forward_kernel<E, Acc>, blocks(p), p, ptr, bytes, stream);
+  launch(output_kernel<E, Acc>, chunk_blocks(p), p, ptr, bytes, stream);
+}
+
+template <class E, class Acc>
+void backward_stages(const Problem& p, const BackwardPointers& ptr, void* stream) {
+  const std::size_t bytes = shared_bytes<Acc>(p, true);
+  launch(state_backward_kernel<E, Acc>, blocks(p), p, ptr, bytes, stream);
+  launch(gradient_kernel<E, Acc>, chunk_blocks(p), p, ptr, bytes, stream);
+}
+
 void launch_forward(const Problem& p, const ForwardPointers& ptr, Element element, void* stream) {
   switch (element) {
-    case Element::kFloat32:
-      launch(forward_kernel<float, float>, p, ptr, shared_bytes<float>(p, false), stream);
-      break;
-    case Element::kBFloat16:
-      launch(forward_kernel<grid::bf16, float>, p, ptr, shared_bytes<float>(p, false), stream);
-      break;
-    case Element::kFloat64:
-      launch(forward_kernel<double, double>, p, ptr, shared_bytes<double>(p, false), stream);
-      break;
+    case Element::kFloat32: forward_stages<float, float>(p, ptr, stream); break;
+    case Element::kBFloat16: forward_stages<grid::bf16, float>(p, ptr, stream); break;
+    case Element::kFloat64: forward_stages<double, double>(p, ptr, stream); break;
   }
 }
 
 void launch_backward(const Problem& p, const BackwardPointers& ptr, Element element, void* stream) {
   switch (element) {
-    case Element::kFloat32:
-      launch(backward_kernel<float, float>, p, ptr, shared_bytes<float>(p, true), stream);
-      break;
-    case Element::kBFloat16:
-      launch(backward_kernel<grid::bf16, float>, p, ptr, shared_bytes<float>(p, true), stream);
-      break;
-    case Element::kFloat64:
-      launch(backward_kernel<double, double>, p, ptr, shared_bytes<double>(p, true), stream);
-      break;
+    case Element::kFloat32: backward_stages<float, float>(p, ptr, stream); break;
+    case Element::kBFloat16: backward_stages<grid::bf16, float>(p, ptr, stream); break;
+    case Element::kFloat64: backward_stages<double, double>(p, ptr, stream); break;
   }
 }
 

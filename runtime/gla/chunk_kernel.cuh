@@ -1,10 +1,13 @@
-// Fused chunk kernel of the gated-linear-attention family, forward and backward, as block code
+// Chunk kernels of the gated-linear-attention family, forward and backward, as block code
 // (runtime/kernels/block_grid.cuh): the same functions run as CUDA kernels (chunk_kernel.cu) and, over a
 // sequential grid, on the host (chunk_fused.cpp), where the tests check them against gla_chunk / gla_recurrent,
 // simple_gla_chunk and linear_attn_chunk in fp64 and fp32.
 //
-// One block per (sequence, head, value tile of tile_v columns); it walks the sequence's chunks of C tokens,
-// carrying its K × tile_v slice of the state in shared memory (fp32, fp64 for fp64 inputs). Per chunk of L <= C
+// Two stages a pass. The state stage runs one block per (sequence, head, value tile of tile_v columns); it walks
+// the sequence's chunks of C tokens, carrying its K × tile_v slice of the state in shared memory (fp32, fp64 for
+// fp64 inputs), and stores every chunk-start state (forward) or the adjoint of every chunk-end state (backward).
+// The output / gradient stage then runs one block per (chunk, head, value tile), all chunks at once, reading its
+// chunk's states from those buffers. Per chunk of L <= C
 // rows, with Q = scale · q, the in-chunk cumulative log gate B_i = Σ_{r<=i} g_r (<= 0, non-increasing in i;
 // key-wise [L, K], a scalar per row for simple GLA / RetNet, zero for linear attention) and S the chunk-start state
 // (GLA, arXiv:2312.06635 §4; the fla chunk form):
@@ -18,8 +21,8 @@
 // small M_IJc = e^{r_Ic − R_Jc}; a diagonal block takes e^{B_ic − B_jc} (j <= i) per entry. The same factors give
 // Q ⊙ e^B = Qn ⊙ e^{r} and K ⊙ F = Kn ⊙ e^{B_L − R} without further exps.
 //
-// Backward, per chunk in reverse order, from dO and the gradient dS' of the chunk-end state (the next chunk's
-// dS, or d(final state)); the chunk-start states S (and S') come from the forward's chunk_states:
+// Backward, from dO and the gradient dS' of each chunk-end state (the next chunk's dS, or d(final state); the
+// state stage's chunk loop in reverse order); the chunk-start states S (and S') come from the forward's chunk_states:
 //   dA_ij = dO_i · V_j                                             (i >= j)
 //   dV_j  = Σ_{i>=j} A_ij dO_i + (K ⊙ F)_j dS'
 //   dQ_ic = e^{B_ic} (dO_i · S_c) + Σ_{j<=i} dA_ij K_jc e^{B_ic − B_jc}
@@ -216,8 +219,35 @@ MNEMO_HD Acc intra_score(const Problem& p, const Tiles<Acc>& t, int i, int j) {
   return sum;
 }
 
+// Which chunk a (slot, head, value tile) block of the chunk-parallel stages is: slots are the chunk-state slots
+// (each sequence's N chunk-start states, then its final state); a final-state slot is no chunk (false).
+struct ChunkCoords {
+  BlockCoords bc;
+  int64_t bos, len, slot0, ci;
+};
+MNEMO_HD bool chunk_coords(const Problem& p, int64_t block, ChunkCoords& cc) {
+  const int64_t NV = value_tiles(p);
+  const int64_t slot = block / NV / p.heads;
+  cc.bc = block_coords(p, block % (NV * p.heads));
+  int64_t n;
+  if (p.cu_seqlens) {
+    int64_t lo = 0, hi = p.sequences;  // state_slots[lo] <= slot < state_slots[hi]
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      if (p.state_slots[mid] <= slot) lo = mid; else hi = mid;
+    }
+    n = lo;
+  } else {
+    n = slot / (chunks_of(p.seq_len, p.tiling.chunk) + 1);
+  }
+  cc.bc.n = n;
+  sequence_span(p, n, cc.bos, cc.len, cc.slot0);
+  cc.ci = slot - cc.slot0;
+  return cc.ci < chunks_of(cc.len, p.tiling.chunk);
+}
+
 template <class E, class Acc>
-MNEMO_HD void forward_block(const Problem& p, const ForwardPointers& ptr, int64_t block, void* shared,
+MNEMO_HD void state_forward_block(const Problem& p, const ForwardPointers& ptr, int64_t block, void* shared,
                             grid::Lanes lanes) {
   grid::SharedArena arena(shared);
   const Tiles<Acc> t = carve<Acc>(arena, p, false);
@@ -226,7 +256,6 @@ MNEMO_HD void forward_block(const Problem& p, const ForwardPointers& ptr, int64_
   const E* v = static_cast<const E*>(ptr.v);
   const Acc* gate = static_cast<const Acc*>(ptr.gate);
   const Acc* s0 = static_cast<const Acc*>(ptr.s0);
-  E* o = static_cast<E*>(ptr.o);
   Acc* final_state = static_cast<Acc*>(ptr.final_state);
   Acc* chunk_states = static_cast<Acc*>(ptr.chunk_states);
 
@@ -261,20 +290,6 @@ MNEMO_HD void forward_block(const Problem& p, const ForwardPointers& ptr, int64_
     grid::barrier();
     sub_block_factors(p, L, t, lanes);
     grid::barrier();
-    MNEMO_FOR_LANES(x, L * L, lanes) {
-      const int i = x / L, j = x % L;
-      if (j <= i) t.a[i * C + j] = intra_score(p, t, i, j);
-    }
-    grid::barrier();
-    // O = (Qn ⊙ e^r) S + A V
-    MNEMO_FOR_LANES(x, L * bv, lanes) {
-      const int i = x / bv, col = x % bv, I = i / c;
-      Acc sum = 0;
-      for (int r = 0; r < K; ++r) sum += t.qn[i * t.kp + r] * t.er[I * K + r] * t.s[r * t.vp + col];
-      for (int j = 0; j <= i; ++j) sum += t.a[i * C + j] * t.v[j * t.vp + col];
-      grid::store_as<Acc>(o + ((row0 + i) * H + h) * V + v0 + col, sum);
-    }
-    grid::barrier();
     // S <- D S + (Kn ⊙ e^{B_L − R})ᵀ V
     MNEMO_FOR_LANES(x, K * bv, lanes) {
       const int r = x / bv, col = x % bv;
@@ -291,35 +306,76 @@ MNEMO_HD void forward_block(const Problem& p, const ForwardPointers& ptr, int64_
   }
 }
 
+
 template <class E, class Acc>
-MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int64_t block, void* shared,
-                             grid::Lanes lanes) {
+MNEMO_HD void output_block(const Problem& p, const ForwardPointers& ptr, int64_t block, void* shared,
+                           grid::Lanes lanes) {
+  ChunkCoords cc;
+  if (!chunk_coords(p, block, cc)) return;
+  grid::SharedArena arena(shared);
+  const Tiles<Acc> t = carve<Acc>(arena, p, false);
+  const E* q = static_cast<const E*>(ptr.q);
+  const E* k = static_cast<const E*>(ptr.k);
+  const E* v = static_cast<const E*>(ptr.v);
+  const Acc* gate = static_cast<const Acc*>(ptr.gate);
+  const Acc* chunk_states = static_cast<const Acc*>(ptr.chunk_states);
+  E* o = static_cast<E*>(ptr.o);
+  const BlockCoords& bc = cc.bc;
+  const int64_t H = p.heads, V = p.value_dim, h = bc.h, v0 = bc.v0;
+  const int K = static_cast<int>(p.key_dim), C = p.tiling.chunk, c = p.tiling.sub_chunk;
+  const int bv = bc.bv;
+  auto state_at = [&](int64_t slot, int row, int col) { return ((slot * H + h) * K + row) * V + v0 + col; };
+  const int64_t row0 = cc.bos + cc.ci * C;
+  const int L = static_cast<int>(cc.len - cc.ci * C < C ? cc.len - cc.ci * C : C);
+  load_chunk_keys<E, Acc>(p, q, k, gate, row0, h, L, t, lanes);
+  MNEMO_FOR_LANES(x, L * bv, lanes) {
+    const int i = x / bv, col = x % bv;
+    t.v[i * t.vp + col] = grid::load_as<Acc>(v + ((row0 + i) * H + h) * V + v0 + col);
+  }
+  MNEMO_FOR_LANES(x, K * bv, lanes) {
+    const int row = x / bv, col = x % bv;
+    t.s[row * t.vp + col] = chunk_states[state_at(cc.slot0 + cc.ci, row, col)];
+  }
+  grid::barrier();
+  gate_cumsum(p, L, t, lanes);
+  grid::barrier();
+  sub_block_factors(p, L, t, lanes);
+  grid::barrier();
+  MNEMO_FOR_LANES(x, L * L, lanes) {
+    const int i = x / L, j = x % L;
+    if (j <= i) t.a[i * C + j] = intra_score(p, t, i, j);
+  }
+  grid::barrier();
+  // O = (Qn ⊙ e^r) S + A V
+  MNEMO_FOR_LANES(x, L * bv, lanes) {
+    const int i = x / bv, col = x % bv, I = i / c;
+    Acc sum = 0;
+    for (int r = 0; r < K; ++r) sum += t.qn[i * t.kp + r] * t.er[I * K + r] * t.s[r * t.vp + col];
+    for (int j = 0; j <= i; ++j) sum += t.a[i * C + j] * t.v[j * t.vp + col];
+    grid::store_as<Acc>(o + ((row0 + i) * H + h) * V + v0 + col, sum);
+  }
+}
+
+template <class E, class Acc>
+MNEMO_HD void state_backward_block(const Problem& p, const BackwardPointers& ptr, int64_t block, void* shared,
+                                   grid::Lanes lanes) {
   grid::SharedArena arena(shared);
   const Tiles<Acc> t = carve<Acc>(arena, p, true);
   const E* q = static_cast<const E*>(ptr.q);
   const E* k = static_cast<const E*>(ptr.k);
-  const E* v = static_cast<const E*>(ptr.v);
   const E* d_o = static_cast<const E*>(ptr.d_o);
   const Acc* gate = static_cast<const Acc*>(ptr.gate);
-  const Acc* chunk_states = static_cast<const Acc*>(ptr.chunk_states);
   const Acc* d_final = static_cast<const Acc*>(ptr.d_final_state);
-  Acc* dq = static_cast<Acc*>(ptr.dq);
-  Acc* dk = static_cast<Acc*>(ptr.dk);
-  Acc* dv = static_cast<Acc*>(ptr.dv);
-  Acc* dgate = static_cast<Acc*>(ptr.dgate);
+  Acc* d_states = static_cast<Acc*>(ptr.d_states);
   Acc* ds0 = static_cast<Acc*>(ptr.ds0);
 
   const BlockCoords bc = block_coords(p, block);
   int64_t bos, len, slot0;
   sequence_span(p, bc.n, bos, len, slot0);
   const int64_t H = p.heads, V = p.value_dim, h = bc.h, v0 = bc.v0;
-  const int K = static_cast<int>(p.key_dim), C = p.tiling.chunk, c = p.tiling.sub_chunk, BV = p.tiling.tile_v;
-  const int bv = bc.bv, S = sub_blocks(p), gw = gate_width(p);
-  const int64_t tokens = p.cu_seqlens ? p.cu_seqlens[p.sequences] : p.sequences * p.seq_len;
-  const int64_t partial = (bc.v0 / BV) * tokens * H;  // this value tile's slice of dq, dk, dgate (in rows)
-  const Acc scale = static_cast<Acc>(p.scale);
+  const int K = static_cast<int>(p.key_dim), C = p.tiling.chunk, c = p.tiling.sub_chunk;
+  const int bv = bc.bv;
   auto state_at = [&](int64_t slot, int row, int col) { return ((slot * H + h) * K + row) * V + v0 + col; };
-  auto last_row = [&](int I, int L) { return (I * c + c < L ? I * c + c : L) - 1; };
 
   MNEMO_FOR_LANES(x, K * bv, lanes) {
     const int row = x / bv, col = x % bv;
@@ -333,6 +389,70 @@ MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int6
     load_chunk_keys<E, Acc>(p, q, k, gate, row0, h, L, t, lanes);
     MNEMO_FOR_LANES(x, L * bv, lanes) {
       const int i = x / bv, col = x % bv;
+      t.d_o[i * t.vp + col] = grid::load_as<Acc>(d_o + ((row0 + i) * H + h) * V + v0 + col);
+    }
+    // dS' of this chunk (the adjoint of its end state) for the gradient stage.
+    MNEMO_FOR_LANES(x, K * bv, lanes) {
+      const int row = x / bv, col = x % bv;
+      d_states[state_at(slot0 + ci + 1, row, col)] = t.ds[row * t.vp + col];
+    }
+    grid::barrier();
+    gate_cumsum(p, L, t, lanes);
+    grid::barrier();
+    sub_block_factors(p, L, t, lanes);
+    grid::barrier();
+    // dS <- D dS' + (Qn ⊙ e^r)ᵀ dO
+    MNEMO_FOR_LANES(x, K * bv, lanes) {
+      const int r = x / bv, col = x % bv;
+      Acc sum = t.d[r] * t.ds[r * t.vp + col];
+      for (int i = 0; i < L; ++i) sum += t.qn[i * t.kp + r] * t.er[(i / c) * K + r] * t.d_o[i * t.vp + col];
+      t.ds[r * t.vp + col] = sum;
+    }
+    grid::barrier();
+  }
+  MNEMO_FOR_LANES(x, K * bv, lanes) {
+    const int row = x / bv, col = x % bv;
+    ds0[state_at(bc.n, row, col)] = t.ds[row * t.vp + col];
+  }
+}
+
+template <class E, class Acc>
+MNEMO_HD void gradient_block(const Problem& p, const BackwardPointers& ptr, int64_t block, void* shared,
+                             grid::Lanes lanes) {
+  ChunkCoords cc;
+  if (!chunk_coords(p, block, cc)) return;
+  grid::SharedArena arena(shared);
+  const Tiles<Acc> t = carve<Acc>(arena, p, true);
+  const E* q = static_cast<const E*>(ptr.q);
+  const E* k = static_cast<const E*>(ptr.k);
+  const E* v = static_cast<const E*>(ptr.v);
+  const E* d_o = static_cast<const E*>(ptr.d_o);
+  const Acc* gate = static_cast<const Acc*>(ptr.gate);
+  const Acc* chunk_states = static_cast<const Acc*>(ptr.chunk_states);
+  const Acc* d_states = static_cast<const Acc*>(ptr.d_states);
+  Acc* dq = static_cast<Acc*>(ptr.dq);
+  Acc* dk = static_cast<Acc*>(ptr.dk);
+  Acc* dv = static_cast<Acc*>(ptr.dv);
+  Acc* dgate = static_cast<Acc*>(ptr.dgate);
+
+  const BlockCoords& bc = cc.bc;
+  const int64_t bos = cc.bos, len = cc.len, slot0 = cc.slot0;
+  const int64_t H = p.heads, V = p.value_dim, h = bc.h, v0 = bc.v0;
+  const int K = static_cast<int>(p.key_dim), C = p.tiling.chunk, c = p.tiling.sub_chunk, BV = p.tiling.tile_v;
+  const int bv = bc.bv, S = sub_blocks(p), gw = gate_width(p);
+  const int64_t tokens = p.cu_seqlens ? p.cu_seqlens[p.sequences] : p.sequences * p.seq_len;
+  const int64_t partial = (bc.v0 / BV) * tokens * H;  // this value tile's slice of dq, dk, dgate (in rows)
+  const Acc scale = static_cast<Acc>(p.scale);
+  auto state_at = [&](int64_t slot, int row, int col) { return ((slot * H + h) * K + row) * V + v0 + col; };
+  auto last_row = [&](int I, int L) { return (I * c + c < L ? I * c + c : L) - 1; };
+
+  const int64_t ci = cc.ci;
+  {
+    const int64_t row0 = bos + ci * C;
+    const int L = static_cast<int>(len - ci * C < C ? len - ci * C : C);
+    load_chunk_keys<E, Acc>(p, q, k, gate, row0, h, L, t, lanes);
+    MNEMO_FOR_LANES(x, L * bv, lanes) {
+      const int i = x / bv, col = x % bv;
       const int64_t at = ((row0 + i) * H + h) * V + v0 + col;
       t.v[i * t.vp + col] = grid::load_as<Acc>(v + at);
       t.d_o[i * t.vp + col] = grid::load_as<Acc>(d_o + at);
@@ -341,6 +461,7 @@ MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int6
       const int row = x / bv, col = x % bv;
       t.s[row * t.vp + col] = chunk_states[state_at(slot0 + ci, row, col)];
       t.s_end[row * t.vp + col] = chunk_states[state_at(slot0 + ci + 1, row, col)];
+      t.ds[row * t.vp + col] = d_states[state_at(slot0 + ci + 1, row, col)];
     }
     grid::barrier();
     gate_cumsum(p, L, t, lanes);
@@ -417,7 +538,7 @@ MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int6
       }
     }
     grid::barrier();
-    // dg_r = Σ_{i>=r} dB_i (key-wise per column; scalar: row sums first). dS <- D dS' + (Qn ⊙ e^r)ᵀ dO.
+    // dg_r = Σ_{i>=r} dB_i (key-wise per column; scalar: row sums first).
     if (p.gate == Gate::kKeyWise) {
       MNEMO_FOR_LANES(col, K, lanes) {
         Acc run = 0;
@@ -433,12 +554,6 @@ MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int6
         t.row_sum[i] = sum;
       }
     }
-    MNEMO_FOR_LANES(x, K * bv, lanes) {
-      const int r = x / bv, col = x % bv;
-      Acc sum = t.d[r] * t.ds[r * t.vp + col];
-      for (int i = 0; i < L; ++i) sum += t.qn[i * t.kp + r] * t.er[(i / c) * K + r] * t.d_o[i * t.vp + col];
-      t.ds[r * t.vp + col] = sum;
-    }
     grid::barrier();
     if (p.gate == Gate::kScalar) {
       if (lanes.lane == 0) {
@@ -450,10 +565,6 @@ MNEMO_HD void backward_block(const Problem& p, const BackwardPointers& ptr, int6
       }
       grid::barrier();
     }
-  }
-  MNEMO_FOR_LANES(x, K * bv, lanes) {
-    const int row = x / bv, col = x % bv;
-    ds0[state_at(bc.n, row, col)] = t.ds[row * t.vp + col];
   }
 }
 

@@ -1,5 +1,5 @@
-// The fused gated-linear-attention chunk kernel's interface (torch-free: raw pointers, sizes, a stream), shared
-// by the CUDA launchers (chunk_kernel.cu) and the host runs (chunk_fused.cpp). One kernel covers the family:
+// The gated-linear-attention chunk kernels' interface (torch-free: raw pointers, sizes, a stream), shared by the
+// CUDA launchers (chunk_kernel.cu) and the host runs (chunk_fused.cpp). One set of kernels covers the family:
 // key-wise log-decay gates gk [T, H, K] (GLA), one per-head scalar gate g [T, H] (simple GLA, RetNet) and no gate
 // (linear attention). The block code and its equations are in chunk_kernel.cuh.
 #pragma once
@@ -29,6 +29,7 @@ struct Problem {
   double scale = 1.0;
   const int32_t* cu_seqlens = nullptr;    // [sequences + 1] or null
   const int32_t* state_slots = nullptr;   // [sequences + 1]: first chunk-state slot of each sequence (with cu_seqlens)
+  int64_t slots = 0;                      // chunk-state slots of all sequences (the chunk-parallel grids' rows)
   Tiling tiling;
 };
 
@@ -36,7 +37,10 @@ struct Problem {
 // Chunk-state slots: each sequence stores its N = ceil(len / C) chunk-start states and its final state.
 constexpr int64_t chunks_of(int64_t len, int chunk) { return (len + chunk - 1) / chunk; }
 constexpr int64_t value_tiles(const Problem& p) { return (p.value_dim + p.tiling.tile_v - 1) / p.tiling.tile_v; }
+// Grids: the state stages run one block per (sequence, head, value tile), the output and gradient stages one per
+// (chunk-state slot, head, value tile) (a sequence's final-state slot has no chunk: its blocks return at once).
 constexpr int64_t blocks(const Problem& p) { return p.sequences * p.heads * value_tiles(p); }
+constexpr int64_t chunk_blocks(const Problem& p) { return p.slots * p.heads * value_tiles(p); }
 
 struct ForwardPointers {
   const void* q = nullptr;   // [tokens, H, K] element
@@ -64,6 +68,7 @@ struct BackwardPointers {
   void* dv = nullptr;     // [tokens, H, V]
   void* dgate = nullptr;  // [value_tiles, tokens, H, K | 1]; untouched for Gate::kNone
   void* ds0 = nullptr;    // [sequences, H, K, V]
+  void* d_states = nullptr;  // [slots, H, K, V] scratch: the adjoint of each chunk-end state
 };
 
 // CUDA launchers (chunk_kernel.cu; only in builds with the CUDA kernels). `stream` is a cudaStream_t.
