@@ -4,6 +4,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
+
+#include <vector>
 #ifdef MNEMO_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -83,6 +85,27 @@ template <class Event>
 uint64_t event_duration_ns(const Event& e) {
   return event_duration_ns(e, 0);
 }
+
+// One AdamW step over a list of parameters as one multi-tensor kernel (at::_fused_adamw_, CUDA and CPU from 2.4):
+// the update of torch::optim::AdamW — p ← p(1 − lr·wd) − lr/(1 − β1^t) · m / (√v / √(1 − β2^t) + ε), m and v
+// the running moments — with `steps` the per-parameter step counts as float scalars on the parameters' device,
+// incremented here. Returns false (nothing done) where LibTorch has no such kernel.
+inline bool fused_adamw_step(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                             const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs,
+                             const std::vector<torch::Tensor>& steps, double lr, double beta1, double beta2,
+                             double weight_decay, double eps) {
+#if MNEMO_TORCH_AT_LEAST(2, 4)
+  at::_foreach_add_(steps, 1.0);
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1, beta2, weight_decay, eps,
+                    /*amsgrad=*/false, /*maximize=*/false);
+  return true;
+#else
+  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1, (void)beta2,
+      (void)weight_decay, (void)eps;
+  return false;
+#endif
+}
+inline constexpr bool has_fused_adamw() { return MNEMO_TORCH_AT_LEAST(2, 4); }
 
 }  // namespace mnemo::torch_compat
 

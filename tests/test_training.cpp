@@ -1,11 +1,13 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 
 #include <cmath>
 
 #include "results/db.h"
 #include "engine/config/run_config.h"
+#include "core/torch_compat.h"
 #include "engine/training/optim.h"
 #include "engine/training/trainer.h"
 #include "runtime/model.h"
@@ -54,6 +56,86 @@ TEST_CASE("learned initial memory states are declared no-decay (docs/models.md#c
       }
     CHECK(has_initial_state);
   }
+}
+
+namespace {
+
+// Three AdamW steps of MultiTensorAdamW and of torch::optim::AdamW on the same two parameter groups (with and
+// without weight decay) and the same gradients: the parameters and every state entry agree.
+void check_multi_tensor_adamw(const torch::Device& device, torch::ScalarType dtype, double tol) {
+  const auto opts = torch::TensorOptions().device(device).dtype(dtype);
+  torch::manual_seed(11);
+  std::vector<torch::Tensor> init = {torch::randn({5, 3}), torch::randn({7}), torch::randn({2, 4})};
+  auto make = [&] {
+    std::vector<torch::Tensor> ps;
+    for (const auto& t : init) ps.push_back(t.to(opts).clone().requires_grad_());
+    return ps;
+  };
+  auto a = make(), b = make();
+  auto groups = [](const std::vector<torch::Tensor>& ps) {
+    auto base = torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).eps(1e-8);
+    auto decay = std::make_unique<torch::optim::AdamWOptions>(base);
+    decay->weight_decay(0.1);
+    auto none = std::make_unique<torch::optim::AdamWOptions>(base);
+    none->weight_decay(0.0);
+    std::vector<torch::optim::OptimizerParamGroup> g;
+    g.emplace_back(std::vector<torch::Tensor>{ps[0], ps[2]}, std::move(decay));
+    g.emplace_back(std::vector<torch::Tensor>{ps[1]}, std::move(none));
+    return g;
+  };
+  mnemo::MultiTensorAdamW fused(groups(a), torch::optim::AdamWOptions(3e-3));
+  torch::optim::AdamW plain(groups(b), torch::optim::AdamWOptions(3e-3));
+  for (int step = 0; step < 3; ++step) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      auto g = torch::randn(init[i].sizes()).to(opts);
+      a[i].mutable_grad() = g.clone();
+      b[i].mutable_grad() = g.clone();
+    }
+    fused.step();
+    plain.step();
+    CHECK(fused.last_step_fused() == mnemo::torch_compat::has_fused_adamw());
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK((a[i] - b[i]).abs().max().item<double>() <= tol);
+  }
+  // The state as torch::optim::AdamW keeps it (a checkpoint of one loads into the other). The parameters'
+  // shapes differ, so a state's counterpart is the other optimiser's state of the same shape.
+  auto states = [](const torch::optim::Optimizer& o) {
+    std::vector<const torch::optim::AdamWParamState*> out;
+    for (const auto& kv : o.state()) out.push_back(&static_cast<const torch::optim::AdamWParamState&>(*kv.second));
+    return out;
+  };
+  const auto sa = states(fused), sb = states(plain);
+  REQUIRE(sa.size() == a.size());
+  REQUIRE(sb.size() == b.size());
+  double moment_err = 0;
+  for (const auto* st : sa) {
+    CHECK(st->step() == 3);
+    int matched = 0;
+    for (const auto* other : sb) {
+      if (other->exp_avg().sizes() != st->exp_avg().sizes()) continue;
+      ++matched;
+      moment_err = std::max({moment_err, (st->exp_avg() - other->exp_avg()).abs().max().item<double>(),
+                             (st->exp_avg_sq() - other->exp_avg_sq()).abs().max().item<double>()});
+    }
+    CHECK(matched == 1);
+  }
+  CHECK(moment_err <= tol);
+}
+
+}  // namespace
+
+TEST_CASE("MultiTensorAdamW: the update and the state of torch::optim::AdamW (multi-tensor kernel where LibTorch has one)",
+          "[train][optim]") {
+  check_multi_tensor_adamw(torch::kCPU, torch::kFloat64, 1e-12);
+  check_multi_tensor_adamw(torch::kCPU, torch::kFloat32, 1e-6);
+}
+
+TEST_CASE("cuda: MultiTensorAdamW on the device: the update and the state of torch::optim::AdamW",
+          "[.cuda-train_step]") {
+  REQUIRE(torch::cuda::is_available());
+  check_multi_tensor_adamw(torch::Device(torch::kCUDA), torch::kFloat32, 1e-6);
 }
 
 TEST_CASE("config resolution: defaults, task keys, unknown keys, wrong types", "[train][config]") {

@@ -1,7 +1,9 @@
 #include "engine/training/optim.h"
 
 #include <cmath>
+#include <sstream>
 
+#include "core/torch_compat.h"
 #include "runtime/no_weight_decay.h"
 
 namespace mnemo {
@@ -27,7 +29,79 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, const 
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(with_decay, std::move(decay_opts));
   groups.emplace_back(without_decay, std::move(no_decay_opts));
-  return std::make_unique<torch::optim::AdamW>(groups, base);
+  return std::make_unique<MultiTensorAdamW>(groups, base);
+}
+
+namespace {
+
+// The key of a parameter's entry in Optimizer::state_, chosen by the map's key type: its TensorImpl, or (LibTorch
+// 1.13) that pointer printed as c10::guts::to_string prints it (through an ostringstream).
+void* state_key(const torch::Tensor& p, void* /*key type*/) { return p.unsafeGetTensorImpl(); }
+std::string state_key(const torch::Tensor& p, const std::string& /*key type*/) {
+  std::ostringstream os;
+  os << p.unsafeGetTensorImpl();
+  return os.str();
+}
+
+}  // namespace
+
+bool MultiTensorAdamW::fusable() const {
+  if (!torch_compat::has_fused_adamw()) return false;
+  for (const auto& group : param_groups()) {
+    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    if (o.amsgrad()) return false;
+    const torch::Tensor* first = nullptr;
+    for (const auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      if (p.grad().is_sparse()) return false;
+      if (first && (p.device() != first->device() || p.scalar_type() != first->scalar_type())) return false;
+      first = &p;
+    }
+  }
+  return true;
+}
+
+torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
+  last_step_fused_ = fusable();
+  if (!last_step_fused_) return torch::optim::AdamW::step(std::move(closure));
+  torch::Tensor loss;
+  if (closure) {
+    torch::AutoGradMode grad_mode(true);
+    loss = closure();
+  }
+  torch::NoGradGuard no_grad;
+  using Key = std::decay_t<decltype(state_)>::key_type;
+  for (auto& group : param_groups()) {
+    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const Key key = state_key(p, Key{});
+      auto it = state_.find(key);
+      if (it == state_.end()) {
+        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+        fresh->step(0);
+        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        it = state_.emplace(key, std::move(fresh)).first;
+      }
+      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      StepCount& count = step_counts_[p.unsafeGetTensorImpl()];
+      if (count.at != st.step() || !count.value.defined())
+        count.value = torch::full({}, static_cast<double>(st.step()), p.options().dtype(torch::kFloat32));
+      st.step(st.step() + 1);  // the kernel adds one to count.value likewise
+      count.at = st.step();
+      params.push_back(p);
+      grads.push_back(p.grad());
+      exp_avgs.push_back(st.exp_avg());
+      exp_avg_sqs.push_back(st.exp_avg_sq());
+      steps.push_back(count.value);
+    }
+    if (params.empty()) continue;
+    torch_compat::fused_adamw_step(params, grads, exp_avgs, exp_avg_sqs, steps, o.lr(), std::get<0>(o.betas()),
+                                   std::get<1>(o.betas()), o.weight_decay(), o.eps());
+  }
+  return loss;
 }
 
 double cosine_lr(int64_t step, int64_t total, int64_t warmup, double lr, double min_ratio) {
