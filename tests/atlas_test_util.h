@@ -12,6 +12,7 @@
 #include "runtime/model.h"
 #include "engine/training/trainer.h"
 #include "tests/test_util.h"
+#include "file_util.h"
 
 namespace mnemo::test::atlas {
 
@@ -130,7 +131,7 @@ inline double tiny_mqar(const std::string& model, const json& extra = json::obje
   auto r = train(cfg, opt);
   WARN(model << " " << extra.dump() << " MQAR best test accuracy " << r.best_test_accuracy << " (final "
              << r.final_test_accuracy << ") after " << r.steps << " steps, " << r.wall_s << " s");
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
   return r.best_test_accuracy;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/common.h"
+#include "core/file_tree.h"
 
 namespace mnemo::test {
 
@@ -28,6 +29,15 @@ inline void write_text_file(const std::filesystem::path& p, const std::string& t
   std::ofstream(p, std::ios::binary) << text;
 }
 
+// Removes a folder tree as std::filesystem::remove_all does, through mnemo::remove_tree: the pip wheels of torch 2.x
+// carry a remove_all of their own that crashed (core/file_tree.h), and these tests also run against that LibTorch.
+inline void remove_dir_tree(const std::filesystem::path& p, std::error_code& ec) { mnemo::remove_tree(p.string(), ec); }
+inline void remove_dir_tree(const std::filesystem::path& p) {
+  std::error_code ec;
+  mnemo::remove_tree(p.string(), ec);
+  if (ec) throw std::filesystem::filesystem_error("remove_all", p, ec);
+}
+
 // A fresh directory under the system temp dir (unique per process and object), removed at scope exit.
 struct TempDir {
   std::filesystem::path path;
@@ -35,12 +45,12 @@ struct TempDir {
     path = std::filesystem::temp_directory_path() /
            ("mnemo_test_" + tag + "_" + std::to_string(::getpid()) + "_" +
             std::to_string(reinterpret_cast<uintptr_t>(this)));
-    std::filesystem::remove_all(path);
+    remove_dir_tree(path);
     std::filesystem::create_directories(path);
   }
   ~TempDir() {
     std::error_code ec;
-    std::filesystem::remove_all(path, ec);
+    remove_dir_tree(path, ec);
   }
   std::string file(const std::string& name) const { return (path / name).string(); }
 };

@@ -168,7 +168,7 @@ TEST_CASE("BABILong rows are deterministic and carry question, target and metada
   CHECK_THROWS_WITH(make_babilong(1, {{"mode", "fuzzy"}}), Catch::Contains("fuzzy"));
   CHECK_THROWS_WITH(make_babilong(1, {{"corpus", "/no/such/corpus"}})->generate_rows(Split::test, 1, 0),
                     Catch::Contains("/no/such/corpus"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("BABILong training examples: fixed length, labels on the answer only", "[babilong]") {
@@ -262,5 +262,5 @@ TEST_CASE("BABILong evaluate and mnemo score / generate", "[babilong]") {
     ++count;
   }
   CHECK(count == 2);
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }

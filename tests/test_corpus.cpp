@@ -109,7 +109,7 @@ TEST_CASE("corpus folder: .txt/.jsonl files in name order, one document per .txt
   CHECK(texts(documents(corpus_of({dir.string()}, 0, "blank_line"))) ==
         std::vector<std::string>{"alpha", "second para", "beta", "from jsonl"});
   CHECK(documents(corpus_of({dir.string()}, 0, "line"))[1].name == "a.txt#1");
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("corpus .txt file: blank_line (auto), line and file splits", "[corpus]") {
@@ -127,7 +127,7 @@ TEST_CASE("corpus .txt file: blank_line (auto), line and file splits", "[corpus]
   const auto both = documents(corpus_of({t, t}, 0, "line"));
   REQUIRE(both.size() == 8);
   CHECK(both[7].index == 7);
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("corpus JSONL: one document per line, errors name file:line and field", "[corpus]") {
@@ -147,7 +147,7 @@ TEST_CASE("corpus JSONL: one document per line, errors name file:line and field"
   CHECK_THROWS_WITH(documents(corpus_of({bad})), Catch::Contains("bad.jsonl':1") && Catch::Contains("not a string"));
   write_file(bad, "[1, 2]\n");
   CHECK_THROWS_AS(documents(corpus_of({bad})), Error);
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("corpus text: CRLF -> LF, BOM dropped, Project Gutenberg header/footer stripped", "[corpus]") {
@@ -174,7 +174,7 @@ TEST_CASE("corpus text: CRLF -> LF, BOM dropped, Project Gutenberg header/footer
   CorpusSpec keep = corpus_of({pg}, 0, "file");
   keep.strip_gutenberg = false;
   CHECK(texts(documents(keep))[0].find("Licence text") != std::string::npos);
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("corpus split: every val_every-th document is held out", "[corpus]") {
@@ -202,7 +202,7 @@ TEST_CASE("corpus split: every val_every-th document is held out", "[corpus]") {
   CHECK(documents(corpus_of({t}, 0), CorpusSplit::train).size() == 25);
   write_file(dir / "empty.txt", "\n \n\n");
   CHECK_THROWS_WITH(documents(corpus_of({(dir / "empty.txt").string()})), Catch::Contains("has no documents"));
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("corpus spec: JSON keys and bad inputs", "[corpus]") {
@@ -231,7 +231,7 @@ TEST_CASE("corpus spec: JSON keys and bad inputs", "[corpus]") {
   CHECK_THROWS_WITH(list_corpus_files(corpus_of({(dir / "x.csv").string()})), Catch::Contains("unknown extension '.csv'"));
   write_file(dir / "ok.txt", "x");
   CHECK_THROWS_WITH(list_corpus_files(corpus_of({(dir / "ok.txt").string()}, 0, "para")), Catch::Contains("para"));
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("token shard: [BOS] + bytes + [EOS] per document, header, document starts", "[corpus]") {
@@ -290,7 +290,7 @@ TEST_CASE("token shard: [BOS] + bytes + [EOS] per document, header, document sta
   CHECK_THROWS_WITH(ensure_token_shard(corpus_of({docs.string()}, 0), CorpusSplit::validation, ByteTokenizer(), cache, nullptr),
                     Catch::Contains("no held-out documents"));
   CHECK(std::distance(fs::directory_iterator(fs::path(cache) / "shards"), fs::directory_iterator()) == before);
-  std::filesystem::remove_all(root);
+  mnemo::test::remove_dir_tree(root);
 }
 
 TEST_CASE("token shard: reused when unchanged, rebuilt when the corpus, tokenizer or file changes", "[corpus]") {
@@ -355,7 +355,7 @@ TEST_CASE("token shard: reused when unchanged, rebuilt when the corpus, tokenize
   CHECK_FALSE(fs::exists(rebuilt));
   for (const auto& e : fs::directory_iterator(fs::path(cache) / "shards"))
     CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
-  std::filesystem::remove_all(root);
+  mnemo::test::remove_dir_tree(root);
 }
 
 TEST_CASE("token_byte_lengths of the byte tokenizers", "[corpus]") {
@@ -455,5 +455,5 @@ TEST_CASE("corpus-trained SentencePiece: cached, round-trips, byte lengths add u
   CHECK(first.front() == tok.bos_id());
   CHECK(first.back() == tok.eos_id());
   CHECK(tok.decode(first) == sentences[3]);  // document 3 is the first held out (val_every 4)
-  std::filesystem::remove_all(root);
+  mnemo::test::remove_dir_tree(root);
 }

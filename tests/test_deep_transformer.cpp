@@ -12,6 +12,7 @@
 #include "engine/training/trainer.h"
 #include "tests/test_util.h"
 #include "tests/mixer_test_util.h"
+#include "file_util.h"
 
 using mnemo::test::make_mixer;
 using mnemo::test::prefill_decode;
@@ -241,6 +242,6 @@ TEST_CASE("deep_transformer and dot learn a small MQAR task", "[dt][train]") {
                << ", final train loss " << r.final_train_loss);
     // Measured with the CLI: deep_transformer 0.73, dot 0.87 (chance 1/32); 7-8 s each on 2 cores.
     CHECK(r.best_test_accuracy >= 0.3);
-    std::filesystem::remove_all(dir);
+    mnemo::test::remove_dir_tree(dir);
   }
 }

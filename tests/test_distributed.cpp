@@ -154,7 +154,7 @@ TEST_CASE("distributed: 2 ranks over Gloo train as 1 rank with the same global b
   REQUIRE(db.runs()[0].config_hash == da.runs()[0].config_hash);
   REQUIRE(db.runs()[0].status == "completed");
   REQUIRE(recorded["dist_overlap"] == true);
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 // The all-reduce overlapped with the backward (Distributed::attach_gradients): with buckets of ~1 KB the model's
@@ -201,7 +201,7 @@ TEST_CASE("distributed: bucketed all-reduce overlapped with the backward gives t
   const json recorded = json::parse(db.runs()[0].config_json);
   REQUIRE(recorded["dist_overlap"] == false);
   REQUIRE(recorded["dist_bucket_bytes"] == 1048);
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("distributed: resume a 2-rank run on 1 rank (same global batch) continues its trajectory",
@@ -226,7 +226,7 @@ TEST_CASE("distributed: resume a 2-rank run on 1 rank (same global batch) contin
     INFO("step " << key.first << " " << key.second);
     REQUIRE(std::abs(b.at(key) - v) <= 1e-9 * std::max(1.0, std::abs(v)));
   }
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("distributed: a rank killed mid-run ends the other with an error naming it", "[distributed][cli]") {
@@ -257,7 +257,7 @@ TEST_CASE("distributed: a rank killed mid-run ends the other with an error namin
   REQUIRE(db.runs().size() == 1);
   REQUIRE(db.runs()[0].status == "failed");
   REQUIRE_THAT(db.runs()[0].message, Catch::Contains("rank 1"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("distributed: two ranks started as Slurm starts them (srun's variables)", "[distributed][cli]") {
@@ -276,7 +276,7 @@ TEST_CASE("distributed: two ranks started as Slurm starts them (srun's variables
   REQUIRE(db.runs().size() == 1);  // rank 0 alone writes
   REQUIRE(db.runs()[0].status == "completed");
   REQUIRE(json::parse(db.runs()[0].config_json)["world_size"] == 2);
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("distributed: bad jobs end with one clear error", "[distributed][cli]") {
@@ -312,7 +312,7 @@ TEST_CASE("distributed: bad jobs end with one clear error", "[distributed][cli]"
                              " --set batch_size=7 --quiet --db " + (dir / "r.sqlite").string());
   REQUIRE(odd.exit_code != 0);
   REQUIRE_THAT(odd.output, Catch::Contains("batch_size 7 is not a multiple of the 2 ranks"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("train --nproc: a count, batch or port that cannot work is one line before any rank starts",
@@ -355,7 +355,7 @@ TEST_CASE("train --nproc: a count, batch or port that cannot work is one line be
   CHECK_THAT(out, !Catch::Contains("WARNING"));  // no rendezvous was tried
   CHECK(wall_seconds() - t0 < 20);               // every refusal comes before a rank starts
   CHECK_FALSE(fs::exists(dir / "r.sqlite"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("sweep --shard i/N + db merge: the same completed cells as one sweep", "[distributed][sweep][cli]") {
@@ -428,5 +428,5 @@ TEST_CASE("sweep --shard i/N + db merge: the same completed cells as one sweep",
   REQUIRE_THAT(self.output, Catch::Contains("is also an input"));
   auto missing = test::run_mnemo("db merge " + merged + " " + (dir / "nope.sqlite").string());
   REQUIRE_THAT(missing.output, Catch::Contains("nope.sqlite does not exist"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }

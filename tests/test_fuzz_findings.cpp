@@ -13,6 +13,7 @@
 #include "runtime/ops/fixture.h"
 #include "tasks/harness/py_compat.h"
 #include "tests/test_util.h"
+#include "file_util.h"
 
 using namespace mnemo;
 namespace fs = std::filesystem;
@@ -50,7 +51,7 @@ TEST_CASE("a predictions line with a number beyond a double names file:line (fuz
                       << "{\"prediction\": 2000127730041448779e0041448779}\n";
   CHECK_THROWS_WITH(score_predictions("babilong_qa1", file, "strict"),
                     Catch::Contains(file + ":2: not valid JSON") && Catch::Contains("number overflow"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("checkpoint metadata with wrong types or ranges names the file and the field", "[fuzz][checkpoint]") {
@@ -83,7 +84,7 @@ TEST_CASE("checkpoint metadata with wrong types or ranges names the file and the
   CHECK_THROWS_WITH(load_trainer_state(dir.string()), Catch::Contains("'train_tokens' must be an integer"));
   std::ofstream(dir / "checkpoint" / "model.json") << "{\"vocab_size\": 0}";
   CHECK_THROWS_WITH(read_model_meta((dir / "checkpoint").string()), Catch::Contains("model.json"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("a fixture tensor whose shape overflows 64 bits is an Error naming the field (fuzz: fixture)",

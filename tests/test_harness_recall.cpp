@@ -195,7 +195,7 @@ TEST_CASE("recall data: a missing file names the path and `mnemo data fetch reca
   // SQuAD's rows lack new_id (the reference needs it without cutting): the document's index stands in.
   test::write_text_file(dir / "eval/recall/squad_completion.jsonl", "{\"text\": \"a b\", \"value\": \"b\"}\n");
   CHECK(make_harness_task("squad_completion")->doc(0).at("new_id") == 0);
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 // ---------------------------------------------------------------- parity with the reference's outputs
@@ -272,7 +272,7 @@ TEST_CASE("recall tasks equal the reference's prompts, cut contexts, requests, s
     }
   }
   CHECK(cases == 352);
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 // ---------------------------------------------------------------- the driver, end to end
@@ -376,7 +376,7 @@ TEST_CASE("recall through run_harness: contains, exact/F1, skipped documents rep
   o.context_length = 10;
   o.answer_length = 10;
   CHECK_THROWS_WITH(run_harness(&model, tok, o, {}), Catch::Contains("--context-length"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("recall on a tiny model: the driver's generation is greedy decoding of the truncated prompt, cut at the newline",
@@ -412,5 +412,5 @@ TEST_CASE("recall on a tiny model: the driver's generation is greedy decoding of
     text = text.substr(0, text.find('\n'));
     CHECK(samples[static_cast<size_t>(d)].at("resps")[0][0] == text);
   }
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }

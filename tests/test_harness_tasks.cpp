@@ -18,6 +18,7 @@
 #include "tasks/harness/task_common.h"
 #include "tasks/tokenizer.h"
 #include "tests/file_util.h"
+#include "file_util.h"
 
 using namespace mnemo;
 using namespace mnemo::harness;
@@ -35,7 +36,7 @@ std::vector<json> fixture_jsonl(const std::string& name) {
 
 fs::path temp_dir(const std::string& name) {
   auto p = fs::temp_directory_path() / ("mnemo_harness_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
+  mnemo::test::remove_dir_tree(p);
   fs::create_directories(p);
   return p;
 }
@@ -110,7 +111,7 @@ TEST_CASE("encode_pair takes the continuation after len(encode(context)), merges
   CHECK(ctx == ctx_only);
   CHECK(cont == std::vector<int64_t>(whole.begin() + static_cast<long>(ctx_only.size()), whole.end()));
   CHECK(tok.decode(cont) == "baz");  // lm-eval's reference behaviour: "bar" went into the merged piece
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("an empty context becomes the prefix token", "[harness]") {
@@ -248,7 +249,7 @@ TEST_CASE("a malformed record is an Error naming file:line and the field", "[har
                     Catch::Contains("eval/hellaswag/hellaswag_val.jsonl:2") && Catch::Contains("ctx_a"));
   test::write_text_file(dir / "eval/hellaswag/hellaswag_val.jsonl", first + "{not json\n");
   CHECK_THROWS_WITH(make_harness_task("hellaswag")->num_docs(), Catch::Contains("hellaswag_val.jsonl:2"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("a missing or altered data file is an Error naming it and what is expected", "[harness]") {
@@ -260,7 +261,7 @@ TEST_CASE("a missing or altered data file is an Error naming it and what is expe
   CHECK_THROWS_WITH(make_harness_task("piqa")->num_docs(),
                     Catch::Contains("valid.jsonl") &&
                         Catch::Contains("93503cc97c679e459b065c3d13e848282e44b2a25213985bed3e5d458abef72d"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("task registry: names, groups and close-name suggestions", "[harness]") {
@@ -328,7 +329,7 @@ TEST_CASE("HellaSwag's importer applies lm-eval's process_docs to the original s
   const json ref = read_json_file(kFixtures + "aggregates.json")["tasks"]["hellaswag"]["acc_norm"];
   CHECK(close_rel(aggregate("mean", acc_norm), ref["value"].get<double>(), 1e-12));
   CHECK(close_rel(aggregate_stderr("mean", acc_norm), ref["stderr"].get<double>(), 1e-12));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("process_results and aggregation equal lm-eval's for the same responses", "[harness]") {
@@ -452,5 +453,5 @@ TEST_CASE("task specs: a user adds a multiple-choice task by dropping a file int
     ScopedTaskPath path((dir / "nowhere").string());
     CHECK_THROWS_WITH(harness_task_names(), Catch::Contains("MNEMO_TASK_PATH: '") && Catch::Contains("nowhere' is not a folder"));
   }
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }

@@ -110,7 +110,7 @@ TEST_CASE("tokenizer.json special ids, identity and load_tokenizer", "[tokenizer
   HfTokenizer qwen(dir.string());
   CHECK(qwen.eos_id() == qwen.token_to_id("<|im_end|>"));
   CHECK(qwen.pad_id() == qwen.token_to_id("<|endoftext|>"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("bad tokenizer.json files give one error naming the file and the field", "[tokenizer]") {
@@ -163,7 +163,7 @@ TEST_CASE("bad tokenizer.json files give one error naming the file and the field
   std::ofstream(broken) << R"({"model": {"type": "BPE", "vocab": )";
   CHECK_THAT(error_of(broken), Catch::Contains("broken.json"));
   CHECK_THAT(error_of(dir.string()), Catch::Contains("no tokenizer.json"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("mnemo tokenizer encode reads a tokenizer.json and benchmarks a file", "[tokenizer]") {
@@ -191,5 +191,5 @@ TEST_CASE("mnemo tokenizer encode reads a tokenizer.json and benchmarks a file",
   r = test::run_mnemo("tokenizer info " + (kFixtures / "mistral" / "tokenizer.json").string());
   CHECK(r.exit_code == 0);
   CHECK(r.output.find("\"bos_id\":1") != std::string::npos);
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }

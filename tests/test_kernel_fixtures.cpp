@@ -9,6 +9,7 @@
 
 #include "runtime/ops/fixture.h"
 #include "tests/test_util.h"
+#include "file_util.h"
 
 using namespace mnemo;
 
@@ -143,7 +144,7 @@ TEST_CASE("kernel fixtures: any fixture in the format works, malformed files nam
   j["inputs"].erase("beta");
   auto checks = check_fixture(load_fixture(write_json(dir, "no_beta.json", j)), op, {4});
   CHECK_THAT(checks.at(0).error, Catch::Contains("'beta' is missing"));
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("kernel op registry: lookup of an unknown op lists the known ops", "[fixtures]") {

@@ -208,5 +208,5 @@ TEST_CASE("mnemo run learnability writes result rows, curves and a report sectio
     REQUIRE(md.find("mlp2 (adamw, lr 0.0005, d=8)") != std::string::npos);
     REQUIRE(std::filesystem::exists(dir / "report" / "figures" / "learnability_loss_vs_position.png"));
   }
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }

@@ -455,7 +455,7 @@ TEST_CASE("MAD score: best over lr x wd per setting, mean over settings and task
     REQUIRE(md.find("| transformer | 45.0 (2/11 settings)") != std::string::npos);
     REQUIRE(md.find("75.46") != std::string::npos);  // the Atlas reference table
   }
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("configs/mad.json is mad-lab's benchmark grid and mad_quick.json a small version of it", "[mad]") {

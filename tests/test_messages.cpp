@@ -18,6 +18,7 @@
 #include "tasks/harness/task_common.h"
 #include "tasks/tokenizer.h"
 #include "tests/test_util.h"
+#include "file_util.h"
 
 using namespace mnemo;
 using mnemo::test::run_mnemo;
@@ -57,7 +58,7 @@ TEST_CASE("command-line parse errors: one `mnemo: error:` line, exit 1, bounds s
   auto help = run_mnemo("train --help");
   CHECK(help.exit_code == 0);
   CHECK_THAT(help.output, Catch::Contains("--stop-after"));
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("global options are accepted after the subcommand too", "[messages][cli]") {
@@ -71,7 +72,7 @@ TEST_CASE("global options are accepted after the subcommand too", "[messages][cl
   require_cli_error(run_mnemo("train --data-dir " + dir.string() + " --model transformer --task nope --db " +
                               (dir / "r.sqlite").string()),
                     "unknown task 'nope'");
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("out-of-range command-line values and environment are refused", "[messages][cli]") {
@@ -109,7 +110,7 @@ TEST_CASE("files: a folder, an overflowing number, generate --out DIR and a huge
   CHECK_FALSE(std::filesystem::exists(folder.string() + ".tmp"));
   require_cli_error(run_mnemo("generate mqar --n 1000000000000 --seed 0 --out " + (dir / "x.jsonl").string()),
                     "at most 10000000 examples");
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("config values: integers, ranges and finite numbers name the key", "[messages][config]") {
@@ -218,7 +219,7 @@ TEST_CASE("tokenizer train on a text too small for the vocabulary is an error, n
                       (dir / "tk" / "t").string());
   CAPTURE(ok.output);
   CHECK(ok.exit_code == 0);
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("check-kernel refuses a fixture that lacks an output of its op", "[messages][fixtures]") {
@@ -240,7 +241,7 @@ TEST_CASE("check-kernel refuses a fixture that lacks an output of its op", "[mes
                            Catch::Contains("outputs.final_state"));
   CHECK_THROWS_WITH(check_fixture(load_fixture(path), KernelOpRegistry::instance().at("gla"), {16}),
                     Catch::Contains(path) && Catch::Contains("outputs.final_state"));
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("a JSON object that names a key twice is refused, naming the key and the file", "[messages][json]") {
@@ -267,7 +268,7 @@ TEST_CASE("a JSON object that names a key twice is refused, naming the key and t
   const std::string sweep = (dir / "sweep.json").string();
   write_file(sweep, R"({"name": "s", "base": {"model": "transformer"}, "name": "t"})");
   require_cli_error(run_mnemo("sweep --config " + sweep), "duplicate key 'name' in " + sweep);
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("deeply nested JSON is one short error, and errors quote a value only in part", "[messages][json]") {
@@ -293,7 +294,7 @@ TEST_CASE("deeply nested JSON is one short error, and errors quote a value only 
   CHECK(w.exit_code == 1);
   CHECK_THAT(w.output, Catch::Contains("lr") && Catch::Contains("\u2026"));
   CHECK(w.output.size() < 300);
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("eval: a --tokenizer other than the checkpoint's is refused, naming both, unless allowed", "[messages][tokenizer]") {
@@ -340,5 +341,5 @@ TEST_CASE("eval: a --tokenizer other than the checkpoint's is refused, naming bo
   const auto rows = db.evals("piqa");
   REQUIRE(rows.size() == 2);
   CHECK(json::parse(rows[1].setting_json)["tokenizer"] == allowed.tokenizer->id());
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }

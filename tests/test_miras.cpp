@@ -12,6 +12,7 @@
 #include "engine/training/trainer.h"
 #include "tests/mixer_test_util.h"
 #include "tests/test_util.h"
+#include "file_util.h"
 
 using namespace mnemo;
 using mnemo::test::build_mixer;
@@ -292,7 +293,7 @@ TEST_CASE("yaad learns a small MQAR task", "[miras][train]") {
   // yaad learns slowly at this budget; the assertion is "above chance", not "solved".
   CHECK(r.best_test_accuracy >= 0.035);
   CHECK(r.final_train_loss < 3.4);
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("miras dual form gradients in fp32 match fp64 (GELU backward on transposed gradients)", "[miras]") {

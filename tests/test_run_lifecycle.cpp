@@ -98,7 +98,7 @@ TEST_CASE("resume of a completed run changes nothing, wall time and tokens add u
   REQUIRE(rows_of(db, first.run_id) == before);
   REQUIRE(db.run(first.run_id)->status == "completed");
   REQUIRE(db.runs().size() == 1);
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("n_test 0: no test rows and no best_test_accuracy, not zeros", "[lifecycle]") {
@@ -121,7 +121,7 @@ TEST_CASE("n_test 0: no test rows and no best_test_accuracy, not zeros", "[lifec
   }
   REQUIRE(any_train);
   REQUIRE(has_checkpoint(opt.out_dir));  // checkpoints are still written at eval_every
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("recover_checkpoint keeps the newest complete checkpoint a crashed write left", "[lifecycle]") {
@@ -158,7 +158,7 @@ TEST_CASE("recover_checkpoint keeps the newest complete checkpoint a crashed wri
   }
   REQUIRE_FALSE(fs::exists(dir / "checkpoint.old"));
   if (has_checkpoint(dir.string())) REQUIRE_FALSE(fs::exists(dir / "checkpoint.tmp"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("resume continues from checkpoint.old when a crash left no checkpoint in place", "[lifecycle]") {
@@ -185,7 +185,7 @@ TEST_CASE("resume continues from checkpoint.old when a crash left no checkpoint 
   REQUIRE(db.run(first.run_id)->status == "completed");
   auto a = rows_of(db, full.run_id), b = rows_of(db, first.run_id);
   REQUIRE(b.at("6/train/loss") == Approx(a.at("6/train/loss")).epsilon(1e-4));  // same trajectory
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("validation happens before the run row exists", "[lifecycle]") {
@@ -206,7 +206,7 @@ TEST_CASE("validation happens before the run row exists", "[lifecycle]") {
 
   ResultsDB db(opt.db_path);
   REQUIRE(db.runs().empty());
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("a failed run records one line, never a trace", "[lifecycle]") {
@@ -232,7 +232,7 @@ TEST_CASE("a failed run records one line, never a trace", "[lifecycle]") {
   REQUIRE(run.message.size() <= 300);
   REQUIRE(db.run_process(run.id).pid == static_cast<int64_t>(::getpid()));
   REQUIRE(db.run_process(run.id).host == hostname());
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("resume refuses a checkpoint whose model does not fit, and the run stays resumable", "[lifecycle]") {
@@ -257,7 +257,7 @@ TEST_CASE("resume refuses a checkpoint whose model does not fit, and the run sta
   REQUIRE_THROWS_WITH(train(cfg, a), Catch::Contains("does not fit this model"));
   ResultsDB db(a.db_path);
   REQUIRE(db.run(ra.run_id)->status == "stopped");
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("train --resume without a checkpoint adopts the run's earlier row, a live one is refused", "[lifecycle]") {
@@ -286,7 +286,7 @@ TEST_CASE("train --resume without a checkpoint adopts the run's earlier row, a l
   ResultsDB db(opt.db_path);
   REQUIRE(db.runs().size() == 1);
   REQUIRE(db.run(id)->status == "completed");
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("a running row whose process is gone shows as crashed (mnemo runs, report)", "[lifecycle][cli]") {
@@ -314,7 +314,7 @@ TEST_CASE("a running row whose process is gone shows as crashed (mnemo runs, rep
   const json rows = json::parse(out.output);
   REQUIRE(rows.size() == 2);
   for (const json& row : rows) CHECK(row["status"] == (row["id"] == gone ? "crashed" : "running"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("a stop request before the run starts records nothing", "[lifecycle]") {
@@ -332,7 +332,7 @@ TEST_CASE("a stop request before the run starts records nothing", "[lifecycle]")
   REQUIRE(r.run_id == 0);
   ResultsDB db(options(dir).db_path);
   REQUIRE(db.runs().empty());
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("SIGINT / SIGTERM during mnemo train: checkpoint, status stopped, exit 130 / 143", "[lifecycle][cli]") {
@@ -380,7 +380,7 @@ TEST_CASE("SIGINT / SIGTERM during mnemo train: checkpoint, status stopped, exit
   REQUIRE(rdb.runs().size() == 1);  // the same run, resumed
   REQUIRE(rdb.runs()[0].status == "stopped");
   REQUIRE(rdb.runs()[0].last_step > stopped_at);
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 // The checkpoint rotation removes folders with remove_tree, not std::filesystem::remove_all (core/file_tree.h).
@@ -405,7 +405,7 @@ TEST_CASE("remove_tree removes a folder tree and links but not their targets, a 
   remove_tree((dir / "single.txt").string(), ec);
   CHECK_FALSE(ec);
   CHECK_FALSE(fs::exists(dir / "single.txt"));
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("a database written under an older config-hash rule is rehashed once: its runs still resume and are skipped",
@@ -444,7 +444,7 @@ TEST_CASE("a database written under an older config-hash rule is rehashed once: 
   db.exec("UPDATE runs SET config_hash = 'x' WHERE id = " + std::to_string(kept));
   rehash_runs_if_old(db);
   CHECK(db.run(kept)->config_hash == "x");
-  fs::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("the config hash counts keys away from their model's and task's defaults, and model and task",

@@ -244,5 +244,5 @@ TEST_CASE("S-NIAH evaluate writes one result per (length, depth) cell", "[sniah]
   EvalContext bad(small_adapter);
   bad.options = {{"n", 1}};
   CHECK_THROWS_WITH(evaluate_generation_task(*task, bad), Catch::Contains("vocab_size"));
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }

@@ -97,7 +97,7 @@ TEST_CASE("sentencepiece train -> encode -> decode round trip", "[tokenizer]") {
   auto uni = load_tokenizer(train_sentencepiece(o));
   CHECK(uni->decode(uni->encode("Speak, speak.")) == "Speak, speak.");
   CHECK(uni->id() != tok->id());
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("tokenizer errors name the file or value at fault", "[tokenizer]") {
@@ -115,7 +115,7 @@ TEST_CASE("tokenizer errors name the file or value at fault", "[tokenizer]") {
   o.inputs = {write_training_slice(dir)};
   o.model_type = "wordpiece";
   CHECK_THROWS_WITH(train_sentencepiece(o), Catch::Contains("wordpiece"));
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("mnemo tokenizer train / info on the command line", "[tokenizer]") {
@@ -131,5 +131,5 @@ TEST_CASE("mnemo tokenizer train / info on the command line", "[tokenizer]") {
   CHECK(r.output.find("sp:cli.model:") != std::string::npos);
   r = test::run_mnemo("tokenizer train --input " + input + " --vocab-size 256 --model-type foo --out " + prefix);
   CHECK(r.exit_code != 0);
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }

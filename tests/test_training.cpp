@@ -272,7 +272,7 @@ double small_mqar_accuracy(const std::string& model, bool with_chunk_size = true
   auto r = train(cfg, opt);
   WARN(model << " MQAR best test accuracy " << r.best_test_accuracy << " after " << r.steps << " steps, "
              << r.wall_s << " s");
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
   return r.best_test_accuracy;
 }
 

@@ -12,6 +12,7 @@
 #include "runtime/ttt/ttt.h"
 #include "tests/mixer_test_util.h"
 #include "tests/test_util.h"
+#include "file_util.h"
 
 using namespace mnemo;
 using mnemo::test::build_mixer;
@@ -282,7 +283,7 @@ TEST_CASE("ttt_linear learns a small MQAR task", "[ttt][train]") {
   WARN("ttt_linear MQAR (V=64, L=32, 2 pairs, d=32, 1 layer, 150 steps): best test acc " << r.best_test_accuracy
        << ", final train loss " << r.final_train_loss << ", " << r.tokens_per_s << " tok/s");
   CHECK(r.best_test_accuracy >= 0.2);  // chance is ~1/32 for the value tokens
-  std::filesystem::remove_all(dir);
+  mnemo::test::remove_dir_tree(dir);
 }
 
 TEST_CASE("ttt_gelu backward in fp32 is right for a non-contiguous incoming gradient", "[ttt]") {

@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 #include <vector>
+#include "file_util.h"
 
 namespace mnemo::test {
 
@@ -38,7 +39,7 @@ inline CommandResult run_mnemo(const std::string& args) { return run_mnemo_env("
 
 inline std::filesystem::path temp_dir(const std::string& name) {
   auto p = std::filesystem::temp_directory_path() / ("mnemo_test_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(p);
+  mnemo::test::remove_dir_tree(p);
   std::filesystem::create_directories(p);
   return p;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "core/file_tree.h"
 #include "engine/config/run_config.h"
 #include "engine/io/checkpoint.h"
 #include "engine/io/fla_import.h"
@@ -173,7 +174,7 @@ HfExportResult export_fla_folder(const std::string& model_path, const std::strin
   HfExportResult r;
   r.model_type = match.fla.fla_model_type;
   const fs::path tmp = out_dir + ".tmp";
-  fs::remove_all(tmp, ec);
+  remove_tree(tmp.string(), ec);  // not fs::remove_all: core/file_tree.h says why
   fs::create_directories(tmp);
   try {
     json config = match.config;
@@ -206,7 +207,7 @@ HfExportResult export_fla_folder(const std::string& model_path, const std::strin
     fsync_path(tmp.string(), true);
     fs::rename(tmp, out_dir);
   } catch (...) {
-    fs::remove_all(tmp, ec);
+    remove_tree(tmp.string(), ec);
     throw;
   }
   r.dir = out_dir;
