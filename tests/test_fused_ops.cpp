@@ -64,10 +64,11 @@ void check_same_function(const std::function<torch::Tensor(const std::vector<tor
     REQUIRE(g[i].defined() == g_ref[i].defined());
     INFO("gradient " << i << " of " << wrt.size());
     if (!g[i].defined()) continue;
-    if (g_ref[i].abs().max().item<double>() == 0.0) {
+    const double zero_tol = g[i].scalar_type() == torch::kFloat64 ? 1e-12 : 1e-6;
+    if (g_ref[i].abs().max().item<double>() <= zero_tol) {
       // A gradient that vanishes identically (each query sees one key: dq = dk = 0): the fused backward forms it as
-      // a difference of O(1) row terms that cancel, so in fp32 it is zero up to a few ulps of those terms.
-      const double zero_tol = g[i].scalar_type() == torch::kFloat64 ? 1e-12 : 1e-6;
+      // a difference of O(1) row terms that cancel, so in fp32 it is zero up to a few ulps of those terms (and so is
+      // the reference on LibTorch 2.x, whose softmax backward leaves such ulps where 1.13 gives exact zeros).
       CHECK(g[i].abs().max().item<double>() <= zero_tol);
     } else {
       CHECK(max_rel_err(g[i], g_ref[i], 1e-3) <= tol);
