@@ -89,7 +89,7 @@ void forward_on_host(const dk::ForwardLaunch& l) {
     const auto a = dk::typed_args<T, Acc>(l);
     stage_on_host<Acc>(dk::Stage::prepare, a, dk::prepare_block<T, Acc>);
     stage_on_host<Acc>(dk::Stage::state_forward, a, dk::state_forward_block<T, Acc>);
-    stage_on_host<Acc>(dk::Stage::output, a, dk::output_block<T, Acc>);
+    if (l.o) stage_on_host<Acc>(dk::Stage::output, a, dk::output_block<T, Acc>);
   });
 }
 
@@ -170,14 +170,16 @@ struct DeltaRuleChunkFn : torch::autograd::Function<DeltaRuleChunkFn> {
                         ptr_or_null(g), ptr_or_null(h0), o.data_ptr(), h.data_ptr(), ht.data_ptr(),
                         linv.data_ptr(), u.data_ptr()};
     run_forward(l, q);
+    // Saved: the inputs only. The backward recomputes the chunk-start states, L⁻¹ and U' (the forward's first two
+    // stages, as fla recomputes h): the states alone are chunks × H × K × V floats a layer.
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["chunk"] = chunk;
     ctx->saved_data["value_tile"] = value_tile;
     ctx->saved_data["cu_host"] = cu_host;
     ctx->saved_data["gated"] = gated;
     ctx->saved_data["has_h0"] = has_h0;
-    ctx->save_for_backward({q, k, v, beta, gated ? g : inputs[G], h, in[Q], in[K], in[V], in[BETA], inputs[G],
-                            inputs[H0], linv, u});
+    ctx->save_for_backward({q, k, v, beta, gated ? g : inputs[G], has_h0 ? h0 : inputs[H0], in[Q], in[K], in[V],
+                            in[BETA], inputs[G], inputs[H0]});
     return {o.reshape({B, T, H, Vd}).to(in[V].scalar_type()), ht};
   }
 
@@ -187,14 +189,21 @@ struct DeltaRuleChunkFn : torch::autograd::Function<DeltaRuleChunkFn> {
     const Tensor cu_host = ctx->saved_data["cu_host"].toTensor();
     const bool gated = ctx->saved_data["gated"].toBool(), has_h0 = ctx->saved_data["has_h0"].toBool();
     const auto sv = ctx->get_saved_variables();
-    const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &beta = sv[3], &h = sv[5];
-    const Tensor g = gated ? sv[4] : Tensor();
+    const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &beta = sv[3];
+    const Tensor g = gated ? sv[4] : Tensor(), h0 = has_h0 ? sv[5] : Tensor();
     const Tensor &q_in = sv[6], &k_in = sv[7], &v_in = sv[8], &beta_in = sv[9], &g_in = sv[10], &h0_in = sv[11];
-    const Tensor &linv = sv[12], &u = sv[13];
     const auto acc = beta.scalar_type();
     const int64_t B = q_in.size(0), T = q_in.size(1), H = q_in.size(2), Kd = q_in.size(3), Vd = v_in.size(3);
     auto pk = make_packing(q_in, v_in, cu_host, scale, chunk, ctx->saved_data["value_tile"].toInt());
     const int64_t tiles = pk.p.value_tiles(), rows = B * T;
+    // The forward's prepare and state stages again: h, L⁻¹ and U' (no output).
+    const auto state_opts = q.options().dtype(acc);
+    auto h = torch::empty({pk.chunks, H, Kd, Vd}, state_opts), ht = torch::empty({pk.p.num_seqs, H, Kd, Vd}, state_opts);
+    auto linv = torch::empty({pk.chunks, H, chunk, chunk}, state_opts), u = torch::empty({rows, H, Vd}, state_opts);
+    run_forward(dk::ForwardLaunch{pk.p, kernel_dtype(q.scalar_type()), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                  beta.data_ptr(), ptr_or_null(g), ptr_or_null(h0), nullptr, h.data_ptr(),
+                                  ht.data_ptr(), linv.data_ptr(), u.data_ptr()},
+                q);
     auto dout = go[0].defined() ? go[0].to(q.scalar_type()).contiguous().reshape({rows, H, Vd})
                                 : torch::zeros({rows, H, Vd}, q.options());
     auto dht = go[1].defined() ? go[1].to(acc).contiguous() : Tensor();

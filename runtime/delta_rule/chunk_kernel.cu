@@ -60,6 +60,7 @@ const char* launch_forward(const ForwardLaunch& l, void* workspace, void* stream
     if (const char* e = launch(state_forward_kernel<T, Acc>, args, stage_blocks(Stage::state_forward, p),
                                stage_bytes<Acc>(Stage::state_forward, p), workspace, stream))
       return e;
+    if (l.o == nullptr) return nullptr;  // the backward's recompute: states, L⁻¹ and U' only
     return launch(output_kernel<T, Acc>, args, stage_blocks(Stage::output, p), stage_bytes<Acc>(Stage::output, p),
                   workspace, stream);
   });

@@ -110,7 +110,8 @@ BackwardArgs<T, Acc> typed_args(const BackwardLaunch& l) {
 }
 
 // Launch every stage of a pass on `stream` (cudaStream_t), in order; `workspace` holds workspace_bytes(...) bytes
-// (or is null when that is 0). Returns null on success, else the CUDA error's text.
+// (or is null when that is 0). Returns null on success, else the CUDA error's text. A forward launch with o null
+// runs the prepare and state stages only (the backward recomputes h, L⁻¹ and U' that way instead of keeping them).
 const char* launch_forward(const ForwardLaunch& launch, void* workspace, void* stream);
 const char* launch_backward(const BackwardLaunch& launch, void* workspace, void* stream);
 

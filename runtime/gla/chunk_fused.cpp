@@ -77,6 +77,7 @@ void run_forward(const Launch& l, const gk::ForwardPointers& ptr, const torch::T
     grid::run_on_host(gk::blocks(l.problem), bytes, [&](int64_t block, void* shared, grid::Lanes lanes) {
       gk::state_forward_block<E, Acc>(l.problem, ptr, block, shared, lanes);
     });
+    if (!ptr.o) return;  // the backward's recompute: the chunk states only
     grid::run_on_host(gk::chunk_blocks(l.problem), bytes, [&](int64_t block, void* shared, grid::Lanes lanes) {
       gk::output_block<E, Acc>(l.problem, ptr, block, shared, lanes);
     });
@@ -133,7 +134,8 @@ class GlaChunkFusedFn : public torch::autograd::Function<GlaChunkFusedFn> {
     ptr.final_state = data(final_state);
     ptr.chunk_states = data(chunk_states);
     run_forward(l, ptr, q);
-    ctx->save_for_backward({q, k, v, gate, chunk_states});
+    // Saved: the inputs only; the backward recomputes the chunk states (the state stage again, as fla recomputes h).
+    ctx->save_for_backward({q, k, v, gate, s0});
     ctx->saved_data["launch"] = c10::IValue::make_capsule(c10::make_intrusive<LaunchHolder>(launch));
     ctx->saved_data["has_s0"] = s0.numel() > 0;
     return {o, final_state};
@@ -141,11 +143,24 @@ class GlaChunkFusedFn : public torch::autograd::Function<GlaChunkFusedFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &gate = saved[3], &chunk_states = saved[4];
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &gate = saved[3], &s0 = saved[4];
     const Launch& l =
         *c10::static_intrusive_pointer_cast<LaunchHolder>(ctx->saved_data["launch"].toCapsule())->launch;
     const auto& p = l.problem;
-    const auto acc = chunk_states.scalar_type();
+    const auto acc = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+    auto chunk_states = torch::empty({l.slots, p.heads, p.key_dim, p.value_dim}, q.options().dtype(acc));
+    {
+      auto final_state = torch::empty({p.sequences, p.heads, p.key_dim, p.value_dim}, q.options().dtype(acc));
+      gk::ForwardPointers again;
+      again.q = data(q);
+      again.k = data(k);
+      again.v = data(v);
+      again.gate = data(gate);
+      again.s0 = data(s0);
+      again.final_state = data(final_state);
+      again.chunk_states = data(chunk_states);
+      run_forward(l, again, q);  // o null: the state stage alone
+    }
     auto d_o = grads[0].defined() ? grads[0].to(q.scalar_type()).contiguous() : torch::zeros_like(v);
     auto d_final = grads[1].defined() ? grads[1].to(acc).contiguous() : torch::Tensor();
     const int64_t tiles = gk::value_tiles(p), tokens = q.size(0) * q.size(1);

@@ -78,7 +78,7 @@ template <class E, class Acc>
 void forward_stages(const Problem& p, const ForwardPointers& ptr, void* stream) {
   const std::size_t bytes = shared_bytes<Acc>(p, false);
   launch(state_forward_kernel<E, Acc>, blocks(p), p, ptr, bytes, stream);
-  launch(output_kernel<E, Acc>, chunk_blocks(p), p, ptr, bytes, stream);
+  if (ptr.o) launch(output_kernel<E, Acc>, chunk_blocks(p), p, ptr, bytes, stream);  // o null: the states only
 }
 
 template <class E, class Acc>

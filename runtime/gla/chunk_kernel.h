@@ -71,7 +71,8 @@ struct BackwardPointers {
   void* d_states = nullptr;  // [slots, H, K, V] scratch: the adjoint of each chunk-end state
 };
 
-// CUDA launchers (chunk_kernel.cu; only in builds with the CUDA kernels). `stream` is a cudaStream_t.
+// CUDA launchers (chunk_kernel.cu; only in builds with the CUDA kernels). `stream` is a cudaStream_t. A forward
+// with o null runs the state stage alone (the backward recomputes the chunk states that way instead of keeping them).
 // They throw std::runtime_error naming the CUDA error when a launch fails.
 void launch_forward(const Problem& p, const ForwardPointers& ptr, Element element, void* stream);
 void launch_backward(const Problem& p, const BackwardPointers& ptr, Element element, void* stream);
