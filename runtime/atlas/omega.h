@@ -84,7 +84,7 @@ torch::Tensor newton_schulz(const torch::Tensor& G, int64_t steps = 5, bool bf16
 // Validates the Muon options (readout, ns_granularity, ns_precision); throws Error naming the field and value.
 void check_muon_options(const OmegaOptions& opt, const std::string& who);
 
-// Internal pieces shared by kernel.cpp (GD) and atlas.cpp (Muon).
+// Internal pieces (prepare.cpp) shared by the GD forms (naive.cpp, chunk.cpp) and the Muon kernels (atlas.cpp).
 namespace atlas_detail {
 struct Prepared {
   torch::ScalarType dt;

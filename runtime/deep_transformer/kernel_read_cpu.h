@@ -1,4 +1,4 @@
-// The CPU form of DOT's read of the chunk-start memory (kernel.cpp, KernelReadFn): reads = κ a with
+// The CPU form of DOT's read of the chunk-start memory (chunk.cpp, KernelReadFn): reads = κ a with
 // κ = exp(s X Kᵀ), X [B, H, R, d] (the window keys and the queries), K the first S0 rows of the keys array, a the
 // coefficients [B, H, S0, dv], s [1, H, 1, 1]. Per (batch, head), in tiles of keys: each tile's product, exp and read
 // (forward), and its κ̄ ⊙ κ and the three products of the backward run while the tile is in cache, where the tensor

@@ -1,4 +1,4 @@
-// One linear segment of the Miras channel-wise dual form (kernel.cpp dual_segment, factorised decays) as a single
+// One linear segment of the Miras channel-wise dual form (chunk.cpp dual_segment, factorised decays) as a single
 // autograd node with a hand-written backward. The op-by-op form records ~70 small ops per segment and about twice as
 // many backward nodes; at the benchmark shapes their dispatch, not the arithmetic, dominated Moneta / Yaad / Memora
 // training, as it did for Titans (runtime/deep_memory/fused_chunk.h).

@@ -19,7 +19,7 @@
 // Read after write: o_t = M_{W_t}(q_t) (docs/models.md#conventions).
 // `miras_chunk` reads with the channel-wise dual form (per chunk, Γ_ts = exp(b_t - b_s) with b the in-chunk
 // cumulative log α: factorised as e^{b_t} e^{-b_s} when the span of b allows, else sub-chunks of `sub_chunk`
-// tokens keep every exponent ≤ 0 and materialise Γ only on the diagonal [c, c, G] blocks, see kernel.cpp); `miras_recurrent` materialises W_t token by token with the same
+// tokens keep every exponent ≤ 0 and materialise Γ only on the diagonal [c, c, G] blocks, see chunk.cpp); `miras_recurrent` materialises W_t token by token with the same
 // anchor rule. Both are differentiable tensor ops (fp32, or fp64 when any input is fp64).
 #pragma once
 #include <torch/torch.h>

@@ -1,6 +1,6 @@
 // The Titans LMM core module (docs/models.md#titans), shared by the titans_lmm, titans_mag and titans_mac
 // mixers: q/k/v paths (Conv4 + SiLU, l2-normalised q, k), the gates α, η, θ, the learned initial memory,
-// and the call into the chunk-wise / token-by-token LMM kernel (runtime/titans/kernel.cpp).
+// and the call into the chunk-wise / token-by-token LMM kernel (runtime/titans/chunk.cpp, naive.cpp).
 #include <cmath>
 
 #include "core/common.h"

@@ -18,8 +18,8 @@
 
 namespace mnemo {
 
-// A named namespace, not an anonymous one: in a unity build this file shares a translation unit with
-// runtime/titans/kernel.cpp, whose file-local Prepared / prepare would clash.
+// A named namespace, not an anonymous one: in a unity build this file shares a translation unit with other
+// runtime/ sources, whose file-local helpers (an `input`, a `prepare`, ...) would clash with these.
 namespace titans_op {
 
 torch::Tensor input(const TensorMap& in, const std::string& name) {

@@ -1,4 +1,4 @@
-// One TTT-MLP mini-batch of the dual form (kernel.cpp ttt_chunk; 2-layer GELU inner MLP with biases, inner LN
+// One TTT-MLP mini-batch of the dual form (chunk.cpp ttt_chunk; 2-layer GELU inner MLP with biases, inner LN
 // loss) as a single autograd node with a hand-written backward. The composed form records ~180 small ops per
 // mini-batch (16 tokens) and about twice as many backward nodes; their dispatch overhead dominated training
 //. Rows are tokens; per head:

@@ -86,7 +86,7 @@ TTTFusedChunk ttt_mlp_chunk_fused(const torch::Tensor& q, const torch::Tensor& k
                                   const torch::Tensor& row, const torch::Tensor& col, const torch::Tensor& ln_w,
                                   const torch::Tensor& ln_b, const TTTWeights& anchor, const TTTOptions& opt);
 
-// Exact GELU (backward by elementwise ops, see kernel.cpp) and its derivative (Φ(h) + h φ(h)).
+// Exact GELU (backward by elementwise ops, defined in prepare.cpp) and its derivative (Φ(h) + h φ(h)).
 torch::Tensor ttt_gelu(const torch::Tensor& h);
 torch::Tensor ttt_gelu_grad(const torch::Tensor& h);
 

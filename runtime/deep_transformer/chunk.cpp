@@ -1,117 +1,20 @@
-// Kernels of DT / SWDT (blocked attention with decay-window weights) and DOT (kernel-form Omega rule,
-// token by token and chunk-wise). See docs/models.md#deeptransformers-swdt-and-dot, docs/models.md#dla-swla-and-omeganet, docs/models.md#numerical-stability.
+// DOT kernel (see kernel_memory.h; docs/models.md#deeptransformers-swdt-and-dot, docs/models.md#dla-swla-and-omeganet,
+// docs/models.md#numerical-stability): the kernel-form Omega rule chunk-wise, with its κ and chunk-start reads as
+// autograd nodes of their own. The token-by-token form is naive.cpp.
 #include <limits>
 #include <vector>
 
 #include "core/common.h"
 #include "runtime/deep_transformer/kernel_memory.h"
 #include "runtime/deep_transformer/kernel_read_cpu.h"
+#include "runtime/deep_transformer/prepare.h"
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/precision.h"
 
 namespace mnemo {
 
+namespace deep_transformer_detail {
 namespace {
-
-torch::Tensor bh(const torch::Tensor& x, torch::ScalarType dt) { return x.to(dt).transpose(1, 2); }  // [B,T,H,*] -> [B,H,T,*]
-torch::Tensor cat_or(const torch::Tensor& a, const torch::Tensor& b) { return a.defined() ? torch::cat({a, b}, 2) : b; }
-
-void check(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& la,
-           const torch::Tensor& s, int64_t window) {
-  if (q.dim() != 4 || k.sizes() != q.sizes() || v.dim() != 4 || v.size(1) != q.size(1) || la.dim() != 3 ||
-      s.dim() != 1 || s.size(0) != q.size(2) || window < 1)
-    throw Error("kernel memory: expected q, k [B,T,H,d], v [B,T,H,dv], gates [B,T,H], s [H], window >= 1; got q " +
-                c10::str(q.sizes()) + ", v " + c10::str(v.sizes()) + ", gates " + c10::str(la.sizes()) + ", s " +
-                c10::str(s.sizes()));
-}
-
-}  // namespace
-
-KernelAttnResult kernel_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  const torch::Tensor& log_alpha, const torch::Tensor& eta, const torch::Tensor& gamma,
-                                  const torch::Tensor& s, const KernelAttnCache& cache, int64_t c, bool row_max,
-                                  int64_t query_block) {
-  check(q, k, v, log_alpha, s, c);
-  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
-  const auto dt = recurrence_dtype(v);
-  const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
-  const int64_t Nc = cache.k.defined() ? cache.k.size(2) : 0;
-  auto Q = bh(q, dt), Kn = bh(k, dt), Vn = bh(v, dt);
-  auto b = bh(log_alpha, dt).cumsum(2);  // b_t = Σ_{r<=t} log α_r  [B, H, T]
-  auto et = bh(eta, dt);
-  auto gn = gamma.defined() ? bh(gamma, dt) : torch::ones({B, H, T}, Q.options());
-  auto K = cat_or(Nc ? cache.k.to(dt) : torch::Tensor(), Kn), V = cat_or(Nc ? cache.v.to(dt) : torch::Tensor(), Vn);
-  auto G = cat_or(Nc ? cache.g.to(dt) : torch::Tensor(), gn);
-  const int64_t N = Nc + T;
-  // key positions relative to this call: cached tokens are -Nc..-1, new tokens 0..T-1
-  auto kpos = torch::arange(-Nc, T, torch::TensorOptions().dtype(torch::kLong).device(q.device()));
-  auto base = Nc ? torch::cat({cache.w.to(dt), torch::zeros({B, H, T}, Q.options())}, 2) : torch::Tensor();
-  // Per offset o: n = pos_i + o, coefficient γ_i η_n, cumulative log decay b_n (gathered; masked below).
-  std::vector<torch::Tensor> coef, bn, npos;
-  for (int64_t o = 0; o < c; ++o) {
-    auto n = kpos + o;
-    auto valid = (n >= 0) & (n < T);
-    auto idx = n.clamp(0, std::max<int64_t>(T - 1, 0));
-    auto e = et.index_select(2, idx), bb = b.index_select(2, idx);
-    coef.push_back(torch::where(valid, G * e, torch::zeros({}, Q.options())));
-    bn.push_back(bb);
-    npos.push_back(n);
-  }
-  auto sc = s.to(dt).view({1, H, 1, 1});
-  std::vector<torch::Tensor> ys;
-  torch::Tensor w_last;
-  for (int64_t t0 = 0; t0 < T; t0 += query_block) {
-    const int64_t L = std::min(query_block, T - t0);
-    auto tpos = torch::arange(t0, t0 + L, kpos.options()).view({L, 1});
-    auto bt = b.narrow(2, t0, L).unsqueeze(-1);  // [B, H, L, 1]
-    auto w = base.defined() ? base.unsqueeze(2) * bt.exp() : torch::zeros({B, H, L, N}, Q.options());
-    for (int64_t o = 0; o < c; ++o) {
-      auto on = (npos[o].view({1, N}) <= tpos);  // n <= t (n >= 0 folded into coef)
-      auto d = (bt - bn[o].unsqueeze(2)).clamp_max(0);  // b_t - b_n <= 0 (masked before exp, docs/models.md#numerical-stability)
-      w = w + torch::where(on, coef[o].unsqueeze(2) * d.exp(), torch::zeros({}, Q.options()));
-    }
-    auto causal = kpos.view({1, N}) <= tpos;  // [L, N]
-    auto logits = sc * torch::matmul(Q.narrow(2, t0, L), K.transpose(-1, -2));  // s q̂·k̂
-    logits = logits.masked_fill(causal.logical_not(), -std::numeric_limits<double>::infinity());
-    if (row_max) logits = logits - std::get<0>(logits.max(-1, true));
-    ys.push_back(torch::matmul(w * logits.exp(), V));
-    if (t0 + L == T) w_last = w.select(2, L - 1);
-  }
-  KernelAttnResult r;
-  r.y = T ? torch::cat(ys, 2).transpose(1, 2).to(v.scalar_type())
-          : torch::zeros({B, 0, H, v.size(3)}, v.options());
-  r.cache = T ? KernelAttnCache{K, V, w_last, G} : cache;
-  return r;
-}
-
-namespace {
-
-struct DotPrep {
-  torch::Tensor Q, K, V, la, et, ga, s;
-  torch::ScalarType dt;
-};
-DotPrep dot_prep(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& la,
-                 const torch::Tensor& eta, const torch::Tensor& gamma, const torch::Tensor& s) {
-  const auto dt = recurrence_dtype(v);
-  auto ga = gamma.defined() ? bh(gamma, dt) : torch::ones_like(bh(eta, dt));
-  return {bh(q, dt), bh(k, dt), bh(v, dt), bh(la, dt), bh(eta, dt), ga, s.to(dt).view({1, -1, 1, 1}), dt};
-}
-
-// Append T new tokens (zero coefficients) to the state.
-DotState dot_append(const DotState& st, const DotPrep& p, int64_t from, int64_t len) {
-  DotState o = st;
-  auto zeros = torch::zeros({p.V.size(0), p.V.size(1), len, p.V.size(3)}, p.V.options());
-  o.k = cat_or(st.k.defined() ? st.k.to(p.dt) : torch::Tensor(), p.K.narrow(2, from, len));
-  o.v = cat_or(st.v.defined() ? st.v.to(p.dt) : torch::Tensor(), p.V.narrow(2, from, len));
-  o.a = cat_or(st.a.defined() ? st.a.to(p.dt) : torch::Tensor(), zeros);
-  o.a0 = cat_or(st.a0.defined() ? st.a0.to(p.dt) : torch::Tensor(), zeros);
-  o.g = cat_or(st.g.defined() ? st.g.to(p.dt) : torch::Tensor(), p.ga.narrow(2, from, len));
-  return o;
-}
-
-torch::Tensor kappa(const DotPrep& p, const torch::Tensor& x, const torch::Tensor& keys) {
-  return (p.s * torch::matmul(x, keys.transpose(-1, -2))).exp();  // κ(k_j, x) = exp(s x·k_j)
-}
 
 // κ = exp((s x) keysᵀ): s on the [n, d] side, one pass less over κ.
 torch::Tensor kappa_values(const torch::Tensor& x, const torch::Tensor& keys, const torch::Tensor& s) {
@@ -282,42 +185,15 @@ std::vector<DotPiece> dot_pieces(const DotPrep& p, const torch::Tensor& K_all, c
 }
 
 }  // namespace
-
-DotResult dot_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const torch::Tensor& log_alpha, const torch::Tensor& eta, const torch::Tensor& gamma,
-                        const torch::Tensor& s, const DotState& st0, int64_t c, int64_t chunk) {
-  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
-  check(q, k, v, log_alpha, s, c);
-  auto p = dot_prep(q, k, v, log_alpha, eta, gamma, s);
-  const int64_t T = q.size(1);
-  DotState st = st0;
-  std::vector<torch::Tensor> ys;
-  for (int64_t t = 0; t < T; ++t) {
-    st = dot_append(st, p, t, 1);
-    const int64_t n = st.k.size(2), w0 = std::max<int64_t>(0, n - c), W = n - w0;
-    auto Kw = st.k.narrow(2, w0, W);
-    // e_i = Σ_j a^0_j κ(k_j, k_i) - v_i at the anchor, for the window i ∈ [t-c+1, t]
-    auto E = torch::matmul(kappa(p, Kw, st.k), st.a0) - st.v.narrow(2, w0, W);
-    auto step = p.et.narrow(2, t, 1).unsqueeze(-1) * st.g.narrow(2, w0, W).unsqueeze(-1) * (-p.s).exp() * E;
-    auto a = p.la.narrow(2, t, 1).exp().unsqueeze(-1) * st.a;
-    st.a = torch::cat({a.narrow(2, 0, w0), a.narrow(2, w0, W) - step}, 2);
-    ys.push_back(torch::matmul(kappa(p, p.Q.narrow(2, t, 1), st.k), st.a));  // y_t = Σ_j a_j κ(k_j, q_t)
-    if (++st.pos == chunk) {
-      st.a0 = st.a;
-      st.pos = 0;
-    }
-  }
-  DotResult r;
-  r.y = T ? torch::cat(ys, 2).transpose(1, 2).to(v.scalar_type())
-          : torch::zeros({q.size(0), 0, q.size(2), v.size(3)}, v.options());
-  r.state = st;
-  return r;
-}
+}  // namespace deep_transformer_detail
 
 DotResult dot_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                     const torch::Tensor& log_alpha, const torch::Tensor& eta, const torch::Tensor& gamma,
                     const torch::Tensor& s, const DotState& st0, int64_t c, int64_t chunk) {
   const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
+  using deep_transformer_detail::cat_or, deep_transformer_detail::check, deep_transformer_detail::dot_pieces,
+      deep_transformer_detail::dot_prep, deep_transformer_detail::kappa_chunk, deep_transformer_detail::KernelReadFn,
+      deep_transformer_detail::PrefixKeysFn, deep_transformer_detail::PrefixKeysGrad;
   check(q, k, v, log_alpha, s, c);
   const int64_t T = q.size(1);
   // A state inside a chunk: finish that chunk token by token, then whole chunks.

@@ -1,7 +1,7 @@
-// Atlas GD family kernels (docs/models.md#dla-swla-and-omeganet): chunk-wise Omega via the dual form of docs/models.md#deep-memory with the
-// b × (b+c-1) window coefficients, and the token-by-token reference / decode step. Shared preparation helpers.
+// Atlas GD family kernel internals (docs/models.md#dla-swla-and-omeganet): the input checks and preparation, the
+// sliding-window buffers and inner-gradient terms, and the result assembly shared by the Omega forms (naive.cpp,
+// chunk.cpp) and the Muon kernels (atlas.cpp, muon_chunk.cpp); declared in omega.h (atlas_detail).
 #include "runtime/atlas/omega.h"
-#include "runtime/deep_memory/fused_chunk.h"
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/precision.h"
 #include "core/common.h"
@@ -156,95 +156,5 @@ OmegaResult finish(const Prepared& p, std::vector<torch::Tensor>& ys, const Omeg
 }
 
 }  // namespace atlas_detail
-
-using namespace atlas_detail;
-
-namespace {
-
-OmegaResult omega_chunk_impl(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
-                             const OmegaState& init, bool allow_fused) {
-  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
-  if (opt.muon) return atlas_muon_chunk(spec, opt, in, init);
-  const bool fused = allow_fused && fused_chunk_supported(spec);
-  auto p = prepare(spec, opt, in, init);
-  const int64_t T = in.q.size(1), b = opt.chunk, c = opt.window;
-  int64_t off = init.offset;
-  std::vector<torch::Tensor> ys;
-  const auto sizes = chunk_piece_sizes(T, b, off);
-  const auto pieces = split_inputs(p.in, sizes);
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    const int64_t n = sizes[i];
-    const auto& x = pieces[i];
-    const auto &qc = x.q, &qfc = x.qf;
-    // Window arrays over positions [pos-c+1, pos+n-1]: carried c-1 tokens then the piece (N = n + c - 1).
-    auto K = torch::cat({p.bk, x.k}, 2), KF = torch::cat({p.bkf, x.kf}, 2);
-    auto V = torch::cat({p.bv, x.v}, 2), G = torch::cat({p.bg, x.gamma}, 2);
-    // A_t = Π_{r=s}^{t} α_r, (L ⊙ η)[t, n'] = Π_{r=n'+1}^{t} α_r η_n' (masked exponentials, docs/models.md#numerical-stability).
-    auto lc = momentum_chunk_coefficients(x.log_alpha, {}, x.eta).dual;
-    // C = (L ⊙ η) · (M_s ⊙ γ)   (docs/models.md#dla-swla-and-omeganet), [B, H, n, N]
-    auto C = torch::matmul(lc.C, band_mask(n, c, K.options()) * G.unsqueeze(-2));
-    if (fused) {  // one autograd node with a hand-written backward (runtime/deep_memory/fused_chunk.h)
-      FusedChunkInputs fin;
-      fin.q = qc, fin.qf = qfc, fin.k = K, fin.kf = KF, fin.v = V;
-      fin.w = p.w, fin.anchor = p.anchor;
-      fin.A = lc.A, fin.C = C, fin.a_end = lc.A.select(2, n - 1), fin.c_end = C.select(2, n - 1);
-      auto r = fused_mlp_chunk(fin, opt.loss == "l2", /*inner_grad_clip=*/0);
-      ys.push_back(r.y);
-      p.w = r.w;
-    } else {
-      auto terms = window_terms(spec, opt, p.anchor, K, KF, V);
-      DualCoefficients coef{lc.A, {}, C};
-      ys.push_back(dual_form_readout(spec, p.w, {}, coef, terms, qc, {}, qfc));
-      p.w = combine_state(p.w, {}, lc.A.select(2, n - 1), {}, terms, C.select(2, n - 1));
-    }
-    roll_buffers(p, c, K, KF, V, G);
-    off += n;
-    if (off == b) {
-      off = 0;
-      p.anchor = p.w;
-    }
-  }
-  return finish(p, ys, in, off);
-}
-
-}  // namespace
-
-OmegaResult omega_chunk(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
-                        const OmegaState& init) {
-  return omega_chunk_impl(spec, opt, in, init, true);
-}
-
-OmegaResult omega_chunk_composed(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
-                                 const OmegaState& init) {
-  return omega_chunk_impl(spec, opt, in, init, false);
-}
-
-OmegaResult omega_recurrent(const DeepMemorySpec& spec, const OmegaOptions& opt, const OmegaInputs& in,
-                            const OmegaState& init) {
-  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
-  if (opt.muon) return atlas_muon_recurrent(spec, opt, in, init);
-  auto p = prepare(spec, opt, in, init);
-  const int64_t T = in.q.size(1), b = opt.chunk, c = opt.window;
-  int64_t off = init.offset;
-  std::vector<torch::Tensor> ys;
-  for (int64_t t = 0; t < T; ++t) {
-    auto K = torch::cat({p.bk, bh(p.in.k, t, 1)}, 2), KF = torch::cat({p.bkf, bh(p.in.kf, t, 1)}, 2);
-    auto V = torch::cat({p.bv, bh(p.in.v, t, 1)}, 2), G = torch::cat({p.bg, bh(p.in.gamma, t, 1)}, 2);
-    // u_t = Σ_{i ∈ win(t)} γ_i ∇ℓ_i(M^0);  M_t = α_t M_{t-1} - η_t u_t
-    auto u = weighted_outer_sum(window_terms(spec, opt, p.anchor, K, KF, V), G);
-    auto e = [&](const torch::Tensor& x) { return x.select(1, t).unsqueeze(-1).unsqueeze(-1); };  // [B, H, 1, 1]
-    for (size_t l = 0; l < p.w.size(); ++l) {
-      auto w = p.in.log_alpha.defined() ? e(p.in.log_alpha).exp() * p.w[l] : p.w[l];
-      p.w[l] = w - e(p.in.eta) * u[l];
-    }
-    ys.push_back(memory_apply(spec, p.w, bh(p.in.q, t, 1), {}, bh(p.in.qf, t, 1)));
-    roll_buffers(p, c, K, KF, V, G);
-    if (++off == b) {
-      off = 0;
-      p.anchor = p.w;
-    }
-  }
-  return finish(p, ys, in, off);
-}
 
 }  // namespace mnemo

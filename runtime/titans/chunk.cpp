@@ -1,80 +1,17 @@
-// Titans LMM kernel (docs/models.md#titans): chunk-wise dual form and token-by-token reference.
+// Titans LMM kernel (docs/models.md#titans): the chunk-wise dual form (titans_lmm_chunk, fused per chunk for the
+// residual-MLP memory with momentum and decay, and titans_lmm_chunk_composed, op by op). The token-by-token
+// reference is naive.cpp; the shared input preparation prepare.h.
 #include <map>
 
 #include "core/common.h"
 #include "runtime/deep_memory/fused_chunk.h"
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/precision.h"
-#include "runtime/titans/titans.h"
+#include "runtime/titans/prepare.h"
 
 namespace mnemo {
 
-namespace {
-
-void check_inputs(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                  const torch::Tensor& log_keep, const torch::Tensor& log_eta, const torch::Tensor& theta,
-                  const TitansMemoryState& init, int64_t chunk_size, double inner_grad_clip) {
-  if (chunk_size < 1) throw Error("titans: chunk_size must be >= 1, got " + std::to_string(chunk_size));
-  if (!(inner_grad_clip >= 0))
-    throw Error("titans: inner_grad_clip must be >= 0 (0 = off), got " + std::to_string(inner_grad_clip));
-  if (q.dim() != 4 || k.sizes() != q.sizes())
-    throw Error("titans: q and k must be [B, T, H, d_in] of one shape, got " + c10::str(q.sizes()) + " and " +
-                c10::str(k.sizes()));
-  if (q.size(3) != spec.d_in) throw Error("titans: q's last dim must be d_in " + std::to_string(spec.d_in));
-  if (v.dim() != 4 || v.size(0) != q.size(0) || v.size(1) != q.size(1) || v.size(2) != q.size(2) ||
-      v.size(3) != spec.d_out)
-    throw Error("titans: v must be [B, T, H, d_out], got " + c10::str(v.sizes()));
-  const std::vector<int64_t> bth = {q.size(0), q.size(1), q.size(2)};
-  for (auto p : {std::make_pair("theta", theta), std::make_pair("log_keep", log_keep),
-                 std::make_pair("log_eta", log_eta)})
-    if ((p.second.defined() || std::string(p.first) == "theta") &&
-        (!p.second.defined() || p.second.sizes() != torch::IntArrayRef(bth)))
-      throw Error(std::string("titans: ") + p.first + " must be [B, T, H] = " + c10::str(torch::IntArrayRef(bth)));
-  if (init.w.size() != spec.num_weights())
-    throw Error("titans: the initial state needs " + std::to_string(spec.num_weights()) + " weight tensors, got " +
-                std::to_string(init.w.size()));
-  if (init.offset < 0 || init.offset >= chunk_size)
-    throw Error("titans: state offset " + std::to_string(init.offset) + " outside [0, chunk_size)");
-}
-
-MemoryWeights cast_all(const MemoryWeights& w, torch::ScalarType dt) {
-  MemoryWeights o;
-  for (const auto& t : w) o.push_back(t.to(dt));
-  return o;
-}
-
-// [B, T, H, ...] -> [B, H, T, ...] slice of tokens [a, a+n)
-torch::Tensor bh(const torch::Tensor& x, int64_t a, int64_t n) { return x.narrow(1, a, n).transpose(1, 2); }
-
-struct Prepared {
-  torch::ScalarType dt;
-  torch::Tensor q, k, v, lk, le, th;
-  MemoryWeights w, s, anchor;
-};
-
-Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                 const torch::Tensor& log_keep, const torch::Tensor& log_eta, const torch::Tensor& theta,
-                 const TitansMemoryState& init) {
-  Prepared p;
-  p.dt = recurrence_dtype(q);
-  p.q = q.to(p.dt);
-  p.k = k.to(p.dt);
-  p.v = v.to(p.dt);
-  p.th = theta.to(p.dt);
-  if (log_keep.defined()) p.lk = log_keep.to(p.dt);
-  if (log_eta.defined()) p.le = log_eta.to(p.dt);
-  p.w = cast_all(init.w, p.dt);
-  if (log_eta.defined()) {
-    p.s = cast_all(init.s, p.dt);
-    if (p.s.empty())
-      for (const auto& t : p.w) p.s.push_back(torch::zeros_like(t));
-  }
-  p.anchor = (init.offset == 0 || init.anchor.empty()) ? p.w : cast_all(init.anchor, p.dt);
-  return p;
-}
-
-}  // namespace
-
+namespace titans_detail {
 namespace {
 
 // Momentum/decay coefficients of every piece of the chunk loop (pieces start at pos, first one b - offset long):
@@ -176,12 +113,13 @@ TitansLmmResult chunk_impl(const DeepMemorySpec& spec, const torch::Tensor& q, c
 }
 
 }  // namespace
+}  // namespace titans_detail
 
 TitansLmmResult titans_lmm_chunk(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& v, const torch::Tensor& log_keep, const torch::Tensor& log_eta,
                                  const torch::Tensor& theta, const TitansMemoryState& init, int64_t chunk_size,
                                  double inner_grad_clip) {
-  return chunk_impl(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size, inner_grad_clip, true);
+  return titans_detail::chunk_impl(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size, inner_grad_clip, true);
 }
 
 TitansLmmResult titans_lmm_chunk_composed(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
@@ -189,38 +127,7 @@ TitansLmmResult titans_lmm_chunk_composed(const DeepMemorySpec& spec, const torc
                                           const torch::Tensor& log_eta, const torch::Tensor& theta,
                                           const TitansMemoryState& init, int64_t chunk_size,
                                           double inner_grad_clip) {
-  return chunk_impl(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size, inner_grad_clip, false);
-}
-
-TitansLmmResult titans_lmm_recurrent(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
-                                     const torch::Tensor& v, const torch::Tensor& log_keep,
-                                     const torch::Tensor& log_eta, const torch::Tensor& theta,
-                                     const TitansMemoryState& init, int64_t chunk_size, double inner_grad_clip) {
-  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
-  check_inputs(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size, inner_grad_clip);
-  auto p = prepare(q, k, v, log_keep, log_eta, theta, init);
-  const int64_t T = q.size(1);
-  int64_t off = init.offset;
-  std::vector<torch::Tensor> ys;
-  for (int64_t t = 0; t < T; ++t) {
-    auto kt = bh(p.k, t, 1), vt = bh(p.v, t, 1), qt = bh(p.q, t, 1);  // [B, H, 1, d]
-    auto acts = memory_forward(spec, p.anchor, kt);
-    auto terms = clip_grad_terms(memory_grad_terms(spec, p.anchor, acts, acts.out - vt), inner_grad_clip);
-    auto at = [&](const torch::Tensor& x) { return x.select(1, t); };  // [B, H]
-    auto keep = p.lk.defined() ? at(p.lk).exp() : torch::Tensor();
-    auto eta = p.le.defined() ? at(p.le).exp() : torch::Tensor();
-    MemoryWeights s = p.s;
-    momentum_step(p.w, s, keep, eta, at(p.th), terms);
-    if (eta.defined()) p.s = s;
-    ys.push_back(memory_apply(spec, p.w, qt));
-    if (++off == chunk_size) {
-      off = 0;
-      p.anchor = p.w;
-    }
-  }
-  auto y = T > 0 ? torch::cat(ys, 2).transpose(1, 2)
-                 : torch::zeros({q.size(0), 0, q.size(2), spec.d_out}, q.options().dtype(p.dt));
-  return {y.to(v.scalar_type()), {p.w, p.s, p.anchor, off}};
+  return titans_detail::chunk_impl(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size, inner_grad_clip, false);
 }
 
 }  // namespace mnemo

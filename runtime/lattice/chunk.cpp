@@ -1,0 +1,56 @@
+// Lattice kernels (docs/models.md#lattice): approximation (17) in parallel inside each chunk. The token-by-token
+// forms are naive.cpp; the shared gates and preparation gates.h.
+#include <vector>
+
+#include "core/common.h"
+#include "runtime/kernels/precision.h"
+#include "runtime/lattice/gates.h"
+#include "runtime/lattice/lattice.h"
+
+namespace mnemo {
+
+LatticeResult lattice_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            const torch::Tensor& gamma, const torch::Tensor& mu, const LatticeState& st,
+                            int64_t chunk, bool dec) {
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
+  using lattice_detail::anchor_gates, lattice_detail::check_inputs, lattice_detail::prepare,
+      lattice_detail::renormalise;
+  check_inputs(q, k, v, gamma, mu, st.S);
+  if (chunk < 1 || st.pos < 0 || st.pos >= chunk)
+    throw Error("lattice: need chunk >= 1 and 0 <= pos < chunk, got chunk " + std::to_string(chunk) + ", pos " +
+                std::to_string(st.pos));
+  auto p = prepare(q, k, v, gamma, mu);
+  auto S = st.S.to(p.dt), S0 = (st.pos == 0 ? st.S : st.S0).to(p.dt);
+  int64_t pos = st.pos;
+  const int64_t T = q.size(1);
+  std::vector<torch::Tensor> ys;
+  for (int64_t t = 0; t < T;) {
+    const int64_t L = std::min(chunk - pos, T - t);
+    auto qc = p.q.narrow(2, t, L);
+    auto gt = anchor_gates(S0, p.k.narrow(2, t, L), p.v.narrow(2, t, L), p.ga.narrow(2, t, L), p.mu.narrow(2, t, L),
+                           dec);
+    // Ω[τ, j] = Π_{l=j+1}^{τ} g_l by an explicit cumulative product (gates may be <= 0: no log space, docs/models.md#numerical-stability).
+    auto opts = torch::TensorOptions().dtype(torch::kBool).device(q.device());
+    auto strict = torch::tril(torch::ones({L, L}, opts), -1).unsqueeze(-1);  // τ > j
+    auto causal = torch::tril(torch::ones({L, L}, opts)).unsqueeze(-1);      // τ >= j
+    auto G = torch::where(strict, gt.g.unsqueeze(3), torch::ones({}, gt.g.options()));  // [B, H, L, L, m]
+    auto Omega = torch::cumprod(G, 2).masked_fill(causal.logical_not(), 0);
+    auto P = gt.g.narrow(2, 0, 1) * Omega.select(3, 0);  // Π_{l=0}^{τ} g_l  [B, H, L, m]
+    auto A = (Omega * qc.unsqueeze(3) * gt.w.unsqueeze(2)).sum(-1);  // A[τ, j] = Σ_i q_τi Ω_τji w_ji
+    ys.push_back(torch::matmul(qc * P, S) + torch::matmul(A, gt.h));
+    auto wl = Omega.select(2, L - 1) * gt.w;  // [B, H, L(j), m]
+    S = P.select(2, L - 1).unsqueeze(-1) * S + torch::matmul(wl.transpose(-1, -2), gt.h);
+    t += L;
+    pos += L;
+    if (pos == chunk) {
+      S = renormalise(S, S0);
+      S0 = S;
+      pos = 0;
+    }
+  }
+  auto y = T ? torch::cat(ys, 2).transpose(1, 2)
+             : torch::zeros({q.size(0), 0, q.size(2), v.size(3)}, v.options().dtype(p.dt));
+  return {y.to(v.scalar_type()), {S, S0, pos}};
+}
+
+}  // namespace mnemo

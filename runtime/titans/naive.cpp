@@ -1,0 +1,41 @@
+// Titans LMM kernel (docs/models.md#titans): the token-by-token form with materialised weights, the reference of
+// the chunk-wise dual form (chunk.cpp) and the decode step. The shared input preparation is prepare.h.
+#include "core/common.h"
+#include "runtime/kernels/precision.h"
+#include "runtime/titans/prepare.h"
+
+namespace mnemo {
+
+TitansLmmResult titans_lmm_recurrent(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
+                                     const torch::Tensor& v, const torch::Tensor& log_keep,
+                                     const torch::Tensor& log_eta, const torch::Tensor& theta,
+                                     const TitansMemoryState& init, int64_t chunk_size, double inner_grad_clip) {
+  using titans_detail::bh, titans_detail::check_inputs, titans_detail::prepare;
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
+  check_inputs(spec, q, k, v, log_keep, log_eta, theta, init, chunk_size, inner_grad_clip);
+  auto p = prepare(q, k, v, log_keep, log_eta, theta, init);
+  const int64_t T = q.size(1);
+  int64_t off = init.offset;
+  std::vector<torch::Tensor> ys;
+  for (int64_t t = 0; t < T; ++t) {
+    auto kt = bh(p.k, t, 1), vt = bh(p.v, t, 1), qt = bh(p.q, t, 1);  // [B, H, 1, d]
+    auto acts = memory_forward(spec, p.anchor, kt);
+    auto terms = clip_grad_terms(memory_grad_terms(spec, p.anchor, acts, acts.out - vt), inner_grad_clip);
+    auto at = [&](const torch::Tensor& x) { return x.select(1, t); };  // [B, H]
+    auto keep = p.lk.defined() ? at(p.lk).exp() : torch::Tensor();
+    auto eta = p.le.defined() ? at(p.le).exp() : torch::Tensor();
+    MemoryWeights s = p.s;
+    momentum_step(p.w, s, keep, eta, at(p.th), terms);
+    if (eta.defined()) p.s = s;
+    ys.push_back(memory_apply(spec, p.w, qt));
+    if (++off == chunk_size) {
+      off = 0;
+      p.anchor = p.w;
+    }
+  }
+  auto y = T > 0 ? torch::cat(ys, 2).transpose(1, 2)
+                 : torch::zeros({q.size(0), 0, q.size(2), spec.d_out}, q.options().dtype(p.dt));
+  return {y.to(v.scalar_type()), {p.w, p.s, p.anchor, off}};
+}
+
+}  // namespace mnemo
