@@ -10,8 +10,18 @@ namespace mnemo {
 const std::vector<std::string>& model_config_keys() {
   static const std::vector<std::string> keys = {"model",    "vocab_size",     "d_model",  "n_layers",
                                                 "n_heads",  "mlp_ratio",      "tie_embeddings",
-                                                "norm_eps", "layers",         "block_mlp"};
+                                                "norm_eps", "layers",         "block_mlp",
+                                                "block_ffn", "cms_chunk_sizes", "cms_hidden_ratio", "cms_lr"};
   return keys;
+}
+
+CmsOptions cms_options(const ModelConfig& c) {
+  CmsOptions o;
+  o.d_model = c.d_model;
+  o.chunk_sizes = c.cms_chunk_sizes;
+  o.hidden_ratio = c.cms_hidden_ratio;
+  o.lr = c.cms_lr;
+  return o;
 }
 
 ModelConfig model_config_from_json(const json& flat) {
@@ -26,6 +36,10 @@ ModelConfig model_config_from_json(const json& flat) {
     c.tie_embeddings = flat.value("tie_embeddings", c.tie_embeddings);
     c.norm_eps = flat.value("norm_eps", c.norm_eps);
     c.block_mlp = flat.value("block_mlp", c.block_mlp);
+    c.block_ffn = flat.value("block_ffn", c.block_ffn);
+    c.cms_chunk_sizes = flat.value("cms_chunk_sizes", c.cms_chunk_sizes);
+    c.cms_hidden_ratio = flat.value("cms_hidden_ratio", c.cms_hidden_ratio);
+    c.cms_lr = flat.value("cms_lr", c.cms_lr);
   } catch (const json::exception& e) {
     throw Error(std::string("invalid model configuration: ") + e.what());
   }
@@ -34,6 +48,12 @@ ModelConfig model_config_from_json(const json& flat) {
   if (c.d_model % c.n_heads != 0)
     throw Error("d_model (" + std::to_string(c.d_model) + ") must be divisible by n_heads (" +
                 std::to_string(c.n_heads) + ")");
+  if (c.block_ffn != "swiglu" && c.block_ffn != "cms")
+    throw Error("block_ffn must be \"swiglu\" or \"cms\", got \"" + c.block_ffn + "\"");
+  if (c.block_ffn == "cms") {
+    if (!c.block_mlp) throw Error("block_ffn \"cms\" is the blocks' feed-forward part: it needs block_mlp true");
+    check_cms_options(cms_options(c));
+  }
   if (flat.contains("layers") && !flat["layers"].is_null()) c.layers = parse_layer_specs(flat["layers"]);
   c.mixer_args = flat;
   return c;
@@ -154,11 +174,15 @@ BlockImpl::BlockImpl(const ModelConfig& cfg, int64_t layer_index)
   }
   if (!cfg.block_mlp) return;  // Mamba's block: norm -> mixer -> residual
   mlp_norm = register_module("mlp_norm", RMSNorm(cfg.d_model, cfg.norm_eps));
-  mlp = register_module("mlp", SwiGLU(cfg.d_model, swiglu_hidden_size(cfg.d_model, cfg.mlp_ratio)));
+  if (cfg.block_ffn == "cms")
+    cms = register_module("cms", ContinuumMemory(cms_options(cfg)));
+  else
+    mlp = register_module("mlp", SwiGLU(cfg.d_model, swiglu_hidden_size(cfg.d_model, cfg.mlp_ratio)));
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& h, LayerState* state) {
   auto x = h + mixer->forward(mixer_norm(h), state);
+  if (cms) return x + cms(mlp_norm(x), state);
   if (!mlp) return x;
   return x + mlp(mlp_norm(x));
 }

@@ -1,5 +1,6 @@
 // The language model skeleton (docs/models.md#block-skeleton): embedding -> N blocks
-// (pre-RMSNorm, mixer, residual, pre-RMSNorm, SwiGLU, residual; the last three absent with block_mlp false)
+// (pre-RMSNorm, mixer, residual, pre-RMSNorm, SwiGLU or the Continuum Memory System, residual; the last three absent
+// with block_mlp false)
 // -> final norm -> tied LM head.
 #pragma once
 #include <torch/torch.h>
@@ -10,6 +11,7 @@
 
 #include "core/common.h"
 #include "runtime/mixer.h"
+#include "runtime/hope/cms.h"
 #include "runtime/layers.h"
 
 namespace mnemo {
@@ -31,6 +33,10 @@ struct ModelConfig {
   int64_t n_heads = 4;
   double mlp_ratio = 4.0;
   bool block_mlp = true;              // false: blocks are pre-RMSNorm, mixer, residual only (Mamba's blocks)
+  std::string block_ffn = "swiglu";   // the blocks' feed-forward part: "swiglu" | "cms" (runtime/hope/cms.h)
+  std::vector<int64_t> cms_chunk_sizes = {16, 64, 256};  // block_ffn "cms": one level per entry, fastest first
+  double cms_hidden_ratio = 1.0;
+  double cms_lr = 0.1;
   bool tie_embeddings = true;
   double norm_eps = 1e-6;
   std::vector<LayerSpec> layers;  // the config's pattern; empty = the family's pattern
@@ -54,6 +60,7 @@ struct BlockImpl : torch::nn::Module {
   RMSNorm mixer_norm{nullptr}, mlp_norm{nullptr};
   std::shared_ptr<Mixer> mixer;
   SwiGLU mlp{nullptr};
+  ContinuumMemory cms{nullptr};  // instead of mlp with block_ffn "cms"
   std::string mixer_name;
 };
 TORCH_MODULE(Block);
@@ -102,5 +109,6 @@ MixerKeys model_mixer_keys(const std::string& model, const json& layers);
 // Config keys that belong to the model skeleton (the rest are task, training or mixer keys).
 const std::vector<std::string>& model_config_keys();
 ModelConfig model_config_from_json(const json& flat);
+CmsOptions cms_options(const ModelConfig& c);  // the Continuum Memory System of block_ffn "cms"
 
 }  // namespace mnemo

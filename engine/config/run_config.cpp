@@ -51,6 +51,8 @@ json resolve_run_config(const json& user) {
   // One key, one meaning: a mixer argument named like a training, skeleton or task key would take one value for both.
   for (const auto& [key, mixers] : mixer_keys.declared_by) {
     const std::string owner = mixers.empty() ? "model '" + model + "'" : "mixer '" + mixers.front() + "'";
+    // A model family may set a skeleton key of its own (hope: block_ffn "cms"); a mixer argument may not share one.
+    if (mixers.empty() && skeleton_defaults().contains(key)) continue;
     if (cfg.contains(key))
       throw Error("config key '" + key + "' is both a training/model key and an argument of " + owner +
                   "; rename the mixer argument");

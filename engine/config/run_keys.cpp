@@ -85,6 +85,18 @@ std::vector<RunKey> make_run_keys() {
        "each block's pre-RMSNorm SwiGLU after the mixer (false: norm, mixer, residual only, as Mamba's blocks and "
        "flash-linear-attention's Mamba2)",
        Group::skeleton, std::nullopt},
+      {"block_ffn", "swiglu",
+       "each block's feed-forward part: swiglu | cms (the Continuum Memory System: residual MLP memories updated in "
+       "context every cms_chunk_sizes tokens; docs/models.md#continuum-memory-system)",
+       Group::skeleton, std::nullopt},
+      {"cms_chunk_sizes", json::array({16, 64, 256}),
+       "block_ffn cms: one memory level per entry, fastest first; a level changes once per that many tokens (0: "
+       "never, a plain residual MLP)",
+       Group::skeleton, std::nullopt},
+      {"cms_hidden_ratio", 1.0, "block_ffn cms: each level's hidden width as a multiple of d_model", Group::skeleton,
+       positive()},
+      {"cms_lr", 0.1, "block_ffn cms: scale of the levels' in-context step (eta_t = cms_lr * sigmoid(x w + b))",
+       Group::skeleton, non_negative()},
   };
 }
 

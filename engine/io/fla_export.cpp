@@ -95,6 +95,9 @@ struct Match {
 
 // The fla config whose import is this model, or an Error saying why none is.
 Match find_fla_config(const ModelConfig& mc, const std::string& where) {
+  if (mc.block_ffn != "swiglu")
+    throw Error("export --format hf: " + where + ": block_ffn \"" + mc.block_ffn +
+                "\" (fla's models have a SwiGLU feed-forward part)");
   const json view = mnemo_view(mc);
   for (int64_t i = 1; i < mc.n_layers; ++i)
     if (mc.layer_args(i) != mc.layer_args(0))

@@ -1,0 +1,88 @@
+// Chunk-wise Hope kernels (runtime/hope/hope.h). Every read inside a chunk uses the chunk's start states, so a
+// chunk's outputs, keys, values and gates are batched products; only the chunk-to-chunk pass is sequential
+// (arXiv 2512.24695 §8.2).
+#include <algorithm>
+#include <vector>
+
+#include "runtime/delta_rule/delta_rule.h"
+#include "runtime/hope/hope.h"
+#include "runtime/kernels/precision.h"
+
+namespace mnemo {
+
+namespace {
+// Tokens of the piece that starts at absolute position `pos`: up to the next chunk boundary.
+int64_t piece_length(int64_t pos, int64_t chunk_size, int64_t remaining) {
+  return std::min(chunk_size - pos % chunk_size, remaining);
+}
+}  // namespace
+
+SmtResult smt_chunk(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
+                    const torch::Tensor& init, const SmtGates& gates, const torch::Tensor& chunk_start,
+                    const torch::Tensor& running, int64_t chunk_size, int64_t offset) {
+  check_smt_inputs(x_key, x_value, q, init, gates, chunk_start, running, chunk_size, offset);
+  const auto dt = recurrence_dtype({x_key, x_value, q, init, chunk_start});
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), d = q.size(3);
+  auto [S_chunk, S] = hope_detail::smt_start_states(init, chunk_start, running, B, dt);
+  const auto ad = x_key.to(dt), bd = x_value.to(dt), qd = q.to(dt);
+  std::vector<torch::Tensor> outs;
+  for (int64_t t = 0; t < T;) {
+    const int64_t pos = offset + t, n = piece_length(pos, chunk_size, T - t);
+    const auto r = hope_detail::smt_reads(ad.narrow(1, t, n), bd.narrow(1, t, n), qd.narrow(1, t, n), S_chunk, gates);
+    outs.push_back(r.o);
+    // The DGD step of all five memories as one gated delta rule over batch rows (B, memory):
+    //   e^{g} = α, β = η / α, value α (v̂_□ − M_□^c(k)) = α (v − k)(I + S_□^c), from S (the memories after the
+    //   previous token).
+    const auto residual = (r.v - r.k).transpose(1, 2).unsqueeze(1);  // [B, 1, H, n, d]
+    const auto target = residual + torch::matmul(residual, S_chunk);  // [B, 5, H, n, d]
+    const auto alpha_rows = r.alpha.transpose(1, 2).unsqueeze(1).unsqueeze(-1);  // [B, 1, H, n, 1]
+    const auto value = (alpha_rows * target).permute({0, 1, 3, 2, 4}).reshape({B * kSmtMemories, n, H, d});
+    const auto keys = r.k.unsqueeze(1).expand({B, kSmtMemories, n, H, d}).reshape({B * kSmtMemories, n, H, d});
+    const auto beta = (r.eta / r.alpha).unsqueeze(1).expand({B, kSmtMemories, n, H}).reshape({B * kSmtMemories, n, H});
+    const auto g = torch::log(r.alpha).unsqueeze(1).expand({B, kSmtMemories, n, H}).reshape({B * kSmtMemories, n, H});
+    const auto pass = delta_rule_chunk(keys, keys, value, beta, g, S.reshape({B * kSmtMemories, H, d, d}), 1.0, n);
+    S = pass.final_state.reshape({B, kSmtMemories, H, d, d});
+    if ((pos + n) % chunk_size == 0) S_chunk = S;
+    t += n;
+  }
+  auto o = outs.empty() ? torch::zeros_like(qd) : torch::cat(outs, 1);
+  return {o.to(q.scalar_type()), S_chunk, S};
+}
+
+CmsLevelResult cms_level_chunk(const torch::Tensor& x, const torch::Tensor& v, const torch::Tensor& eta,
+                               const torch::Tensor& w1_0, const torch::Tensor& w2_0, const CmsLevelState& state,
+                               int64_t chunk_size, int64_t offset) {
+  check_cms_level_inputs(x, v, eta, w1_0, w2_0, state, chunk_size, offset);
+  if (chunk_size == 0) return cms_level_recurrent(x, v, eta, w1_0, w2_0, state, 0, offset);  // one batched MLP
+  const auto dt = recurrence_dtype({x, v, w1_0, state.w1});
+  const auto xd = x.to(dt), vd = v.to(dt), ed = eta.to(dt);
+  const int64_t B = x.size(0), T = x.size(1), h = w1_0.size(0), d = w1_0.size(1);
+  auto w1 = state.w1.defined() ? state.w1.to(dt) : w1_0.to(dt).unsqueeze(0).expand({B, h, d});
+  auto w2 = state.w2.defined() ? state.w2.to(dt) : w2_0.to(dt).unsqueeze(0).expand({B, d, h});
+  auto p1 = state.p1.defined() ? state.p1.to(dt) : torch::zeros({B, h, d}, xd.options());
+  auto p2 = state.p2.defined() ? state.p2.to(dt) : torch::zeros({B, d, h}, xd.options());
+  std::vector<torch::Tensor> ys;
+  for (int64_t t = 0; t < T;) {
+    const int64_t pos = offset + t, n = piece_length(pos, chunk_size, T - t);
+    const auto X = xd.narrow(1, t, n);  // [B, n, d]
+    const auto Z = torch::bmm(X, w2);    // [B, n, h]
+    const auto A = torch::silu(Z);
+    const auto Y = X + torch::bmm(A, w1);
+    ys.push_back(Y);
+    const auto step = (ed.narrow(1, t, n) / static_cast<double>(chunk_size)).unsqueeze(-1);  // [B, n, 1]
+    const auto E = step * (Y - vd.narrow(1, t, n));  // η_t / C · e_t
+    p1 = p1 + torch::bmm(A.transpose(1, 2), E);
+    p2 = p2 + torch::bmm(X.transpose(1, 2), torch::bmm(E, w1.transpose(1, 2)) * hope_detail::silu_grad(Z));
+    if ((pos + n) % chunk_size == 0) {
+      w1 = w1 - p1;
+      w2 = w2 - p2;
+      p1 = torch::zeros_like(p1);
+      p2 = torch::zeros_like(p2);
+    }
+    t += n;
+  }
+  auto y = ys.empty() ? torch::zeros_like(xd) : torch::cat(ys, 1);
+  return {y.to(x.scalar_type()), {w1, w2, p1, p2}};
+}
+
+}  // namespace mnemo

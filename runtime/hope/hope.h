@@ -1,0 +1,108 @@
+// Hope (Behrouz, Razaviyayn, Zhong, Mirrokni, "Nested Learning: The Illusion of Deep Learning Architectures",
+// NeurIPS 2025, arXiv 2512.24695 §8 / §3 of the conference version): a self-modifying Titans followed by a
+// Continuum Memory System. No official code exists; docs/models.md#hope states every choice the paper leaves open.
+//
+// Self-modifying Titans (SMT; arXiv 2512.24695 §8.1–8.2, Eqs. 86–93), per batch row and head, with matrix-valued
+// memories in the paper's residual form M(x) = x + x S (Eq. 89's skip path; row-vector convention): five memories
+// S_□ for □ ∈ {k, v, η, α, mem}, updated chunk-wise with chunk size C. For token t of the chunk that starts with the
+// states S_□^c (every read of the chunk uses them, Eq. 90), with M_□^c(x) = x + x S_□^c:
+//   k_t = l2norm(M_k^c(a_t)),  v_t = l2norm(M_v^c(b_t)),  o_t = M_mem^c(q_t)
+//   η_t = η_max σ(⟨M_η^c(a_t), w_η⟩ + b_η),  α_t = σ(⟨M_α^c(a_t), w_α⟩ + b_α)        (scalars per head)
+//   v̂_□,t = M_□^c(v_t)                                                  (each memory generates its own value)
+//   S_□,t = (α_t I − η_t k_tᵀ k_t) S_□,t−1 − η_t k_tᵀ (M_□^c(k_t) − v̂_□,t)
+// (DGD with retention, Eq. 88, the L2 loss ½‖M(k) − v̂‖² differentiated at the chunk start, Eq. 91), and
+// S_□^{c+1} = S_□ after the chunk's last token. Since M_□^c(k) − v̂_□ = (k − v)(I + S_□^c), the update is a gated delta
+// rule (runtime/delta_rule) with e^{g_t} = α_t, β_t = η_t / α_t and value α_t (v_t − k_t)(I + S_□^c), which is how
+// the chunk form builds each chunk's end state. a_t and b_t are the key-side and value-side inputs of the memories
+// (the mixer's two projections of the token), q_t the one non-adaptive read.
+// Layout: a (x_key), b (x_value), q [B, T, H, d]; w_eta, w_alpha [H, d]; b_eta, b_alpha [H]; memories
+// [B, 5, H, d, d] in the order k, v, η, α, mem (SmtMemory); the initial memories `init` [5, H, d, d] are trained
+// (meta-learned, Eq. 85).
+//
+// Continuum Memory System level (arXiv 2512.24695 §3, Eqs. 30–31): a residual two-layer MLP memory
+//   M_θ(x) = x + SiLU(x W2) W1          (W2 [d, h], W1 [h, d]; Eq. 89's block)
+// whose weights change every C tokens only: the tokens of chunk c read θ^c, and
+//   θ^{c+1} = θ^c − (1 / C) Σ_{t ∈ chunk c} η_t ∇_θ ½‖M_{θ^c}(x_t) − v_t‖²
+// (one step of mini-batch gradient descent on the chunk, every gradient at θ^c as in Eq. 31). v_t (the target) and
+// η_t > 0 are given per token by the caller. C = 0 is a level that never changes in context (a plain MLP).
+// Layout: x, v [B, T, d]; eta [B, T]; weights per batch row W1 [B, h, d], W2 [B, d, h]; the pending sums of the
+// current chunk P1, P2 (the same shapes) carry a chunk that a call ends inside of, so that decoding token by token
+// equals the full forward.
+//
+// Both kernels' forms are plain autograd ops and compute in fp32, or fp64 when any input is fp64. `offset` is the
+// number of tokens consumed before this call (the position of x's first token in the sequence); chunks are aligned
+// to the sequence start.
+#pragma once
+#include <torch/torch.h>
+
+namespace mnemo {
+
+enum SmtMemory : int64_t { kSmtKey = 0, kSmtValue = 1, kSmtEta = 2, kSmtAlpha = 3, kSmtMemory = 4, kSmtMemories = 5 };
+
+struct SmtGates {
+  torch::Tensor w_eta, b_eta, w_alpha, b_alpha;  // [H, d], [H], [H, d], [H]
+  double eta_max = 1.0;                           // η_t ∈ (0, η_max)
+};
+
+struct SmtResult {
+  torch::Tensor o;          // [B, T, H, d]
+  torch::Tensor chunk_start;  // S^c of the chunk that holds the next token [B, 5, H, d, d]
+  torch::Tensor running;      // S after the last token [B, 5, H, d, d] (== chunk_start at a chunk boundary)
+};
+
+// Token by token (T == 1 is the O(1) decode step). chunk_start / running undefined: both start from `init`.
+SmtResult smt_recurrent(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q, const torch::Tensor& init,
+                        const SmtGates& gates, const torch::Tensor& chunk_start, const torch::Tensor& running,
+                        int64_t chunk_size, int64_t offset);
+
+// Chunk by chunk: every read of a chunk is one batched product, the chunk's end state one gated-delta-rule pass over
+// the five memories together (delta_rule_chunk). Exact rewrite of smt_recurrent.
+SmtResult smt_chunk(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q, const torch::Tensor& init, const SmtGates& gates,
+                    const torch::Tensor& chunk_start, const torch::Tensor& running, int64_t chunk_size,
+                    int64_t offset);
+
+struct CmsLevelState {
+  torch::Tensor w1, w2;  // θ^c: [B, h, d], [B, d, h]
+  torch::Tensor p1, p2;  // (1 / C) Σ η_t ∇ over the current chunk's tokens so far (zeros at a boundary)
+};
+
+struct CmsLevelResult {
+  torch::Tensor y;  // [B, T, d]
+  CmsLevelState state;
+};
+
+// Token by token (T == 1 is the decode step). state.w1 undefined: θ^0 = (w1_0, w2_0) [h, d], [d, h] for every row.
+// chunk_size 0: no update (state stays undefined).
+CmsLevelResult cms_level_recurrent(const torch::Tensor& x, const torch::Tensor& v, const torch::Tensor& eta,
+                                   const torch::Tensor& w1_0, const torch::Tensor& w2_0, const CmsLevelState& state,
+                                   int64_t chunk_size, int64_t offset);
+
+// Chunk by chunk: the outputs and gradient sums of a chunk are batched products at θ^c. Exact rewrite of
+// cms_level_recurrent.
+CmsLevelResult cms_level_chunk(const torch::Tensor& x, const torch::Tensor& v, const torch::Tensor& eta,
+                               const torch::Tensor& w1_0, const torch::Tensor& w2_0, const CmsLevelState& state,
+                               int64_t chunk_size, int64_t offset);
+
+// Shape checks of both kernels (mnemo::Error naming the tensor and its shape).
+void check_smt_inputs(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q, const torch::Tensor& init,
+                      const SmtGates& gates, const torch::Tensor& chunk_start, const torch::Tensor& running,
+                      int64_t chunk_size, int64_t offset);
+void check_cms_level_inputs(const torch::Tensor& x, const torch::Tensor& v, const torch::Tensor& eta,
+                            const torch::Tensor& w1_0, const torch::Tensor& w2_0, const CmsLevelState& state,
+                            int64_t chunk_size, int64_t offset);
+
+namespace hope_detail {
+// The SMT memories at the start of a call: (chunk_start, running) broadcast from init where undefined, in dtype dt.
+std::pair<torch::Tensor, torch::Tensor> smt_start_states(const torch::Tensor& init, const torch::Tensor& chunk_start,
+                                                         const torch::Tensor& running, int64_t batch,
+                                                         torch::ScalarType dt);
+// The reads of one chunk from its start states S [B, 5, H, d, d]: k, v [B, n, H, d], eta, alpha [B, n, H] and o.
+struct SmtReads {
+  torch::Tensor k, v, eta, alpha, o;
+};
+SmtReads smt_reads(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q, const torch::Tensor& S, const SmtGates& gates);
+// SiLU and its derivative (the CMS memory's activation).
+torch::Tensor silu_grad(const torch::Tensor& z);
+}  // namespace hope_detail
+
+}  // namespace mnemo

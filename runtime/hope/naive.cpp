@@ -1,0 +1,182 @@
+// Token-by-token Hope kernels (runtime/hope/hope.h): the self-modifying Titans' DGD update and the Continuum Memory
+// System level, one token at a time, as written in arXiv 2512.24695 Eqs. 31 and 93; and what both forms share (input
+// checks, the chunk-start reads).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/common.h"
+#include "runtime/hope/hope.h"
+#include "runtime/kernels/precision.h"
+#include "runtime/layers.h"
+
+namespace mnemo {
+
+namespace {
+std::string shape_text(const torch::Tensor& t) { return c10::str(t.sizes()); }
+
+void require_shape(const char* kernel, const char* name, const torch::Tensor& t, std::vector<int64_t> shape) {
+  bool ok = t.dim() == static_cast<int64_t>(shape.size());
+  for (size_t i = 0; ok && i < shape.size(); ++i) ok = t.size(static_cast<int64_t>(i)) == shape[i];
+  if (!ok) throw Error(std::string(kernel) + ": " + name + " must be " + c10::str(c10::IntArrayRef(shape)) + ", got " +
+                       shape_text(t));
+}
+
+void require_offset(const char* kernel, int64_t chunk_size, int64_t offset) {
+  if (chunk_size < 0) throw Error(std::string(kernel) + ": chunk_size must be >= 0, got " + std::to_string(chunk_size));
+  if (offset < 0) throw Error(std::string(kernel) + ": offset must be >= 0, got " + std::to_string(offset));
+}
+}  // namespace
+
+void check_smt_inputs(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
+                      const torch::Tensor& init,
+                      const SmtGates& gates, const torch::Tensor& chunk_start, const torch::Tensor& running,
+                      int64_t chunk_size, int64_t offset) {
+  const char* k = "self_modifying_titans";
+  if (!x_key.defined() || !x_value.defined() || !q.defined() || !init.defined() || !gates.w_eta.defined() ||
+      !gates.b_eta.defined() || !gates.w_alpha.defined() || !gates.b_alpha.defined())
+    throw Error("self_modifying_titans: x_key, x_value, q, init and the four gate tensors are required");
+  if (x_key.dim() != 4) throw Error("self_modifying_titans: x_key must be [B, T, H, d], got " + shape_text(x_key));
+  const int64_t B = x_key.size(0), T = x_key.size(1), H = x_key.size(2), d = x_key.size(3);
+  require_shape(k, "x_value", x_value, {B, T, H, d});
+  require_shape(k, "q", q, {B, T, H, d});
+  require_shape(k, "init", init, {kSmtMemories, H, d, d});
+  require_shape(k, "w_eta", gates.w_eta, {H, d});
+  require_shape(k, "w_alpha", gates.w_alpha, {H, d});
+  require_shape(k, "b_eta", gates.b_eta, {H});
+  require_shape(k, "b_alpha", gates.b_alpha, {H});
+  if (chunk_start.defined() != running.defined())
+    throw Error("self_modifying_titans: chunk_start and running must both be given or both be absent");
+  if (chunk_start.defined()) {
+    require_shape(k, "chunk_start", chunk_start, {B, kSmtMemories, H, d, d});
+    require_shape(k, "running", running, {B, kSmtMemories, H, d, d});
+  }
+  if (chunk_size < 1) throw Error("self_modifying_titans: chunk_size must be >= 1, got " + std::to_string(chunk_size));
+  if (!(gates.eta_max > 0) || !std::isfinite(gates.eta_max))
+    throw Error("self_modifying_titans: eta_max must be finite and > 0, got " + std::to_string(gates.eta_max));
+  require_offset(k, chunk_size, offset);
+}
+
+void check_cms_level_inputs(const torch::Tensor& x, const torch::Tensor& v, const torch::Tensor& eta,
+                            const torch::Tensor& w1_0, const torch::Tensor& w2_0, const CmsLevelState& state,
+                            int64_t chunk_size, int64_t offset) {
+  const char* k = "cms";
+  if (!x.defined() || !v.defined() || !eta.defined() || !w1_0.defined() || !w2_0.defined())
+    throw Error("cms: x, v, eta, w1 and w2 are required");
+  if (x.dim() != 3) throw Error("cms: x must be [B, T, d], got " + shape_text(x));
+  const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
+  if (w1_0.dim() != 2) throw Error("cms: w1 must be [h, d], got " + shape_text(w1_0));
+  const int64_t h = w1_0.size(0);
+  require_shape(k, "v", v, {B, T, d});
+  require_shape(k, "eta", eta, {B, T});
+  require_shape(k, "w1", w1_0, {h, d});
+  require_shape(k, "w2", w2_0, {d, h});
+  if (state.w1.defined()) {
+    require_shape(k, "state w1", state.w1, {B, h, d});
+    require_shape(k, "state w2", state.w2, {B, d, h});
+    require_shape(k, "state p1", state.p1, {B, h, d});
+    require_shape(k, "state p2", state.p2, {B, d, h});
+  }
+  require_offset(k, chunk_size, offset);
+}
+
+namespace hope_detail {
+
+std::pair<torch::Tensor, torch::Tensor> smt_start_states(const torch::Tensor& init, const torch::Tensor& chunk_start,
+                                                         const torch::Tensor& running, int64_t batch,
+                                                         torch::ScalarType dt) {
+  if (chunk_start.defined()) return {chunk_start.to(dt), running.to(dt)};
+  auto s = init.to(dt).unsqueeze(0).expand({batch, init.size(0), init.size(1), init.size(2), init.size(3)});
+  return {s, s};
+}
+
+SmtReads smt_reads(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
+                   const torch::Tensor& S, const SmtGates& gates) {
+  const auto a = x_key.transpose(1, 2), b = x_value.transpose(1, 2);  // [B, H, n, d]
+  auto read = [&](int64_t memory, const torch::Tensor& in) {  // M_memory(in) = in + in S_memory -> [B, n, H, d]
+    return (in + torch::matmul(in, S.select(1, memory))).transpose(1, 2);
+  };
+  const auto dt = S.scalar_type();
+  SmtReads r;
+  r.k = l2norm(read(kSmtKey, a));
+  r.v = l2norm(read(kSmtValue, b));
+  r.eta = gates.eta_max * torch::sigmoid((read(kSmtEta, a) * gates.w_eta.to(dt)).sum(-1) + gates.b_eta.to(dt));
+  r.alpha = torch::sigmoid((read(kSmtAlpha, a) * gates.w_alpha.to(dt)).sum(-1) + gates.b_alpha.to(dt));
+  r.o = read(kSmtMemory, q.transpose(1, 2));
+  return r;
+}
+
+torch::Tensor silu_grad(const torch::Tensor& z) {
+  const auto s = torch::sigmoid(z);
+  return s * (1 + z * (1 - s));
+}
+
+}  // namespace hope_detail
+
+SmtResult smt_recurrent(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
+                        const torch::Tensor& init, const SmtGates& gates, const torch::Tensor& chunk_start,
+                        const torch::Tensor& running, int64_t chunk_size, int64_t offset) {
+  check_smt_inputs(x_key, x_value, q, init, gates, chunk_start, running, chunk_size, offset);
+  const auto dt = recurrence_dtype({x_key, x_value, q, init, chunk_start});
+  auto [S_chunk, S] = hope_detail::smt_start_states(init, chunk_start, running, q.size(0), dt);
+  const auto ad = x_key.to(dt), bd = x_value.to(dt), qd = q.to(dt);
+  std::vector<torch::Tensor> outs;
+  for (int64_t t = 0; t < q.size(1); ++t) {
+    const auto r =
+        hope_detail::smt_reads(ad.narrow(1, t, 1), bd.narrow(1, t, 1), qd.narrow(1, t, 1), S_chunk, gates);
+    outs.push_back(r.o);
+    // One token: row vectors k, v [B, 1, H, 1, d] against the five memories [B, 5, H, d, d].
+    const auto k = r.k.squeeze(1).unsqueeze(1).unsqueeze(-2);
+    const auto v = r.v.squeeze(1).unsqueeze(1).unsqueeze(-2);
+    const auto eta = r.eta.squeeze(1).unsqueeze(1).unsqueeze(-1).unsqueeze(-1);  // [B, 1, H, 1, 1]
+    const auto alpha = r.alpha.squeeze(1).unsqueeze(1).unsqueeze(-1).unsqueeze(-1);
+    const auto v_hat = v + torch::matmul(v, S_chunk);  // v̂_□ = M_□^c(v) = v + v S_□^c
+    const auto k_chunk = k + torch::matmul(k, S_chunk);  // M_□^c(k)
+    const auto k_now = torch::matmul(k, S);              // k S_□,t−1
+    // S_t = α S_{t−1} − η kᵀ (k S_{t−1}) − η kᵀ (M_□^c(k) − v̂_□)
+    S = alpha * S + eta * torch::matmul(k.transpose(-1, -2), v_hat - k_chunk - k_now);
+    if ((offset + t + 1) % chunk_size == 0) S_chunk = S;
+  }
+  auto o = outs.empty() ? torch::zeros_like(qd) : torch::cat(outs, 1);
+  return {o.to(q.scalar_type()), S_chunk, S};
+}
+
+CmsLevelResult cms_level_recurrent(const torch::Tensor& x, const torch::Tensor& v, const torch::Tensor& eta,
+                                   const torch::Tensor& w1_0, const torch::Tensor& w2_0, const CmsLevelState& state,
+                                   int64_t chunk_size, int64_t offset) {
+  check_cms_level_inputs(x, v, eta, w1_0, w2_0, state, chunk_size, offset);
+  const auto dt = recurrence_dtype({x, v, w1_0, state.w1});
+  const auto xd = x.to(dt), vd = v.to(dt), ed = eta.to(dt);
+  const int64_t B = x.size(0), h = w1_0.size(0), d = w1_0.size(1);
+  if (chunk_size == 0) {  // a level that never changes in context
+    auto y = xd + torch::matmul(torch::silu(torch::matmul(xd, w2_0.to(dt))), w1_0.to(dt));
+    return {y.to(x.scalar_type()), {}};
+  }
+  auto w1 = state.w1.defined() ? state.w1.to(dt) : w1_0.to(dt).unsqueeze(0).expand({B, h, d});
+  auto w2 = state.w2.defined() ? state.w2.to(dt) : w2_0.to(dt).unsqueeze(0).expand({B, d, h});
+  auto p1 = state.p1.defined() ? state.p1.to(dt) : torch::zeros({B, h, d}, xd.options());
+  auto p2 = state.p2.defined() ? state.p2.to(dt) : torch::zeros({B, d, h}, xd.options());
+  std::vector<torch::Tensor> ys;
+  for (int64_t t = 0; t < x.size(1); ++t) {
+    const auto xt = xd.narrow(1, t, 1);  // [B, 1, d]
+    const auto z = torch::bmm(xt, w2);   // [B, 1, h]
+    const auto a = torch::silu(z);
+    const auto y = xt + torch::bmm(a, w1);
+    ys.push_back(y);
+    // ½‖M(x) − v‖²: ∇W1 = aᵀ e, ∇W2 = xᵀ ((e W1ᵀ) ⊙ SiLU'(z)), with e = M(x) − v; scaled by η_t / C.
+    const auto e = y - vd.narrow(1, t, 1);
+    const auto step = (ed.narrow(1, t, 1) / static_cast<double>(chunk_size)).unsqueeze(-1);  // [B, 1, 1]
+    p1 = p1 + step * torch::bmm(a.transpose(1, 2), e);
+    p2 = p2 + step * torch::bmm(xt.transpose(1, 2), torch::bmm(e, w1.transpose(1, 2)) * hope_detail::silu_grad(z));
+    if ((offset + t + 1) % chunk_size == 0) {
+      w1 = w1 - p1;
+      w2 = w2 - p2;
+      p1 = torch::zeros_like(p1);
+      p2 = torch::zeros_like(p2);
+    }
+  }
+  auto y = ys.empty() ? torch::zeros_like(xd) : torch::cat(ys, 1);
+  return {y.to(x.scalar_type()), {w1, w2, p1, p2}};
+}
+
+}  // namespace mnemo
