@@ -56,33 +56,24 @@ CmsLevelResult cms_level_chunk(const torch::Tensor& x, const torch::Tensor& v, c
   if (chunk_size == 0) return cms_level_recurrent(x, v, eta, w1_0, w2_0, state, 0, offset);  // one batched MLP
   const auto dt = recurrence_dtype({x, v, w1_0, state.w1});
   const auto xd = x.to(dt), vd = v.to(dt), ed = eta.to(dt);
-  const int64_t B = x.size(0), T = x.size(1), h = w1_0.size(0), d = w1_0.size(1);
-  auto w1 = state.w1.defined() ? state.w1.to(dt) : w1_0.to(dt).unsqueeze(0).expand({B, h, d});
-  auto w2 = state.w2.defined() ? state.w2.to(dt) : w2_0.to(dt).unsqueeze(0).expand({B, d, h});
-  auto p1 = state.p1.defined() ? state.p1.to(dt) : torch::zeros({B, h, d}, xd.options());
-  auto p2 = state.p2.defined() ? state.p2.to(dt) : torch::zeros({B, d, h}, xd.options());
+  auto s = hope_detail::cms_start_state(w1_0, w2_0, state, x.size(0), dt);
   std::vector<torch::Tensor> ys;
-  for (int64_t t = 0; t < T;) {
-    const int64_t pos = offset + t, n = piece_length(pos, chunk_size, T - t);
+  for (int64_t t = 0; t < x.size(1);) {
+    const int64_t pos = offset + t, n = piece_length(pos, chunk_size, x.size(1) - t);
     const auto X = xd.narrow(1, t, n);  // [B, n, d]
-    const auto Z = torch::bmm(X, w2);    // [B, n, h]
+    const auto Z = torch::bmm(X, s.w2);  // [B, n, h]
     const auto A = torch::silu(Z);
-    const auto Y = X + torch::bmm(A, w1);
+    const auto Y = X + torch::bmm(A, s.w1);
     ys.push_back(Y);
     const auto step = (ed.narrow(1, t, n) / static_cast<double>(chunk_size)).unsqueeze(-1);  // [B, n, 1]
     const auto E = step * (Y - vd.narrow(1, t, n));  // η_t / C · e_t
-    p1 = p1 + torch::bmm(A.transpose(1, 2), E);
-    p2 = p2 + torch::bmm(X.transpose(1, 2), torch::bmm(E, w1.transpose(1, 2)) * hope_detail::silu_grad(Z));
-    if ((pos + n) % chunk_size == 0) {
-      w1 = w1 - p1;
-      w2 = w2 - p2;
-      p1 = torch::zeros_like(p1);
-      p2 = torch::zeros_like(p2);
-    }
+    s.p1 = s.p1 + torch::bmm(A.transpose(1, 2), E);
+    s.p2 = s.p2 + torch::bmm(X.transpose(1, 2), torch::bmm(E, s.w1.transpose(1, 2)) * hope_detail::silu_grad(Z));
+    if ((pos + n) % chunk_size == 0) hope_detail::cms_apply_chunk_step(s);
     t += n;
   }
   auto y = ys.empty() ? torch::zeros_like(xd) : torch::cat(ys, 1);
-  return {y.to(x.scalar_type()), {w1, w2, p1, p2}};
+  return {y.to(x.scalar_type()), s};
 }
 
 }  // namespace mnemo

@@ -101,6 +101,12 @@ struct SmtReads {
   torch::Tensor k, v, eta, alpha, o;
 };
 SmtReads smt_reads(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q, const torch::Tensor& S, const SmtGates& gates);
+// A CMS level's weights and pending sums at the start of a call, in dtype dt: θ^0 broadcast over the batch and zero
+// sums where `state` is undefined.
+CmsLevelState cms_start_state(const torch::Tensor& w1_0, const torch::Tensor& w2_0, const CmsLevelState& state,
+                              int64_t batch, torch::ScalarType dt);
+// The end of a chunk: θ^{c+1} = θ^c − the pending sums, which restart at zero.
+void cms_apply_chunk_step(CmsLevelState& s);
 // SiLU and its derivative (the CMS memory's activation).
 torch::Tensor silu_grad(const torch::Tensor& z);
 }  // namespace hope_detail

@@ -106,6 +106,22 @@ SmtReads smt_reads(const torch::Tensor& x_key, const torch::Tensor& x_value, con
   return r;
 }
 
+CmsLevelState cms_start_state(const torch::Tensor& w1_0, const torch::Tensor& w2_0, const CmsLevelState& state,
+                              int64_t batch, torch::ScalarType dt) {
+  if (state.w1.defined()) return {state.w1.to(dt), state.w2.to(dt), state.p1.to(dt), state.p2.to(dt)};
+  const int64_t h = w1_0.size(0), d = w1_0.size(1);
+  const auto opts = w1_0.options().dtype(dt);
+  return {w1_0.to(dt).unsqueeze(0).expand({batch, h, d}), w2_0.to(dt).unsqueeze(0).expand({batch, d, h}),
+          torch::zeros({batch, h, d}, opts), torch::zeros({batch, d, h}, opts)};
+}
+
+void cms_apply_chunk_step(CmsLevelState& s) {
+  s.w1 = s.w1 - s.p1;
+  s.w2 = s.w2 - s.p2;
+  s.p1 = torch::zeros_like(s.p1);
+  s.p2 = torch::zeros_like(s.p2);
+}
+
 torch::Tensor silu_grad(const torch::Tensor& z) {
   const auto s = torch::sigmoid(z);
   return s * (1 + z * (1 - s));
@@ -147,36 +163,28 @@ CmsLevelResult cms_level_recurrent(const torch::Tensor& x, const torch::Tensor& 
   check_cms_level_inputs(x, v, eta, w1_0, w2_0, state, chunk_size, offset);
   const auto dt = recurrence_dtype({x, v, w1_0, state.w1});
   const auto xd = x.to(dt), vd = v.to(dt), ed = eta.to(dt);
-  const int64_t B = x.size(0), h = w1_0.size(0), d = w1_0.size(1);
   if (chunk_size == 0) {  // a level that never changes in context
     auto y = xd + torch::matmul(torch::silu(torch::matmul(xd, w2_0.to(dt))), w1_0.to(dt));
     return {y.to(x.scalar_type()), {}};
   }
-  auto w1 = state.w1.defined() ? state.w1.to(dt) : w1_0.to(dt).unsqueeze(0).expand({B, h, d});
-  auto w2 = state.w2.defined() ? state.w2.to(dt) : w2_0.to(dt).unsqueeze(0).expand({B, d, h});
-  auto p1 = state.p1.defined() ? state.p1.to(dt) : torch::zeros({B, h, d}, xd.options());
-  auto p2 = state.p2.defined() ? state.p2.to(dt) : torch::zeros({B, d, h}, xd.options());
+  auto s = hope_detail::cms_start_state(w1_0, w2_0, state, x.size(0), dt);
   std::vector<torch::Tensor> ys;
   for (int64_t t = 0; t < x.size(1); ++t) {
     const auto xt = xd.narrow(1, t, 1);  // [B, 1, d]
-    const auto z = torch::bmm(xt, w2);   // [B, 1, h]
+    const auto z = torch::bmm(xt, s.w2);  // [B, 1, h]
     const auto a = torch::silu(z);
-    const auto y = xt + torch::bmm(a, w1);
+    const auto y = xt + torch::bmm(a, s.w1);
     ys.push_back(y);
     // ½‖M(x) − v‖²: ∇W1 = aᵀ e, ∇W2 = xᵀ ((e W1ᵀ) ⊙ SiLU'(z)), with e = M(x) − v; scaled by η_t / C.
     const auto e = y - vd.narrow(1, t, 1);
     const auto step = (ed.narrow(1, t, 1) / static_cast<double>(chunk_size)).unsqueeze(-1);  // [B, 1, 1]
-    p1 = p1 + step * torch::bmm(a.transpose(1, 2), e);
-    p2 = p2 + step * torch::bmm(xt.transpose(1, 2), torch::bmm(e, w1.transpose(1, 2)) * hope_detail::silu_grad(z));
-    if ((offset + t + 1) % chunk_size == 0) {
-      w1 = w1 - p1;
-      w2 = w2 - p2;
-      p1 = torch::zeros_like(p1);
-      p2 = torch::zeros_like(p2);
-    }
+    s.p1 = s.p1 + step * torch::bmm(a.transpose(1, 2), e);
+    s.p2 = s.p2 + step * torch::bmm(xt.transpose(1, 2),
+                                    torch::bmm(e, s.w1.transpose(1, 2)) * hope_detail::silu_grad(z));
+    if ((offset + t + 1) % chunk_size == 0) hope_detail::cms_apply_chunk_step(s);
   }
   auto y = ys.empty() ? torch::zeros_like(xd) : torch::cat(ys, 1);
-  return {y.to(x.scalar_type()), {w1, w2, p1, p2}};
+  return {y.to(x.scalar_type()), s};
 }
 
 }  // namespace mnemo
