@@ -188,20 +188,27 @@ TEST_CASE("continuum memory level: chunk form equals the token-by-token form in 
         }
 }
 
-TEST_CASE("continuum memory level: the chunk's step is gradient descent on the chunk's loss at its start weights",
+TEST_CASE("continuum memory level: the chunk's step is normalised gradient descent on the chunk's loss at its start",
           "[hope][cms]") {
   const int64_t C = 6;
   auto in = make_cms_inputs(2, C, 4, 3, false, 3);
   auto r = cms_level_recurrent(in.x, in.v, in.eta, in.w1, in.w2, {}, C, 0);
-  // The independent reference: autograd's gradient of (1/C) Σ_t η_t ½‖x_t + SiLU(x_t W2) W1 − v_t‖², per batch row.
+  // The independent reference: autograd's gradient of each token's ½‖x_t + SiLU(x_t W2) W1 − v_t‖², per batch row,
+  // weighted by η_t / C over 1 + the squared norm of the layer's input (SiLU(x_t W2) for W1, x_t for W2).
   for (int64_t b = 0; b < 2; ++b) {
-    auto w1 = in.w1.detach().clone().requires_grad_(), w2 = in.w2.detach().clone().requires_grad_();
-    auto x = in.x.detach()[b], v = in.v.detach()[b], eta = in.eta.detach()[b];
-    auto y = x + torch::matmul(torch::silu(torch::matmul(x, w2)), w1);
-    auto loss = (eta * 0.5 * (y - v).pow(2).sum(-1)).sum() / static_cast<double>(C);
-    auto g = torch::autograd::grad({loss}, {w1, w2});
-    CHECK(max_rel_err(r.state.w1.detach()[b], (in.w1 - g[0]).detach()) <= 1e-12);
-    CHECK(max_rel_err(r.state.w2.detach()[b], (in.w2 - g[1]).detach()) <= 1e-12);
+    auto step1 = torch::zeros_like(in.w1), step2 = torch::zeros_like(in.w2);
+    for (int64_t t = 0; t < C; ++t) {
+      auto w1 = in.w1.detach().clone().requires_grad_(), w2 = in.w2.detach().clone().requires_grad_();
+      auto x = in.x.detach()[b][t], v = in.v.detach()[b][t];
+      const double eta = in.eta.detach()[b][t].item<double>();
+      auto a = torch::silu(torch::matmul(x, w2));
+      auto loss = 0.5 * (x + torch::matmul(a, w1) - v).pow(2).sum();
+      auto g = torch::autograd::grad({loss}, {w1, w2});
+      step1 += eta / C / (1 + a.detach().pow(2).sum().item<double>()) * g[0];
+      step2 += eta / C / (1 + x.pow(2).sum().item<double>()) * g[1];
+    }
+    CHECK(max_rel_err(r.state.w1.detach()[b], (in.w1 - step1).detach()) <= 1e-12);
+    CHECK(max_rel_err(r.state.w2.detach()[b], (in.w2 - step2).detach()) <= 1e-12);
   }
   CHECK(r.state.p1.abs().max().item<double>() == 0.0);  // the boundary applied and cleared the pending sums
   // Inside the first chunk every token reads θ^0: the same outputs as a level that never changes.

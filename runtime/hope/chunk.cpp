@@ -67,8 +67,9 @@ CmsLevelResult cms_level_chunk(const torch::Tensor& x, const torch::Tensor& v, c
     ys.push_back(Y);
     const auto step = (ed.narrow(1, t, n) / static_cast<double>(chunk_size)).unsqueeze(-1);  // [B, n, 1]
     const auto E = step * (Y - vd.narrow(1, t, n));  // η_t / C · e_t
-    s.p1 = s.p1 + torch::bmm(A.transpose(1, 2), E);
-    s.p2 = s.p2 + torch::bmm(X.transpose(1, 2), torch::bmm(E, s.w1.transpose(1, 2)) * hope_detail::silu_grad(Z));
+    const auto E1 = E / (1 + A.pow(2).sum(-1, true)), E2 = E / (1 + X.pow(2).sum(-1, true));  // normalised steps
+    s.p1 = s.p1 + torch::bmm(A.transpose(1, 2), E1);
+    s.p2 = s.p2 + torch::bmm(X.transpose(1, 2), torch::bmm(E2, s.w1.transpose(1, 2)) * hope_detail::silu_grad(Z));
     if ((pos + n) % chunk_size == 0) hope_detail::cms_apply_chunk_step(s);
     t += n;
   }

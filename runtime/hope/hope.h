@@ -22,8 +22,10 @@
 // Continuum Memory System level (arXiv 2512.24695 §3, Eqs. 30–31): a residual two-layer MLP memory
 //   M_θ(x) = x + SiLU(x W2) W1          (W2 [d, h], W1 [h, d]; Eq. 89's block)
 // whose weights change every C tokens only: the tokens of chunk c read θ^c, and
-//   θ^{c+1} = θ^c − (1 / C) Σ_{t ∈ chunk c} η_t ∇_θ ½‖M_{θ^c}(x_t) − v_t‖²
-// (one step of mini-batch gradient descent on the chunk, every gradient at θ^c as in Eq. 31). v_t (the target) and
+//   W^{c+1} = W^c − (1 / C) Σ_{t ∈ chunk c} η_t / (1 + ‖u_t‖²) ∇_W ½‖M_{θ^c}(x_t) − v_t‖²     for W ∈ {W1, W2}
+// with u_t the input of W's layer (a_t = SiLU(x_t W2) for W1, x_t for W2): one step of normalised mini-batch gradient
+// descent on the chunk (as normalised LMS, so that the step stays stable whatever the inputs' scale), every gradient
+// at θ^c as in Eq. 31. v_t (the target) and
 // η_t > 0 are given per token by the caller. C = 0 is a level that never changes in context (a plain MLP).
 // Layout: x, v [B, T, d]; eta [B, T]; weights per batch row W1 [B, h, d], W2 [B, d, h]; the pending sums of the
 // current chunk P1, P2 (the same shapes) carry a chunk that a call ends inside of, so that decoding token by token

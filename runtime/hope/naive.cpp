@@ -175,12 +175,13 @@ CmsLevelResult cms_level_recurrent(const torch::Tensor& x, const torch::Tensor& 
     const auto a = torch::silu(z);
     const auto y = xt + torch::bmm(a, s.w1);
     ys.push_back(y);
-    // ½‖M(x) − v‖²: ∇W1 = aᵀ e, ∇W2 = xᵀ ((e W1ᵀ) ⊙ SiLU'(z)), with e = M(x) − v; scaled by η_t / C.
+    // ½‖M(x) − v‖²: ∇W1 = aᵀ e, ∇W2 = xᵀ ((e W1ᵀ) ⊙ SiLU'(z)), with e = M(x) − v; each scaled by η_t / C over
+    // 1 + the squared norm of its layer's input (normalised steps, hope.h).
     const auto e = y - vd.narrow(1, t, 1);
     const auto step = (ed.narrow(1, t, 1) / static_cast<double>(chunk_size)).unsqueeze(-1);  // [B, 1, 1]
-    s.p1 = s.p1 + step * torch::bmm(a.transpose(1, 2), e);
-    s.p2 = s.p2 + step * torch::bmm(xt.transpose(1, 2),
-                                    torch::bmm(e, s.w1.transpose(1, 2)) * hope_detail::silu_grad(z));
+    s.p1 = s.p1 + step / (1 + a.pow(2).sum(-1, true)) * torch::bmm(a.transpose(1, 2), e);
+    s.p2 = s.p2 + step / (1 + xt.pow(2).sum(-1, true)) *
+                      torch::bmm(xt.transpose(1, 2), torch::bmm(e, s.w1.transpose(1, 2)) * hope_detail::silu_grad(z));
     if ((offset + t + 1) % chunk_size == 0) hope_detail::cms_apply_chunk_step(s);
   }
   auto y = ys.empty() ? torch::zeros_like(xd) : torch::cat(ys, 1);
