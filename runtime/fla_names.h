@@ -65,11 +65,17 @@ void fla_map_qkv_projections(const json& keys, const FlaLayerPrefixes& at, FlaKe
 // "<model>layers.<i>.<mixer>.", "<model><final_norm>" (and "lm_head" at the top).
 struct FlaSkeletonNames {
   std::string model = "model.", mixer_norm = "attn_norm", mixer = "attn", final_norm = "norm";
+  std::string mlp_norm = "mlp_norm";  // "<model>layers.<i>.<mlp_norm>": the norm before the feed-forward part
+  std::string embed_norm;             // with embed_norm: "<model><embed_norm>" (RWKV-7: "layers.0.pre_norm")
 };
 
 struct FlaMixerNames {
   std::string model_type;  // fla's config.json "model_type"
   bool block_mlp = true;    // false: fla's block has no MLP (Mamba2): norm -> mixer -> residual
+  // The feed-forward part of fla's block: "swiglu" (fla's GatedMLP: the importer reads hidden_act,
+  // intermediate_size and hidden_ratio) or "rwkv_channel_mix" (RWKV7FeedForward: to_mnemo reads them). Norms are
+  // LayerNorm when to_mnemo sets block_norm "layernorm" (their bias zero when the config's norm_bias is false).
+  std::string block_ffn = "swiglu";
   FlaSkeletonNames names;
   // Non-empty: fla has this model_type but mnemo does not compute it exactly; the import refuses with this reason.
   std::string refusal;

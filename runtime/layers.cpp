@@ -33,6 +33,25 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
 }
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) { return rms_norm(x, weight, eps); }
 
+void check_block_norm_kind(const std::string& kind) {
+  if (kind != "rmsnorm" && kind != "layernorm")
+    throw Error("block_norm must be \"rmsnorm\" or \"layernorm\", got \"" + kind + "\"");
+}
+
+BlockNormImpl::BlockNormImpl(int64_t dim, double eps_, const std::string& kind) : eps(eps_) {
+  check_block_norm_kind(kind);
+  layer_norm = kind == "layernorm";
+  weight = register_parameter("weight", torch::ones({dim}));
+  if (layer_norm) bias = register_parameter("bias", torch::zeros({dim}));
+}
+
+torch::Tensor BlockNormImpl::forward(const torch::Tensor& x) {
+  if (!layer_norm) return rms_norm(x, weight, eps);
+  auto xf = x.to(recurrence_dtype(x));
+  auto y = torch::layer_norm(xf, {xf.size(-1)}, weight.to(xf.scalar_type()), bias.to(xf.scalar_type()), eps);
+  return y.to(x.scalar_type());
+}
+
 int64_t swiglu_hidden_size(int64_t d_model, double ratio) {
   int64_t base = static_cast<int64_t>(std::floor(d_model * ratio * 2.0 / 3.0));
   return 256 * ((base + 255) / 256);

@@ -26,6 +26,21 @@ struct RMSNormImpl : torch::nn::Module {
 };
 TORCH_MODULE(RMSNorm);
 
+// The norm of a block (and of the model's embedding and output), by the skeleton key block_norm
+// (docs/models.md#block-skeleton): "rmsnorm" = RMSNorm above (parameter "weight"), or "layernorm" =
+// (x − mean) / sqrt(var + eps) · w + b over the last dim (parameters "weight" and "bias"; statistics in fp32 for
+// half/bf16 inputs), as RWKV's blocks and flash-linear-attention's RWKV-7 model.
+struct BlockNormImpl : torch::nn::Module {
+  BlockNormImpl(int64_t dim, double eps, const std::string& kind);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight, bias;  // bias: layernorm only
+  double eps;
+  bool layer_norm;
+};
+TORCH_MODULE(BlockNorm);
+// The kinds block_norm accepts: Error naming the value otherwise.
+void check_block_norm_kind(const std::string& kind);
+
 // I = 256 * ceil(floor(d * r * 2/3) / 256) (docs/models.md#block-skeleton, fla's rule).
 int64_t swiglu_hidden_size(int64_t d_model, double ratio);
 

@@ -33,8 +33,9 @@ MadAutoEncoderImpl::MadAutoEncoderImpl(const ModelConfig& cfg) : cfg_(cfg) {
     torch::NoGradGuard g;
     embed_->weight.normal_(0.0, 0.02);
   }
+  if (cfg.embed_norm) embed_norm_ = register_module("embed_norm", BlockNorm(D, cfg.norm_eps, cfg.block_norm));
   for (int64_t i = 0; i < cfg.n_layers; ++i)
-    blocks_.push_back(register_module("block" + std::to_string(i), Block(cfg, i)));
+    blocks_.push_back(register_module("block" + std::to_string(i), Block(cfg, i, scratch_)));
   dec_norm1_ = register_module("dec_norm1", RMSNorm(D, cfg.norm_eps));
   dec_fc1_ = register_module("dec_fc1", mad_linear(D, D));
   dec_norm2_ = register_module("dec_norm2", RMSNorm(D, cfg.norm_eps));
@@ -46,7 +47,10 @@ MadAutoEncoderImpl::MadAutoEncoderImpl(const ModelConfig& cfg) : cfg_(cfg) {
 torch::Tensor MadAutoEncoderImpl::encode(const torch::Tensor& ids) {
   if (ids.dim() != 2 || ids.size(1) < 1) throw Error("autoencoder input must be [batch, time] token ids");
   auto h = embed_(ids).to(embed_->weight.scalar_type());
+  if (embed_norm_) h = embed_norm_(h);
+  scratch_->tensors.clear();
   for (auto& b : blocks_) h = b->forward(h, nullptr);
+  scratch_->tensors.clear();
   return h.select(1, ids.size(1) - 1);
 }
 

@@ -35,7 +35,9 @@ class MadAutoEncoderImpl : public torch::nn::Module, public DeclaresNoWeightDeca
  private:
   ModelConfig cfg_;
   torch::nn::Embedding embed_{nullptr};
+  BlockNorm embed_norm_{nullptr};  // embed_norm only
   std::vector<Block> blocks_;
+  std::shared_ptr<ModelScratch> scratch_ = std::make_shared<ModelScratch>();  // what a layer hands to later ones
   RMSNorm dec_norm1_{nullptr}, dec_norm2_{nullptr}, unembed_norm_{nullptr};
   torch::nn::Linear dec_fc1_{nullptr}, dec_fc2_{nullptr}, unembed_{nullptr};
 };

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "core/common.h"
@@ -22,6 +23,13 @@ struct LayerState {
   int64_t bytes() const;  // memory held by the state (decode-memory benchmarks)
 };
 
+// Tensors that one forward of a model hands from a layer to the later layers of the same forward (RWKV-7's value
+// residual: the first rwkv7 layer's values, docs/models.md#rwkv-7). The model empties it before and after each
+// forward, so nothing is kept between calls; decode state stays in LayerState.
+struct ModelScratch {
+  std::map<std::string, torch::Tensor> tensors;
+};
+
 // What a factory receives: model-wide sizes plus the family's own (resolved) arguments.
 struct MixerContext {
   int64_t d_model = 0;
@@ -29,6 +37,10 @@ struct MixerContext {
   int64_t layer_index = 0;
   int64_t n_layers = 0;
   json args;  // the family's args struct as JSON, defaults merged with the user's config
+  // The model's scratch (null for a mixer built on its own: it then sees only its own layer), and whether this is
+  // the first layer of the model with this mixer.
+  std::shared_ptr<ModelScratch> scratch;
+  bool first_layer_of_mixer = true;
 };
 
 // A token mixer maps [B, T, D] -> [B, T, D] causally.

@@ -11,7 +11,8 @@ const std::vector<std::string>& model_config_keys() {
   static const std::vector<std::string> keys = {"model",    "vocab_size",     "d_model",  "n_layers",
                                                 "n_heads",  "mlp_ratio",      "tie_embeddings",
                                                 "norm_eps", "layers",         "block_mlp",
-                                                "block_ffn", "cms_chunk_sizes", "cms_hidden_ratio", "cms_lr"};
+                                                "block_ffn", "cms_chunk_sizes", "cms_hidden_ratio", "cms_lr",
+                                                "block_norm", "embed_norm"};
   return keys;
 }
 
@@ -40,6 +41,8 @@ ModelConfig model_config_from_json(const json& flat) {
     c.cms_chunk_sizes = flat.value("cms_chunk_sizes", c.cms_chunk_sizes);
     c.cms_hidden_ratio = flat.value("cms_hidden_ratio", c.cms_hidden_ratio);
     c.cms_lr = flat.value("cms_lr", c.cms_lr);
+    c.block_norm = flat.value("block_norm", c.block_norm);
+    c.embed_norm = flat.value("embed_norm", c.embed_norm);
   } catch (const json::exception& e) {
     throw Error(std::string("invalid model configuration: ") + e.what());
   }
@@ -48,8 +51,11 @@ ModelConfig model_config_from_json(const json& flat) {
   if (c.d_model % c.n_heads != 0)
     throw Error("d_model (" + std::to_string(c.d_model) + ") must be divisible by n_heads (" +
                 std::to_string(c.n_heads) + ")");
-  if (c.block_ffn != "swiglu" && c.block_ffn != "cms")
-    throw Error("block_ffn must be \"swiglu\" or \"cms\", got \"" + c.block_ffn + "\"");
+  if (c.block_ffn != "swiglu" && c.block_ffn != "cms" && c.block_ffn != "rwkv_channel_mix")
+    throw Error("block_ffn must be \"swiglu\", \"cms\" or \"rwkv_channel_mix\", got \"" + c.block_ffn + "\"");
+  if (c.block_ffn == "rwkv_channel_mix" && !c.block_mlp)
+    throw Error("block_ffn \"rwkv_channel_mix\" is the blocks' feed-forward part: it needs block_mlp true");
+  check_block_norm_kind(c.block_norm);
   if (c.block_ffn == "cms") {
     if (!c.block_mlp) throw Error("block_ffn \"cms\" is the blocks' feed-forward part: it needs block_mlp true");
     check_cms_options(cms_options(c));
@@ -156,7 +162,7 @@ json ModelConfig::layer_args(int64_t layer_index) const {
   return args;
 }
 
-BlockImpl::BlockImpl(const ModelConfig& cfg, int64_t layer_index)
+BlockImpl::BlockImpl(const ModelConfig& cfg, int64_t layer_index, std::shared_ptr<ModelScratch> scratch)
     : mixer_name(cfg.layer_mixers().at(layer_index)) {
   const auto& family = Registry::instance().mixer(mixer_name);
   const std::string& name = mixer_name;
@@ -166,16 +172,21 @@ BlockImpl::BlockImpl(const ModelConfig& cfg, int64_t layer_index)
   ctx.layer_index = layer_index;
   ctx.n_layers = cfg.n_layers;
   ctx.args = cfg.layer_args(layer_index);
-  mixer_norm = register_module("mixer_norm", RMSNorm(cfg.d_model, cfg.norm_eps));
+  ctx.scratch = std::move(scratch);
+  const auto mixers = cfg.layer_mixers();
+  ctx.first_layer_of_mixer = std::find(mixers.begin(), mixers.end(), mixer_name) - mixers.begin() == layer_index;
+  mixer_norm = register_module("mixer_norm", BlockNorm(cfg.d_model, cfg.norm_eps, cfg.block_norm));
   try {
     mixer = register_module("mixer", family.make(ctx));
   } catch (const json::exception& e) {
     throw Error("invalid arguments for mixer '" + name + "': " + e.what());
   }
   if (!cfg.block_mlp) return;  // Mamba's block: norm -> mixer -> residual
-  mlp_norm = register_module("mlp_norm", RMSNorm(cfg.d_model, cfg.norm_eps));
+  mlp_norm = register_module("mlp_norm", BlockNorm(cfg.d_model, cfg.norm_eps, cfg.block_norm));
   if (cfg.block_ffn == "cms")
     cms = register_module("cms", ContinuumMemory(cms_options(cfg)));
+  else if (cfg.block_ffn == "rwkv_channel_mix")
+    channel_mix = register_module("channel_mix", RwkvChannelMix(cfg.d_model, cfg.mlp_ratio, layer_index, cfg.n_layers));
   else
     mlp = register_module("mlp", SwiGLU(cfg.d_model, swiglu_hidden_size(cfg.d_model, cfg.mlp_ratio)));
 }
@@ -183,6 +194,7 @@ BlockImpl::BlockImpl(const ModelConfig& cfg, int64_t layer_index)
 torch::Tensor BlockImpl::forward(const torch::Tensor& h, LayerState* state) {
   auto x = h + mixer->forward(mixer_norm(h), state);
   if (cms) return x + cms(mlp_norm(x), state);
+  if (channel_mix) return x + channel_mix(mlp_norm(x), state);
   if (!mlp) return x;
   return x + mlp(mlp_norm(x));
 }
@@ -193,9 +205,10 @@ LanguageModelImpl::LanguageModelImpl(const ModelConfig& cfg) : cfg_(cfg) {
     torch::NoGradGuard g;
     embed_->weight.normal_(0.0, 0.02);
   }
+  if (cfg.embed_norm) embed_norm_ = register_module("embed_norm", BlockNorm(cfg.d_model, cfg.norm_eps, cfg.block_norm));
   for (int64_t i = 0; i < cfg.n_layers; ++i)
-    blocks_.push_back(register_module("block" + std::to_string(i), Block(cfg, i)));
-  final_norm_ = register_module("final_norm", RMSNorm(cfg.d_model, cfg.norm_eps));
+    blocks_.push_back(register_module("block" + std::to_string(i), Block(cfg, i, scratch_)));
+  final_norm_ = register_module("final_norm", BlockNorm(cfg.d_model, cfg.norm_eps, cfg.block_norm));
   if (!cfg.tie_embeddings) lm_head_ = register_module("lm_head", make_linear(cfg.d_model, cfg.vocab_size));
 }
 
@@ -218,6 +231,13 @@ torch::Tensor LanguageModelImpl::hidden(const torch::Tensor& ids, ModelState* st
   auto h = embed_(ids);
   auto dtype = embed_->weight.scalar_type();
   h = h.to(dtype);
+  if (embed_norm_) h = embed_norm_(h);
+  // What a layer hands to later layers lives for this forward only (ModelScratch).
+  struct ScratchScope {
+    ModelScratch& s;
+    ~ScratchScope() { s.tensors.clear(); }
+  } scope{*scratch_};
+  scratch_->tensors.clear();
   for (size_t i = 0; i < blocks_.size(); ++i) {
     LayerState* ls = state ? &(*state)[i] : nullptr;
     h = blocks_[i]->forward(h, ls);

@@ -1,7 +1,6 @@
-// The language model skeleton (docs/models.md#block-skeleton): embedding -> N blocks
-// (pre-RMSNorm, mixer, residual, pre-RMSNorm, SwiGLU or the Continuum Memory System, residual; the last three absent
-// with block_mlp false)
-// -> final norm -> tied LM head.
+// The language model skeleton (docs/models.md#block-skeleton): embedding (-> a norm with embed_norm) -> N blocks
+// (pre-norm, mixer, residual, pre-norm, SwiGLU, the Continuum Memory System or RWKV's channel mix, residual; the last
+// three absent with block_mlp false) -> final norm -> tied LM head. The norms are RMSNorm or LayerNorm (block_norm).
 #pragma once
 #include <torch/torch.h>
 
@@ -12,6 +11,7 @@
 #include "core/common.h"
 #include "runtime/mixer.h"
 #include "runtime/hope/cms.h"
+#include "runtime/rwkv7/channel_mix.h"
 #include "runtime/layers.h"
 
 namespace mnemo {
@@ -33,7 +33,10 @@ struct ModelConfig {
   int64_t n_heads = 4;
   double mlp_ratio = 4.0;
   bool block_mlp = true;              // false: blocks are pre-RMSNorm, mixer, residual only (Mamba's blocks)
-  std::string block_ffn = "swiglu";   // the blocks' feed-forward part: "swiglu" | "cms" (runtime/hope/cms.h)
+  std::string block_ffn = "swiglu";   // the blocks' feed-forward part: "swiglu" | "cms" (runtime/hope/cms.h) |
+                                      // "rwkv_channel_mix" (runtime/rwkv7/channel_mix.h)
+  std::string block_norm = "rmsnorm";  // every norm of the skeleton: "rmsnorm" | "layernorm" (BlockNorm)
+  bool embed_norm = false;             // a norm right after the embedding (RWKV's ln0, fla's RWKV-7 pre_norm)
   std::vector<int64_t> cms_chunk_sizes = {16, 64, 256};  // block_ffn "cms": one level per entry, fastest first
   double cms_hidden_ratio = 1.0;
   double cms_lr = 0.1;
@@ -55,12 +58,14 @@ std::vector<LayerSpec> parse_layer_specs(const json& layers);
 using ModelState = std::vector<LayerState>;
 
 struct BlockImpl : torch::nn::Module {
-  BlockImpl(const ModelConfig& cfg, int64_t layer_index);  // the mixer of cfg.layer_mixers()[layer_index]
+  // The mixer of cfg.layer_mixers()[layer_index]; `scratch` is the model's (MixerContext::scratch).
+  BlockImpl(const ModelConfig& cfg, int64_t layer_index, std::shared_ptr<ModelScratch> scratch = nullptr);
   torch::Tensor forward(const torch::Tensor& h, LayerState* state);
-  RMSNorm mixer_norm{nullptr}, mlp_norm{nullptr};
+  BlockNorm mixer_norm{nullptr}, mlp_norm{nullptr};
   std::shared_ptr<Mixer> mixer;
   SwiGLU mlp{nullptr};
-  ContinuumMemory cms{nullptr};  // instead of mlp with block_ffn "cms"
+  ContinuumMemory cms{nullptr};             // instead of mlp with block_ffn "cms"
+  RwkvChannelMix channel_mix{nullptr};      // instead of mlp with block_ffn "rwkv_channel_mix"
   std::string mixer_name;
 };
 TORCH_MODULE(Block);
@@ -82,8 +87,10 @@ class LanguageModelImpl : public torch::nn::Module {
  private:
   ModelConfig cfg_;
   torch::nn::Embedding embed_{nullptr};
+  BlockNorm embed_norm_{nullptr};  // embed_norm only
   std::vector<Block> blocks_;
-  RMSNorm final_norm_{nullptr};
+  BlockNorm final_norm_{nullptr};
+  std::shared_ptr<ModelScratch> scratch_ = std::make_shared<ModelScratch>();
   torch::nn::Linear lm_head_{nullptr};  // only when embeddings are not tied
   torch::Tensor hidden(const torch::Tensor& ids, ModelState* state);  // the final norm's output [B, T, d]
   torch::Tensor head(const torch::Tensor& h);                          // tied embedding or lm_head

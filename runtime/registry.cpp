@@ -46,7 +46,7 @@ void Registry::add_mixer(MixerFamily f) {
   m.name = f.name;
   m.description = f.description;
   m.layer_pattern = {f.name};
-  m.overrides = json::object();
+  m.overrides = f.model_overrides.is_null() ? json::object() : f.model_overrides;
   m.style = f.traits.style;
   m.quickstart_mqar_lr = f.traits.quickstart_mqar_lr;
   m.cpu_quickstart = f.cpu_quickstart;

@@ -49,6 +49,8 @@ struct MixerFamily {
   // Why the CPU quickstart leaves this family out (cpu_quickstart false): the report's reason, written here with
   // the family it is about (Registry refuses a family left out without one).
   std::string quickstart_note;
+  // Skeleton keys the model of the same name sets (ModelFamily::overrides), e.g. rwkv7's LayerNorm block.
+  json model_overrides = json::object();
 };
 
 // A model family: which mixer each layer uses (pattern repeated over n_layers), and overrides

@@ -18,6 +18,8 @@ fla's MesaNet layer calls its chunk kernel, which casts q and k to float16: it i
 below, fla's own float32 reference of the same op (naive_mesa_net_CG), so the mesa_net fixture checks fla's wiring.
 fla's PaTH attention layer calls parallel_path_attn, whose Triton kernels size their blocks by the GPU's shared memory:
 it is replaced by `path_attn_reference` below, fla's own float32 reference of the same op (naive_path_attn).
+fla's RWKV7 model (model_type rwkv7) runs its own Triton kernels under the interpreter like the others: with 16
+tokens and no gradients its layer takes fused_mul_recurrent_rwkv7; three layers, so that two read layer 0's values.
 fla's Mamba3 layer runs only mamba_ssm's CUDA kernels and refuses a CPU device: its forward is replaced by
 `mamba3_forward` below (the same call of its cuda_kernels_forward without the device check) and the SISO kernel by
 `mamba3_siso_reference`, the token-by-token recurrence of scripts/make_fla_fixtures.py, so the mamba3 fixture checks
@@ -171,6 +173,9 @@ MODELS = {  # model_type: (config class, model class, the mixer's fields)
                dict(state_size=16, head_dim=16, expand=2, n_groups=2, rope_fraction=0.5, norm_eps=1e-5)),
     "path_attn": ("PaTHAttentionConfig", "PaTHAttentionForCausalLM",
                   dict(num_heads=2, use_forget_gate=True, use_low_rank_w=True, use_w_shortconv=True, use_cache=False)),
+    "rwkv7": ("RWKV7Config", "RWKV7ForCausalLM",
+              dict(num_hidden_layers=3, head_dim=16, decay_low_rank_dim=8, a_low_rank_dim=8, gate_low_rank_dim=16,
+                   v_low_rank_dim=8, norm_eps=1e-5)),
     "mamba2": ("Mamba2Config", "Mamba2ForCausalLM",
                dict(state_size=16, head_dim=16, num_heads=4, expand=2, n_groups=1, chunk_size=16, norm_eps=1e-5)),
 }

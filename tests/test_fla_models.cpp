@@ -54,6 +54,7 @@ TEST_CASE("import-fla: fla's own model code gives the same logits (every importa
                                                      {"mamba2", "mamba2"},
                                                      {"mamba3", "mamba3"},
                                                      {"path_attn", "path_attn"},
+                                                     {"rwkv7", "rwkv7"},
                                                      {"gla_llama2_tokenizer", "gla"}};
   for (const auto& [type, mnemo_family] : family) {
     DYNAMIC_SECTION(type) {

@@ -5,10 +5,14 @@
 // tests/test_kernel_fixtures.cpp.
 #include <catch2/catch.hpp>
 
+#include "engine/config/presets.h"
+#include "engine/config/run_config.h"
 #include "engine/io/fla_import.h"
 #include "runtime/kda/kda.h"
 #include "runtime/kernels/chunking.h"
 #include "runtime/layers.h"
+#include "runtime/model.h"
+#include "runtime/rwkv7/channel_mix.h"
 #include "runtime/rwkv7/rwkv7.h"
 #include "tests/mixer_test_util.h"
 #include "tests/test_util.h"
@@ -192,9 +196,76 @@ TEST_CASE("rwkv7 mixer: bad sizes are refused naming the argument", "[rwkv7]") {
   CHECK_THROWS_WITH(make_mixer("rwkv7", 16, 2, {{"rwkv7_sub_chunk", 0}}), Catch::Contains("rwkv7_sub_chunk"));
 }
 
-TEST_CASE("rwkv7: import-fla knows fla's rwkv7 model_type and refuses it with the reason", "[rwkv7]") {
-  const json config = {{"model_type", "rwkv7"}, {"hidden_size", 64}, {"num_hidden_layers", 2}};
-  CHECK_THROWS_WITH(fla_config_to_mnemo(config, "config.json"),
-                    Catch::Contains("cannot import fla rwkv7 exactly") && Catch::Contains("LayerNorm") &&
-                        Catch::Contains("value residual"));
+TEST_CASE("rwkv7 model: RWKV-7's block (LayerNorm, a norm after the embedding, the channel mix, the value residual)",
+          "[rwkv7][model]") {
+  // The family sets RWKV's block itself; a run's resolved configuration carries it.
+  const json run = resolve_run_config({{"model", "rwkv7"}, {"task", "mqar"}});
+  CHECK(run.at("block_norm") == "layernorm");
+  CHECK(run.at("embed_norm") == true);
+  CHECK(run.at("block_ffn") == "rwkv_channel_mix");
+  CHECK(run.at("value_residual") == true);
+  json cfg = {{"model", "rwkv7"}, {"vocab_size", 37}, {"d_model", 16}, {"n_layers", 3}, {"n_heads", 2},
+              {"chunk_size", 4}, {"block_norm", "layernorm"}, {"embed_norm", true}, {"block_ffn", "rwkv_channel_mix"}};
+  auto mc = model_config_from_json(cfg);
+  torch::manual_seed(1);
+  LanguageModel model(mc);
+  model->to(torch::kFloat64);
+  std::map<std::string, torch::Tensor> params;
+  for (const auto& p : model->named_parameters()) params[p.key()] = p.value();
+  for (const char* name : {"embed_norm.weight", "embed_norm.bias", "final_norm.bias", "block0.mixer_norm.bias",
+                           "block0.mlp_norm.bias", "block0.channel_mix.x_k", "block0.channel_mix.key.weight",
+                           "block0.channel_mix.value.weight", "block1.mixer.v_down.weight", "block2.mixer.v_up.bias"})
+    CHECK(params.count(name) == 1);
+  CHECK(params.count("block0.mixer.v_up.bias") == 0);  // the first layer hands its values on; it has no gate
+  CHECK(params.at("block0.channel_mix.key.weight").size(0) == channel_mix_hidden_size(16, 4.0));
+  CHECK(count_parameters(mc) == model->num_parameters());
+
+  auto ids = torch::randint(37, {2, 11}, torch::kInt64);
+  SECTION("prefill + token-by-token decoding equals the full forward in fp64") {
+    torch::NoGradGuard no_grad;
+    auto full = model->forward(ids);
+    ModelState state = model->initial_state();
+    std::vector<torch::Tensor> steps = {model->forward(ids.narrow(1, 0, 5), &state)};
+    for (int64_t t = 5; t < 11; ++t) steps.push_back(model->forward(ids.narrow(1, t, 1), &state));
+    CHECK(max_rel_err(torch::cat(steps, 1), full) <= 1e-10);
+    CHECK(state[0].has("channel_mix.shift"));
+  }
+  SECTION("v <- lerp(v, v_first, sigmoid(gate)): a gate at 1 takes layer 0's values, one at 0 the layer's own") {
+    auto v_proj_grad = [&](double gate_bias) {
+      {
+        torch::NoGradGuard no_grad;
+        params.at("block1.mixer.v_up.weight").zero_();
+        params.at("block1.mixer.v_up.bias").fill_(gate_bias);
+      }
+      model->zero_grad();
+      model->forward(ids).pow(2).sum().backward();
+      return params.at("block1.mixer.v_proj.weight").grad().abs().max().item<double>();
+    };
+    CHECK(v_proj_grad(80.0) < 1e-25);  // σ(80) = 1 − 2e-35: layer 1's own values are not used
+    CHECK(v_proj_grad(-80.0) > 1e-6);  // σ(−80) ≈ 0: only its own
+    CHECK(params.at("block0.mixer.v_proj.weight").grad().abs().max().item<double>() > 1e-6);
+  }
+}
+
+TEST_CASE("rwkv7: import-fla maps fla's rwkv7 config, and refuses what mnemo does not compute", "[rwkv7]") {
+  const json config = {{"model_type", "rwkv7"},  {"hidden_size", 64}, {"num_hidden_layers", 2}, {"num_heads", 4},
+                       {"head_dim", 16},         {"vocab_size", 100}, {"intermediate_size", 224}};
+  const FlaModel m = fla_config_to_mnemo(config, "config.json");
+  CHECK(m.family == "rwkv7");
+  CHECK(m.model_keys.at("block_norm") == "layernorm");
+  CHECK(m.model_keys.at("block_ffn") == "rwkv_channel_mix");
+  CHECK(m.model_keys.at("embed_norm") == true);
+  CHECK(m.model_keys.at("norm_eps") == 1e-5);
+  CHECK(channel_mix_hidden_size(64, m.model_keys.at("mlp_ratio").get<double>()) == 224);
+  CHECK(m.model_keys.at("v_low_rank_dim") == 16);
+  auto refused = [&](json change, const std::string& reason) {
+    json c = config;
+    c.update(change);
+    CHECK_THROWS_WITH(fla_config_to_mnemo(c, "config.json"),
+                      Catch::Contains("cannot import fla rwkv7 exactly") && Catch::Contains(reason));
+  };
+  refused({{"value_dim", 128}}, "value_dim");
+  refused({{"hidden_act", "relu"}}, "sqrelu");
+  refused({{"intermediate_size", 100}}, "multiple of 32");
+  refused({{"attn", {{"layers", {1}}}}}, "hybrid");
 }

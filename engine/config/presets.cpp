@@ -1,5 +1,6 @@
 #include "engine/config/presets.h"
 
+#include <algorithm>
 #include <map>
 
 namespace mnemo {
@@ -118,13 +119,19 @@ json preset_keys(const std::string& size, const std::string& recipe, bool seq_le
 
 int64_t count_parameters(const ModelConfig& cfg) {
   torch::NoGradGuard no_grad;
-  int64_t total = cfg.vocab_size * cfg.d_model * (cfg.tie_embeddings ? 1 : 2) + cfg.d_model;
+  const int64_t norm_params = cfg.d_model * (cfg.block_norm == "layernorm" ? 2 : 1);
+  int64_t total = cfg.vocab_size * cfg.d_model * (cfg.tie_embeddings ? 1 : 2) + norm_params * (cfg.embed_norm ? 2 : 1);
   const auto pattern = cfg.pattern();
-  std::map<int64_t, int64_t> per_pattern_entry;  // pattern index -> params of its block
+  const auto mixers = cfg.layer_mixers();
+  auto scratch = std::make_shared<ModelScratch>();
+  // (pattern index, first layer of its mixer) -> params of its block: a mixer's first layer may differ from its
+  // later ones (RWKV-7's value residual).
+  std::map<std::pair<int64_t, bool>, int64_t> per_pattern_entry;
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
-    const int64_t k = i % int64_t(pattern.size());
+    const bool first = std::find(mixers.begin(), mixers.end(), mixers[i]) - mixers.begin() == i;
+    const std::pair<int64_t, bool> k{i % int64_t(pattern.size()), first};
     if (!per_pattern_entry.count(k)) {
-      Block b(cfg, i);
+      Block b(cfg, i, scratch);
       int64_t n = 0;
       for (const auto& p : b->parameters()) n += p.numel();
       per_pattern_entry[k] = n;

@@ -74,9 +74,18 @@ std::vector<RunKey> make_run_keys() {
       {"d_model", 128, "model width", Group::skeleton, count_from(1)},
       {"n_layers", 2, "blocks", Group::skeleton, count_from(1)},
       {"n_heads", 4, "heads per mixer", Group::skeleton, count_from(1)},
-      {"mlp_ratio", 4.0, "SwiGLU hidden ratio r: I = 256*ceil(floor(d*r*2/3)/256)", Group::skeleton, positive()},
+      {"mlp_ratio", 4.0,
+       "feed-forward hidden ratio r: SwiGLU's I = 256*ceil(floor(d*r*2/3)/256); rwkv_channel_mix's I = "
+       "32*ceil(floor(d*r)/32)",
+       Group::skeleton, positive()},
       {"tie_embeddings", true, "tie the LM head to the embedding", Group::skeleton},
-      {"norm_eps", 1e-6, "RMSNorm epsilon", Group::skeleton, positive()},
+      {"norm_eps", 1e-6, "epsilon of the skeleton's norms (block_norm)", Group::skeleton, positive()},
+      {"block_norm", "rmsnorm",
+       "the skeleton's norms (before each mixer and feed-forward part, after the last block, and embed_norm): "
+       "rmsnorm | layernorm (with bias, as RWKV's blocks)",
+       Group::skeleton, std::nullopt},
+      {"embed_norm", false, "a norm (block_norm) right after the embedding, as RWKV's first block", Group::skeleton,
+       std::nullopt},
       {"layers", json::array(),
        "per-layer mixers, repeated over n_layers (empty = the model's own pattern): names or {\"mixer\": name, key: "
        "value, ...} with arguments for those layers alone",
@@ -87,7 +96,8 @@ std::vector<RunKey> make_run_keys() {
        Group::skeleton, std::nullopt},
       {"block_ffn", "swiglu",
        "each block's feed-forward part: swiglu | cms (the Continuum Memory System: residual MLP memories updated in "
-       "context every cms_chunk_sizes tokens; docs/models.md#continuum-memory-system)",
+       "context every cms_chunk_sizes tokens; docs/models.md#continuum-memory-system) | rwkv_channel_mix (RWKV's "
+       "token-shift ReLU^2 channel mix; docs/models.md#rwkv-7)",
        Group::skeleton, std::nullopt},
       {"cms_chunk_sizes", json::array({16, 64, 256}),
        "block_ffn cms: one memory level per entry, fastest first; a level changes once per that many tokens (0: "

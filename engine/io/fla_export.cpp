@@ -97,7 +97,7 @@ struct Match {
 Match find_fla_config(const ModelConfig& mc, const std::string& where) {
   if (mc.block_ffn != "swiglu")
     throw Error("export --format hf: " + where + ": block_ffn \"" + mc.block_ffn +
-                "\" (fla's models have a SwiGLU feed-forward part)");
+                "\" (the export writes fla models with a SwiGLU feed-forward part)");
   const json view = mnemo_view(mc);
   for (int64_t i = 1; i < mc.n_layers; ++i)
     if (mc.layer_args(i) != mc.layer_args(0))

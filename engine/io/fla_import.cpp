@@ -12,7 +12,9 @@
 // (FamilyTraits::fla, runtime/<family>/fla_names.cpp), with the fla file it was compared against.
 // All families: hidden_act must be swish (GatedMLP's powlu is refused), intermediate_size must be a size mnemo's rule
 // 256*ceil(floor(2/3*d*r)/256) yields (a multiple of 256), and an unknown config field is refused (it may change the
-// function). mnemo fixes the eps of the norms inside its mixers at 1e-6: hence the norm_eps conditions.
+// function). mnemo fixes the eps of the norms inside its mixers at 1e-6: hence the norm_eps conditions. A family
+// whose fla block has another feed-forward part or LayerNorm says so on its registration (FlaMixerNames::block_ffn;
+// RWKV-7: runtime/rwkv7/fla_names.cpp).
 #include "engine/io/fla_import.h"
 
 #include <algorithm>
@@ -89,6 +91,7 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
   json c = fla_common_defaults();
   if (!names.block_mlp)  // no MLP in fla's block: none of its fields
     for (const char* field : {"hidden_ratio", "intermediate_size", "hidden_act", "attnres_block_size"}) c.erase(field);
+  const bool gated_mlp = names.block_mlp && names.block_ffn == "swiglu";  // else the family reads the MLP fields
   c.update(names.defaults);
   for (auto it = config.begin(); it != config.end(); ++it) {
     if (!c.contains(it.key()) && !harmless_keys().count(it.key()))
@@ -106,15 +109,15 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
            "softmax weights; mnemo's blocks are plain residual");
   if (c.contains("attn") && !c["attn"].is_null())
     r.refuse("\"attn\" puts softmax-attention layers between the " + type + " layers (a hybrid fla model)");
-  if (names.block_mlp && c["hidden_act"] != "swish")
+  if (gated_mlp && c["hidden_act"] != "swish")
     r.refuse("hidden_act " + json_excerpt(c["hidden_act"]) + ": mnemo's MLP (and gate) is SwiGLU (swish)");
   const int64_t d = r.integer("hidden_size");
   if (d <= 0 || r.integer("num_hidden_layers") <= 0) r.refuse("hidden_size and num_hidden_layers must be > 0");
   m.vocab_size = r.integer("vocab_size");
   double ratio = 4.0;  // unused without an MLP
-  if (names.block_mlp && c["intermediate_size"].is_null()) {
+  if (gated_mlp && c["intermediate_size"].is_null()) {
     ratio = c["hidden_ratio"].is_null() ? 4.0 : r.number("hidden_ratio");
-  } else if (names.block_mlp) {
+  } else if (gated_mlp) {
     const int64_t hidden = r.integer("intermediate_size");
     ratio = 1.5 * static_cast<double>(hidden) / static_cast<double>(d);
     if (swiglu_hidden_size(d, ratio) != hidden)
@@ -140,17 +143,30 @@ std::map<std::string, FlaSource> fla_key_map(const FlaModel& m, const std::strin
   const FlaMixerNames& names = fla_names_for(m.fla_model_type, "fla model");
   const FlaSkeletonNames& s = names.names;
   const int64_t L = m.model_keys.at("n_layers").get<int64_t>();
+  // LayerNorm skeletons (block_norm "layernorm") have a bias beside each norm's weight; fla's norm_bias false
+  // leaves it out, which is a zero bias.
+  const bool layer_norm = m.model_keys.value("block_norm", "rmsnorm") == "layernorm";
+  const bool norm_bias = m.fla_config.value("norm_bias", true);
+  auto norm = [&](const std::string& mnemo, const std::string& fla) {
+    put(mnemo + ".weight", {fla + ".weight"});
+    if (layer_norm) map[mnemo + ".bias"] = norm_bias ? FlaSource{{fla + ".bias"}} : FlaSource{{}, FlaSource::Fill::zeros};
+  };
   put("embed.weight", {prefix + "embeddings.weight"});
-  put("final_norm.weight", {prefix + s.final_norm + ".weight"});
+  if (m.model_keys.value("embed_norm", false)) norm("embed_norm", prefix + s.embed_norm);
+  norm("final_norm", prefix + s.final_norm);
   if (!m.model_keys.at("tie_embeddings").get<bool>()) put("lm_head.weight", {"lm_head.weight"});
   for (int64_t i = 0; i < L; ++i) {
     const std::string M = "block" + std::to_string(i) + ".", P = prefix + "layers." + std::to_string(i) + ".";
-    put(M + "mixer_norm.weight", {P + s.mixer_norm + ".weight"});
-    if (names.block_mlp) {
-      put(M + "mlp_norm.weight", {P + "mlp_norm.weight"});
+    norm(M + "mixer_norm", P + s.mixer_norm);
+    if (names.block_mlp) norm(M + "mlp_norm", P + s.mlp_norm);
+    if (names.block_mlp && names.block_ffn == "swiglu") {
       put(M + "mlp.gate.weight", {P + "mlp.gate_proj.weight"});
       put(M + "mlp.up.weight", {P + "mlp.up_proj.weight"});
       put(M + "mlp.down.weight", {P + "mlp.down_proj.weight"});
+    } else if (names.block_mlp && names.block_ffn == "rwkv_channel_mix") {
+      put(M + "channel_mix.x_k", {P + "ffn.x_k"});
+      put(M + "channel_mix.key.weight", {P + "ffn.key.weight"});
+      put(M + "channel_mix.value.weight", {P + "ffn.value.weight"});
     }
     names.mixer_keys(m.model_keys, m.fla_config, {M + "mixer.", P + s.mixer + "."}, map);
   }
@@ -265,6 +281,14 @@ FlaLoadedModel load_fla_model(const std::string& model_dir, const std::string& t
       throw Error(source + ": fla key '" + s.keys.front() + "' is missing (mnemo's '" + name + "' needs it)");
     torch::Tensor t = file_of.at(*key)->load(*key);
     if (!t.is_floating_point()) throw Error(source + ": fla key '" + *key + "' is not a floating-point tensor");
+    // fla keeps some vectors with leading unit dims (RWKV-7's token-shift mixes [1, 1, d]): the same values.
+    auto without_leading_ones = [](at::IntArrayRef s) {
+      size_t i = 0;
+      while (i + 1 < s.size() && s[i] == 1) ++i;
+      return std::vector<int64_t>(s.begin() + static_cast<std::ptrdiff_t>(i), s.end());
+    };
+    if (t.sizes() != p.sizes() && without_leading_ones(t.sizes()) == without_leading_ones(p.sizes()))
+      t = t.reshape(p.sizes());
     if (t.sizes() != p.sizes())
       throw Error(source + ": fla key '" + *key + "' is " + shape(t) + ", mnemo's '" + name + "' is " + shape(p) +
                   " (config.json and the weights disagree)");

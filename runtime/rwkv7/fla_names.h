@@ -2,5 +2,5 @@
 #include "runtime/fla_names.h"
 
 namespace mnemo {
-FlaMixerNames rwkv7_fla_names();  // fla "rwkv7": known, refused (see fla_names.cpp)
+FlaMixerNames rwkv7_fla_names();  // fla "rwkv7" (see fla_names.cpp)
 }  // namespace mnemo

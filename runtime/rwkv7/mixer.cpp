@@ -8,8 +8,9 @@
 //   S_t = (Diag(e^{w_t}) + (κ̂ ⊙ a_in)ᵀ (−κ̂)) S_{t-1} + k̃ᵀ v      (runtime/rwkv7/rwkv7.h, a = −κ̂, b = κ̂ ⊙ a_in)
 //   y = GroupNorm_h(r S_t) + ((r ⊙ k̃ ⊙ ρ)·1)_h v_h      (ρ = r_k: the bonus of the current token)
 //   out = W_o (y ⊙ g)
-// The value residual (later layers mix in the first layer's v) is not carried: a mixer sees its own layer alone
-// (docs/models.md#rwkv-7). Decode state: "memory" [B, H, d_h, d_h] and "shift" [B, d_model] (the last input).
+// Value residual (value_residual, arXiv 2503.14456 §4.1): the model's first rwkv7 layer hands its v to the later ones
+// (ModelScratch), which use v ← lerp(v, v_first, σ(W_v↑ W_v↓ lerp_v + b_v)) in place of their own v. Decode state:
+// "memory" [B, H, d_h, d_h] and "shift" [B, d_model] (the last input).
 #include <cmath>
 
 #include "runtime/blocks/mixer_common.h"
@@ -28,13 +29,16 @@ struct Rwkv7Args {
   int64_t decay_low_rank_dim = 0;  // 0: max(32, round(2.5 √d · d_h/64 / 32) · 32), as the paper's released models
   int64_t a_low_rank_dim = 0;      // 0: as decay_low_rank_dim
   int64_t gate_low_rank_dim = 0;   // 0: max(32, round(5 √d / 32) · 32)
+  int64_t v_low_rank_dim = 0;      // 0: max(32, round(1.7 √d · d_h/64 / 32) · 32)
+  bool value_residual = true;      // later rwkv7 layers mix in the first one's values
   double group_norm_eps = 1e-5;    // the group norm's eps is d_h · group_norm_eps
   int64_t chunk_size = 64;         // speed knob only: the chunk form is exact
   int64_t rwkv7_sub_chunk = 8;     // rows per block of the decayed score matrices when decays do not factorise
   std::string form = "chunk";      // "chunk" | "recurrent" (full forwards; T == 1 decode is recurrent)
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Rwkv7Args, num_heads, head_dim, decay_low_rank_dim, a_low_rank_dim,
-                                                gate_low_rank_dim, group_norm_eps, chunk_size, rwkv7_sub_chunk, form)
+                                                gate_low_rank_dim, v_low_rank_dim, value_residual, group_norm_eps,
+                                                chunk_size, rwkv7_sub_chunk, form)
 
 namespace {
 
@@ -56,7 +60,7 @@ class Rwkv7Mixer : public Mixer, public DeclaresNoWeightDecay {
     if (!(a.group_norm_eps > 0))
       throw Error("rwkv7: group_norm_eps must be > 0, got " + std::to_string(a.group_norm_eps));
     if (a.num_heads < 0 || a.head_dim < 0 || a.decay_low_rank_dim < 0 || a.a_low_rank_dim < 0 ||
-        a.gate_low_rank_dim < 0)
+        a.gate_low_rank_dim < 0 || a.v_low_rank_dim < 0)
       throw Error("rwkv7: num_heads, head_dim and the *_low_rank_dim must be >= 0 (0 = automatic)");
     D_ = ctx.d_model;
     H_ = a.num_heads > 0 ? a.num_heads : ctx.n_heads;
@@ -73,6 +77,9 @@ class Rwkv7Mixer : public Mixer, public DeclaresNoWeightDecay {
     const int64_t rank_w = rwkv7_lora_rank(a.decay_low_rank_dim, 2.5 * head_factor, D_);
     const int64_t rank_a = rwkv7_lora_rank(a.a_low_rank_dim, 2.5 * head_factor, D_);
     const int64_t rank_g = rwkv7_lora_rank(a.gate_low_rank_dim, 5.0, D_);
+    // The value residual needs the model's scratch; a mixer built on its own sees its own layer alone.
+    scratch_ = a.value_residual ? ctx.scratch : nullptr;
+    hands_values_ = scratch_ && ctx.first_layer_of_mixer;
 
     r_proj_ = register_module("r_proj", make_linear(D_, HD));
     k_proj_ = register_module("k_proj", make_linear(D_, HD));
@@ -84,6 +91,11 @@ class Rwkv7Mixer : public Mixer, public DeclaresNoWeightDecay {
     a_up_ = register_module("a_up", make_linear(rank_a, HD, /*bias=*/true));
     g_down_ = register_module("g_down", make_linear(D_, rank_g));
     g_up_ = register_module("g_up", make_linear(rank_g, HD));
+    if (scratch_ && !hands_values_) {
+      const int64_t rank_v = rwkv7_lora_rank(a.v_low_rank_dim, 1.7 * head_factor, D_);
+      v_down_ = register_module("v_down", make_linear(D_, rank_v));
+      v_up_ = register_module("v_up", make_linear(rank_v, HD, /*bias=*/true));
+    }
     init_rwkv_values(ctx);
   }
 
@@ -102,7 +114,16 @@ class Rwkv7Mixer : public Mixer, public DeclaresNoWeightDecay {
     auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H_, dh_}); };
     auto r = heads(r_proj_(lerp(x_r_)));
     auto k = heads(k_proj_(lerp(x_k_)));
-    auto v = heads(v_proj_(lerp(x_v_)));
+    auto x_v = lerp(x_v_);
+    auto v = heads(v_proj_(x_v));
+    if (hands_values_) {
+      scratch_->tensors[kFirstValues] = v;
+    } else if (v_up_) {
+      auto it = scratch_->tensors.find(kFirstValues);
+      if (it == scratch_->tensors.end() || it->second.sizes() != v.sizes())
+        throw Error("rwkv7: the value residual needs the first rwkv7 layer's values of the same forward");
+      v = torch::lerp(v, it->second.to(v.scalar_type()), heads(torch::sigmoid(v_up_(v_down_(x_v)))).to(v.scalar_type()));
+    }
     const auto dt = recurrence_dtype(x);
     // Log decay in the recurrence precision (docs/models.md#numerical-stability rule 2).
     auto w = heads(-kRwkv7DecayBound * torch::sigmoid(w_up_(torch::tanh(w_down_(lerp(x_w_)))).to(dt)));
@@ -164,13 +185,21 @@ class Rwkv7Mixer : public Mixer, public DeclaresNoWeightDecay {
     w_up_->bias.copy_(www + 0.5 + 2.5 * zig);
     a_up_->bias.copy_(-0.19 + 0.3 * zig + 0.4 * linear);
     for (auto* lin : {&w_down_, &a_down_, &g_down_}) (*lin)->weight.normal_(0.0, 0.01);
+    if (v_up_) {
+      v_down_->weight.normal_(0.0, 0.01);
+      v_up_->bias.copy_(0.73 - 0.4 * linear);  // σ(0.73) ≈ 0.67 of the first layer's values at the start
+    }
     o_proj_->weight.mul_(0.1);
   }
 
+  static constexpr const char* kFirstValues = "rwkv7.v_first";
   Rwkv7Args args_;
   int64_t D_ = 0, H_ = 0, dh_ = 0;
+  std::shared_ptr<ModelScratch> scratch_;  // set with value_residual inside a model
+  bool hands_values_ = false;              // the model's first rwkv7 layer: its v goes to the later ones
   torch::nn::Linear r_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr}, w_down_{nullptr},
-      w_up_{nullptr}, a_down_{nullptr}, a_up_{nullptr}, g_down_{nullptr}, g_up_{nullptr};
+      w_up_{nullptr}, a_down_{nullptr}, a_up_{nullptr}, g_down_{nullptr}, g_up_{nullptr}, v_down_{nullptr},
+      v_up_{nullptr};  // v_down_/v_up_: the value residual's gate (later layers only)
   torch::Tensor x_r_, x_w_, x_k_, x_v_, x_a_, x_g_, k_k_, k_a_, r_k_, g_norm_weight_, g_norm_bias_;
 };
 
@@ -179,7 +208,7 @@ class Rwkv7Mixer : public Mixer, public DeclaresNoWeightDecay {
 static double rwkv7_flops(const MixingFlopsQuery& q) { return 3.0 * chunked_recurrence_flops(q); }
 
 void register_rwkv7_family(Registry& r) {
-  r.add_mixer(make_mixer_family<Rwkv7Args, Rwkv7Mixer>(
+  MixerFamily rwkv7 = make_mixer_family<Rwkv7Args, Rwkv7Mixer>(
       "rwkv7", "RWKV-7 Goose: generalised delta rule with a diagonal-plus-low-rank transition (docs/models.md#rwkv-7)",
       {rwkv7_flops, {"recent linear memories", "olive"}, 2e-3, {rwkv7_fla_names()},
        {{"num_heads", "heads; 0: the model's n_heads"},
@@ -188,9 +217,17 @@ void register_rwkv7_family(Registry& r) {
                                "/ 32) 32), as the released models"},
         {"a_low_rank_dim", "rank of the in-context learning rate a's projection; 0: as decay_low_rank_dim"},
         {"gate_low_rank_dim", "rank of the output gate's projection; 0: max(32, round(5 sqrt(d_model) / 32) 32)"},
+        {"v_low_rank_dim", "rank of the value residual's gate projection; 0: max(32, round(1.7 sqrt(d_model) d_h / "
+                           "64 / 32) 32)"},
+        {"value_residual", "the layers after the model's first rwkv7 layer mix its values into their own (RWKV-7's "
+                           "value residual)"},
         {"group_norm_eps", "the output group norm's epsilon is head_dim x group_norm_eps"},
         {"rwkv7_sub_chunk", "rows per block of the decayed score matrices when the decays do not factorise (memory "
-                            "and speed only)"}}}));
+                            "and speed only)"}}});
+  // The rwkv7 model is RWKV-7's block (arXiv 2503.14456 §4): LayerNorm, a norm after the embedding and the ReLU²
+  // channel mix as the feed-forward part.
+  rwkv7.model_overrides = {{"block_norm", "layernorm"}, {"embed_norm", true}, {"block_ffn", "rwkv_channel_mix"}};
+  r.add_mixer(std::move(rwkv7));
 }
 
 }  // namespace mnemo
