@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "runtime/kernels/fused_cpu.h"
+#include "runtime/kernels/fused_layers.h"
 #include "runtime/kernels/precision.h"
 
 namespace mnemo {
@@ -16,8 +17,9 @@ torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
 }
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  if (x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1) && fused_cpu_eligible({x, weight}))
-    return fused_rms_norm(x, weight, eps);
+  const bool row_weight = x.dim() >= 1 && weight.dim() == 1 && weight.size(0) == x.size(-1);
+  if (row_weight && fused_cpu_eligible({x, weight})) return fused_rms_norm(x, weight, eps);
+  if (row_weight && fused_layers_eligible({x, weight})) return rms_norm_fused_kernel(x, weight, eps);
   return rms_norm_reference(x, weight, eps);
 }
 
@@ -70,6 +72,10 @@ torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
     auto gate_up = torch::cat({gate->weight, up->weight}, 0);  // [2I, d]: one GEMM for both projections
     return down(fused_swiglu_gate(torch::matmul(x, gate_up.t())));
   }
+  // CUDA: the two projections stay separate GEMMs (cuBLAS), the gate is one kernel instead of silu, mul and their
+  // saved intermediates.
+  if (!gate->bias.defined() && !up->bias.defined() && fused_layers_eligible({x, gate->weight, up->weight}))
+    return down(swiglu_gate_fused_kernel(gate(x), up(x)));
   return forward_reference(x);
 }
 torch::Tensor SwiGLUImpl::forward_reference(const torch::Tensor& x) {
@@ -134,22 +140,25 @@ struct RopeTables {
 };
 
 // cos and sin [T, D] (each half repeated) for positions offset .. offset + T - 1, in x's dtype and device.
-std::pair<torch::Tensor, torch::Tensor> rope_tables(const torch::Tensor& x, int64_t offset, double theta) {
+// `dtype` (default x's) is the tables' own: the CUDA kernel reads them in its arithmetic type.
+std::pair<torch::Tensor, torch::Tensor> rope_tables(const torch::Tensor& x, int64_t offset, double theta,
+                                                    c10::optional<torch::ScalarType> dtype = c10::nullopt) {
+  const torch::ScalarType table_dtype = dtype.value_or(x.scalar_type());
   const int64_t T = x.size(2), D = x.size(3), half = D / 2;
   thread_local RopeTables tables;
   RopeTables local;
   // (Not under InferenceMode either: its tensors cannot be saved for a later backward.)
   auto& t = x.device().is_cpu() && !c10::InferenceMode::is_enabled() ? tables : local;
   if (!(t.cos.defined() && t.offset == offset && t.T == T && t.D == D &&
-        t.theta == theta && t.dtype == x.scalar_type() && t.device == x.device())) {
+        t.theta == theta && t.dtype == table_dtype && t.device == x.device())) {
     torch::NoGradGuard no_grad;  // constants
     auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
     auto inv_freq = torch::pow(theta, -torch::arange(0, half, opts) * 2.0 / static_cast<double>(D));
     auto pos = torch::arange(offset, offset + T, opts);
     auto ang = torch::outer(pos, inv_freq);  // [T, half]
     auto c = ang.cos(), s = ang.sin();
-    t = {offset, T, D, theta, x.scalar_type(), x.device(),
-         torch::cat({c, c}, -1).to(x.scalar_type()), torch::cat({s, s}, -1).to(x.scalar_type())};
+    t = {offset, T, D, theta, table_dtype, x.device(), torch::cat({c, c}, -1).to(table_dtype),
+         torch::cat({s, s}, -1).to(table_dtype)};
   }
   return {t.cos, t.sin};
 }
@@ -159,6 +168,11 @@ torch::Tensor apply_rope(const torch::Tensor& x, int64_t offset, double theta) {
   if (x.dim() == 4 && x.size(3) % 2 == 0 && fused_cpu_eligible({x})) {
     const auto [cos, sin] = rope_tables(x, offset, theta);
     return fused_rope(x, cos, sin);
+  }
+  if (x.dim() == 4 && x.size(3) % 2 == 0 && fused_layers_eligible({x})) {
+    const auto [cos, sin] = rope_tables(x, offset, theta, x.scalar_type() == torch::kFloat64 ? torch::kFloat64
+                                                                                            : torch::kFloat32);
+    return rope_fused_kernel(x, cos, sin);
   }
   return apply_rope_reference(x, offset, theta);
 }

@@ -13,7 +13,8 @@ namespace mnemo {
 torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias = false);
 
 // RMSNorm(x) = x / sqrt(mean(x^2) + eps) * w over the last dim, computed in fp32 (docs/models.md#block-skeleton). On the CPU (fp32 or
-// fp64, weight [D]) the fused kernel (runtime/kernels/fused_cpu.h), else rms_norm_reference.
+// fp64, weight [D]) the fused kernel (runtime/kernels/fused_cpu.h), on CUDA (fp32, bf16, fp64; x and weight of one dtype)
+// the CUDA kernel (runtime/kernels/fused_layers.h), else rms_norm_reference.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps = 1e-6);
 // The eager formula (any device and dtype; statistics in fp32 for half/bf16).
 torch::Tensor rms_norm_reference(const torch::Tensor& x, const torch::Tensor& weight, double eps = 1e-6);
@@ -45,7 +46,8 @@ void check_block_norm_kind(const std::string& kind);
 int64_t swiglu_hidden_size(int64_t d_model, double ratio);
 
 // SwiGLU(x) = W_down(SiLU(W_gate x) * W_up x), no biases. On the CPU (fp32/fp64) gate and up are one GEMM
-// against their concatenated weights (the parameters stay two modules) and the gate is one fused kernel.
+// against their concatenated weights (the parameters stay two modules) and the gate is one fused kernel; on CUDA the
+// gate is one CUDA kernel (runtime/kernels/fused_layers.h) between the two projections and W_down.
 struct SwiGLUImpl : torch::nn::Module {
   SwiGLUImpl(int64_t d_model, int64_t hidden);
   torch::Tensor forward(const torch::Tensor& x);
@@ -79,7 +81,8 @@ TORCH_MODULE(GatedRMSNorm);
 torch::Tensor l2norm(const torch::Tensor& x, double eps = 1e-6);
 
 // Rotate-half RoPE (docs/models.md#shared-building-blocks). x: [B, H, T, D]; positions start at `offset`. On the CPU (fp32/fp64, D even)
-// one fused kernel, else apply_rope_reference: x cos + rotate_half(x) sin.
+// one fused kernel, on CUDA (fp32, bf16, fp64) the CUDA kernel (runtime/kernels/fused_layers.h), else
+// apply_rope_reference: x cos + rotate_half(x) sin.
 torch::Tensor apply_rope(const torch::Tensor& x, int64_t offset, double theta = 10000.0);
 torch::Tensor apply_rope_reference(const torch::Tensor& x, int64_t offset, double theta = 10000.0);
 

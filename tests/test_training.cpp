@@ -282,8 +282,11 @@ double small_mqar_accuracy(const std::string& model, bool with_chunk_size = true
 TEST_CASE("linear_attn learns a small MQAR well above chance", "[train][learn][linear]") {
   CHECK(small_mqar_accuracy("linear_attn") >= 0.07);
 }
+// RetNet's fixed decays learn this recipe late, and where within the schedule depends on the BLAS kernels' rounding:
+// 400 steps gave 0.27 on an AVX2 machine and 0.05 on an AVX-512 one (OpenBLAS picks its kernels by CPU;
+// OPENBLAS_CORETYPE=Haswell on the latter gave 0.14). 800 steps: 0.52 with AVX-512, 0.40 with Haswell kernels.
 TEST_CASE("retnet learns a small MQAR well above chance", "[train][learn][linear]") {
-  CHECK(small_mqar_accuracy("retnet") >= 0.07);
+  CHECK(small_mqar_accuracy("retnet", true, 800) >= 0.07);
 }
 TEST_CASE("gla learns a small MQAR well above chance", "[train][learn][linear]") {
   CHECK(small_mqar_accuracy("gla") >= 0.07);
