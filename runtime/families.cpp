@@ -51,6 +51,14 @@ void register_hybrid_models(Registry& r) {
                      {"gated_deltanet", "swa"}, "blue", true));
   r.add_model(hybrid("gdn_h2", "Gated DeltaNet-H2: repeating (mamba2, gated_deltanet, swa) layers (docs/models.md#hybrids)",
                      {"mamba2", "gated_deltanet", "swa"}, "cyan", true));
+  // Kimi Linear (arXiv 2510.26692): three KDA layers to one global attention layer, the attention without positional
+  // encoding (NoPE); MLA there, mnemo's softmax attention here [decision, docs/models.md#hybrids].
+  ModelFamily kimi = hybrid("kimi_linear",
+                            "Kimi Linear: repeating (kda, kda, kda, transformer) layers, the attention layers without "
+                            "RoPE (docs/models.md#hybrids)",
+                            {"kda", "kda", "kda", "transformer"}, "purple", true);
+  kimi.overrides = {{"use_rope", false}};
+  r.add_model(kimi);
 }
 
 void register_builtin_families(Registry& r) {

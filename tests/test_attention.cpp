@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "engine/config/run_config.h"
 #include "runtime/attention/attention.h"
 #include "runtime/layers.h"
 #include "runtime/model.h"
@@ -165,4 +166,38 @@ TEST_CASE("short conv with a cache equals the full causal conv", "[layers]") {
   auto x2 = x.clone();
   x2.select(1, 5).add_(1.0);
   REQUIRE(max_rel_err(conv(x2).slice(1, 0, 5), full.slice(1, 0, 5)) < 1e-15);
+}
+
+TEST_CASE("attention without RoPE (use_rope false) reads a set of keys: the order of earlier tokens does not change "
+          "a query's output; kimi_linear's attention layers are so",
+          "[attention][nope]") {
+  auto attention = [](bool rope) {
+    json flat = {{"model", "transformer"}, {"d_model", 16}, {"n_heads", 2}, {"n_layers", 1}, {"use_rope", rope}};
+    torch::manual_seed(3);
+    LanguageModel model(model_config_from_json(flat));
+    model->to(torch::kFloat64);
+    return model;
+  };
+  torch::manual_seed(4);
+  auto ids = torch::randint(50, {1, 7}, torch::kInt64);
+  auto swapped = ids.clone();
+  swapped.index_put_({0, 2}, ids.index({0, 4}));
+  swapped.index_put_({0, 4}, ids.index({0, 2}));
+  torch::NoGradGuard no_grad;
+  for (bool rope : {false, true}) {
+    auto model = attention(rope);
+    // The block's SwiGLU is per token: the last position's logits depend on the earlier tokens through attention only.
+    const double d = max_rel_err(model->forward(swapped).select(1, 6), model->forward(ids).select(1, 6));
+    INFO("use_rope " << rope << ": " << d);
+    if (rope) CHECK(d > 1e-6);
+    else CHECK(d <= 1e-12);
+  }
+  // Kimi Linear: three KDA layers to one attention layer, which has no RoPE.
+  const json run = resolve_run_config({{"model", "kimi_linear"}, {"task", "mqar"}});
+  CHECK(run.at("use_rope") == false);
+  ModelConfig mc = model_config_from_json({{"model", "kimi_linear"}, {"n_layers", 8}, {"use_rope", false}});
+  CHECK(mc.layer_mixers() == std::vector<std::string>{"kda", "kda", "kda", "transformer", "kda", "kda", "kda",
+                                                      "transformer"});
+  CHECK(mc.layer_args(3).at("use_rope") == false);
+  CHECK_FALSE(mc.layer_args(0).contains("use_rope"));
 }

@@ -141,6 +141,15 @@ TEST_CASE("export --format hf refuses a model fla has no equivalent for, naming 
   CHECK(e.output.find("has no fla equivalent") != std::string::npos);
   CHECK(!fs::exists(dir / "hf"));
   CHECK(!fs::exists(dir / "hf.tmp"));
+  // Attention without RoPE (Kimi Linear's global layers) has no fla config.
+  auto nope = test::run_mnemo("train --model transformer --task mqar --set vocab_size=64 --set seq_len=32 --set steps=1 "
+                              "--set d_model=32 --set batch_size=2 --set use_rope=false --quiet --out " + run + "_nope --db " +
+                              (dir / "db.sqlite").string());
+  REQUIRE(nope.exit_code == 0);
+  auto e_nope = test::run_mnemo("export --checkpoint " + run + "_nope --format hf --out " + (dir / "hf_nope").string());
+  CHECK(e_nope.exit_code == 1);
+  CHECK(e_nope.output.find("use_rope false") != std::string::npos);
+  CHECK(!fs::exists(dir / "hf_nope"));
   // The default folder of a run is RUN/export/hf; a transformer run exports.
   auto t2 = test::run_mnemo("train --model transformer --task mqar --set vocab_size=64 --set seq_len=32 --set steps=1 "
                             "--set d_model=32 --set batch_size=2 --quiet --out " + run + "2 --db " + (dir / "db.sqlite").string());

@@ -107,6 +107,11 @@ Match find_fla_config(const ModelConfig& mc, const std::string& where) {
     if (m != mc.model)
       throw Error("export --format hf: " + where + ": a hybrid of " + mc.model + " and " + m +
                   " (fla's models repeat one mixer)");
+  // fla's attention layers always apply RoPE; no config field turns it off.
+  for (int64_t i = 0; i < mc.n_layers; ++i)
+    if (!mc.layer_args(i).value("use_rope", true))
+      throw Error("export --format hf: " + where + ": layer " + std::to_string(i) +
+                  " has use_rope false (NoPE); fla's attention layers always apply RoPE");
   std::string why = "no fla model_type imports as mnemo's " + mc.model;
   const Registry& reg = Registry::instance();
   for (const std::string& name : reg.mixer_names())

@@ -158,8 +158,10 @@ torch::Tensor AttentionMixer::forward(const torch::Tensor& x, LayerState* state)
   q = q.view({B, T, n_heads_, head_dim_}).transpose(1, 2);
   k = k.view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);
   v = v.view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);
-  q = apply_rope(q, offset, args_.rope_theta);
-  k = apply_rope(k, offset, args_.rope_theta);
+  if (args_.rope) {
+    q = apply_rope(q, offset, args_.rope_theta);
+    k = apply_rope(k, offset, args_.rope_theta);
+  }
   int64_t k_offset = offset;
   if (state) std::tie(k, v) = extend_cache(k, v, state, k_offset);
   if (n_kv_heads_ != n_heads_) {
@@ -178,9 +180,10 @@ struct TransformerArgs {
   int64_t q_block = 256;
   bool short_conv = false;
   int64_t conv_size = 4;
+  bool use_rope = true;  // false: NoPE
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TransformerArgs, n_kv_heads, rope_theta, q_block, short_conv,
-                                                conv_size)
+                                                conv_size, use_rope)
 
 struct SwaArgs {
   int64_t window = 2048;  // docs/models.md#sliding-window-attention default for hybrids at 4K context
@@ -193,7 +196,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SwaArgs, window, n_kv_heads, rop
 class TransformerMixer : public AttentionMixer {
  public:
   TransformerMixer(const MixerContext& ctx, const TransformerArgs& a)
-      : AttentionMixer(ctx, AttentionArgs{0, a.n_kv_heads, a.rope_theta, a.q_block, a.short_conv, a.conv_size}) {}
+      : AttentionMixer(ctx, AttentionArgs{0, a.n_kv_heads, a.rope_theta, a.q_block, a.short_conv, a.conv_size,
+                                                 a.use_rope}) {}
 };
 
 class SwaMixer : public AttentionMixer {
@@ -208,7 +212,9 @@ class SwaMixer : public AttentionMixer {
 void register_attention_families(Registry& r) {
   r.add_mixer(make_mixer_family<TransformerArgs, TransformerMixer>(
       "transformer", "Transformer++: causal softmax attention, RoPE, optional GQA, optional short conv on q/k/v (docs/models.md#transformer)",
-      {attention_flops, {"attention", "black"}, 4e-3, {attention_fla_names()}}));
+      {attention_flops, {"attention", "black"}, 4e-3, {attention_fla_names()},
+       {{"use_rope", "false: no positional encoding in these layers (NoPE), as Kimi Linear's global attention layers "
+                     "(arXiv 2510.26692)"}}}));
   r.add_mixer(make_mixer_family<SwaArgs, SwaMixer>(
       "swa", "sliding-window softmax attention, W keys incl. self, ring-buffer cache (docs/models.md#sliding-window-attention)",
       {attention_flops, {"attention", "grey"}}));

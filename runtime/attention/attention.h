@@ -19,6 +19,7 @@ struct AttentionArgs {
   // short convolution before attention (Hybrid[BaseConv, MHA], arxiv24_based_figure2/configs.py).
   bool short_conv = false;
   int64_t conv_size = 4;
+  bool rope = true;  // false: no positional encoding (NoPE), as Kimi Linear's global attention layers
 };
 
 // Causal (optionally windowed) softmax attention over absolute positions, blocked over queries.
