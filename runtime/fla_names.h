@@ -18,6 +18,9 @@ namespace mnemo {
 struct FlaSource {
   std::vector<std::string> keys;
   enum class Fill { none, zeros, ones } fill = Fill::none;
+  // fla's shape of the tensor when it differs from mnemo's by leading unit dims (RWKV-7's [1, 1, d] token-shift
+  // mixes): the import drops them, the export writes them. Empty: mnemo's shape.
+  std::vector<int64_t> fla_shape;
 };
 using FlaKeyMap = std::map<std::string, FlaSource>;
 
@@ -85,6 +88,10 @@ struct FlaMixerNames {
   std::function<std::string(const FlaConfigView& config, json& keys)> to_mnemo;
   // One layer's mixer parameters: mnemo name -> fla source, for the keys to_mnemo produced.
   std::function<void(const json& keys, const json& fla_config, const FlaLayerPrefixes& at, FlaKeyMap& map)> mixer_keys;
+  // The export's side (`mnemo export --format hf`, engine/io/fla_export.cpp), for a family whose fla fields the
+  // generic mapping does not cover: writes them into the candidate fla config, and resolves the automatic values of
+  // `view` (the model's keys, compared with what the candidate imports to) as the mixer does. Optional.
+  std::function<void(json& view, json& fla_config)> from_mnemo;
 };
 
 }  // namespace mnemo

@@ -38,6 +38,7 @@ FAMILIES = {  # mnemo family: extra --set keys
     "gated_deltaproduct": [],
     "fox": [],
     "mamba2": ["--set", "block_mlp=false", "--set", "mamba_head_dim=16", "--set", "mamba_d_state=16"],
+    "rwkv7": ["--set", "n_heads=2", "--set", "n_layers=3"],
 }
 
 

@@ -82,7 +82,7 @@ TEST_CASE("export --format hf writes back fla's own folder: the same config and 
   // the same model. fla's logits on the original (expected.json) are then the logits of the export as well.
   const fs::path models = fs::path(MNEMO_SOURCE_DIR) / "tests" / "data" / "fla_models";
   for (const std::string type : {"transformer", "gla", "retnet", "delta_net", "gated_deltanet", "kda",
-                                 "gated_deltaproduct", "forgetting_transformer", "mamba2", "path_attn",
+                                 "gated_deltaproduct", "forgetting_transformer", "mamba2", "path_attn", "rwkv7",
                                  "gla_llama2_tokenizer"}) {
     DYNAMIC_SECTION(type) {
       auto dir = test::temp_dir("hf_export_" + type);
@@ -168,7 +168,7 @@ TEST_CASE("export --format hf: mnemo's own models give the same logits in fla's 
   // logits are its logits; mnemo's logits of the model must equal them.
   const fs::path fixtures = fs::path(MNEMO_SOURCE_DIR) / "tests" / "data" / "fla_export";
   for (const std::string family : {"transformer", "swa", "gla", "retnet", "deltanet", "gated_deltanet", "kda",
-                                   "gated_deltaproduct", "fox", "mamba2"}) {
+                                   "gated_deltaproduct", "fox", "mamba2", "rwkv7"}) {
     DYNAMIC_SECTION(family) {
       auto dir = test::temp_dir("fla_export_" + family);
       const std::string model = (fixtures / family / "mnemo.safetensors").string();

@@ -40,6 +40,9 @@ json mnemo_view(const ModelConfig& mc) {
   view["tie_embeddings"] = mc.tie_embeddings;
   view["norm_eps"] = mc.norm_eps;
   if (!mc.block_mlp) view["block_mlp"] = false;
+  view["block_ffn"] = mc.block_ffn;
+  view["block_norm"] = mc.block_norm;
+  view["embed_norm"] = mc.embed_norm;
   return view;
 }
 
@@ -58,13 +61,13 @@ const std::vector<std::pair<std::string, std::string>>& field_names() {
   return names;
 }
 
-json candidate_config(const FlaMixerNames& n, const json& view, const ModelConfig& mc) {
+json candidate_config(const FlaMixerNames& n, json& view, const ModelConfig& mc) {
   json c = n.defaults;
   c["model_type"] = n.model_type;
   c["hidden_size"] = mc.d_model;
   c["num_hidden_layers"] = mc.n_layers;
   c["num_heads"] = view.contains("num_heads") ? view["num_heads"] : json(mc.n_heads);
-  if (n.block_mlp) {
+  if (n.block_mlp && n.block_ffn == "swiglu") {
     c["hidden_ratio"] = mc.mlp_ratio;  // fla's GatedMLP: 256 * ceil(int(2/3 d r) / 256), mnemo's SwiGLU rule
     c["intermediate_size"] = nullptr;
     c["hidden_act"] = "swish";
@@ -80,6 +83,7 @@ json candidate_config(const FlaMixerNames& n, const json& view, const ModelConfi
   if (view.contains("mamba_head_dim") && view.contains("mamba_expand") && view["mamba_head_dim"].get<int64_t>() > 0)
     c["num_heads"] = static_cast<int64_t>(std::llround(view["mamba_expand"].get<double>() * mc.d_model)) /
                      view["mamba_head_dim"].get<int64_t>();
+  if (n.from_mnemo) n.from_mnemo(view, c);
   return c;
 }
 
@@ -95,10 +99,9 @@ struct Match {
 
 // The fla config whose import is this model, or an Error saying why none is.
 Match find_fla_config(const ModelConfig& mc, const std::string& where) {
-  if (mc.block_ffn != "swiglu")
-    throw Error("export --format hf: " + where + ": block_ffn \"" + mc.block_ffn +
-                "\" (the export writes fla models with a SwiGLU feed-forward part)");
-  const json view = mnemo_view(mc);
+  if (mc.block_ffn == "cms")
+    throw Error("export --format hf: " + where + ": block_ffn \"cms\" (fla has no Continuum Memory System)");
+  const json model_view = mnemo_view(mc);
   for (int64_t i = 1; i < mc.n_layers; ++i)
     if (mc.layer_args(i) != mc.layer_args(0))
       throw Error("export --format hf: " + where + ": layer " + std::to_string(i) +
@@ -116,7 +119,8 @@ Match find_fla_config(const ModelConfig& mc, const std::string& where) {
   const Registry& reg = Registry::instance();
   for (const std::string& name : reg.mixer_names())
     for (const FlaMixerNames& n : reg.mixer(name).traits.fla) {
-      if (!n.refusal.empty() || n.block_mlp != mc.block_mlp) continue;
+      if (!n.refusal.empty() || n.block_mlp != mc.block_mlp || (mc.block_mlp && n.block_ffn != mc.block_ffn)) continue;
+      json view = model_view;  // a family's from_mnemo resolves its automatic values in its own copy
       const json c = candidate_config(n, view, mc);
       FlaModel back;
       try {
@@ -174,7 +178,7 @@ HfExportResult export_fla_folder(const std::string& model_path, const std::strin
                     ", and fla's " + match.fla.fla_model_type + " has no such parameter (it computes it as the constant)");
       continue;
     }
-    tensors.push_back({s.keys.front(), p.contiguous()});
+    tensors.push_back({s.keys.front(), s.fla_shape.empty() ? p.contiguous() : p.reshape(s.fla_shape).contiguous()});
   }
   for (const auto& item : model.module->named_buffers())
     throw Error("export --format hf: mnemo's buffer '" + item.key() + "' has no place in fla's " + match.fla.fla_model_type);

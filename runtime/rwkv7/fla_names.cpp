@@ -7,12 +7,14 @@
 //    v (none) whose gate lerps towards layer 0's v; k_k, k_a, r_k; g_norm GroupNorm(eps head_dim·norm_eps); vs
 //    runtime/rwkv7/mixer.cpp. RWKV7FeedForward: x_k, key, value, sqrelu; vs runtime/rwkv7/channel_mix.cpp.
 //    Refused: value_dim != hidden_size, hidden_act other than sqrelu, an intermediate_size that is not a multiple
-//    of 32.
+//    of 32. The export (from_mnemo) writes these fields back; fla loads it and gives mnemo's logits
+//    (tests/data/fla_export/rwkv7, made by scripts/make_fla_export_fixtures.py).
 #include "runtime/rwkv7/fla_names.h"
 
 #include <cmath>
 
 #include "runtime/rwkv7/channel_mix.h"
+#include "runtime/rwkv7/rwkv7.h"
 
 namespace mnemo {
 
@@ -64,7 +66,10 @@ FlaMixerNames rwkv7_fla_names() {
   };
   n.mixer_keys = [](const json& keys, const json&, const FlaLayerPrefixes& at, FlaKeyMap& map) {
     auto put = [&](const std::string& mnemo, const std::string& fla) { map[at.mnemo + mnemo] = {{at.fla + fla}}; };
-    for (const char* mix : {"x_r", "x_w", "x_k", "x_v", "x_a", "x_g", "k_k", "k_a", "r_k"}) put(mix, mix);
+    const int64_t d = keys.at("d_model");
+    for (const char* mix : {"x_r", "x_w", "x_k", "x_v", "x_a", "x_g"})
+      map[at.mnemo + mix] = {{at.fla + mix}, FlaSource::Fill::none, {1, 1, d}};  // fla's [1, 1, d]
+    for (const char* mix : {"k_k", "k_a", "r_k"}) put(mix, mix);
     for (const char* proj : {"r_proj", "k_proj", "v_proj", "o_proj"})
       put(std::string(proj) + ".weight", std::string(proj) + ".weight");
     for (const char* lora : {"w", "a", "g", "v"}) {
@@ -75,7 +80,25 @@ FlaMixerNames rwkv7_fla_names() {
     }
     put("g_norm_weight", "g_norm.weight");
     put("g_norm_bias", "g_norm.bias");
-    (void)keys;
+  };
+  // The export: fla's fields of a mnemo rwkv7 model, the automatic low-rank widths resolved as the mixer does.
+  n.from_mnemo = [](json& view, json& c) {
+    const int64_t d = view.at("d_model"), heads = view.at("num_heads"), head_dim = view.at("head_dim");
+    c["num_heads"] = heads;
+    c["head_dim"] = head_dim;
+    c["hidden_act"] = "sqrelu";
+    c["hidden_ratio"] = view.at("mlp_ratio");
+    c["intermediate_size"] = nullptr;
+    c["norm_first"] = view.value("embed_norm", false);
+    c["norm_bias"] = true;
+    c["value_dim"] = nullptr;
+    const double head_factor = double(head_dim) / 64.0;
+    for (const auto& [field, factor] : std::vector<std::pair<std::string, double>>{
+             {"decay_low_rank_dim", 2.5 * head_factor}, {"a_low_rank_dim", 2.5 * head_factor},
+             {"gate_low_rank_dim", 5.0}, {"v_low_rank_dim", 1.7 * head_factor}}) {
+      view[field] = rwkv7_low_rank_dim(view.at(field).get<int64_t>(), factor, d);
+      c[field] = view[field];
+    }
   };
   return n;
 }

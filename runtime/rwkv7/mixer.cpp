@@ -44,12 +44,12 @@ namespace {
 
 constexpr double kRwkv7DecayBound = 0.6065306597126334;  // e^{−1/2}
 
-int64_t rwkv7_lora_rank(int64_t given, double factor, int64_t d_model) {
+}  // namespace
+
+int64_t rwkv7_low_rank_dim(int64_t given, double factor, int64_t d_model) {
   if (given > 0) return given;
   return std::max<int64_t>(32, static_cast<int64_t>(std::llround(factor * std::sqrt(double(d_model)) / 32.0)) * 32);
 }
-
-}  // namespace
 
 class Rwkv7Mixer : public Mixer, public DeclaresNoWeightDecay {
  public:
@@ -74,9 +74,9 @@ class Rwkv7Mixer : public Mixer, public DeclaresNoWeightDecay {
     }
     const int64_t HD = H_ * dh_;
     const double head_factor = double(dh_) / 64.0;
-    const int64_t rank_w = rwkv7_lora_rank(a.decay_low_rank_dim, 2.5 * head_factor, D_);
-    const int64_t rank_a = rwkv7_lora_rank(a.a_low_rank_dim, 2.5 * head_factor, D_);
-    const int64_t rank_g = rwkv7_lora_rank(a.gate_low_rank_dim, 5.0, D_);
+    const int64_t rank_w = rwkv7_low_rank_dim(a.decay_low_rank_dim, 2.5 * head_factor, D_);
+    const int64_t rank_a = rwkv7_low_rank_dim(a.a_low_rank_dim, 2.5 * head_factor, D_);
+    const int64_t rank_g = rwkv7_low_rank_dim(a.gate_low_rank_dim, 5.0, D_);
     // The value residual needs the model's scratch; a mixer built on its own sees its own layer alone.
     scratch_ = a.value_residual ? ctx.scratch : nullptr;
     hands_values_ = scratch_ && ctx.first_layer_of_mixer;
@@ -92,7 +92,7 @@ class Rwkv7Mixer : public Mixer, public DeclaresNoWeightDecay {
     g_down_ = register_module("g_down", make_linear(D_, rank_g));
     g_up_ = register_module("g_up", make_linear(rank_g, HD));
     if (scratch_ && !hands_values_) {
-      const int64_t rank_v = rwkv7_lora_rank(a.v_low_rank_dim, 1.7 * head_factor, D_);
+      const int64_t rank_v = rwkv7_low_rank_dim(a.v_low_rank_dim, 1.7 * head_factor, D_);
       v_down_ = register_module("v_down", make_linear(D_, rank_v));
       v_up_ = register_module("v_up", make_linear(rank_v, HD, /*bias=*/true));
     }
@@ -226,7 +226,9 @@ void register_rwkv7_family(Registry& r) {
                             "and speed only)"}}});
   // The rwkv7 model is RWKV-7's block (arXiv 2503.14456 §4): LayerNorm, a norm after the embedding and the ReLU²
   // channel mix as the feed-forward part.
-  rwkv7.model_overrides = {{"block_norm", "layernorm"}, {"embed_norm", true}, {"block_ffn", "rwkv_channel_mix"}};
+  // and the norms' eps 1e-5 (RWKV's; fla's RWKV-7 takes one eps for the block norms and the output group norm).
+  rwkv7.model_overrides = {{"block_norm", "layernorm"}, {"embed_norm", true}, {"block_ffn", "rwkv_channel_mix"},
+                           {"norm_eps", 1e-5}};
   r.add_mixer(std::move(rwkv7));
 }
 

@@ -29,6 +29,10 @@ Rwkv7Result rwkv7_chunk(const torch::Tensor& r, const torch::Tensor& w, const to
                         const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& initial_state,
                         double scale, int64_t chunk_size, int64_t sub_chunk = 16);
 
+// The width of one of the layer's low-rank projections: `given` when > 0, else max(32, round(factor √d_model / 32) ·
+// 32) (fla's rule; factor 2.5 d_h/64 for the decay and a, 1.7 d_h/64 for the value residual's gate, 5 for g).
+int64_t rwkv7_low_rank_dim(int64_t given, double factor, int64_t d_model);
+
 // Shape checks shared by both forms; throw mnemo::Error naming the tensor and its shape.
 void check_rwkv7_inputs(const torch::Tensor& r, const torch::Tensor& w, const torch::Tensor& k,
                         const torch::Tensor& v, const torch::Tensor& a, const torch::Tensor& b,
