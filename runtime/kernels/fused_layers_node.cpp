@@ -55,9 +55,12 @@ torch::ScalarType acc_dtype(const torch::Tensor& t) {
 
 void* data(const torch::Tensor& t) { return t.defined() && t.numel() > 0 ? t.data_ptr() : nullptr; }
 
-// Runs `device` (a launcher call) on a CUDA tensor's stream, or `host(E{}, Acc{})` on the CPU.
-template <class Device, class Host>
-void run(const torch::Tensor& like, lk::Element element, Device&& device, Host&& host) {
+// Runs a kernel: on a CUDA tensor `device(stream)` (a launcher call) on its stream, on the CPU
+// `block(E{}, Acc{}, block_index, shared, lanes)` (the block function) over the host grid of `blocks` blocks, with
+// RMSNorm's shared memory when `row_sums`.
+template <class Device, class Block>
+void run(const torch::Tensor& like, lk::Element element, int64_t blocks, bool row_sums, Device&& device,
+         Block&& block) {
   if (like.is_cuda()) {
 #if MNEMO_LAYERS_CUDA
     const c10::cuda::CUDAGuard guard(like.device());
@@ -67,6 +70,12 @@ void run(const torch::Tensor& like, lk::Element element, Device&& device, Host&&
     throw Error("fused layer kernels: this build has no CUDA kernels");
 #endif
   }
+  auto host = [&](auto e, auto acc) {
+    using Acc = decltype(acc);
+    const std::size_t bytes = row_sums ? lk::rms_norm_shared_bytes<Acc>(1) : 16;
+    grid::run_on_host(blocks, bytes,
+                      [&](int64_t b, void* shared, grid::Lanes lanes) { block(e, acc, b, shared, lanes); });
+  };
   switch (element) {
     case lk::Element::kFloat32: host(float{}, float{}); break;
     case lk::Element::kFloat64: host(double{}, double{}); break;
@@ -74,8 +83,15 @@ void run(const torch::Tensor& like, lk::Element element, Device&& device, Host&&
   }
 }
 
-// Rows per block: about 1024 blocks, each a whole number of rows (the dw partials are [blocks, D]).
-int64_t rows_per_block(int64_t rows) { return std::max<int64_t>(1, (rows + 1023) / 1024); }
+// The rows of x [..., D]; about 1024 blocks, each a whole number of rows (the dw partials are [blocks, D]).
+lk::RowProblem row_problem(const torch::Tensor& x, double eps) {
+  lk::RowProblem p;
+  p.dim = x.size(-1);
+  p.rows = p.dim == 0 ? 0 : x.numel() / p.dim;
+  p.rows_per_block = std::max<int64_t>(1, (p.rows + 1023) / 1024);
+  p.eps = eps;
+  return p;
+}
 
 torch::Tensor rms_norm_eager(const torch::Tensor& x, const torch::Tensor& w, double eps) {
   auto xf = x.to(recurrence_dtype(x));
@@ -87,11 +103,7 @@ class RmsNormFn : public torch::autograd::Function<RmsNormFn> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_in, const torch::Tensor& w_in, double eps) {
     const auto x = x_in.contiguous(), w = w_in.contiguous();
     const lk::Element element = element_of(x, "rms_norm");
-    lk::RowProblem p;
-    p.dim = x.size(-1);
-    p.rows = p.dim == 0 ? 0 : x.numel() / p.dim;
-    p.rows_per_block = rows_per_block(p.rows);
-    p.eps = eps;
+    const lk::RowProblem p = row_problem(x, eps);
     auto y = torch::empty_like(x);
     auto rstd = torch::empty({p.rows}, x.options().dtype(acc_dtype(x)));
     lk::RmsNormForward ptr;
@@ -99,13 +111,9 @@ class RmsNormFn : public torch::autograd::Function<RmsNormFn> {
     ptr.w = data(w);
     ptr.y = data(y);
     ptr.rstd = data(rstd);
-    run(x, element, [&](void* stream) { lk::launch_rms_norm_forward(p, ptr, element, stream); },
-        [&](auto e, auto acc) {
-          using E = decltype(e);
-          using Acc = decltype(acc);
-          grid::run_on_host(lk::row_blocks(p), lk::rms_norm_shared_bytes<Acc>(1), [&](int64_t b, void* s, grid::Lanes l) {
-            lk::rms_norm_forward_block<E, Acc>(p, ptr, b, s, l);
-          });
+    run(x, element, lk::row_blocks(p), true, [&](void* stream) { lk::launch_rms_norm_forward(p, ptr, element, stream); },
+        [&](auto e, auto acc, int64_t b, void* shared, grid::Lanes lanes) {
+          lk::rms_norm_forward_block<decltype(e), decltype(acc)>(p, ptr, b, shared, lanes);
         });
     ctx->save_for_backward({x_in, w_in, x, rstd});
     ctx->saved_data["eps"] = eps;
@@ -125,11 +133,7 @@ class RmsNormFn : public torch::autograd::Function<RmsNormFn> {
     const auto w = saved[1].contiguous();
     const auto dy = grads[0].to(x.scalar_type()).contiguous();
     const lk::Element element = element_of(x, "rms_norm");
-    lk::RowProblem p;
-    p.dim = x.size(-1);
-    p.rows = p.dim == 0 ? 0 : x.numel() / p.dim;
-    p.rows_per_block = rows_per_block(p.rows);
-    p.eps = eps;
+    const lk::RowProblem p = row_problem(x, eps);
     torch::Tensor dx, dw_partial;
     if (ctx->needs_input_grad(0)) dx = torch::empty_like(x);
     if (ctx->needs_input_grad(1)) dw_partial = torch::empty({lk::row_blocks(p), p.dim}, x.options().dtype(acc_dtype(x)));
@@ -140,13 +144,9 @@ class RmsNormFn : public torch::autograd::Function<RmsNormFn> {
     ptr.dy = data(dy);
     ptr.dx = data(dx);
     ptr.dw_partial = data(dw_partial);
-    run(x, element, [&](void* stream) { lk::launch_rms_norm_backward(p, ptr, element, stream); },
-        [&](auto e, auto acc) {
-          using E = decltype(e);
-          using Acc = decltype(acc);
-          grid::run_on_host(lk::row_blocks(p), lk::rms_norm_shared_bytes<Acc>(1), [&](int64_t b, void* s, grid::Lanes l) {
-            lk::rms_norm_backward_block<E, Acc>(p, ptr, b, s, l);
-          });
+    run(x, element, lk::row_blocks(p), true, [&](void* stream) { lk::launch_rms_norm_backward(p, ptr, element, stream); },
+        [&](auto e, auto acc, int64_t b, void* shared, grid::Lanes lanes) {
+          lk::rms_norm_backward_block<decltype(e), decltype(acc)>(p, ptr, b, shared, lanes);
         });
     torch::Tensor dw;
     if (dw_partial.defined()) dw = dw_partial.sum(0).to(w.scalar_type());
@@ -174,11 +174,10 @@ class SwigluGateFn : public torch::autograd::Function<SwigluGateFn> {
     ptr.g = data(g);
     ptr.u = data(u);
     ptr.h = data(h);
-    run(g, element, [&](void* stream) { lk::launch_swiglu_gate_forward(p, ptr, element, stream); },
-        [&](auto e, auto acc) {
-          grid::run_on_host(lk::gate_blocks(p), 16, [&](int64_t b, void* s, grid::Lanes l) {
-            lk::swiglu_gate_forward_block<decltype(e), decltype(acc)>(p, ptr, b, s, l);
-          });
+    run(g, element, lk::gate_blocks(p), false,
+        [&](void* stream) { lk::launch_swiglu_gate_forward(p, ptr, element, stream); },
+        [&](auto e, auto acc, int64_t b, void* shared, grid::Lanes lanes) {
+          lk::swiglu_gate_forward_block<decltype(e), decltype(acc)>(p, ptr, b, shared, lanes);
         });
     ctx->save_for_backward({g_in, u_in, g, u});
     return h;
@@ -201,11 +200,10 @@ class SwigluGateFn : public torch::autograd::Function<SwigluGateFn> {
     ptr.dh = data(dh);
     ptr.dg = data(dg);
     ptr.du = data(du);
-    run(g, element, [&](void* stream) { lk::launch_swiglu_gate_backward(p, ptr, element, stream); },
-        [&](auto e, auto acc) {
-          grid::run_on_host(lk::gate_blocks(p), 16, [&](int64_t b, void* s, grid::Lanes l) {
-            lk::swiglu_gate_backward_block<decltype(e), decltype(acc)>(p, ptr, b, s, l);
-          });
+    run(g, element, lk::gate_blocks(p), false,
+        [&](void* stream) { lk::launch_swiglu_gate_backward(p, ptr, element, stream); },
+        [&](auto e, auto acc, int64_t b, void* shared, grid::Lanes lanes) {
+          lk::swiglu_gate_backward_block<decltype(e), decltype(acc)>(p, ptr, b, shared, lanes);
         });
     return {dg, du};
   }
@@ -233,11 +231,9 @@ torch::Tensor rope_apply(const torch::Tensor& x_in, const torch::Tensor& cos, co
   ptr.cos = data(c);
   ptr.sin = data(s);
   ptr.y = data(y);
-  run(x, element, [&](void* stream) { lk::launch_rope(p, ptr, element, stream); },
-      [&](auto e, auto acc) {
-        grid::run_on_host(lk::rope_blocks(p), 16, [&](int64_t b, void* sh, grid::Lanes l) {
-          lk::rope_block<decltype(e), decltype(acc)>(p, ptr, b, sh, l);
-        });
+  run(x, element, lk::rope_blocks(p), false, [&](void* stream) { lk::launch_rope(p, ptr, element, stream); },
+      [&](auto e, auto acc, int64_t b, void* shared, grid::Lanes lanes) {
+        lk::rope_block<decltype(e), decltype(acc)>(p, ptr, b, shared, lanes);
       });
   return y;
 }
