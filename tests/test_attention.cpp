@@ -168,8 +168,8 @@ TEST_CASE("short conv with a cache equals the full causal conv", "[layers]") {
   REQUIRE(max_rel_err(conv(x2).slice(1, 0, 5), full.slice(1, 0, 5)) < 1e-15);
 }
 
-TEST_CASE("attention without RoPE (use_rope false) reads a set of keys: the order of earlier tokens does not change "
-          "a query's output; kimi_linear's attention layers are so",
+TEST_CASE("attention without RoPE (use_rope false) reads a set of keys (the order of earlier tokens does not change "
+          "a query's output), as kimi_linear's attention layers do",
           "[attention][nope]") {
   auto attention = [](bool rope) {
     json flat = {{"model", "transformer"}, {"d_model", 16}, {"n_heads", 2}, {"n_layers", 1}, {"use_rope", rope}};
