@@ -358,6 +358,13 @@ class SweepRunner {
                   stop_signal_name());
     } else {
       ++sum_.failed;
+      // A worker killed by a signal wrote no error line of its own: say which signal (SIGKILL is what the kernel's
+      // out-of-memory killer sends), then its last line.
+      if (WIFSIGNALED(status)) {
+        const int sig = WTERMSIG(status);
+        tail = "the worker was killed by signal " + std::to_string(sig) +
+               (sig == SIGKILL ? " (SIGKILL: out of memory, or killed from outside)" : "") + "; its last line: " + tail;
+      }
       sum_.failures.push_back(describe(it->cell) + ": " + tail + " (log: " + log + ")");
       std::printf("[%d/%zu] FAILED %s: %s\n", done_, todo_.size(), describe(it->cell).c_str(), tail.c_str());
     }
