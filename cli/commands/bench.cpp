@@ -128,6 +128,9 @@ void add_bench_command(CLI::App& app) {
                   "fp32 | bf16 (bf16 autocast: matmuls in bf16, recurrences in fp32; model and mixer scopes)")
       ->capture_default_str();
   sub->add_option("--seed", a->opt.seed, "Seed of the model initialisation and random tokens")->capture_default_str();
+  sub->add_flag("--cuda-graph", a->opt.cuda_graph,
+                "CUDA: capture the fwd / fwdbwd step once as a CUDA graph after the warm-up and time its replays "
+                "(rows fwd_graph, fwdbwd_graph): what the launch-bound small models of the synthetic sweeps gain");
   sub->add_flag("--profile", a->profile,
                 "Run under the PyTorch profiler: print host self time by operator and (CUDA) kernel time by "
                 "launching operator");

@@ -2,6 +2,7 @@
 // the model, mixer or kernel inputs, has each (mode, T) measured by the instruments of bench_measure.h and records
 // the rows with the conditions they were measured under.
 #include "engine/tools/bench.h"
+#include "engine/training/cuda_graph.h"
 #include "engine/training/flops.h"
 #include "engine/tools/op_profile.h"
 
@@ -163,6 +164,13 @@ void validate(const BenchOptions& opt) {
   }
   if (opt.scope != "model" && opt.scope != "mixer")
     throw Error("bench: --scope '" + opt.scope + "' is not one of model, mixer");
+  if (opt.cuda_graph) {
+    if (!cuda_graphs_available())
+      throw Error("bench: --cuda-graph needs a mnemo built against a LibTorch with CUDA");
+    if (opt.scope != "model") throw Error("bench: --cuda-graph times whole models (--scope model), not '" + opt.scope + "'");
+    for (const auto& m : opt.modes)
+      if (m == "decode") throw Error("bench: --cuda-graph times fwd and fwdbwd, not --mode decode");
+  }
   if (!opt.form.empty() && opt.form != "chunk" && opt.form != "recurrent")
     throw Error("bench: --form '" + opt.form + "' is not one of chunk, recurrent");
   if (opt.device != "auto" && opt.device != "cpu" && opt.device.rfind("cuda", 0) != 0)
@@ -224,6 +232,7 @@ MeasureSpec measure_spec(const BenchOptions& opt) {
   spec.decode_tokens = opt.decode_tokens;
   spec.precision = opt.precision;
   spec.on_timed = opt.on_timed;
+  spec.cuda_graph = opt.cuda_graph;
   return spec;
 }
 
@@ -265,6 +274,9 @@ std::string bench_method_text(const BenchOptions& opt, const torch::Device& devi
     s << "  fwd = forward under NoGradGuard; fwdbwd = forward + cross-entropy backward + AdamW step; "
          "decode = prefill T-token prompt, then "
       << opt.decode_tokens << " greedy tokens one at a time (times per token)\n";
+    if (opt.cuda_graph)
+      s << "  CUDA graph: the step captured once after the warm-up (forward, backward, AdamW), each timed repetition "
+           "one replay (rows fwd_graph, fwdbwd_graph)\n";
     s << "  tokens/s = B*T / median (decode: B / median per-token time)\n";
     s << "  GFLOP/s estimate: " << bench_flop_formula() << "\n";
   }
@@ -293,6 +305,8 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
   const Conditions conditions;
 
   const MeasureSpec spec = measure_spec(opt);
+  if (opt.cuda_graph && !device.is_cuda())
+    throw Error("bench: --cuda-graph needs a CUDA device (--device resolved to " + device.str() + ")");
   std::vector<BenchRow> rows;
   for (const std::string& mode : opt.modes) {
     for (int64_t T : opt.seq_lens) {
@@ -302,7 +316,7 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
       BenchRow r = timed_row(conditions, device, st, opt.repeats);
       if (opt.precision == "bf16") r.dtype = "bf16-autocast";
       r.model = opt.model;
-      r.mode = first_mixer ? "mixer_" + mode : mode;
+      r.mode = first_mixer ? "mixer_" + mode : (opt.cuda_graph ? mode + "_graph" : mode);
       r.form = opt.form;
       r.seq_len = T;
       r.batch = opt.batch;
@@ -320,6 +334,7 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
       extra["flop_formula"] = bench_flop_formula();
       extra["peak_mem_method"] = PeakMemoryProbe(device).method();
       extra["scope"] = opt.scope;
+      extra["cuda_graph"] = opt.cuda_graph;
       extra["cpu_allocator"] = conditions.cpu_allocator;
       extra["denormals"] = conditions.denormals;
       if (first_mixer) extra["mixer"] = mc.layer_mixers().front();

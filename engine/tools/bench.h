@@ -40,6 +40,9 @@ struct BenchOptions {
   std::string device = "auto";  // cpu | cuda | cuda:N | auto
   std::string precision = "fp32";  // fp32 | bf16 (autocast; runtime/mixed_precision.h), model and mixer scopes
   uint64_t seed = 0;
+  // Model scope on CUDA, fwd and fwdbwd: capture the step once as a CUDA graph after the warm-up and time its
+  // replays; rows get mode "fwd_graph" / "fwdbwd_graph".
+  bool cuda_graph = false;
   // Called with true just before the first timed repetition of each measurement and with false after its last
   // (bench --profile profiles only these); empty = nothing.
   std::function<void(bool begin)> on_timed;

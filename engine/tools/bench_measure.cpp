@@ -14,6 +14,8 @@
 #endif
 
 #include "engine/tools/op_profile.h"
+#include "engine/training/cuda_graph.h"
+#include "engine/training/optim.h"
 #include "runtime/cuda_device.h"
 #include "runtime/device.h"
 #include "runtime/mixed_precision.h"
@@ -54,40 +56,55 @@ Measured measure_model(LanguageModel& model, const MeasureSpec& opt, const std::
   std::unique_ptr<torch::optim::AdamW> adamw;
   if (mode == "fwdbwd") {
     model->train();
-    adamw = std::make_unique<torch::optim::AdamW>(model->parameters(),
-                                                  torch::optim::AdamWOptions(1e-4).weight_decay(0.1));
+    // Training's AdamW (one multi-tensor kernel per parameter group where LibTorch has one), as fla's fused=True.
+    adamw = make_adamw(*model, json{{"lr", 1e-4}, {"beta1", 0.9}, {"beta2", 0.95}, {"adam_eps", 1e-8},
+                                    {"weight_decay", 0.1}});
   } else {
     model->eval();
   }
   torch::Tensor targets = torch::randint(0, opt.vocab_size, {opt.batch, T}, long_opts);
 
   const Precision precision = parse_precision(opt.precision);
+  const bool graphed = opt.cuda_graph && mode != "decode";
+  // One step of fwd or fwdbwd. A graphed step keeps its gradient tensors (zeroed, not freed): a replay writes the
+  // same tensors the capture did.
+  auto one_step = [&] {
+    if (mode == "fwd") {
+      torch::NoGradGuard no_grad;
+      const AutocastScope autocast(device, precision);
+      model->forward(tokens);
+      return;
+    }
+    if (graphed)
+      model->zero_grad(/*set_to_none=*/false);
+    else
+      adamw->zero_grad();
+    torch::Tensor loss, aux;
+    {
+      const AutocastScope autocast(device, precision);
+      torch::Tensor logits = model->forward(tokens);
+      loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
+                                                  targets.reshape({-1}));
+      aux = model->aux_loss();
+    }
+    (aux.defined() ? loss + aux : loss).backward();
+    adamw->step();
+  };
   DeviceTimer timer(device);
   TimedSection section(opt.on_timed, device);
   probe.start();
+  std::unique_ptr<CapturedStep> graph;
+  if (graphed) graph = std::make_unique<CapturedStep>(one_step, device, static_cast<int>(std::max<int64_t>(opt.warmup, 1)));
   for (int64_t i = 0; i < opt.warmup + opt.repeats; ++i) {
     bool timed = i >= opt.warmup;
     section.before(i, opt.warmup);
     if (mode == "fwd" || mode == "fwdbwd") {
       synchronize(device);
       timer.start();
-      if (mode == "fwd") {
-        torch::NoGradGuard no_grad;
-        const AutocastScope autocast(device, precision);
-        model->forward(tokens);
-      } else {
-        adamw->zero_grad();
-        torch::Tensor loss, aux;
-        {
-          const AutocastScope autocast(device, precision);
-          torch::Tensor logits = model->forward(tokens);
-          loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
-                                                      targets.reshape({-1}));
-          aux = model->aux_loss();
-        }
-        (aux.defined() ? loss + aux : loss).backward();
-        adamw->step();
-      }
+      if (graph)
+        graph->replay();
+      else
+        one_step();
       const double elapsed = timer.stop_seconds();
       if (timed) m.times_s.push_back(elapsed);
     } else {  // decode: host clock after synchronize (a token's latency includes the launches)

@@ -19,6 +19,9 @@ struct MeasureSpec {
   int64_t batch = 1, vocab_size = 256, warmup = 2, repeats = 5, decode_tokens = 32;
   std::string precision = "fp32";
   std::function<void(bool begin)> on_timed;
+  // Model scope, fwd and fwdbwd on CUDA: the step captured once as a CUDA graph (engine/training/cuda_graph.h)
+  // after the warm-up, each repetition one replay.
+  bool cuda_graph = false;
 };
 
 // Peak memory of a measurement: CPU = growth of VmHWM over the starting VmRSS (VmHWM is reset
@@ -51,7 +54,8 @@ struct Measured {
   double peak_mb = NAN;
 };
 
-// A whole model on random tokens: fwd, fwdbwd (cross-entropy + AdamW step) or decode (prefill T, then
+// A whole model on random tokens: fwd, fwdbwd (cross-entropy + AdamW step, the AdamW of training: make_adamw)
+// or decode (prefill T, then
 // decode_tokens greedy tokens with the carried state).
 Measured measure_model(LanguageModel& model, const MeasureSpec& opt, const std::string& mode, int64_t T,
                        const torch::Device& device);
