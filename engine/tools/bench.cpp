@@ -168,6 +168,7 @@ void validate(const BenchOptions& opt) {
     if (!cuda_graphs_available())
       throw Error("bench: --cuda-graph needs a mnemo built against a LibTorch with CUDA");
     if (opt.scope != "model") throw Error("bench: --cuda-graph times whole models (--scope model), not '" + opt.scope + "'");
+    if (opt.device == "cpu") throw Error("bench: --cuda-graph needs a CUDA device, not --device cpu");
     for (const auto& m : opt.modes)
       if (m == "decode") throw Error("bench: --cuda-graph times fwd and fwdbwd, not --mode decode");
   }

@@ -22,9 +22,9 @@ struct CapturedStep::Impl {
   at::cuda::CUDAGraph graph;
 };
 
-CapturedStep::CapturedStep(const std::function<void()>& step, const torch::Device& device, int warmup)
-    : impl_(std::make_unique<Impl>()) {
+CapturedStep::CapturedStep(const std::function<void()>& step, const torch::Device& device, int warmup) {
   if (!device.is_cuda()) throw Error("CUDA graph: device " + device.str() + " is not a CUDA device");
+  impl_ = std::make_unique<Impl>();
   const c10::cuda::CUDAGuard device_guard(device);
   c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(device.index());
   // Capture cannot run on the legacy default stream; the warm-up runs where the capture will.
