@@ -139,6 +139,14 @@ TEST_CASE("layer kernels: bad shapes are refused naming the argument", "[cuda-ke
 }
 
 // ---- on a GPU (hidden group, run by ctest -R '^cuda\.' with --require-cuda) ----
+namespace {
+// A fresh leaf copy of t on dev, strides kept (t.to(kCPU) of a CPU tensor would be t itself, and the device run
+// would then read the gradient of a non-leaf).
+torch::Tensor leaf_on(const torch::Tensor& t, const torch::Device& dev) {
+  return t.detach().to(dev, /*non_blocking=*/false, /*copy=*/true).requires_grad_(true);
+}
+}  // namespace
+
 TEST_CASE("layer kernels on the GPU: the CUDA kernels equal the host run and the layers take them",
           "[.cuda-kernels_layers]") {
   REQUIRE(torch::cuda::is_available());
@@ -153,7 +161,7 @@ TEST_CASE("layer kernels on the GPU: the CUDA kernels equal the host run and the
     auto x = randn_f64({4096, 1024}).to(dtype), w = (randn_f64({1024}) * 0.3 + 1.0).to(dtype);
     auto dy = randn_f64({4096, 1024}).to(dtype);
     auto run = [&](const torch::Device& dev) {
-      auto xl = x.to(dev).requires_grad_(true), wl = w.to(dev).requires_grad_(true);
+      auto xl = leaf_on(x, dev), wl = leaf_on(w, dev);
       auto y = rms_norm_fused_kernel(xl, wl, 1e-6);
       y.backward(dy.to(dev));
       return std::vector<torch::Tensor>{y.cpu(), xl.grad().cpu(), wl.grad().cpu()};
@@ -163,7 +171,7 @@ TEST_CASE("layer kernels on the GPU: the CUDA kernels equal the host run and the
     // The SwiGLU gate.
     auto g = randn_f64({4096, 2816}).to(dtype), u = randn_f64({4096, 2816}).to(dtype);
     auto run_gate = [&](const torch::Device& dev) {
-      auto gl = g.to(dev).requires_grad_(true), ul = u.to(dev).requires_grad_(true);
+      auto gl = leaf_on(g, dev), ul = leaf_on(u, dev);
       auto h = swiglu_gate_fused_kernel(gl, ul);
       h.backward(g.to(dev));
       return std::vector<torch::Tensor>{h.cpu(), gl.grad().cpu(), ul.grad().cpu()};
@@ -174,7 +182,7 @@ TEST_CASE("layer kernels on the GPU: the CUDA kernels equal the host run and the
     auto [cos, sin] = rope_tables_f64(512, 64, 3);
     auto q = randn_f64({2, 512, 16, 64}).transpose(1, 2).to(dtype);
     auto run_rope = [&](const torch::Device& dev) {
-      auto ql = q.to(dev).requires_grad_(true);
+      auto ql = leaf_on(q, dev);
       auto y = rope_fused_kernel(ql, cos.to(acc).to(dev), sin.to(acc).to(dev));
       y.backward(q.to(dev));
       return std::vector<torch::Tensor>{y.cpu(), ql.grad().cpu()};

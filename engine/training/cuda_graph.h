@@ -19,7 +19,9 @@ class CapturedStep {
   // Runs `step` `warmup` times eagerly on a side stream (lazy initialisations, cuBLAS workspaces, the allocator's
   // blocks, the optimiser's state), then captures one call of it. Throws Error naming the cause where the build
   // has no CUDA, `device` is not a CUDA device, or the step cannot be captured (it synchronises with the host).
-  // The captured call runs the step once more: a training step advances the optimiser by warmup + 1 steps here.
+  // Capturing records the step's kernels without running them: after the constructor the step has run `warmup`
+  // times, and each replay() runs it once. Host-side state the step changes (MultiTensorAdamW's step mirror)
+  // changes once, at the capture; what the kernels read (its step counts on the device) advances with each replay.
   CapturedStep(const std::function<void()>& step, const torch::Device& device, int warmup = 3);
   ~CapturedStep();
   CapturedStep(const CapturedStep&) = delete;

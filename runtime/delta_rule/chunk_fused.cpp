@@ -60,8 +60,20 @@ Packing make_packing(const Tensor& q, const Tensor& v, const Tensor& cu_host, do
   for (int64_t s = 0; s < seqs; ++s) off[s + 1] = off[s] + static_cast<int32_t>((cu[s + 1] - cu[s] + chunk - 1) / chunk);
   pk.chunks = off[seqs];
   pk.p.num_chunks = static_cast<int>(pk.chunks);
-  pk.cu_seqlens = cu_host.to(q.device());
-  pk.chunk_offsets = offsets.to(q.device());
+  // Sequences of one length (a plain batch): the offsets made on the device by arange, so that a step with no
+  // host-to-device copy can be captured as a CUDA graph (engine/training/cuda_graph.h); packed ragged sequences
+  // copy theirs.
+  const int64_t len = seqs > 0 ? cu[1] - cu[0] : 0;
+  bool uniform = true;
+  for (int64_t s = 0; s <= seqs && uniform; ++s) uniform = cu[s] == s * len;
+  if (uniform) {
+    const auto ints = torch::TensorOptions().dtype(torch::kInt32).device(q.device());
+    pk.cu_seqlens = torch::arange(seqs + 1, ints).mul_(static_cast<int32_t>(len));
+    pk.chunk_offsets = torch::arange(seqs + 1, ints).mul_(static_cast<int32_t>((len + chunk - 1) / chunk));
+  } else {
+    pk.cu_seqlens = cu_host.to(q.device());
+    pk.chunk_offsets = offsets.to(q.device());
+  }
   pk.p.num_seqs = static_cast<int>(seqs);
   pk.p.heads = static_cast<int>(H);
   pk.p.key_dim = static_cast<int>(Kd);
