@@ -123,8 +123,7 @@ Tensor device_workspace(std::size_t bytes, const Tensor& like) {
 }
 #endif
 
-void run_forward(dk::ForwardLaunch l, const Tensor& like) {
-  l.p.staged = dk::state_tiles_fit(l.p, l.dtype) ? 1 : 0;  // the same choice on the device and the host grid
+void run_forward(const dk::ForwardLaunch& l, const Tensor& like) {
   if (like.is_cuda()) {
 #if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
     auto ws = device_workspace(dk::workspace_bytes(dk::kForwardStages, l.p, l.dtype), like);
@@ -139,8 +138,7 @@ void run_forward(dk::ForwardLaunch l, const Tensor& like) {
   forward_on_host(l);
 }
 
-void run_backward(dk::BackwardLaunch l, const Tensor& like) {
-  l.p.staged = dk::state_tiles_fit(l.p, l.dtype) ? 1 : 0;  // the same choice on the device and the host grid
+void run_backward(const dk::BackwardLaunch& l, const Tensor& like) {
   if (like.is_cuda()) {
 #if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
     auto ws = device_workspace(dk::workspace_bytes(dk::kBackwardStages, l.p, l.dtype), like);

@@ -76,8 +76,6 @@ struct Problem {
   int chunk;        // C, rows per chunk
   int bv;           // V columns per block
   double scale;     // q scale
-  int staged = 0;   // the state stages keep the chunk's k (and q) rows and the state in shared memory
-                    // (state_tiles_fit: when both layouts fit the device's shared memory)
   const int32_t* cu_seqlens;     // [num_seqs + 1] row offsets
   const int32_t* chunk_offsets;  // [num_seqs + 1] chunk offsets into the per-chunk buffers
 
@@ -274,74 +272,33 @@ MNEMO_HD void prepare_block(const ForwardArgs<T, Acc>& a, int64_t block, void* s
   MNEMO_FOR_LANES(e, c * c, lanes) { out[(e / c) * C + e % c] = s.x[(e / c) * C + e % c]; }
 }
 
-// state (both passes): the chunk loop of one (sequence, head, V tile). Tiles: gates, e^{b_i} and e^{b_c - b_i};
-// L⁻¹ [C, C]; R and U' (backward: dU' then dO, and dR) [C, bv]; and when p.staged the chunk's k rows (backward:
-// also scale·q) [C, K] and the state S (backward: dS) [K, bv], which then stays in shared memory through the
-// chunk loop — every entry of a product reads shared memory instead of global memory, and h / dh receive copies.
+// state (forward): the chunk loop of one (sequence, head, V tile). Tiles: gates; L⁻¹ [C, C]; R, U' [C, bv].
 template <class Acc>
 struct StateTiles {
   Gates<Acc> gates;
-  Acc *eb, *ebc, *l, *r, *u;
-  Acc *kc = nullptr, *qc = nullptr, *st = nullptr;
-  MNEMO_HD StateTiles(SharedArena& s, const Problem& p, bool backward)
-      : gates(s, p), eb(s.take<Acc>(p.chunk)), ebc(s.take<Acc>(p.chunk)),
-        l(s.take<Acc>(static_cast<std::size_t>(p.chunk) * p.chunk)),
+  Acc *l, *r, *u;
+  MNEMO_HD StateTiles(SharedArena& s, const Problem& p)
+      : gates(s, p), l(s.take<Acc>(static_cast<std::size_t>(p.chunk) * p.chunk)),
         r(s.take<Acc>(static_cast<std::size_t>(p.chunk) * p.bv)),
-        u(s.take<Acc>(static_cast<std::size_t>(p.chunk) * p.bv)) {
-    if (!p.staged) return;
-    const std::size_t ck = static_cast<std::size_t>(p.chunk) * p.key_dim;
-    kc = s.take<Acc>(ck);
-    if (backward) qc = s.take<Acc>(ck);
-    st = s.take<Acc>(static_cast<std::size_t>(p.key_dim) * p.bv);
-  }
+        u(s.take<Acc>(static_cast<std::size_t>(p.chunk) * p.bv)) {}
 };
-template <class Acc>
-struct StateForwardTiles : StateTiles<Acc> {
-  MNEMO_HD StateForwardTiles(SharedArena& s, const Problem& p) : StateTiles<Acc>(s, p, false) {}
-};
-template <class Acc>
-struct StateBackwardTiles : StateTiles<Acc> {
-  MNEMO_HD StateBackwardTiles(SharedArena& s, const Problem& p) : StateTiles<Acc>(s, p, true) {}
-};
-
-// Phase of the state stages: e^{b_i} and e^{b_c - b_i} of the chunk's rows (after prefix_gates).
-template <class Acc>
-MNEMO_HD void chunk_decays(int c, StateTiles<Acc>& s, Lanes lanes) {
-  MNEMO_FOR_LANES(i, c, lanes) {
-    s.eb[i] = exp_acc(s.gates.b[i]);
-    s.ebc[i] = exp_acc(s.gates.b[c - 1] - s.gates.b[i]);
-  }
-}
-
-// Phase of the staged state stages: rows [r0, r0 + c) of x [T, H, K] into tile [C, K], times `factor`.
-template <class T, class Acc>
-MNEMO_HD void stage_rows(const Problem& p, const T* x, int64_t r0, int c, int head, Acc factor, Acc* tile,
-                         Lanes lanes) {
-  const int K = p.key_dim;
-  MNEMO_FOR_LANES(e, c * K, lanes) {
-    const int i = e / K, d = e % K;
-    tile[e] = factor * load<Acc>(x[row_at(p, r0 + i, head, K, d)]);
-  }
-}
 
 template <class T, class Acc>
 MNEMO_HD void state_forward_block(const ForwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
   const Problem& p = a.p;
   const Place at(p, block);
   SharedArena arena(shared);
-  StateForwardTiles<Acc> s(arena, p);
+  StateTiles<Acc> s(arena, p);
   const int K = p.key_dim, V = p.value_dim, C = p.chunk, BV = p.bv, bvn = at.bvn;
   const int64_t chunks = (at.rows + C - 1) / C;
   Acc* ht = state_at(a.ht, p, at.seq, at.head, at.v0);
-  // Phase: the starting state into h[first chunk] (or straight into ht for an empty sequence), and the tile.
+  // Phase: the starting state into h[first chunk] (or straight into ht for an empty sequence).
   {
     Acc* first = chunks > 0 ? state_at(a.h, p, at.chunk0, at.head, at.v0) : ht;
     const Acc* init = a.h0 ? state_at(a.h0, p, at.seq, at.head, at.v0) : nullptr;
     MNEMO_FOR_LANES(e, K * bvn, lanes) {
       const int d = e / bvn, col = e % bvn;
-      const Acc x = init ? init[static_cast<int64_t>(d) * V + col] : Acc(0);
-      first[static_cast<int64_t>(d) * V + col] = x;
-      if (s.st) s.st[d * BV + col] = x;
+      first[static_cast<int64_t>(d) * V + col] = init ? init[static_cast<int64_t>(d) * V + col] : Acc(0);
     }
   }
   grid::barrier();
@@ -351,27 +308,20 @@ MNEMO_HD void state_forward_block(const ForwardArgs<T, Acc>& a, int64_t block, v
     const Acc* S = state_at(a.h, p, at.chunk0 + n, at.head, at.v0);
     Acc* next = n + 1 < chunks ? state_at(a.h, p, at.chunk0 + n + 1, at.head, at.v0) : ht;
     const Acc* linv = linv_at(a.linv, p, at.chunk0 + n, at.head);
-    // k_{r0+i, d} and S_{d, col}: from the tiles when staged, else from global memory.
-    auto key = [&](int i, int d) -> Acc {
-      return s.kc ? s.kc[i * K + d] : load<Acc>(a.k[row_at(p, r0 + i, at.head, K, d)]);
-    };
-    auto state = [&](int d, int col) -> Acc { return s.st ? s.st[d * BV + col] : S[static_cast<int64_t>(d) * V + col]; };
-    // Phase: gates, L⁻¹ and the chunk's k rows.
+    // Phase: gates and L⁻¹ of the chunk.
     load_gates_raw<Acc>(p, at.head, a.beta, a.g, r0, c, s.gates, lanes);
     MNEMO_FOR_LANES(e, c * c, lanes) { s.l[(e / c) * C + e % c] = linv[(e / c) * C + e % c]; }
-    if (s.kc) stage_rows<T, Acc>(p, a.k, r0, c, at.head, Acc(1), s.kc, lanes);
     grid::barrier();
     prefix_gates<Acc>(c, s.gates, lanes);
-    grid::barrier();
-    chunk_decays<Acc>(c, s, lanes);
     grid::barrier();
     // Phase: R = diag(β) (V - diag(e^b) K S).
     MNEMO_FOR_LANES(e, c * bvn, lanes) {
       const int i = e / bvn, col = e % bvn;
       Acc ks = 0;
-      for (int d = 0; d < K; ++d) ks += key(i, d) * state(d, col);
+      for (int d = 0; d < K; ++d)
+        ks += load<Acc>(a.k[row_at(p, r0 + i, at.head, K, d)]) * S[static_cast<int64_t>(d) * V + col];
       const Acc x = load<Acc>(a.v[row_at(p, r0 + i, at.head, V, at.v0 + col)]);
-      s.r[i * BV + col] = s.gates.beta[i] * (x - s.eb[i] * ks);
+      s.r[i * BV + col] = s.gates.beta[i] * (x - exp_acc(s.gates.b[i]) * ks);
     }
     grid::barrier();
     // Phase: U' = L⁻¹ R, kept for the output stage and the backward.
@@ -383,16 +333,14 @@ MNEMO_HD void state_forward_block(const ForwardArgs<T, Acc>& a, int64_t block, v
       a.u[row_at(p, r0 + i, at.head, V, at.v0 + col)] = acc;
     }
     grid::barrier();
-    // Phase: S_next = e^{b_c} S + (K ⊙ e^{b_c - b})ᵀ U' (into h[next], and the tile in place: each entry reads
-    // only itself of S).
+    // Phase: S_next = e^{b_c} S + (K ⊙ e^{b_c - b})ᵀ U' (a different buffer than S).
     MNEMO_FOR_LANES(e, K * bvn, lanes) {
       const int d = e / bvn, col = e % bvn;
       const Acc bc = s.gates.b[c - 1];
       Acc w = 0;
-      for (int j = 0; j < c; ++j) w += key(j, d) * s.ebc[j] * s.u[j * BV + col];
-      const Acc x = exp_acc(bc) * state(d, col) + w;
-      next[static_cast<int64_t>(d) * V + col] = x;
-      if (s.st) s.st[d * BV + col] = x;
+      for (int j = 0; j < c; ++j)
+        w += load<Acc>(a.k[row_at(p, r0 + j, at.head, K, d)]) * exp_acc(bc - s.gates.b[j]) * s.u[j * BV + col];
+      next[static_cast<int64_t>(d) * V + col] = exp_acc(bc) * S[static_cast<int64_t>(d) * V + col] + w;
     }
     grid::barrier();
   }
@@ -493,7 +441,7 @@ MNEMO_HD void state_backward_block(const BackwardArgs<T, Acc>& a, int64_t block,
   const Problem& p = a.p;
   const Place at(p, block);
   SharedArena arena(shared);
-  StateBackwardTiles<Acc> s(arena, p);  // r: dU' (then dO when staged), u: dR
+  StateTiles<Acc> s(arena, p);  // r: dU', u: dR
   const int K = p.key_dim, V = p.value_dim, C = p.chunk, BV = p.bv, bvn = at.bvn;
   const int64_t chunks = (at.rows + C - 1) / C;
   const Acc scale = static_cast<Acc>(p.scale);
@@ -502,9 +450,7 @@ MNEMO_HD void state_backward_block(const BackwardArgs<T, Acc>& a, int64_t block,
     const Acc* init = a.dht ? state_at(a.dht, p, at.seq, at.head, at.v0) : nullptr;
     MNEMO_FOR_LANES(e, K * bvn, lanes) {
       const int d = e / bvn, col = e % bvn;
-      const Acc x = init ? init[static_cast<int64_t>(d) * V + col] : Acc(0);
-      dS[static_cast<int64_t>(d) * V + col] = x;
-      if (s.st) s.st[d * BV + col] = x;
+      dS[static_cast<int64_t>(d) * V + col] = init ? init[static_cast<int64_t>(d) * V + col] : Acc(0);
     }
   }
   grid::barrier();
@@ -513,38 +459,24 @@ MNEMO_HD void state_backward_block(const BackwardArgs<T, Acc>& a, int64_t block,
     const int c = static_cast<int>(at.rows - n * C < C ? at.rows - n * C : C);
     const Acc* linv = linv_at(a.linv, p, at.chunk0 + n, at.head);
     Acc* dh = state_at(a.dh, p, at.chunk0 + n, at.head, at.v0);
-    auto key = [&](int i, int d) -> Acc {
-      return s.kc ? s.kc[i * K + d] : load<Acc>(a.k[row_at(p, r0 + i, at.head, K, d)]);
-    };
-    auto query = [&](int i, int d) -> Acc {  // scale·q
-      return s.qc ? s.qc[i * K + d] : scale * load<Acc>(a.q[row_at(p, r0 + i, at.head, K, d)]);
-    };
-    auto dstate = [&](int d, int col) -> Acc {
-      return s.st ? s.st[d * BV + col] : dS[static_cast<int64_t>(d) * V + col];
-    };
-    // Phase: gates, L⁻¹, the chunk's k and q rows, and dh[chunk] = dS.
+    // Phase: gates, L⁻¹, and dh[chunk] = dS.
     load_gates_raw<Acc>(p, at.head, a.beta, a.g, r0, c, s.gates, lanes);
     MNEMO_FOR_LANES(e, c * c, lanes) { s.l[(e / c) * C + e % c] = linv[(e / c) * C + e % c]; }
-    if (s.kc) {
-      stage_rows<T, Acc>(p, a.k, r0, c, at.head, Acc(1), s.kc, lanes);
-      stage_rows<T, Acc>(p, a.q, r0, c, at.head, scale, s.qc, lanes);
-    }
     MNEMO_FOR_LANES(e, K * bvn, lanes) {
       const int d = e / bvn, col = e % bvn;
-      dh[static_cast<int64_t>(d) * V + col] = dstate(d, col);
+      dh[static_cast<int64_t>(d) * V + col] = dS[static_cast<int64_t>(d) * V + col];
     }
     grid::barrier();
     prefix_gates<Acc>(c, s.gates, lanes);
-    grid::barrier();
-    chunk_decays<Acc>(c, s, lanes);
     grid::barrier();
     const Acc bc = s.gates.b[c - 1];
     // Phase: dU' = D + Kd dS.
     MNEMO_FOR_LANES(e, c * bvn, lanes) {
       const int j = e / bvn, col = e % bvn;
       Acc kd = 0;
-      for (int d = 0; d < K; ++d) kd += key(j, d) * dstate(d, col);
-      s.r[j * BV + col] = a.dr[row_at(p, r0 + j, at.head, V, at.v0 + col)] + s.ebc[j] * kd;
+      for (int d = 0; d < K; ++d)
+        kd += load<Acc>(a.k[row_at(p, r0 + j, at.head, K, d)]) * dS[static_cast<int64_t>(d) * V + col];
+      s.r[j * BV + col] = a.dr[row_at(p, r0 + j, at.head, V, at.v0 + col)] + exp_acc(bc - s.gates.b[j]) * kd;
     }
     grid::barrier();
     // Phase: dR = L⁻ᵀ dU' (into dr for the gradient stage).
@@ -556,24 +488,17 @@ MNEMO_HD void state_backward_block(const BackwardArgs<T, Acc>& a, int64_t block,
       a.dr[row_at(p, r0 + j, at.head, V, at.v0 + col)] = acc;
     }
     grid::barrier();
-    // Phase (staged): the chunk's dO columns into r, which dU' no longer needs.
-    if (s.st) {
-      MNEMO_FOR_LANES(e, c * bvn, lanes) {
-        const int i = e / bvn, col = e % bvn;
-        s.r[i * BV + col] = load<Acc>(a.dout[row_at(p, r0 + i, at.head, V, at.v0 + col)]);
-      }
-      grid::barrier();
-    }
     // Phase: dS ← e^{b_c} dS + Σ_i e^{b_i} (Q_i dO_i - β_i k_i dR_i) (each entry reads only itself of dS).
     MNEMO_FOR_LANES(e, K * bvn, lanes) {
       const int d = e / bvn, col = e % bvn;
-      Acc acc = exp_acc(bc) * dstate(d, col);
+      Acc acc = exp_acc(bc) * dS[static_cast<int64_t>(d) * V + col];
       for (int i = 0; i < c; ++i) {
-        const Acc dout = s.st ? s.r[i * BV + col] : load<Acc>(a.dout[row_at(p, r0 + i, at.head, V, at.v0 + col)]);
-        acc += s.eb[i] * (query(i, d) * dout - s.gates.beta[i] * key(i, d) * s.u[i * BV + col]);
+        const Acc qd = scale * load<Acc>(a.q[row_at(p, r0 + i, at.head, K, d)]);
+        const Acc kd = load<Acc>(a.k[row_at(p, r0 + i, at.head, K, d)]);
+        const Acc dout = load<Acc>(a.dout[row_at(p, r0 + i, at.head, V, at.v0 + col)]);
+        acc += exp_acc(s.gates.b[i]) * (qd * dout - s.gates.beta[i] * kd * s.u[i * BV + col]);
       }
       dS[static_cast<int64_t>(d) * V + col] = acc;
-      if (s.st) s.st[d * BV + col] = acc;
     }
     grid::barrier();
   }

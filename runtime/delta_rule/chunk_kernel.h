@@ -51,8 +51,8 @@ template <class Acc>
 std::size_t stage_bytes(Stage s, const Problem& p) {
   switch (s) {
     case Stage::prepare: return tile_bytes<PrepareTiles<Acc>>(p);
-    case Stage::state_forward: return tile_bytes<StateForwardTiles<Acc>>(p);
-    case Stage::state_backward: return tile_bytes<StateBackwardTiles<Acc>>(p);
+    case Stage::state_forward:
+    case Stage::state_backward: return tile_bytes<StateTiles<Acc>>(p);
     case Stage::output: return tile_bytes<OutputTiles<Acc>>(p);
     case Stage::local_backward: return tile_bytes<LocalTiles<Acc>>(p);
     case Stage::gradients: break;
@@ -62,14 +62,6 @@ std::size_t stage_bytes(Stage s, const Problem& p) {
 
 inline std::size_t stage_bytes(Stage s, const Problem& p, Dtype d) {
   return d == Dtype::f64 ? stage_bytes<double>(s, p) : stage_bytes<float>(s, p);
-}
-
-// Whether the state stages can keep the chunk's k and q rows and the state in shared memory (Problem::staged):
-// both of their layouts fit kMaxSharedBytes (fp32 accumulation, C = 64, K = 64, V tile 64: 81 and 97 KiB).
-inline bool state_tiles_fit(Problem p, Dtype d) {
-  p.staged = 1;
-  return stage_bytes(Stage::state_forward, p, d) <= kMaxSharedBytes &&
-         stage_bytes(Stage::state_backward, p, d) <= kMaxSharedBytes;
 }
 
 // Global workspace a pass needs: the largest of its stages' (0 where a stage's tiles fit the shared memory).
