@@ -152,6 +152,26 @@ TEST_CASE("mesa_net: at the default 30 CG steps the implicit and the unrolled gr
   WARN("mesa_net implicit vs unrolled gradient, 30 CG steps: largest relative difference " << worst);
 }
 
+TEST_CASE("mesa_net: the implicit-gradient node is freed with its outputs (no reference cycle)", "[mesa_net]") {
+  // The node keeps the form for its backward. A form that also kept its output H_T tied that output's graph to
+  // itself: every training step's graph stayed alive (about 84 MB a step for a d_model-128 LM on the CPU; measured
+  // with `mnemo bench --model mesa_net --d-model 128 --n-heads 4 --seq-lens 256 --batch 16 --mode fwdbwd` at 3 and
+  // 12 repeats: 0.70 and 1.45 GB peak before, 0.50 and 0.50 after).
+  for (int64_t chunk : {0, 4}) {
+    CAPTURE(chunk);
+    std::weak_ptr<torch::autograd::Node> node;
+    {
+      auto in = make_mesa_inputs(1, 9, 2, 4, 3, true, 41);
+      auto r = chunk == 0 ? mesa_net_recurrent(in.q, in.k, in.v, in.g, in.beta, in.lambda, in.h_kk, in.h_kv, 5)
+                          : mesa_net_chunk(in.q, in.k, in.v, in.g, in.beta, in.lambda, in.h_kk, in.h_kv, 5, chunk);
+      node = r.final_kk.grad_fn();
+      REQUIRE(node.lock() != nullptr);
+      (r.o.sum() + r.final_kk.sum() + r.final_kv.sum()).backward();
+    }
+    CHECK(node.expired());
+  }
+}
+
 TEST_CASE("mesa_net: a second derivative of the implicit gradient is refused by name", "[mesa_net]") {
   auto in = make_mesa_inputs(1, 9, 2, 8, 8, false, 93);
   auto loss = mesa_net_chunk(in.q, in.k, in.v, in.g, in.beta, in.lambda, {}, {}, 4, 4).o.square().sum();

@@ -83,7 +83,7 @@ class MesaNetChunkForm : public MesaNetForm {
     return out.add_(inter).add_(lam_ * p);
   }
 
-  torch::Tensor final_kk() const override { return final_kk_; }
+  torch::Tensor take_final_kk() override { return std::move(final_kk_); }
 
   std::pair<torch::Tensor, torch::Tensor> readout(const torch::Tensor& x, const torch::Tensor& k,
                                                   const torch::Tensor& v, const torch::Tensor& g,

@@ -74,7 +74,9 @@ class MesaNetForm {
   virtual torch::Tensor to_layout(const torch::Tensor& x) const = 0;
   virtual torch::Tensor from_layout(const torch::Tensor& x, int64_t T) const = 0;
   virtual torch::Tensor apply(const torch::Tensor& p) const = 0;  // A_t p_t, in the layout
-  virtual torch::Tensor final_kk() const = 0;                      // H_T
+  // H_T, handed over: the form keeps no reference to it. (The implicit-gradient node keeps the form for its
+  // backward; a form still holding its own output would tie that output's graph to itself and never be freed.)
+  virtual torch::Tensor take_final_kk() = 0;
   // Readout o_t = x_t G_t and G_T.
   virtual std::pair<torch::Tensor, torch::Tensor> readout(const torch::Tensor& x, const torch::Tensor& k,
                                                           const torch::Tensor& v, const torch::Tensor& g,

@@ -88,7 +88,7 @@ struct MesaNetImplicitFunction : torch::autograd::Function<MesaNetImplicitFuncti
     ctx->saved_data["form"] = c10::IValue::make_capsule(c10::make_intrusive<MesaNetFormHolder>(form));
     ctx->saved_data["cg_steps"] = cg_steps;
     ctx->saved_data["cg_eps"] = cg_eps;
-    return {o, form->final_kk(), final_kv};
+    return {o, form->take_final_kk(), final_kv};
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -165,7 +165,7 @@ MesaNetResult mesa_net_run(const std::shared_ptr<MesaNetForm>& form, const torch
     auto apply = [&](const torch::Tensor& p) { return form->apply(p); };
     auto x = form->from_layout(mesa_net_conjugate_gradient(apply, form->to_layout(qc), cg_steps, cg_eps), T);
     auto [o, final_kv] = form->readout(x, kc, vc, gc, bc, Gv0);
-    r = {o, form->final_kk(), final_kv};
+    r = {o, form->take_final_kk(), final_kv};
   }
   r.o = r.o.to(v.scalar_type());
   return r;
@@ -186,7 +186,7 @@ class MesaNetRecurrentForm : public MesaNetForm {
   torch::Tensor apply(const torch::Tensor& p) const override {
     return torch::matmul(p.unsqueeze(-2), Hs_).squeeze(-2) + lam_ * p;
   }
-  torch::Tensor final_kk() const override { return final_kk_; }
+  torch::Tensor take_final_kk() override { return std::move(final_kk_); }
   std::pair<torch::Tensor, torch::Tensor> readout(const torch::Tensor& x, const torch::Tensor& k,
                                                   const torch::Tensor& v, const torch::Tensor& g,
                                                   const torch::Tensor& beta, const torch::Tensor& h_kv0) override {
