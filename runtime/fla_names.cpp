@@ -91,6 +91,23 @@ void fla_mamba_head_keys(const FlaConfigView& c, json& keys) {
   keys["n_heads"] = n_heads;
 }
 
+void fla_check_mamba2_layer(const FlaConfigView& c) {
+  if (!c.flag("rmsnorm")) c.refuse("rmsnorm false: mnemo's Mamba2-style output always has the gated RMSNorm");
+  if (c.flag("norm_before_gate")) c.refuse("norm_before_gate: mnemo gates, then normalises");
+  if (c.flag("D_has_hdim")) c.refuse("D_has_hdim: mnemo's skip D is one scalar per head");
+  if (c.config.at("hidden_act") != "silu" && c.config.at("hidden_act") != "swish")
+    c.refuse("hidden_act " + json_excerpt(c.config.at("hidden_act")) + ": mnemo's conv activation is SiLU");
+  // (0, inf): transformers writes inf as {"__float__": "Infinity"}, Python's json as Infinity (read as null here).
+  const json& limit = c.config.at("dt_limit");
+  auto infinite = [](const json& v) {
+    return v.is_null() || (v.is_number() && std::isinf(v.get<double>()) && v.get<double>() > 0) ||
+           (v.is_object() && v.value("__float__", "") == "Infinity");
+  };
+  const bool open_limit = limit.is_array() && limit.size() == 2 && limit[0].is_number() &&
+                          limit[0].get<double>() <= 0 && infinite(limit[1]);
+  if (!open_limit) c.refuse("dt_limit " + json_excerpt(limit) + ": mnemo does not clamp dt");
+}
+
 void fla_map_qkv_projections(const json& keys, const FlaLayerPrefixes& at, FlaKeyMap& map) {
   const bool conv = keys.at("use_short_conv").get<bool>();
   for (const std::string p : {"q", "k", "v"}) {

@@ -59,6 +59,10 @@ void fla_head_layout_keys(const FlaConfigView& c, json& keys, int64_t head_dim, 
 // above the layer's heads). Refuses an expand × hidden_size that is not a multiple of head_dim, or a num_heads (other
 // than 0 or null) that differs from it.
 void fla_mamba_head_keys(const FlaConfigView& c, json& keys);
+// The refusals of a Mamba2-style layer that mnemo computes with the gated RMSNorm after the gate, one skip D per
+// head, SiLU and unclamped dt (fla's Mamba2 and LogLinearMamba2 configs): rmsnorm false, norm_before_gate,
+// D_has_hdim, another hidden_act, a dt_limit other than (0, inf).
+void fla_check_mamba2_layer(const FlaConfigView& c);
 
 // q/k/v projections and, when keys["use_short_conv"], their short convs: mnemo's HeadProjection (<p>_proj.proj,
 // <p>_proj.conv) from fla's <p>_proj and <p>_conv1d.
@@ -79,6 +83,9 @@ struct FlaMixerNames {
   // intermediate_size and hidden_ratio) or "rwkv_channel_mix" (RWKV7FeedForward: to_mnemo reads them). Norms are
   // LayerNorm when to_mnemo sets block_norm "layernorm" (their bias zero when the config's norm_bias is false).
   std::string block_ffn = "swiglu";
+  // The activation fla's block gives its GatedMLP when the block fixes it instead of reading the config's
+  // hidden_act (LogLinearMamba2Block: "swish", while hidden_act is its conv's); empty: the config's hidden_act.
+  std::string mlp_act;
   FlaSkeletonNames names;
   // Non-empty: fla has this model_type but mnemo does not compute it exactly; the import refuses with this reason.
   std::string refusal;

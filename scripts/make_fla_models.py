@@ -20,6 +20,11 @@ fla's PaTH attention layer calls parallel_path_attn, whose Triton kernels size t
 it is replaced by `path_attn_reference` below, fla's own float32 reference of the same op (naive_path_attn).
 fla's RWKV7 model (model_type rwkv7) runs its own Triton kernels under the interpreter like the others: with 16
 tokens and no gradients its layer takes fused_mul_recurrent_rwkv7; three layers, so that two read layer 0's values.
+fla's LogLinearMamba2 layer refuses a CPU device in its forward: it is replaced by `log_linear_mamba2_forward` (the
+same call of its cuda_kernels_forward without the check), whose Triton conv runs under the interpreter, and its
+chunk_log_linear_attn (whose kernel stops under the interpreter) by `log_linear_attn_reference`, fla's own float32
+reference of the same op (naive_log_linear_attn); in_proj / out_proj biases are on (use_bias) so that the fixture
+checks their names too.
 fla's Mamba3 layer runs only mamba_ssm's CUDA kernels and refuses a CPU device: its forward is replaced by
 `mamba3_forward` below (the same call of its cuda_kernels_forward without the device check) and the SISO kernel by
 `mamba3_siso_reference`, the token-by-token recurrence of scripts/make_fla_fixtures.py, so the mamba3 fixture checks
@@ -149,6 +154,33 @@ def path_attn_reference(q, k, v, w, beta, g=None, scale=None, cu_seqlens=None, u
     return fla_path_naive.naive_path_attn(q, k, v, w, beta, g, scale), None
 
 
+def log_linear_mamba2_forward(self, hidden_states, attention_mask=None, past_key_values=None, use_cache=False,
+                              **kwargs):
+    """fla's LogLinearMamba2.forward without its CUDA device check (it raises NotImplementedError off CUDA), for one
+    full sequence without padding mask: its cuda_kernels_forward, whose conv and chunk_log_linear_attn are Triton
+    kernels that run under the interpreter like the others."""
+    assert attention_mask is None
+    output, _, _ = self.cuda_kernels_forward(hidden_states, None, False, None)
+    return output, None, past_key_values
+
+
+def log_linear_attn_reference(q, k, v, g, level_scales, initial_state=None, output_final_state=False,
+                              cu_seqlens=None, scale=None):
+    """chunk_log_linear_attn's output from fla's own reference (fla/ops/log_linear_attn/naive.py
+    naive_log_linear_attn; its chunk kernel stops under Triton's interpreter), in float32, for one sequence from an
+    empty state (no final state: only decoding reads it)."""
+    assert initial_state is None and cu_seqlens is None
+    y = fla_log_linear_naive.naive_log_linear_attn(q.float(), k.float(), v.float(), g.float(), level_scales.float(),
+                                                   scale=scale)
+    return y.to(v.dtype), None
+
+
+import fla.layers.log_linear_mamba2 as fla_log_linear_mamba2_layer  # noqa: E402
+import fla.ops.log_linear_attn.naive as fla_log_linear_naive  # noqa: E402
+
+fla_log_linear_mamba2_layer.LogLinearMamba2.forward = log_linear_mamba2_forward
+fla_log_linear_mamba2_layer.chunk_log_linear_attn = log_linear_attn_reference
+
 import fla.layers.path_attn as fla_path_layer  # noqa: E402
 import fla.ops.path_attn.naive as fla_path_naive  # noqa: E402
 
@@ -176,6 +208,9 @@ MODELS = {  # model_type: (config class, model class, the mixer's fields)
     "rwkv7": ("RWKV7Config", "RWKV7ForCausalLM",
               dict(num_hidden_layers=3, head_dim=16, decay_low_rank_dim=8, a_low_rank_dim=8, gate_low_rank_dim=16,
                    v_low_rank_dim=8, norm_eps=1e-5)),
+    "log_linear_mamba2": ("LogLinearMamba2Config", "LogLinearMamba2ForCausalLM",
+                          dict(state_size=64, head_dim=16, expand=2, n_groups=1, chunk_size=64, norm_eps=1e-5,
+                               use_bias=True)),  # fla's kernel needs a state size divisible by 64
     "mamba2": ("Mamba2Config", "Mamba2ForCausalLM",
                dict(state_size=16, head_dim=16, num_heads=4, expand=2, n_groups=1, chunk_size=16, norm_eps=1e-5)),
 }

@@ -252,11 +252,3 @@ TEST_CASE("log_linear_gdn mixer: more tokens than num_levels covers share the to
   CHECK(max_rel_err(got, full) <= 1e-10);
   CHECK(st.at("memory").size(2) == 3);
 }
-
-TEST_CASE("log_linear_gdn: import-fla knows fla's log_linear_mamba2 model_type and refuses it with the reason",
-          "[log_linear_gdn]") {
-  const json config = {{"model_type", "log_linear_mamba2"}, {"hidden_size", 64}, {"num_hidden_layers", 2}};
-  CHECK_THROWS_WITH(fla_config_to_mnemo(config, "config.json"),
-                    Catch::Contains("cannot import fla log_linear_mamba2 exactly") &&
-                        Catch::Contains("log-linear Mamba-2"));
-}

@@ -109,8 +109,10 @@ FlaModel fla_config_to_mnemo(const json& config, const std::string& where) {
            "softmax weights; mnemo's blocks are plain residual");
   if (c.contains("attn") && !c["attn"].is_null())
     r.refuse("\"attn\" puts softmax-attention layers between the " + type + " layers (a hybrid fla model)");
-  if (gated_mlp && c["hidden_act"] != "swish")
+  if (gated_mlp && names.mlp_act.empty() && c["hidden_act"] != "swish")
     r.refuse("hidden_act " + json_excerpt(c["hidden_act"]) + ": mnemo's MLP (and gate) is SwiGLU (swish)");
+  if (gated_mlp && !names.mlp_act.empty() && names.mlp_act != "swish")
+    r.refuse("the block's MLP activation " + names.mlp_act + ": mnemo's MLP (and gate) is SwiGLU (swish)");
   const int64_t d = r.integer("hidden_size");
   if (d <= 0 || r.integer("num_hidden_layers") <= 0) r.refuse("hidden_size and num_hidden_layers must be > 0");
   m.vocab_size = r.integer("vocab_size");

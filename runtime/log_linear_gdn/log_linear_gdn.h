@@ -31,6 +31,13 @@
 
 namespace mnemo {
 
+struct MixingFlopsQuery;
+// FLOPs per token of a log-linear mixer (log_linear_gdn, log_linear_mamba2; runtime/mixing_flops.h): the chunked
+// recurrence's cost with the state read and updated once per occupied level state — 1 + popcount(chunk index) states
+// before a chunk (one per set bit of the Fenwick counter), capped at num_levels; a decode step at position t reads
+// and updates 1 + popcount(t) of them.
+double log_linear_mixing_flops(const MixingFlopsQuery& q);
+
 struct LogLinearResult {
   torch::Tensor o;            // [B, T, H, V]
   torch::Tensor final_state;  // [B, H, NL, K, V]

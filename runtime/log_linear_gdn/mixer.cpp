@@ -8,11 +8,12 @@
 //   out = W_o concat_h( RMSNorm(y_h) ⊙ w ⊙ SiLU((x W_g)_h) )       (plain RMSNorm without output_gate)
 // Decode state: "memory" [B, H, num_levels, d_k, d_v] (the Fenwick level states; the position is LayerState::pos)
 // and the conv caches "conv_q", "conv_k", "conv_v": O(log T) in T.
+// flash-linear-attention 0.6.0 has no log-linear Gated DeltaNet model, so there is no fla checkpoint format for this
+// family (its log_linear_mamba2 is the family runtime/log_linear_mamba2/).
 #include <cmath>
 
 #include "runtime/blocks/mixer_common.h"
 #include "runtime/kernels/precision.h"
-#include "runtime/log_linear_gdn/fla_names.h"
 #include "runtime/log_linear_gdn/log_linear_gdn.h"
 #include "runtime/no_weight_decay.h"
 #include "runtime/recurrent_block.h"
@@ -123,10 +124,7 @@ class LogLinearGdnMixer : public Mixer, public DeclaresNoWeightDecay {
   RMSNorm norm_{nullptr};
 };
 
-// The chunked recurrence's cost (runtime/mixing_flops.h) with the state read and update once per occupied level
-// state: 1 + popcount(chunk index) states before a chunk (one per set bit of the Fenwick counter), capped at
-// num_levels; a decode step at position t reads and updates 1 + popcount(t) level states.
-static double log_linear_gdn_flops(const MixingFlopsQuery& q) {
+double log_linear_mixing_flops(const MixingFlopsQuery& q) {
   const int64_t C = q.args.is_object() && q.args.contains("chunk_size") ? q.args["chunk_size"].get<int64_t>() : 64;
   const int64_t NL = q.args.is_object() && q.args.contains("num_levels") ? q.args["num_levels"].get<int64_t>() : 15;
   const int64_t n = std::max<int64_t>(q.positions, 1);
@@ -145,10 +143,10 @@ void register_log_linear_gdn_family(Registry& r) {
       "log_linear_gdn",
       "Log-Linear Gated DeltaNet: Gated DeltaNet over Fenwick-tree level states with learned level weights "
       "(docs/models.md#log-linear-gated-deltanet)",
-      {log_linear_gdn_flops,
+      {log_linear_mixing_flops,
        {"recent linear memories", "cyan"},
        1.6e-2,
-       {log_linear_mamba2_fla_names()},
+       {},
        {{"num_levels", "level weights per head (Fenwick levels of the prefix); levels >= num_levels - 1 share the top "
                        "weight and state (docs/models.md#log-linear-gated-deltanet)"},
         {"chunk_size", "tokens per chunk of the chunked form, a power of two; speed only, the chunked form is exact"}}}));

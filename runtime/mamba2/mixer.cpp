@@ -151,20 +151,7 @@ static FlaMixerNames mamba2_fla_names() {
   n.to_mnemo = [](const FlaConfigView& c, json& keys) -> std::string {
     if (c.flag("use_bias")) c.refuse("use_bias: mnemo's in_proj and out_proj have no bias");
     if (!c.flag("use_conv_bias")) c.refuse("use_conv_bias false: mnemo's conv over xBC has a bias");
-    if (!c.flag("rmsnorm")) c.refuse("rmsnorm false: mnemo's Mamba2 output always has the gated RMSNorm");
-    if (c.flag("norm_before_gate")) c.refuse("norm_before_gate: mnemo gates, then normalises");
-    if (c.flag("D_has_hdim")) c.refuse("D_has_hdim: mnemo's skip D is one scalar per head");
-    if (c.config.at("hidden_act") != "silu" && c.config.at("hidden_act") != "swish")
-      c.refuse("hidden_act " + json_excerpt(c.config.at("hidden_act")) + ": mnemo's conv activation is SiLU");
-    // (0, inf): transformers writes inf as {"__float__": "Infinity"}, Python's json as Infinity (read as null here).
-    const json& limit = c.config.at("dt_limit");
-    auto infinite = [](const json& v) {
-      return v.is_null() || (v.is_number() && std::isinf(v.get<double>()) && v.get<double>() > 0) ||
-             (v.is_object() && v.value("__float__", "") == "Infinity");
-    };
-    const bool open_limit = limit.is_array() && limit.size() == 2 && limit[0].is_number() &&
-                            limit[0].get<double>() <= 0 && infinite(limit[1]);
-    if (!open_limit) c.refuse("dt_limit " + json_excerpt(limit) + ": mnemo does not clamp dt");
+    fla_check_mamba2_layer(c);
     fla_mamba_head_keys(c, keys);
     keys["conv_size"] = c.integer("conv_kernel");
     keys["mamba_norm_eps"] = c.number("norm_eps");

@@ -1,6 +1,0 @@
-#pragma once
-#include "runtime/fla_names.h"
-
-namespace mnemo {
-FlaMixerNames log_linear_mamba2_fla_names();  // fla "log_linear_mamba2": known, refused (see fla_names.cpp)
-}  // namespace mnemo
