@@ -29,6 +29,7 @@
 #include "runtime/registry.h"
 #include "tests/file_util.h"
 #include "tests/http_test_server.h"
+#include "tests/model_test_util.h"
 #include "tests/test_util.h"
 
 using namespace mnemo;
@@ -166,14 +167,7 @@ TEST_CASE("every family's training graph is freed by the next step (no reference
   // the check is: once the next step has run, no node of the first step is alive.
   for (const std::string& family : Registry::instance().model_names()) {
     CAPTURE(family);
-    BenchOptions opt;
-    opt.model = family;
-    opt.d_model = 64;
-    opt.n_layers = 2;
-    opt.n_heads = 2;
-    opt.vocab_size = 64;
-    torch::manual_seed(3);
-    LanguageModel model(model_config_from_json(bench_model_config(opt)));
+    LanguageModel model = test::small_model(family, 64, 64, 3);
     model->train();
     const torch::Tensor tokens = torch::randint(0, 64, {2, 40}, torch::kLong);
     auto step = [&] {  // one forward + backward; the nodes of its graph

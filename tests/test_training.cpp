@@ -14,6 +14,7 @@
 #include "engine/training/trainer.h"
 #include "runtime/model.h"
 #include "runtime/no_weight_decay.h"
+#include "model_test_util.h"
 #include "test_util.h"
 
 using namespace mnemo;
@@ -146,14 +147,7 @@ namespace {
 // the step captured as a CUDA graph after `warmup` eager ones and replayed for the rest; its parameters.
 std::vector<torch::Tensor> graph_test_steps(const std::string& family, bool graphed, int warmup, int steps,
                                             const torch::Device& device) {
-  BenchOptions opt;
-  opt.model = family;
-  opt.d_model = 64;
-  opt.n_layers = 2;
-  opt.n_heads = 2;
-  opt.vocab_size = 128;
-  torch::manual_seed(7);
-  LanguageModel model(model_config_from_json(bench_model_config(opt)));
+  LanguageModel model = test::small_model(family, 64, 128, 7);
   model->to(device);
   model->train();
   auto adamw = make_adamw(*model, json{{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.95}, {"adam_eps", 1e-8},

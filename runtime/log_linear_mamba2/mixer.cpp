@@ -109,10 +109,7 @@ class LogLinearMamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
                  : log_linear_gdn_recurrent(Cm, Bm, v, no_beta, g, lam, h0, start, 1.0);
     if (state) state->tensors["memory"] = r.final_state.detach();
     auto y = r.o.to(x.scalar_type()) + xs * D_.to(x.scalar_type()).view({1, 1, H_, 1});
-    // Gate then norm, RMSNorm over groups of d_inner / ngroups (fla's RMSNormGated, norm_before_gate false).
-    y = (y.reshape({B, T, d_inner_}) * torch::silu(z)).view({B, T, G_, d_inner_ / G_});
-    y = rms_norm(y, norm_weight_.view({G_, d_inner_ / G_}), args_.mamba_norm_eps);
-    return out_proj_(y.reshape({B, T, d_inner_}));
+    return out_proj_(mamba_gated_norm(y.reshape({B, T, d_inner_}), z, norm_weight_, G_, args_.mamba_norm_eps));
   }
 
  private:

@@ -49,6 +49,10 @@ struct MambaHeads {
 };
 MambaHeads mamba_heads(const std::string& family, int64_t d_model, double expand, int64_t head_dim, int64_t ngroups,
                        int64_t d_state);
+// The output of a Mamba2-style layer before out_proj: RMSNorm over groups of d_inner / groups of y ⊙ SiLU(z) (gate,
+// then norm: fla's RMSNormGated with norm_before_gate false), times `weight` [d_inner]; y and z [B, T, d_inner].
+torch::Tensor mamba_gated_norm(const torch::Tensor& y, const torch::Tensor& z, const torch::Tensor& weight,
+                               int64_t groups, double eps);
 // The step range and the output norm's epsilon of a Mamba-style layer: Error naming `family` and the argument.
 void check_mamba_dt_and_norm(const std::string& family, double dt_min, double dt_max, double norm_eps);
 

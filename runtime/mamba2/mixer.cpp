@@ -34,6 +34,13 @@ MambaHeads mamba_heads(const std::string& family, int64_t d_model, double expand
   return h;
 }
 
+torch::Tensor mamba_gated_norm(const torch::Tensor& y, const torch::Tensor& z, const torch::Tensor& weight,
+                               int64_t groups, double eps) {
+  const int64_t B = y.size(0), T = y.size(1), d_inner = y.size(2);
+  auto gated = (y * torch::silu(z)).view({B, T, groups, d_inner / groups});
+  return rms_norm(gated, weight.view({groups, d_inner / groups}), eps).reshape({B, T, d_inner});
+}
+
 void check_mamba_dt_and_norm(const std::string& family, double dt_min, double dt_max, double norm_eps) {
   if (!(norm_eps > 0)) throw Error(family + ": mamba_norm_eps must be > 0, got " + std::to_string(norm_eps));
   if (!(dt_min > 0 && dt_max >= dt_min))
@@ -116,10 +123,8 @@ class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
     if (state) state->tensors["memory"] = r.final_state.detach();
     auto y = r.o;
     if (D_.defined()) y = y + xs * D_.to(y.scalar_type()).view({1, 1, H_, 1});
-    // Gate then norm (docs/models.md#shared-building-blocks, Mamba2 variant), RMSNorm over groups of d_inner / ngroups.
-    y = (y.reshape({B, T, d_inner_}) * torch::silu(z)).view({B, T, G_, d_inner_ / G_});
-    y = rms_norm(y, norm_weight_.view({G_, d_inner_ / G_}), args_.mamba_norm_eps);
-    return out_proj_(y.reshape({B, T, d_inner_}));
+    // Gate then norm (docs/models.md#shared-building-blocks, Mamba2 variant).
+    return out_proj_(mamba_gated_norm(y.reshape({B, T, d_inner_}), z, norm_weight_, G_, args_.mamba_norm_eps));
   }
 
  private:
