@@ -4,8 +4,9 @@
 // dt, dl], depthwise conv1d (+ bias) + SiLU over xBC, dt = softplus(dt + dt_bias), level scales softplus(L · dl)
 // over fla's MAX_NUM_LEVELS = 15 levels, chunk_log_linear_attn(q = C, k = B, v = x·dt, g = A·dt, scale 1), + D x,
 // RMSNormGated(norm_before_gate=False) = RMSNorm_group(y · SiLU(z)) · w, out_proj. Refused: residual_in_fp32 (fla's
-// own block refuses it), attention residuals (attnres_block_size), no gated norm, the norm before the gate, D per
-// channel, a dt_limit other than (0, inf), an activation other than SiLU.
+// own block refuses it) and fla_check_mamba2_layer's cases (no gated norm, the norm before the gate, D per channel, a
+// dt_limit other than (0, inf), an activation other than SiLU); attention residuals (attnres_block_size) as for every
+// fla model (engine/io/fla_import.cpp).
 #include "runtime/log_linear_mamba2/fla_names.h"
 
 
@@ -27,7 +28,6 @@ FlaMixerNames log_linear_mamba2_fla_names() {
                 {"dt_init_floor", 1e-4}};
   n.to_mnemo = [](const FlaConfigView& c, json& keys) -> std::string {
     if (c.flag("residual_in_fp32")) c.refuse("residual_in_fp32: fla's LogLinearMamba2Block itself does not implement it");
-    if (!c.is_null("attnres_block_size")) c.refuse("attnres_block_size: mnemo's block has no attention residuals");
     fla_check_mamba2_layer(c);
     fla_mamba_head_keys(c, keys);
     keys.erase("block_mlp");  // unlike Mamba2's block this one has the GatedMLP: the skeleton's default
