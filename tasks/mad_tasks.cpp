@@ -27,10 +27,14 @@ class MadTokenTask : public TokenTask {
     return out;
   }
   // mad-lab's reported accuracy: macro average over classes per batch of 128, averaged over batches.
-  json test_metrics(const std::function<torch::Tensor(const torch::Tensor&)>& logits_fn,
-                    const std::vector<TokenExample>& test, const torch::Device& device) const override {
-    return {{"accuracy_macro", evaluate_mad_accuracy(logits_fn, test, p_.vocab_size, device).macro_batched}};
+  json test_metrics_of(const std::vector<TokenExample>& test,
+                       const std::vector<std::vector<int64_t>>& predictions) const override {
+    std::vector<std::vector<int64_t>> labels;
+    labels.reserve(test.size());
+    for (const auto& ex : test) labels.push_back(ex.labels);
+    return {{"accuracy_macro", mad_accuracy(predictions, labels, p_.vocab_size).macro_batched}};
   }
+  std::vector<std::string> test_metric_names() const override { return {"accuracy_macro"}; }
 
  private:
   MadTask task_;

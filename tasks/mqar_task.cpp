@@ -11,6 +11,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <set>
 
 #include "synthetic/mqar.h"
 #include "tasks/task.h"
@@ -72,27 +73,29 @@ class MqarTask : public TokenTask {
     return out;
   }
   // Accuracy per num_kv_pairs slice (Zoology's slice_keys), example-weighted within a slice.
-  json test_metrics(const std::function<torch::Tensor(const torch::Tensor&)>& logits_fn,
-                    const std::vector<TokenExample>& test, const torch::Device& device) const override {
+  json test_metrics_of(const std::vector<TokenExample>& test,
+                       const std::vector<std::vector<int64_t>>& predictions) const override {
     if (test_kv_.empty()) return json::object();
+    if (predictions.size() != test.size())
+      throw Error("mqar: " + std::to_string(predictions.size()) + " predictions for " + std::to_string(test.size()) +
+                  " test examples");
     std::map<int64_t, std::pair<double, int64_t>> slices;  // N_KV -> (sum of accuracies, examples)
-    constexpr size_t kBatch = 256;
-    for (size_t b = 0; b < test.size(); b += kBatch) {
-      std::vector<const TokenExample*> chunk;
-      for (size_t i = b; i < std::min(test.size(), b + kBatch); ++i) chunk.push_back(&test[i]);
-      const TokenBatch batch = collate(chunk, device);
-      const torch::Tensor acc = per_example_accuracy(logits_fn(batch.input_ids), batch.labels).cpu();
-      for (size_t i = 0; i < chunk.size(); ++i) {
-        const double a = acc[static_cast<int64_t>(i)].item<double>();
-        if (std::isnan(a) || !chunk[i]->meta.contains("num_kv_pairs")) continue;
-        auto& sl = slices[chunk[i]->meta["num_kv_pairs"].get<int64_t>()];
-        sl.first += a;
-        ++sl.second;
-      }
+    for (size_t e = 0; e < test.size(); ++e) {
+      const double a = example_accuracy(predictions[e], test[e].labels);
+      if (std::isnan(a) || !test[e].meta.contains("num_kv_pairs")) continue;
+      auto& sl = slices[test[e].meta["num_kv_pairs"].get<int64_t>()];
+      sl.first += a;
+      ++sl.second;
     }
     json out = json::object();
     for (const auto& [nkv, sl] : slices) out["accuracy_nkv" + std::to_string(nkv)] = sl.first / sl.second;
     return out;
+  }
+  std::vector<std::string> test_metric_names() const override {
+    std::set<int64_t> kv(test_kv_.begin(), test_kv_.end());
+    std::vector<std::string> names;
+    for (int64_t n : kv) names.push_back("accuracy_nkv" + std::to_string(n));
+    return names;
   }
 
  private:

@@ -133,6 +133,19 @@ torch::Tensor per_example_accuracy(const torch::Tensor& logits_or_predictions, c
   return correct.sum(-1).to(torch::kFloat64) / mask.sum(-1).to(torch::kFloat64);  // NaN where no label
 }
 
+double example_accuracy(const std::vector<int64_t>& predictions, const std::vector<int64_t>& labels, int64_t ignore) {
+  if (predictions.size() != labels.size())
+    throw Error("example_accuracy: " + std::to_string(predictions.size()) + " predictions for " +
+                std::to_string(labels.size()) + " labels");
+  int64_t correct = 0, labelled = 0;
+  for (size_t t = 0; t < labels.size(); ++t) {
+    if (labels[t] == ignore) continue;
+    ++labelled;
+    correct += predictions[t] == labels[t];
+  }
+  return labelled ? static_cast<double>(correct) / static_cast<double>(labelled) : std::nan("");
+}
+
 double per_example_accuracy(const std::vector<std::vector<int64_t>>& preds,
                             const std::vector<std::vector<int64_t>>& labels, int64_t ignore) {
   if (preds.size() != labels.size())

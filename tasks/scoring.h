@@ -48,6 +48,11 @@ double per_example_accuracy(const std::vector<std::vector<int64_t>>& preds,
 torch::Tensor per_example_accuracy(const torch::Tensor& logits_or_predictions, const torch::Tensor& labels,
                                    int64_t ignore = -100);
 
+// One example's share of correct predictions over its labelled positions (label != ignore); NaN without labels.
+// Sizes must match (Error).
+double example_accuracy(const std::vector<int64_t>& predictions, const std::vector<int64_t>& labels,
+                        int64_t ignore = -100);
+
 // mean(values) * 100 rounded to 2 decimals (RULER/BABILong task score); 0 for no values.
 double mean_percent(const std::vector<double>& values);
 

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "core/config_values.h"
+#include "tasks/token_batch.h"
 
 namespace mnemo {
 
@@ -15,6 +16,27 @@ std::vector<json> TokenTask::generate_rows(Split split, int64_t n, uint64_t seed
     rows.push_back(std::move(row));
   }
   return rows;
+}
+
+json TokenTask::test_metrics(const std::function<torch::Tensor(const torch::Tensor&)>& logits_fn,
+                             const std::vector<TokenExample>& test, const torch::Device& device) const {
+  if (test_metric_names().empty()) return json::object();
+  torch::NoGradGuard no_grad;
+  constexpr size_t kBatch = 256;
+  std::vector<std::vector<int64_t>> predictions;
+  predictions.reserve(test.size());
+  for (size_t b = 0; b < test.size(); b += kBatch) {
+    std::vector<const TokenExample*> chunk;
+    for (size_t i = b; i < std::min(test.size(), b + kBatch); ++i) chunk.push_back(&test[i]);
+    const torch::Tensor argmax = logits_fn(collate(chunk, device).input_ids).argmax(-1).to(torch::kCPU).contiguous();
+    const auto a = argmax.accessor<int64_t, 2>();
+    for (size_t e = 0; e < chunk.size(); ++e) {
+      std::vector<int64_t> row(chunk[e]->labels.size());
+      for (size_t t = 0; t < row.size(); ++t) row[t] = a[static_cast<int64_t>(e)][static_cast<int64_t>(t)];
+      predictions.push_back(std::move(row));
+    }
+  }
+  return test_metrics_of(test, predictions);
 }
 
 TaskRegistry& TaskRegistry::instance() {

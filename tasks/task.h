@@ -34,12 +34,18 @@ class TokenTask : public Task {
   virtual std::vector<TokenExample> examples(Split split, int64_t n, uint64_t seed) const = 0;
   // Default: {"input_ids": [...], "labels": [...]} (+ meta keys).
   std::vector<json> generate_rows(Split split, int64_t n, uint64_t seed) const override;
-  // Test metrics the task defines beyond loss and per-example accuracy (lm-eval's
-  // process_results), from the model's logits: name -> value. Default: none. MAD: accuracy_macro.
-  virtual json test_metrics(const std::function<torch::Tensor(const torch::Tensor&)>& logits_fn,
-                            const std::vector<TokenExample>& test, const torch::Device& device) const {
+  // Test metrics the task defines beyond loss and per-example accuracy (lm-eval's corpus-level metrics), from the
+  // argmax predictions: predictions[e][t] = argmax of the logits at position t of test example e (every position,
+  // as long as its labels). Default: none. MQAR: accuracy per num_kv_pairs slice; MAD: accuracy_macro.
+  virtual json test_metrics_of(const std::vector<TokenExample>& test,
+                               const std::vector<std::vector<int64_t>>& predictions) const {
     return json::object();
   }
+  // The names test_metrics_of returns, known before any prediction (the evaluation declares its metrics first).
+  virtual std::vector<std::string> test_metric_names() const { return {}; }
+  // test_metrics_of over the argmax of logits_fn ([B, T] ids -> [B, T, V] logits), in batches of 256.
+  json test_metrics(const std::function<torch::Tensor(const torch::Tensor&)>& logits_fn,
+                    const std::vector<TokenExample>& test, const torch::Device& device) const;
 };
 
 struct TaskFamily {

@@ -61,12 +61,16 @@ void add_eval_command(CLI::App& app) {
                   "(config.json + model.safetensors + tokenizer.json), or hf:OWNER/NAME[@REVISION] (downloaded into "
                   "the Hugging Face cache, see `mnemo hub download`); not with --requests-only");
   sub->add_option("--task", a.task, "Task name (default: the task the model was trained on)");
-  auto* tasks_opt = sub->add_option("--tasks", tasks, "lm-eval tasks, comma separated, or groups (commonsense, ...)");
+  auto* tasks_opt = sub->add_option("--tasks", tasks,
+                                    "Tasks, comma separated: lm-eval tasks or groups (piqa, commonsense, ...) and token "
+                                    "tasks (mqar, mad_*: 1000 test examples drawn with the run's seed, the "
+                                    "checkpoint's task parameters when it trained on the task)");
   auto* n_opt = sub->add_option("--n", a.n, "Examples to evaluate (generation tasks: samples per cell)")
                     ->check(CLI::PositiveNumber);
   auto* seed_opt = sub->add_option("--seed", a.seed, "Base seed of the test examples (default: the run's)");
   auto* batch_opt = sub->add_option("--batch-size", a.batch_size,
-                                    "Evaluation batch size (--task: default 64; --tasks: default 1 on the CPU, where it is the fastest, 32 on CUDA)")
+                                    "Evaluation batch size (token tasks such as mqar: default 64; lm-eval tasks: default 1 on the CPU, where "
+                                    "it is the fastest, 32 on CUDA)")
                         ->check(CLI::PositiveNumber);
   auto* limit_opt = sub->add_option("--limit", limit, "--tasks: the first N documents of each task (N >= 1)");
   auto* max_len_opt = sub->add_option("--max-length", max_length,
@@ -187,10 +191,14 @@ void add_eval_command(CLI::App& app) {
       return;
     }
     const json& cfg = out.at("results").at("config");
+    bool has_token_task = false;
+    for (const auto& [name, task_config] : out.at("results").at("configs").items())
+      has_token_task = has_token_task || task_config.value("output_type", "") == "token_predictions";
     std::cout << cfg.value("model", "") << " (checkpoint=" << cfg.value("checkpoint", "") << "), limit: "
               << cfg.at("limit").dump() << ", num_fewshot: 0, batch_size: " << cfg.at("batch_size").dump()
+              << (has_token_task ? " (token tasks: " + cfg.at("token_batch_size").dump() + ")" : std::string())
               << ", max_length: " << cfg.at("max_length").dump() << ", add_bos: " << cfg.at("add_bos").dump()
-              << ", tokenizer: " << cfg.value("tokenizer", "")
+              << ", tokenizer: " << (cfg.at("tokenizer").is_string() ? cfg.at("tokenizer").get<std::string>() : "none")
               << (cutting_context ? ", cutting_context: context_length " + std::to_string(context_length) +
                                         ", answer_length " + std::to_string(answer_length)
                                   : std::string())

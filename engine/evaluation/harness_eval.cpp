@@ -14,9 +14,10 @@
 #include "core/signals.h"
 #include "core/system_info.h"
 #include "engine/io/checkpoint.h"
-#include "engine/evaluation/evaluate.h"
+#include "engine/evaluation/checkpoint_eval.h"
 #include "engine/evaluation/generate_until.h"
 #include "engine/evaluation/model_adapter.h"
+#include "engine/evaluation/token_eval.h"
 #include "engine/config/run_config.h"
 #include "engine/io/safetensors.h"
 #include "results/db.h"
@@ -25,6 +26,7 @@
 #include "tasks/harness/task_registry.h"
 #include "tasks/harness/request.h"
 #include "tasks/lm_task.h"
+#include "tasks/token_evaluation.h"
 #include "tasks/token_shard.h"
 
 namespace mnemo {
@@ -124,25 +126,32 @@ json modified_files(const json& data_files) {
 // Answers every request of a task: loglikelihood and rolling windows through loglikelihood_tokens (all of the
 // task's windows in lm-eval's Collator order, sent in slices of whole batches so the batches equal one call's),
 // generate_until through the shared engine/evaluation/generate_until.h, one by one.
-std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok, const TaskWork& w, bool add_bos,
-                                          const HarnessOptions& o, const Log& log, int64_t& max_length) {
+std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer* tok_or_null, const TaskWork& w,
+                                          bool add_bos, const HarnessOptions& o, const Log& log, int64_t& max_length) {
   std::vector<std::vector<Response>> resp(w.reqs.size());
   std::vector<TokenPair> treq;
   std::vector<std::pair<size_t, size_t>> owner;  // token request -> (doc, request)
   std::vector<std::pair<size_t, size_t>> gens;
+  std::vector<std::pair<size_t, size_t>> predictions;  // token_predictions requests, in document order
+  auto tokenizer = [&]() -> const Tokenizer& {
+    if (!tok_or_null) throw Error("task " + w.name + " asks for text requests, but the evaluation has no tokenizer");
+    return *tok_or_null;
+  };
   std::optional<int64_t> prefix;  // only rolling requests need one (an Error for a tokenizer with neither BOS nor EOS)
   for (size_t d = 0; d < w.reqs.size(); ++d) {
     resp[d].resize(w.reqs[d].size());
     for (size_t i = 0; i < w.reqs[d].size(); ++i) {
       const Request& r = w.reqs[d][i];
-      if (r.type == RequestType::loglikelihood) {
-        treq.push_back(harness::encode_pair(tok, r.arguments[0], r.arguments[1], add_bos));
+      if (r.type == RequestType::token_predictions) {
+        predictions.emplace_back(d, i);
+      } else if (r.type == RequestType::loglikelihood) {
+        treq.push_back(harness::encode_pair(tokenizer(), r.arguments[0], r.arguments[1], add_bos));
         owner.emplace_back(d, i);
         resp[d][i].is_greedy = true;
       } else if (r.type == RequestType::loglikelihood_rolling) {
         // docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext: the page's tokens without special tokens; windows with one token of context.
-        if (!prefix) prefix = harness::prefix_token(tok);
-        for (auto& win : harness::rolling_windows(tok.encode(r.arguments[0]), *prefix, o.max_length, 1)) {
+        if (!prefix) prefix = harness::prefix_token(tokenizer());
+        for (auto& win : harness::rolling_windows(tokenizer().encode(r.arguments[0]), *prefix, o.max_length, 1)) {
           treq.push_back(std::move(win));
           owner.emplace_back(d, i);
         }
@@ -174,8 +183,26 @@ std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok
           std::to_string(o.max_length) + " is shorter than a continuation of " + std::to_string(longest_cont) +
           " tokens; --max-length sets it)");
   }
-  Progress p{w.name, static_cast<int64_t>(treq.size() + gens.size())};
+  Progress p{w.name, static_cast<int64_t>(treq.size() + gens.size() + predictions.size())};
   p.log = log;
+  if (log && !predictions.empty())
+    log("[" + w.name + "] " + std::to_string(w.n) + " documents" + skipped_note(w) + ", " +
+        std::to_string(predictions.size()) + " token_predictions requests, batch " + std::to_string(o.token_batch_size));
+  if (!predictions.empty()) {
+    std::vector<const Request*> preq;
+    for (const auto& [d, i] : predictions) preq.push_back(&w.reqs[d][i]);
+    std::vector<Response> ans;
+    try {
+      ans = answer_token_requests(model, preq, o.token_batch_size, [&](int64_t done) {
+        if (stop_requested()) throw Error(std::string("interrupted by ") + stop_signal_name() + " in task " + w.name);
+        p.update(done, done == static_cast<int64_t>(preq.size()) && treq.empty() && gens.empty());
+      });
+    } catch (const Error& e) {
+      throw Error("task " + w.name + ", " + e.what());
+    }
+    for (size_t k = 0; k < predictions.size(); ++k) resp[predictions[k].first][predictions[k].second] = std::move(ans[k]);
+  }
+  if (treq.empty() && gens.empty()) return resp;
   if (log)
     log("[" + w.name + "] " + std::to_string(w.n) + " documents" + skipped_note(w) + ", " + std::to_string(w.n_requests) + " requests (" +
         std::to_string(treq.size()) + " scored sequences, " + std::to_string(gens.size()) + " generations), batch " +
@@ -200,17 +227,20 @@ std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok
       r.ll += ll;  // rolling: the document's ll is the sum over its windows
       r.is_greedy = r.is_greedy && ans[k - s].second;
     }
-    p.update(static_cast<int64_t>(e), e == order.size() && gens.empty());
+    p.update(static_cast<int64_t>(predictions.size() + e), e == order.size() && gens.empty());
   }
   std::vector<Request> gen_requests;
   for (const auto& [d, i] : gens) gen_requests.push_back(w.reqs[d][i]);
   GenerateUntilOptions g;
   g.add_bos = add_bos;
   g.max_length = max_length;
-  g.progress = [&](int64_t done) { p.update(static_cast<int64_t>(order.size()) + done, done == static_cast<int64_t>(gens.size())); };
+  g.progress = [&](int64_t done) {
+    p.update(static_cast<int64_t>(predictions.size() + order.size()) + done, done == static_cast<int64_t>(gens.size()));
+  };
   std::vector<std::string> texts;
+  if (gens.empty()) return resp;
   try {
-    texts = generate_until(model, tok, gen_requests, g);
+    texts = generate_until(model, tokenizer(), gen_requests, g);
   } catch (const Error& e) {
     throw Error("task " + w.name + ", " + e.what());
   }
@@ -223,25 +253,42 @@ std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer& tok
 namespace {
 
 // Every option checked before any work: one error naming the option and its value.
-void check_harness_options(const EvalModel* model, const Tokenizer& tok, const HarnessOptions& o) {
+void check_harness_options(const EvalModel* model, const HarnessOptions& o) {
   if (o.tasks.empty()) throw Error("eval: no tasks given (--tasks piqa,arc_easy,... or a group such as commonsense)");
   if (o.limit && *o.limit <= 0)
     throw Error("eval: --limit must be a positive number of documents, got " + std::to_string(*o.limit));
   if (o.batch_size < 1) throw Error("eval: --batch-size must be >= 1, got " + std::to_string(o.batch_size));
+  if (o.token_batch_size < 1) throw Error("eval: --batch-size must be >= 1, got " + std::to_string(o.token_batch_size));
   if (o.max_length < 1) throw Error("eval: --max-length must be >= 1, got " + std::to_string(o.max_length));
-  if (o.output_path.empty()) throw Error("eval: the output path is empty (--output-path DIR)");
+  if (o.output_path.empty() && (o.log_samples || o.requests_only))
+    throw Error("eval: the output path is empty (--output-path DIR)");
   if (!model && !o.requests_only) throw Error("eval: no model to evaluate (a checkpoint, or --requests-only)");
   if (o.cutting_context && (o.answer_length < 0 || o.context_length - o.answer_length < 1))
     throw Error("eval: --context-length (" + std::to_string(o.context_length) + ") must exceed --answer-length (" +
                 std::to_string(o.answer_length) + " >= 0): the cut keeps context_length - answer_length tokens");
-  if (model && tok.vocab_size() != model->vocab_size())
-    throw Error("tokenizer " + tok.id() + " has " + std::to_string(tok.vocab_size()) +
-                " tokens but the model's vocab_size is " + std::to_string(model->vocab_size()) +
-                " (evaluate with the tokenizer the model was trained with: --tokenizer)");
+}
+
+// The tokenizer every text task needs, fitting the model; a token task's ids are its own (checked against the
+// model's vocabulary instead).
+void check_task_inputs(const EvalModel* model, const Tokenizer* tok, const std::vector<TaskWork>& works) {
+  for (const auto& w : works) {
+    if (auto* token = dynamic_cast<const TokenTaskEvaluation*>(w.task.get())) {
+      if (model && token->task().vocab_size() > model->vocab_size())
+        throw Error("task " + w.name + ": its vocab_size " + std::to_string(token->task().vocab_size()) +
+                    " exceeds the model's " + std::to_string(model->vocab_size()));
+      continue;
+    }
+    if (!w.task->uses_tokenizer()) continue;
+    if (!tok) throw Error("task " + w.name + " is text: give the evaluation a tokenizer (--tokenizer)");
+    if (model && tok->vocab_size() != model->vocab_size())
+      throw Error("tokenizer " + tok->id() + " has " + std::to_string(tok->vocab_size()) +
+                  " tokens but the model's vocab_size is " + std::to_string(model->vocab_size()) +
+                  " (evaluate with the tokenizer the model was trained with: --tokenizer)");
+  }
 }
 
 // Every task built and configured first, so that an unknown name fails before any work.
-std::vector<TaskWork> make_task_works(const Tokenizer& tok, const HarnessOptions& o, bool add_bos) {
+std::vector<TaskWork> make_task_works(const Tokenizer* tok, const HarnessOptions& o, bool add_bos) {
   std::vector<TaskWork> works;
   for (const auto& name : o.tasks) {
     TaskWork w;
@@ -251,7 +298,7 @@ std::vector<TaskWork> make_task_works(const Tokenizer& tok, const HarnessOptions
     works.push_back(std::move(w));
   }
   harness::HarnessTaskContext task_ctx;
-  task_ctx.tokenizer = &tok;
+  task_ctx.tokenizer = tok;
   task_ctx.add_bos = add_bos;
   task_ctx.max_length = o.max_length;
   task_ctx.cutting_context = o.cutting_context;
@@ -296,7 +343,7 @@ struct TaskScore {
   double wall_s = 0;
   json data_files;
 };
-std::vector<EvalCell> task_cells(const TaskWork& w, const TaskScore& t, const Tokenizer& tok, const HarnessOptions& o,
+std::vector<EvalCell> task_cells(const TaskWork& w, const TaskScore& t, const Tokenizer* tok, const HarnessOptions& o,
                                  bool add_bos, const json& sys) {
   const json limit_json = o.limit ? json(*o.limit) : json(nullptr);
   std::vector<EvalCell> cells;
@@ -313,12 +360,13 @@ std::vector<EvalCell> task_cells(const TaskWork& w, const TaskScore& t, const To
     if (o.cutting_context)
       c.setting.update({{"cutting_context", true}, {"context_length", o.context_length},
                         {"answer_length", o.answer_length}});
+    if (const json own = w.task->cell_setting(); !own.is_null()) c.setting = own;  // e.g. a token task's parameters
     c.details = {{"stderr", std::isfinite(se) ? json(se) : json(nullptr)},
                  {"aggregation", s.aggregation},
                  {"higher_is_better", s.higher_is_better},
-                 {"tokenizer", tok.id()},
+                 {"tokenizer", w.task->uses_tokenizer() && tok ? json(tok->id()) : json(nullptr)},
                  {"data_files", t.data_files},
-                 {"batch_size", o.batch_size},
+                 {"batch_size", w.task->uses_tokenizer() ? o.batch_size : o.token_batch_size},
                  {"wall_s", t.wall_s},
                  {"requests", w.n_requests},
                  {"docs_total", w.n_original},
@@ -343,7 +391,7 @@ struct ScoredTask {
   json results;               // results.json's entry ("acc,none", "acc_stderr,none", ...)
   std::vector<json> samples;  // samples_<task>.jsonl lines
 };
-ScoredTask score_task(EvalModel& model, const Tokenizer& tok, TaskWork& w, bool add_bos, const HarnessOptions& o,
+ScoredTask score_task(EvalModel& model, const Tokenizer* tok, TaskWork& w, bool add_bos, const HarnessOptions& o,
                       const Log& log) {
   const double t0 = wall_seconds();
   build_requests(w, o.limit);
@@ -373,7 +421,7 @@ ScoredTask score_task(EvalModel& model, const Tokenizer& tok, TaskWork& w, bool 
     if (o.log_samples) out.samples.push_back(sample_line(*w.task, d, doc, w.reqs[static_cast<size_t>(d)],
                                                          resp[static_cast<size_t>(d)], m));
   }
-  out.score.aggregated = aggregate_metrics(specs, values);
+  out.score.aggregated = aggregate_metrics(specs, values, *w.task);
   out.score.n_scored = n_scored;
   out.score.max_length = task_max_length;
   out.score.wall_s = wall_seconds() - t0;
@@ -383,14 +431,15 @@ ScoredTask score_task(EvalModel& model, const Tokenizer& tok, TaskWork& w, bool 
 }
 
 // results.json before any task: lm-eval's top-level keys and the evaluation's configuration.
-json results_skeleton(const Tokenizer& tok, const HarnessOptions& o, bool add_bos) {
+json results_skeleton(const Tokenizer* tok, const HarnessOptions& o, bool add_bos) {
   const json limit_json = o.limit ? json(*o.limit) : json(nullptr);
   json out = {{"results", json::object()},  {"group_subtasks", json::object()}, {"configs", json::object()},
               {"versions", json::object()}, {"n-shot", json::object()},         {"higher_is_better", json::object()},
               {"n-samples", json::object()}, {"data_files", json::object()}};
   out["config"] = {{"model", o.model_name},  {"model_args", "checkpoint=" + o.checkpoint},
-                   {"checkpoint", o.checkpoint}, {"tokenizer", tok.id()}, {"add_bos", add_bos},
+                   {"checkpoint", o.checkpoint}, {"tokenizer", tok ? json(tok->id()) : json(nullptr)}, {"add_bos", add_bos},
                    {"max_length", o.max_length}, {"limit", limit_json}, {"batch_size", o.batch_size},
+                   {"token_batch_size", o.token_batch_size},
                    {"bootstrap_iters", 100000}, {"device", o.device}, {"num_fewshot", 0},
                    {"cutting_context", o.cutting_context}, {"context_length", o.context_length},
                    {"answer_length", o.answer_length}, {"skip_malformed", o.skip_malformed}};
@@ -443,14 +492,16 @@ json write_outputs(const json& out, const std::vector<std::pair<std::string, std
       written.push_back(path);
       files.push_back(path);
     }
-    write_file_atomic(results_path, out.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
-    written.push_back(results_path);
-    files.insert(files.begin(), results_path);
+    if (!o.output_path.empty()) {  // no folder: the database rows alone (`mnemo eval --task`)
+      write_file_atomic(results_path, out.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+      written.push_back(results_path);
+      files.insert(files.begin(), results_path);
+    }
     if (o.record) o.record(cells);
   } catch (...) {
     std::error_code ec;
     for (const auto& path : written) fs::remove(path, ec);
-    fs::remove(o.output_path, ec);  // only if this left it empty
+    if (!o.output_path.empty()) fs::remove(o.output_path, ec);  // only if this left it empty
     throw;
   }
   return files;
@@ -458,10 +509,11 @@ json write_outputs(const json& out, const std::vector<std::pair<std::string, std
 
 }  // namespace
 
-json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o, std::function<void(const std::string&)> log) {
-  check_harness_options(model, tok, o);
-  const bool add_bos = o.add_bos.value_or(tok.adds_bos());
+json run_harness(EvalModel* model, const Tokenizer* tok, const HarnessOptions& o, std::function<void(const std::string&)> log) {
+  check_harness_options(model, o);
+  const bool add_bos = tok ? o.add_bos.value_or(tok->adds_bos()) : false;
   std::vector<TaskWork> works = make_task_works(tok, o, add_bos);
+  check_task_inputs(o.requests_only ? nullptr : model, tok, works);
   json skipped = json::object(), malformed = json::object(), data_warnings = json::object();
   // What run_harness returns beside its own keys: skipped documents, malformed records, modified data files.
   auto note_task = [&](const TaskWork& w) {
@@ -530,22 +582,78 @@ std::string default_harness_output_path(const std::string& checkpoint) {
   return (fs::path("out") / "eval" / name).string();
 }
 
+static bool is_token_task(const std::string& name) {
+  const auto& registry = TaskRegistry::instance();
+  return registry.has(name) && registry.at(name).trainable;
+}
+
+std::vector<std::string> expand_eval_tasks(const std::vector<std::string>& names_or_groups) {
+  std::vector<std::string> out;
+  auto add = [&out](const std::string& t) {
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  };
+  for (const auto& entry : names_or_groups) {
+    size_t pos = 0;
+    while (pos <= entry.size()) {
+      size_t comma = entry.find(',', pos);
+      if (comma == std::string::npos) comma = entry.size();
+      std::string name = entry.substr(pos, comma - pos);
+      pos = comma + 1;
+      name.erase(0, name.find_first_not_of(" \t"));
+      name.erase(name.find_last_not_of(" \t") + 1);
+      if (name.empty()) continue;
+      if (is_token_task(name)) {
+        add(name);
+      } else {
+        for (const auto& t : harness::expand_harness_tasks({name})) add(t);
+      }
+    }
+  }
+  if (out.empty()) harness::expand_harness_tasks({});  // the Error listing the groups
+  return out;
+}
+
+std::unique_ptr<harness::HarnessTask> make_eval_task(const std::string& name, const json& checkpoint_config,
+                                                     int64_t token_examples) {
+  if (!is_token_task(name)) return harness::make_harness_task(name);
+  // The task as the checkpoint was trained on it when it is the same task, else its defaults; the test examples
+  // drawn with the run's seed (those the trainer's evaluation drew).
+  json params = json::object();
+  uint64_t seed = 0;
+  if (checkpoint_config.is_object()) {
+    seed = checkpoint_config.value("seed", uint64_t{0});
+    if (checkpoint_config.value("task", "") == name) params = task_params_of(resolve_run_config(checkpoint_config));
+  }
+  auto task = std::dynamic_pointer_cast<TokenTask>(TaskRegistry::instance().make(name, params));
+  return std::make_unique<TokenTaskEvaluation>(task, token_examples, seed);
+}
+
 json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(const std::string&)>& log) {
   HarnessOptions o = a.options;
-  o.tasks = harness::expand_harness_tasks(o.tasks);
+  o.tasks = expand_eval_tasks(o.tasks);
+  const bool any_text = std::any_of(o.tasks.begin(), o.tasks.end(), [](const std::string& t) { return !is_token_task(t); });
+  if (!any_text && !a.tokenizer.empty())
+    throw Error("eval: --tokenizer " + a.tokenizer + " is not used: token tasks (" + o.tasks.front() +
+                ") score the ids of their own vocabulary");
+  if (a.batch_size) o.token_batch_size = *a.batch_size;
   if (o.requests_only) {
     // Requests are strings before encoding: no model, and the tokenizer (--tokenizer, else byte) is not used.
     const auto tok = load_tokenizer(a.tokenizer.empty() ? "byte" : a.tokenizer);
     if (o.output_path.empty()) o.output_path = default_harness_output_path(a.checkpoint);
     if (a.max_length) o.max_length = *a.max_length;
-    return run_harness(nullptr, *tok, o, log);
+    if (!o.make_task) o.make_task = [&](const std::string& name) { return make_eval_task(name, nullptr, a.token_examples); };
+    return run_harness(nullptr, tok.get(), o, log);
   }
   if (a.checkpoint.empty()) throw Error("eval --tasks: give --checkpoint DIR (or --requests-only to write the requests)");
   const std::string ckpt = resolve_model_path(a.checkpoint);  // a checkpoint folder or an export's .safetensors
   const json cfg = load_checkpoint_config(ckpt);
-  const CheckpointTokenizer checked = checkpoint_tokenizer(cfg, a.tokenizer, ckpt, a.allow_other_tokenizer, log);
-  const auto& tok = checked.tokenizer;
-  const json setting_extra = checked.other ? json{{"tokenizer", tok->id()}} : json::object();
+  std::shared_ptr<Tokenizer> tok;
+  json setting_extra = json::object();
+  if (any_text) {
+    const CheckpointTokenizer checked = checkpoint_tokenizer(cfg, a.tokenizer, ckpt, a.allow_other_tokenizer, log);
+    tok = checked.tokenizer;
+    if (checked.other) setting_extra = {{"tokenizer", tok->id()}};
+  }
   o.max_length_given = a.max_length.has_value();
   if (a.max_length) {
     o.max_length = *a.max_length;
@@ -554,7 +662,9 @@ json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(cons
   }
   if (o.output_path.empty()) o.output_path = default_harness_output_path(ckpt);
   const torch::Device device = resolve_device(a.device);
-  LanguageModel model = load_model(ckpt, device);
+  Backbone model = load_backbone(ckpt, device);
+  if (any_text && !model.language_model)
+    throw Error("checkpoint " + ckpt + " holds a " + model.kind + ", not a language model (it cannot generate)");
   o.model_name = cfg.value("model", "");
   o.checkpoint = ckpt;
   o.device = device.str();
@@ -570,8 +680,9 @@ json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(cons
     o.record_details["config_hash"] = config_hash(resolve_run_config(cfg));
   } catch (const std::exception&) {  // a config this mnemo no longer resolves: the run id still ties the rows
   }
-  LanguageModelAdapter adapter(*model, device);
-  json out = run_harness(&adapter, *tok, o, log);
+  if (!o.make_task) o.make_task = [&](const std::string& name) { return make_eval_task(name, cfg, a.token_examples); };
+  BackboneAdapter adapter(model, device);
+  json out = run_harness(&adapter, tok.get(), o, log);
   out["run_id"] = run_id;
   return out;
 }

@@ -1,6 +1,8 @@
-// The zero-shot evaluation driver at lm-eval parity (docs/tasks.md#evaluation-machinery, docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext): tasks build requests from
-// strings, the driver encodes them (tasks/harness/request.h), asks the model (EvalModel::loglikelihood_tokens,
-// generate_greedy), hands each document's responses to process_results and aggregates (tasks/harness/aggregation.h).
+// The evaluation driver at lm-eval parity (docs/tasks.md#evaluation-machinery, docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext):
+// tasks build requests (tasks/harness/request.h: lm-eval's three types from strings, which the driver encodes, and
+// the token tasks' token_predictions from ids), the driver asks the model (EvalModel::loglikelihood_tokens,
+// generate_greedy, logits), hands each document's responses to process_results and aggregates
+// (tasks/harness/aggregation.h). Token tasks (MQAR, MAD) enter as TokenTaskEvaluation (tasks/token_evaluation.h).
 // Outputs as lm-eval's (lm_eval/evaluator.py simple_evaluate/evaluate, lm_eval/loggers/evaluation_tracker.py,
 // lm_eval/utils.py make_table): <output_path>/results.json, samples_<task>.jsonl with --log-samples, the results table;
 // one `evals` row per (task, metric).
@@ -27,6 +29,7 @@ struct HarnessOptions {
   std::vector<std::string> tasks;  // task names (groups already expanded: harness::expand_harness_tasks)
   std::optional<int64_t> limit;    // unset = every document; N > 0 = the first N; N <= 0 is an Error
   int64_t batch_size = 32;
+  int64_t token_batch_size = 64;   // token_predictions requests (MQAR, MAD) per forward
   int64_t max_length = 2048;       // the model's context: longer requests keep their last max_length tokens
   // false (a default, e.g. the checkpoint's seq_len): a task whose loglikelihood continuation exceeds max_length is
   // scored with max_length raised to its longest request (every mnemo model runs past its trained context); true
@@ -34,7 +37,9 @@ struct HarnessOptions {
   bool max_length_given = false;
   std::optional<bool> add_bos;     // unset = the tokenizer has a BOS (docs/tasks.md#evaluation-machinery)
   bool log_samples = false;
-  std::string output_path;         // folder of results.json / samples_<task>.jsonl / <task>.jsonl (requests_only)
+  // Folder of results.json / samples_<task>.jsonl / <task>.jsonl (requests_only); empty = no files, the cells go to
+  // `record` alone (`mnemo eval --task`).
+  std::string output_path;
   bool requests_only = false;      // write the requests and stop (no model needed)
   // The recall tasks' context cutting (docs/tasks.md#recall-intensive-qa; the Based lm-eval fork's --cutting_context
   // --context_length --answer_length; these defaults are MoM's command). Other tasks ignore it.
@@ -61,8 +66,13 @@ struct HarnessOptions {
 // malformed records (skip_malformed) likewise, counted apart.
 // Progress lines (task, requests done / total, requests/s, ETA) go to `log` (may be empty). Errors: limit <= 0, an
 // unknown task (the factory's Error), a tokenizer whose vocabulary differs from the model's, bad batch/max_length.
-json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o,
+// `tok` may be null when every task is a token task (TokenTaskEvaluation: ids in the task's own vocabulary).
+json run_harness(EvalModel* model, const Tokenizer* tok, const HarnessOptions& o,
                  std::function<void(const std::string&)> log);
+inline json run_harness(EvalModel* model, const Tokenizer& tok, const HarnessOptions& o,
+                        std::function<void(const std::string&)> log) {
+  return run_harness(model, &tok, o, std::move(log));
+}
 
 // `mnemo eval --tasks ...` on a checkpoint (or without one for --requests-only).
 struct HarnessEvalRequest {
@@ -76,9 +86,18 @@ struct HarnessEvalRequest {
   // DeltaNet, 2 threads: PIQA 384 vs 284 requests/s at batch 1 vs 32, WikiText 35.4 vs 14.6): the forward is
   // already compute-bound at batch 1 and larger batches leave the caches.
   std::optional<int64_t> batch_size;
+  int64_t token_examples = 1000;  // test examples of a token task (MQAR, MAD), drawn with the checkpoint's seed
   HarnessOptions options;  // tasks may hold groups and comma lists; output_path empty = the default; batch_size
                            // is replaced by the batch_size above (or its default)
 };
+
+// Task names and groups (comma lists allowed) to the tasks of one evaluation: lm-eval tasks and groups
+// (harness::expand_harness_tasks) and the token tasks of the task registry (MQAR, MAD: TokenTaskEvaluation).
+std::vector<std::string> expand_eval_tasks(const std::vector<std::string>& names_or_groups);
+// The evaluation task of `name`: a token task with the checkpoint's parameters when it trained on it (else the
+// task's defaults) and `token_examples` test examples, or the lm-eval task.
+std::unique_ptr<harness::HarnessTask> make_eval_task(const std::string& name, const json& checkpoint_config,
+                                                     int64_t token_examples);
 
 // Default output folder: out/eval/<checkpoint's run folder name> (out/eval/requests without a checkpoint).
 std::string default_harness_output_path(const std::string& checkpoint);

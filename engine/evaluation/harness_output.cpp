@@ -70,6 +70,14 @@ std::vector<Request> document_requests(const harness::HarnessTask& task, int64_t
   auto r = task.requests(doc_id);
   std::stable_sort(r.begin(), r.end(), [](const Request& a, const Request& b) { return a.idx < b.idx; });
   for (const auto& q : r) {
+    if (q.type == RequestType::token_predictions) {
+      if (!q.arguments.empty() || q.input_ids.empty() || q.input_ids.size() != q.labels.size())
+        throw Error("task " + task.name() + ": document " + std::to_string(doc_id) +
+                    " has a token_predictions request with " + std::to_string(q.arguments.size()) + " strings, " +
+                    std::to_string(q.input_ids.size()) + " input ids and " + std::to_string(q.labels.size()) +
+                    " labels (expected no strings and as many labels as ids, at least one)");
+      continue;
+    }
     const size_t want = q.type == RequestType::loglikelihood ? 2 : 1;
     if (q.arguments.size() != want)
       throw Error("task " + task.name() + ": document " + std::to_string(doc_id) + " has a " +
@@ -84,6 +92,7 @@ json request_arguments(const std::vector<Request>& reqs) {
   for (size_t i = 0; i < reqs.size(); ++i) {
     json a = json::object();
     for (size_t j = 0; j < reqs[i].arguments.size(); ++j) a["arg_" + std::to_string(j)] = reqs[i].arguments[j];
+    if (reqs[i].type == RequestType::token_predictions) a = {{"arg_0", reqs[i].input_ids}, {"arg_1", reqs[i].labels}};
     if (reqs[i].type == RequestType::generate_until)
       a["arg_1"] = {{"until", reqs[i].until}, {"max_gen_toks", reqs[i].max_gen_toks}};
     args["gen_args_" + std::to_string(i)] = a;
@@ -98,6 +107,8 @@ json sample_line(const harness::HarnessTask& t, int64_t doc_id, const json& doc,
     json one;
     if (reqs[i].type == RequestType::generate_until) {
       one = resp[i].text;
+    } else if (reqs[i].type == RequestType::token_predictions) {
+      one = {{"predictions", resp[i].predictions}, {"loss_sum", resp[i].loss_sum}, {"n_labels", resp[i].n_labels}};
     } else if (reqs[i].type == RequestType::loglikelihood) {
       one = json::array({py_str(resp[i].ll), py_str(resp[i].is_greedy)});
     } else {
@@ -107,13 +118,17 @@ json sample_line(const harness::HarnessTask& t, int64_t doc_id, const json& doc,
     filtered.push_back(one);
   }
   const std::string target = t.target(doc);
+  // lm-eval hashes the first request's first argument; a token_predictions request's is its input ids.
+  const std::string prompt = reqs.empty() ? std::string()
+                             : reqs[0].arguments.empty() ? json(reqs[0].input_ids).dump()
+                                                         : reqs[0].arguments[0];
   json names = json::array();
   for (auto it = metrics.begin(); it != metrics.end(); ++it) names.push_back(it.key());
   json s = {{"doc_id", doc_id},       {"doc", doc},           {"target", target},
             {"arguments", request_arguments(reqs)}, {"resps", resps}, {"filtered_resps", filtered},
             {"filter", "none"},       {"metrics", names},
             {"doc_hash", sha256_hex(doc.dump(2, ' ', false, json::error_handler_t::replace))},
-            {"prompt_hash", sha256_hex(reqs.empty() ? std::string() : reqs[0].arguments[0])},
+            {"prompt_hash", sha256_hex(prompt)},
             {"target_hash", sha256_hex(target)}};
   for (auto it = metrics.begin(); it != metrics.end(); ++it) s[it.key()] = it.value();
   return s;
@@ -154,18 +169,42 @@ std::vector<Response> responses_from_resps(const json& resps, const std::vector<
         if (!number(one, &out[i].ll))
           throw Error(where + ": " + field + " is not a loglikelihood_rolling response \"<float>\": " + dump_line(one));
         break;
+      case RequestType::token_predictions: {
+        const bool ok = one.is_object() && one.contains("predictions") && one["predictions"].is_array() &&
+                        one.contains("loss_sum") && one["loss_sum"].is_number() && one.contains("n_labels") &&
+                        one["n_labels"].is_number_integer();
+        if (ok) {
+          for (const auto& p : one["predictions"]) {
+            if (!p.is_number_integer()) throw Error(where + ": " + field + " predictions hold a non-integer: " + dump_line(p));
+            out[i].predictions.push_back(p.get<int64_t>());
+          }
+        }
+        if (!ok || out[i].predictions.size() != reqs[i].labels.size())
+          throw Error(where + ": " + field + " is not a token_predictions response {predictions (one per input id), "
+                      "loss_sum, n_labels}: " + dump_line(one).substr(0, 120));
+        out[i].loss_sum = one["loss_sum"].get<double>();
+        out[i].n_labels = one["n_labels"].get<int64_t>();
+        break;
+      }
     }
   }
   return out;
 }
 
 std::vector<AggregatedMetric> aggregate_metrics(const std::vector<harness::MetricSpec>& specs,
-                                                std::map<std::string, std::vector<json>>& values) {
+                                                std::map<std::string, std::vector<json>>& values,
+                                                const harness::HarnessTask& task) {
   std::vector<AggregatedMetric> out;
   for (const auto& s : specs) {
     const auto& v = values[s.name];
     AggregatedMetric m;
     m.spec = s;
+    if (s.aggregation == harness::kCorpusAggregation) {  // the task's own, over every document at once
+      m.value = task.aggregate_corpus(s.name, v);
+      m.stderr_value = std::nan("");
+      out.push_back(m);
+      continue;
+    }
     m.value = harness::aggregate(s.aggregation, v);
     // lm-eval (evaluator_utils.py calculate_aggregate_metric): a stderr only for more than one document.
     m.stderr_value = v.size() > 1 ? harness::aggregate_stderr(s.aggregation, v) : std::nan("");

@@ -19,11 +19,11 @@ std::string dump_line(const json& j);            // one line, invalid UTF-8 repl
 void write_lines(const std::string& path, const std::vector<json>& lines);  // JSON lines, written atomically
 
 // task.requests(doc_id) in lm-eval's instance order (by idx, stable); Error for a request with the wrong number
-// of arguments (loglikelihood: 2; rolling, generate_until: 1).
+// of arguments (loglikelihood: 2; rolling, generate_until: 1; token_predictions: none, as many labels as ids).
 std::vector<harness::Request> document_requests(const harness::HarnessTask& task, int64_t doc_id);
 
 // lm-eval's "arguments" of a samples line: {"gen_args_i": {"arg_0": ..., "arg_1": ...}}; generate_until's arg_1 is
-// {"until", "max_gen_toks"}.
+// {"until", "max_gen_toks"}; token_predictions' are its input_ids and labels.
 json request_arguments(const std::vector<harness::Request>& reqs);
 
 // One line of samples_<task>.jsonl (doc_id, doc, target, arguments, resps, filtered_resps, filter, metrics, the
@@ -33,7 +33,8 @@ json sample_line(const harness::HarnessTask& t, int64_t doc_id, const json& doc,
                  const json& metrics);
 
 // The responses a samples line's "resps" holds for `reqs` (what sample_line wrote, or lm-eval's own file):
-// generate_until "text"; loglikelihood ["<float repr>", "True|False"]; rolling "<float repr>". Errors name
+// generate_until "text"; loglikelihood ["<float repr>", "True|False"]; rolling "<float repr>"; token_predictions
+// {"predictions", "loss_sum", "n_labels"}. Errors name
 // `where` ("file:line") and the field: not an array, a count other than reqs.size(), a value of the wrong shape.
 std::vector<harness::Response> responses_from_resps(const json& resps, const std::vector<harness::Request>& reqs,
                                                     const std::string& where);
@@ -43,9 +44,11 @@ struct AggregatedMetric {
   double value = 0;
   double stderr_value = 0;  // NaN: lm-eval's "N/A" (its aggregation has none, or a single document)
 };
-// Each metric of `specs` over its per-document values (the shared aggregation, tasks/harness/aggregation.h).
+// Each metric of `specs` over its per-document values (the shared aggregation, tasks/harness/aggregation.h; a
+// "corpus" metric through task.aggregate_corpus, with no stderr).
 std::vector<AggregatedMetric> aggregate_metrics(const std::vector<harness::MetricSpec>& specs,
-                                                std::map<std::string, std::vector<json>>& values);
+                                                std::map<std::string, std::vector<json>>& values,
+                                                const harness::HarnessTask& task);
 // results.json's entry of a task: {"alias", "<metric>,none", "<metric>_stderr,none" (a number or "N/A")}.
 json results_entry(const std::string& task, const std::vector<AggregatedMetric>& metrics);
 

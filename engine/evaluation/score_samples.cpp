@@ -144,7 +144,7 @@ json score_samples(const std::string& task_name, const std::string& path, const 
   return {{"task", task_name},
           {"samples", path},
           {"n", n},
-          {"results", results_entry(task_name, aggregate_metrics(specs, values))},
+          {"results", results_entry(task_name, aggregate_metrics(specs, values, *task))},
           {"checked", "every line's doc and arguments equal task " + task_name + "'s document and requests for its "
                       "doc_id; the per-document " + metric_names + " recomputed from its resps equal the stored values"}};
 }

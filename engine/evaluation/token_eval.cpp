@@ -47,7 +47,14 @@ TokenEvalResult evaluate_tokens(Backbone& model, const std::vector<TokenExample>
     const int64_t n_labels = (batch.labels != kIgnoreLabel).sum().item<int64_t>();
     if (n_labels > 0) loss_sum += token_loss(logits, batch.labels).item<double>() * n_labels;
     r.n_labels += n_labels;
-    auto acc = per_example_accuracy(logits, batch.labels).cpu();
+    const torch::Tensor argmax = logits.argmax(-1).to(torch::kCPU).contiguous();
+    const auto am = argmax.accessor<int64_t, 2>();
+    for (size_t e = 0; e < chunk.size(); ++e) {
+      std::vector<int64_t> row(chunk[e]->labels.size());
+      for (size_t t = 0; t < row.size(); ++t) row[t] = am[static_cast<int64_t>(e)][static_cast<int64_t>(t)];
+      r.predictions.push_back(std::move(row));
+    }
+    auto acc = per_example_accuracy(argmax, batch.labels.cpu());
     for (int64_t i = 0; i < acc.size(0); ++i) {
       double a = acc[i].item<double>();
       if (!std::isnan(a)) r.per_example.push_back(a);
@@ -60,6 +67,49 @@ TokenEvalResult evaluate_tokens(Backbone& model, const std::vector<TokenExample>
   r.accuracy = r.n_examples ? sum / r.n_examples : 0.0;
   if (was_training) model.module->train();
   return r;
+}
+
+std::vector<harness::Response> answer_token_requests(EvalModel& model, const std::vector<const harness::Request*>& requests,
+                                                     int64_t batch_size, const std::function<void(int64_t)>& progress) {
+  namespace F = torch::nn::functional;
+  torch::NoGradGuard no_grad;
+  std::vector<harness::Response> out(requests.size());
+  for (size_t s = 0; s < requests.size(); s += static_cast<size_t>(batch_size)) {
+    const size_t e = std::min(requests.size(), s + static_cast<size_t>(batch_size));
+    int64_t T = 0;
+    for (size_t k = s; k < e; ++k) T = std::max<int64_t>(T, static_cast<int64_t>(requests[k]->input_ids.size()));
+    const int64_t B = static_cast<int64_t>(e - s);
+    torch::Tensor ids = torch::zeros({B, T}, torch::kInt64), labels = torch::full({B, T}, kIgnoreLabel, torch::kInt64);
+    for (size_t k = s; k < e; ++k) {
+      const auto n = static_cast<int64_t>(requests[k]->input_ids.size());
+      ids[static_cast<int64_t>(k - s)].narrow(0, 0, n).copy_(torch::tensor(requests[k]->input_ids, torch::kInt64));
+      labels[static_cast<int64_t>(k - s)].narrow(0, 0, n).copy_(torch::tensor(requests[k]->labels, torch::kInt64));
+    }
+    const torch::Tensor logits = model.logits(ids);
+    const torch::Tensor finite = torch::isfinite(logits).reshape({B, -1}).all(1).cpu();
+    for (int64_t i = 0; i < B; ++i)
+      if (!finite[i].item<bool>())
+        throw Error("test example " + std::to_string(requests[s + static_cast<size_t>(i)]->doc_id) +
+                    ": the model's logits are not finite (nan or inf): non-finite weights or activations");
+    const torch::Tensor on_device = labels.to(logits.device());
+    const torch::Tensor nll = F::cross_entropy(loss_logits(logits), on_device.reshape({-1}),
+                                               F::CrossEntropyFuncOptions().ignore_index(kIgnoreLabel).reduction(torch::kNone))
+                                  .reshape({B, T})
+                                  .sum(1)
+                                  .to(torch::kCPU, torch::kFloat64);
+    const torch::Tensor argmax = logits.argmax(-1).to(torch::kCPU).contiguous();
+    const auto am = argmax.accessor<int64_t, 2>();
+    for (size_t k = s; k < e; ++k) {
+      harness::Response& r = out[k];
+      const auto i = static_cast<int64_t>(k - s);
+      r.predictions.resize(requests[k]->input_ids.size());
+      for (size_t t = 0; t < r.predictions.size(); ++t) r.predictions[t] = am[i][static_cast<int64_t>(t)];
+      r.loss_sum = nll[i].item<double>();
+      for (int64_t l : requests[k]->labels) r.n_labels += l != kIgnoreLabel;
+    }
+    if (progress) progress(static_cast<int64_t>(e));
+  }
+  return out;
 }
 
 }  // namespace mnemo

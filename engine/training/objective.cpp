@@ -24,10 +24,7 @@ class TokenObjective : public Objective {
   Metrics evaluate(Backbone& model) override {
     auto ev = evaluate_tokens(model, test_, batch_, device_);
     Metrics m = {{"loss", ev.loss}, {"accuracy", ev.accuracy}};
-    torch::NoGradGuard no_grad;
-    model.module->eval();
-    const json extra = task_.test_metrics(model.forward, test_, device_);  // MAD: accuracy_macro
-    model.module->train();
+    const json extra = task_.test_metrics_of(test_, ev.predictions);  // MQAR: per N_KV slice; MAD: accuracy_macro
     for (auto it = extra.begin(); it != extra.end(); ++it) m.push_back({it.key(), it.value().get<double>()});
     return m;
   }

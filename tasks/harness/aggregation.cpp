@@ -97,15 +97,16 @@ double aggregate(const std::string& aggregation, const std::vector<json>& values
   if (aggregation == "mean" || aggregation == "np_mean") return mean(numbers(values, aggregation));
   if (aggregation == "squad_v2_exact" || aggregation == "squad_v2_f1") return squad_v2(aggregation, values);
   if (aggregation == "perplexity") return std::exp(-mean(numbers(values, aggregation)));
-  if (aggregation == "weighted_perplexity" || aggregation == "bits_per_byte") {
+  if (aggregation == "weighted_perplexity" || aggregation == "bits_per_byte" || aggregation == "weighted_mean") {
     std::vector<std::pair<double, double>> items;
     items.reserve(values.size());
     for (const auto& v : values) items.push_back(pair_of(v, aggregation));
     const double wm = weighted_mean(items);
+    if (aggregation == "weighted_mean") return wm;
     return aggregation == "bits_per_byte" ? -wm / std::log(2.0) : std::exp(-wm);
   }
   throw Error("unknown aggregation '" + aggregation +
-              "' (known: mean, np_mean, perplexity, weighted_perplexity, bits_per_byte, squad_v2_exact, squad_v2_f1)");
+              "' (known: mean, np_mean, perplexity, weighted_perplexity, weighted_mean, bits_per_byte, squad_v2_exact, squad_v2_f1)");
 }
 
 double aggregate_stderr(const std::string& aggregation, const std::vector<json>& values, int64_t bootstrap_iters) {
@@ -128,11 +129,12 @@ double aggregate_stderr(const std::string& aggregation, const std::vector<json>&
     }
     return sample_stddev(replicates);
   }
-  if (aggregation == "weighted_perplexity" || aggregation == "bits_per_byte") return kNaN;  // not bootstrappable
+  if (aggregation == "weighted_perplexity" || aggregation == "bits_per_byte" || aggregation == "weighted_mean")
+    return kNaN;  // not bootstrappable
   // numpy.mean and the squad_v2 aggregations are functions lm-eval's stderr_for_metric does not know: "N/A".
   if (aggregation == "np_mean" || aggregation == "squad_v2_exact" || aggregation == "squad_v2_f1") return kNaN;
   throw Error("unknown aggregation '" + aggregation +
-              "' (known: mean, np_mean, perplexity, weighted_perplexity, bits_per_byte, squad_v2_exact, squad_v2_f1)");
+              "' (known: mean, np_mean, perplexity, weighted_perplexity, weighted_mean, bits_per_byte, squad_v2_exact, squad_v2_f1)");
 }
 
 }  // namespace mnemo::harness

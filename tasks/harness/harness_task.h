@@ -1,4 +1,4 @@
-// Zero-shot tasks at lm-eval parity (docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext): a task = documents + the requests of a
+// The evaluation task API (the one driver: engine/evaluation/harness_eval.h). Zero-shot tasks at lm-eval parity (docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext): a task = documents + the requests of a
 // document + process_results(doc, responses) -> per-document metric values; aggregation and standard errors
 // exist once (tasks/harness/aggregation.h). Most tasks are data: a JSON task spec read by one generic
 // multiple-choice task (tasks/harness/multiple_choice.cpp); code only where lm-eval's preprocessing needs it
@@ -36,9 +36,13 @@ struct MalformedRecord {
   json entry() const { return {{"doc_id", doc_id}, {"where", where}, {"reason", reason}}; }
 };
 
+// The aggregation of a metric that only the task can compute over all of its documents at once
+// (HarnessTask::aggregate_corpus; lm-eval's corpus-level metrics such as F1 over a whole set).
+inline constexpr const char* kCorpusAggregation = "corpus";
+
 struct MetricSpec {
   std::string name;         // "acc", "acc_norm", "perplexity", "word_perplexity", "byte_perplexity", "bits_per_byte"
-  std::string aggregation;  // "mean", "perplexity", "weighted_perplexity", "bits_per_byte"
+  std::string aggregation;  // "mean", "perplexity", "weighted_perplexity", "bits_per_byte", "corpus", ...
   bool higher_is_better = true;
 };
 
@@ -67,6 +71,16 @@ class HarnessTask {
   // The records skipped as malformed (configured with skip_malformed; empty otherwise), by doc_id. Their doc_ids
   // count in num_docs(); doc() and requests() of one are Errors naming the record.
   virtual std::vector<MalformedRecord> malformed_records() const { return {}; }
+  // A "corpus" metric over the per-document values process_results gave it, in document order.
+  virtual double aggregate_corpus(const std::string& metric, const std::vector<json>& values) const {
+    throw Error("task " + name() + ": metric " + metric + " has no corpus aggregation");
+  }
+  // The setting of the task's evals rows (what makes two values comparable); null = the driver's lm-eval setting
+  // (suite, num_fewshot, limit, max_length, add_bos, version).
+  virtual json cell_setting() const { return nullptr; }
+  // Whether the requests are text the driver encodes with the evaluation's tokenizer (every request type but
+  // token_predictions, whose ids the task made in its own vocabulary).
+  virtual bool uses_tokenizer() const { return true; }
 };
 
 // The registry of these tasks (names, groups, construction): tasks/harness/task_registry.h.

@@ -14,6 +14,7 @@ std::string request_type_name(RequestType t) {
     case RequestType::loglikelihood: return "loglikelihood";
     case RequestType::loglikelihood_rolling: return "loglikelihood_rolling";
     case RequestType::generate_until: return "generate_until";
+    case RequestType::token_predictions: return "token_predictions";
   }
   throw Error("unknown request type " + std::to_string(static_cast<int>(t)));
 }
