@@ -373,6 +373,7 @@ void register_babilong_tasks(TaskRegistry& r) {
     f.defaults = defaults;
     f.help = help;
     f.trainable = true;
+    f.evaluation = "generate_until";
     f.make = [t](const json& params) -> std::shared_ptr<Task> { return std::make_shared<BabilongTask>(t, params); };
     r.add(std::move(f));
   }

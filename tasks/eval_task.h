@@ -1,7 +1,7 @@
 // Tasks that evaluate a trained model (`mnemo eval --task`): the engine builds an EvalContext around the
 // checkpoint's model (tasks/model_api.h). Generation tasks (S-NIAH, BABILong: GenerationTask) declare their
 // samples as lm-eval generate_until requests plus a process_results per sample, and the engine runs them
-// (engine/evaluation/evaluate.h evaluate_generation_task, on the one generate_until of engine/evaluation/generate_until.h); lm_ppl
+// (the evaluation driver, engine/evaluation/harness_eval.h, through tasks/generation_evaluation.h); lm_ppl
 // (DirectEvalTask) scores the model itself. Either way one EvalCell per (task, metric, setting) reaches ctx.record
 // (the engine stores them as `evals` rows).
 //
@@ -73,7 +73,7 @@ class DirectEvalTask : public EvalTask {
 // A generation evaluation declared as data (S-NIAH, BABILong): the cells of its settings grid, each with one
 // lm-eval generate_until request per sample and the sample's doc; the engine answers the requests
 // (engine/evaluation/generate_until.h, the one generate_until of every task), scores each answer with
-// GenerationTask::process_results and records one EvalCell per cell (engine/evaluation/evaluate.h evaluate_generation_task).
+// GenerationTask::process_results and records one EvalCell per cell (tasks/generation_evaluation.h in the driver).
 struct GenerationCell {
   json setting;                            // e.g. {"length": 4096, "depth": 50}
   json details;                            // the cell's details; the engine adds "wall_s" and "samples"

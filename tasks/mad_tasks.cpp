@@ -85,6 +85,7 @@ void register_mad_tasks(TaskRegistry& r) {
     f.help = json::object();
     for (const auto& k : mad_param_keys(t)) f.help[k] = param_help().at(k);
     f.trainable = true;
+    f.evaluation = "token_predictions";
     f.make = [t](const json& p) { return std::make_shared<MadTokenTask>(t, p); };
     r.add(std::move(f));
   }

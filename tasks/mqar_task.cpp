@@ -147,6 +147,7 @@ void register_mqar_task(TaskRegistry& r) {
             {"test_num_kv_pairs", "test slices: example i has entry i mod n; adds test metrics accuracy_nkv<N> "
                                   "(empty: num_kv_pairs)"}};
   f.trainable = true;
+  f.evaluation = "token_predictions";
   f.make = [](const json& p) { return std::make_shared<MqarTask>(p); };
   r.add(std::move(f));
 }

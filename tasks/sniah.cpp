@@ -376,6 +376,7 @@ void register_sniah_tasks(TaskRegistry& r) {
               {"wordlists", "folder with adjectivelist.txt and nounlist.txt (needle keys)"},
               {"with_ids", "generate: also write the prompt's token ids"}};
     f.trainable = true;
+    f.evaluation = "generate_until";
     f.make = [v](const json& params) -> std::shared_ptr<Task> { return std::make_shared<SniahTask>(v, params); };
     r.add(std::move(f));
   }

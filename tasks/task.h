@@ -53,7 +53,10 @@ struct TaskFamily {
   std::string description;
   json defaults;  // parameter name -> default value (the CLI flag is --name-with-dashes)
   json help;      // parameter name -> one-line description
-  bool trainable = false;  // a TokenTask
+  bool trainable = false;  // the trainer learns it (a TokenTask, or language modelling)
+  // How `mnemo eval --tasks` scores a checkpoint on it: "token_predictions" (a TokenTask: TokenTaskEvaluation),
+  // "generate_until" (a GenerationTask: GenerationTaskEvaluation), "" (not through the driver's --tasks).
+  std::string evaluation;
   std::function<std::shared_ptr<Task>(const json& params)> make;  // params = defaults merged
 };
 

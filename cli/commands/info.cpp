@@ -203,8 +203,10 @@ void add_info_commands(CLI::App& app) {
     json out = json::array();
     for (const auto& name : reg.names()) {
       const auto& t = reg.at(name);
-      out.push_back({{"name", name}, {"description", t.description}, {"trainable", t.trainable},
-                     {"defaults", t.defaults}, {"help", t.help}});
+      json entry = {{"name", name}, {"description", t.description}, {"trainable", t.trainable},
+                    {"defaults", t.defaults}, {"help", t.help}};
+      if (!t.evaluation.empty()) entry["eval_requests"] = t.evaluation;  // also a task of `mnemo eval --tasks`
+      out.push_back(std::move(entry));
     }
     // The evaluation tasks: a spec file each for the multiple-choice ones (built in, or from $MNEMO_TASK_PATH).
     std::map<std::string, harness::TaskSpecFile> spec_of;
@@ -232,7 +234,9 @@ void add_info_commands(CLI::App& app) {
     }
     std::cout << "Training tasks (mnemo train --task NAME):\n";
     for (const auto& t : out) {
-      std::cout << t["name"].get<std::string>() << (t["trainable"].get<bool>() ? " [trainable]" : "") << "  —  "
+      std::cout << t["name"].get<std::string>() << (t["trainable"].get<bool>() ? " [trainable]" : "")
+                << (t.contains("eval_requests") ? " [eval --tasks: " + t["eval_requests"].get<std::string>() + "]" : "")
+                << "  —  "
                 << t["description"].get<std::string>() << "\n";
       for (auto it = t["defaults"].begin(); it != t["defaults"].end(); ++it) {
         std::cout << "    --" << it.key() << " (default " << it.value().dump() << ")";

@@ -4,7 +4,6 @@
 #include <filesystem>
 
 #include "engine/io/checkpoint.h"
-#include "engine/evaluation/generate_until.h"
 #include "engine/evaluation/model_adapter.h"
 #include "engine/config/run_config.h"
 #include "engine/evaluation/harness_eval.h"
@@ -12,58 +11,33 @@
 #include "runtime/device.h"
 #include "tasks/eval_task.h"
 #include "tasks/lm_task.h"
-#include "tasks/scoring.h"
 #include "tasks/task.h"
+#include "tasks/generation_evaluation.h"
 #include "tasks/token_evaluation.h"
 #include "tasks/token_shard.h"
 
 namespace mnemo {
 
 json evaluate_generation_task(const GenerationTask& task, EvalContext& ctx) {
-  const GenerationPlan plan = task.generation_plan(ctx);
-  if (!plan.tokenizer) throw Error("task " + plan.task + ": its generation plan names no tokenizer");
+  auto evaluation = std::make_unique<GenerationTaskEvaluation>(task, ctx);  // every cell's samples and requests
+  const std::shared_ptr<Tokenizer> tok = evaluation->tokenizer();
+  const std::string task_name = evaluation->name(), metric = evaluation->metrics().front().name;
+  HarnessOptions o;
+  o.tasks = {task_name};
+  o.make_task = [&](const std::string&) { return std::move(evaluation); };
+  o.device = ctx.device.str();
   json cells = json::array();
-  std::vector<EvalCell> rows;
-  for (int64_t c = 0; c < plan.n_cells; ++c) {
-    const double t0 = wall_seconds();
-    const GenerationCell cell = plan.cell(c);
-    if (cell.docs.size() != cell.requests.size())
-      throw Error("task " + plan.task + ": cell " + json_excerpt(cell.setting) + " has " + std::to_string(cell.docs.size()) +
-                  " samples but " + std::to_string(cell.requests.size()) + " requests");
-    GenerateUntilOptions g;
-    g.add_bos = plan.tokenizer->adds_bos();  // encode_with_bos, as the task sized its prompts
-    g.prefill_chunk = plan.prefill_chunk;
-    std::vector<std::string> texts;
-    try {
-      texts = generate_until(ctx.model, *plan.tokenizer, cell.requests, g);
-    } catch (const Error& e) {
-      throw Error("task " + plan.task + ", " + cell.label + ", " + e.what());
+  o.record = [&](const std::vector<EvalCell>& rows) {
+    for (const EvalCell& row : rows) {
+      json summary = row.setting;
+      summary["value"] = row.value;
+      summary["n"] = row.n;
+      cells.push_back(std::move(summary));
     }
-    std::vector<double> scores;
-    json samples = json::array();
-    for (size_t i = 0; i < texts.size(); ++i) {
-      json record = task.process_results(cell.docs[i], texts[i], plan.mode);
-      scores.push_back(record.at("score").get<double>());
-      samples.push_back(std::move(record));
-    }
-    EvalCell row;
-    row.task = plan.task;
-    row.metric = plan.metric;
-    row.setting = cell.setting;
-    row.value = mean_percent(scores);
-    row.n = static_cast<int64_t>(cell.requests.size());
-    row.details = cell.details;
-    row.details["wall_s"] = wall_seconds() - t0;
-    row.details["samples"] = std::move(samples);
-    json summary = cell.setting;
-    summary["value"] = row.value;
-    summary["n"] = row.n;
-    cells.push_back(std::move(summary));
-    if (ctx.log) ctx.log(cell.label + ": " + plan.metric + " " + std::to_string(row.value));
-    rows.push_back(std::move(row));
-  }
-  record_cells(ctx, rows);
-  return {{"task", plan.task}, {"metric", plan.metric}, {"tokenizer", plan.tokenizer->id()}, {"cells", cells}};
+    record_cells(ctx, rows);
+  };
+  run_harness(&ctx.model, tok.get(), o, ctx.log);
+  return {{"task", task_name}, {"metric", metric}, {"tokenizer", tok->id()}, {"cells", cells}};
 }
 
 json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const std::string&)>& log) {

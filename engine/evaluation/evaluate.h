@@ -28,10 +28,11 @@ struct EvalRequest {
   bool allow_other_tokenizer = false;  // a --tokenizer other than the checkpoint's (checkpoint_tokenizer)
 };
 
-// A generation task (S-NIAH, BABILong) on ctx.model: per cell of task.generation_plan(ctx), its requests through
-// the shared generate_until (engine/evaluation/generate_until.h; BOS first when the tokenizer has one, no truncation), each
-// answer scored by task.process_results, the cell's value mean_percent of the scores; one EvalCell per cell
-// (details: the plan's, "wall_s" and "samples", the process_results records) handed to ctx.record once all are done.
+// A generation task (S-NIAH, BABILong) on ctx.model through the evaluation driver (run_harness over
+// GenerationTaskEvaluation: every cell of task.generation_plan(ctx), its requests through the shared generate_until,
+// BOS first when the tokenizer has one, no truncation; each answer scored by task.process_results; a cell's value
+// mean_percent of its scores); one EvalCell per cell (details: the plan's, "wall_s" and "samples", the
+// process_results records) handed to ctx.record once all are done.
 // Returns {"task", "metric", "tokenizer", "cells": [setting + "value", "n"]}.
 json evaluate_generation_task(const GenerationTask& task, EvalContext& ctx);
 

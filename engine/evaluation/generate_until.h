@@ -1,6 +1,6 @@
 // The one generate_until of every evaluation (docs/tasks.md#evaluation-machinery): the lm-eval driver's generation
-// requests (engine/evaluation/harness_eval.h: the recall tasks) and the generation tasks' (S-NIAH, BABILong:
-// engine/evaluation/evaluate.h evaluate_generation_task) are answered here. lm-eval lm_eval/models/huggingface.py
+// requests (engine/evaluation/harness_eval.h: the recall tasks, and the generation tasks S-NIAH and BABILong through
+// tasks/generation_evaluation.h) are answered here. lm-eval lm_eval/models/huggingface.py
 // HFLM.generate_until: the context encoded (BOS first with add_bos), left-truncated to max_length - max_gen_toks,
 // greedy decoding until EOS, any `until` string or max_gen_toks tokens, the text cut before the first `until`.
 #pragma once

@@ -26,6 +26,7 @@
 #include "tasks/harness/task_registry.h"
 #include "tasks/harness/request.h"
 #include "tasks/lm_task.h"
+#include "tasks/generation_evaluation.h"
 #include "tasks/token_evaluation.h"
 #include "tasks/token_shard.h"
 
@@ -126,8 +127,11 @@ json modified_files(const json& data_files) {
 // Answers every request of a task: loglikelihood and rolling windows through loglikelihood_tokens (all of the
 // task's windows in lm-eval's Collator order, sent in slices of whole batches so the batches equal one call's),
 // generate_until through the shared engine/evaluation/generate_until.h, one by one.
+// done_at[d]: the wall time (wall_seconds) at which document d's last answer came (0 without requests).
 std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer* tok_or_null, const TaskWork& w,
-                                          bool add_bos, const HarnessOptions& o, const Log& log, int64_t& max_length) {
+                                          bool add_bos, const HarnessOptions& o, const Log& log, int64_t& max_length,
+                                          std::vector<double>& done_at) {
+  done_at.assign(w.reqs.size(), 0.0);
   std::vector<std::vector<Response>> resp(w.reqs.size());
   std::vector<TokenPair> treq;
   std::vector<std::pair<size_t, size_t>> owner;  // token request -> (doc, request)
@@ -201,6 +205,7 @@ std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer* tok
       throw Error("task " + w.name + ", " + e.what());
     }
     for (size_t k = 0; k < predictions.size(); ++k) resp[predictions[k].first][predictions[k].second] = std::move(ans[k]);
+    for (const auto& [d, i] : predictions) done_at[d] = wall_seconds();
   }
   if (treq.empty() && gens.empty()) return resp;
   if (log)
@@ -229,12 +234,16 @@ std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer* tok
     }
     p.update(static_cast<int64_t>(predictions.size() + e), e == order.size() && gens.empty());
   }
+  for (const auto& [d, i] : owner) done_at[d] = wall_seconds();
   std::vector<Request> gen_requests;
   for (const auto& [d, i] : gens) gen_requests.push_back(w.reqs[d][i]);
+  const harness::GenerationPolicy policy = w.task->generation_policy();
   GenerateUntilOptions g;
   g.add_bos = add_bos;
-  g.max_length = max_length;
+  if (policy.truncate) g.max_length = max_length;  // else none: the task sized its prompts
+  g.prefill_chunk = policy.prefill_chunk;
   g.progress = [&](int64_t done) {
+    if (done > 0) done_at[gens[static_cast<size_t>(done - 1)].first] = wall_seconds();
     p.update(static_cast<int64_t>(predictions.size() + order.size()) + done, done == static_cast<int64_t>(gens.size()));
   };
   std::vector<std::string> texts;
@@ -279,6 +288,7 @@ void check_task_inputs(const EvalModel* model, const Tokenizer* tok, const std::
       continue;
     }
     if (!w.task->uses_tokenizer()) continue;
+    if (dynamic_cast<const GenerationTaskEvaluation*>(w.task.get())) continue;  // its plan checked its tokenizer
     if (!tok) throw Error("task " + w.name + " is text: give the evaluation a tokenizer (--tokenizer)");
     if (model && tok->vocab_size() != model->vocab_size())
       throw Error("tokenizer " + tok->id() + " has " + std::to_string(tok->vocab_size()) +
@@ -337,16 +347,40 @@ std::pair<json, json> write_request_files(std::vector<TaskWork>& works, const Ha
 
 // The evals rows of one scored task: a cell per metric with its setting (what makes two values comparable) and its
 // details (stderr, data files, versions, timing).
+// A cell of a grid task (HarnessTask::doc_setting): its documents' values aggregated apart.
+struct GridCell {
+  json setting;
+  std::vector<AggregatedMetric> aggregated;
+  std::map<std::string, std::vector<json>> values;  // per metric, the documents' values ("samples")
+  int64_t n = 0;
+  double wall_s = 0;
+};
 struct TaskScore {
   std::vector<AggregatedMetric> aggregated;
   int64_t n_scored = 0, max_length = 0;
   double wall_s = 0;
   json data_files;
+  std::vector<GridCell> grid;  // empty: the task is one cell
 };
 std::vector<EvalCell> task_cells(const TaskWork& w, const TaskScore& t, const Tokenizer* tok, const HarnessOptions& o,
                                  bool add_bos, const json& sys) {
   const json limit_json = o.limit ? json(*o.limit) : json(nullptr);
   std::vector<EvalCell> cells;
+  for (const GridCell& g : t.grid)
+    for (const auto& a : g.aggregated) {
+      EvalCell c;
+      c.task = w.name;
+      c.metric = a.spec.name;
+      c.value = a.value;
+      c.n = g.n;
+      c.setting = g.setting;
+      c.details = w.task->cell_details(g.setting);
+      c.details["wall_s"] = g.wall_s;
+      c.details["samples"] = g.values.at(a.spec.name);
+      c.details.update(o.record_details);
+      cells.push_back(std::move(c));
+    }
+  if (!t.grid.empty()) return cells;
   for (const auto& a : t.aggregated) {
     const auto& s = a.spec;
     const double se = a.stderr_value;
@@ -402,26 +436,48 @@ ScoredTask score_task(EvalModel& model, const Tokenizer* tok, TaskWork& w, bool 
                 " malformed records): nothing to score");
   if (stop_requested()) throw Error(std::string("interrupted by ") + stop_signal_name() + " before task " + w.name);
   int64_t task_max_length = o.max_length;  // raised for this task when a continuation needs it (answer)
-  const auto resp = answer(model, tok, w, add_bos, o, log, task_max_length);
+  std::vector<double> done_at;
+  const auto resp = answer(model, tok, w, add_bos, o, log, task_max_length, done_at);
   const auto specs = w.task->metrics();
   std::map<std::string, std::vector<json>> values;
   ScoredTask out;
+  std::map<std::string, size_t> grid_index;  // setting.dump() -> index in out.score.grid
   for (int64_t d = 0; d < w.n; ++d) {
     if (!scored(w, d)) continue;
     const json doc = w.task->doc(d);
     const json m = w.task->process_results(doc, resp[static_cast<size_t>(d)]);
     if (!m.is_object()) throw Error("task " + w.name + ": process_results of document " + std::to_string(d) +
                                     " is not an object: " + dump_line(m));
+    const json setting = w.task->doc_setting(doc);
+    GridCell* cell = nullptr;
+    if (!setting.is_null()) {
+      const auto [it, added] = grid_index.emplace(setting.dump(), out.score.grid.size());
+      if (added) out.score.grid.push_back({setting});
+      cell = &out.score.grid[it->second];
+      ++cell->n;
+      // A cell's time: from the previous cell's last answer (or the task's start) to its own last answer.
+      cell->wall_s = std::max(cell->wall_s, done_at[static_cast<size_t>(d)]);
+    }
     for (const auto& s : specs) {
       if (!m.contains(s.name))
         throw Error("task " + w.name + ": process_results of document " + std::to_string(d) + " has no '" + s.name +
                     "'");
       values[s.name].push_back(m[s.name]);
+      if (cell) cell->values[s.name].push_back(m[s.name]);
     }
     if (o.log_samples) out.samples.push_back(sample_line(*w.task, d, doc, w.reqs[static_cast<size_t>(d)],
                                                          resp[static_cast<size_t>(d)], m));
   }
   out.score.aggregated = aggregate_metrics(specs, values, *w.task);
+  double previous_end = t0;
+  for (GridCell& g : out.score.grid) {
+    g.aggregated = aggregate_metrics(specs, g.values, *w.task);
+    const double end = g.wall_s;
+    g.wall_s = std::max(0.0, end - previous_end);
+    previous_end = std::max(previous_end, end);
+    if (log)
+      for (const auto& a : g.aggregated) log(w.task->cell_label(g.setting) + ": " + a.spec.name + " " + std::to_string(a.value));
+  }
   out.score.n_scored = n_scored;
   out.score.max_length = task_max_length;
   out.score.wall_s = wall_seconds() - t0;
@@ -582,10 +638,13 @@ std::string default_harness_output_path(const std::string& checkpoint) {
   return (fs::path("out") / "eval" / name).string();
 }
 
-static bool is_token_task(const std::string& name) {
+// The registry's evaluation kind of a task (TaskFamily::evaluation); "" for the lm-eval tasks.
+static std::string evaluation_kind(const std::string& name) {
   const auto& registry = TaskRegistry::instance();
-  return registry.has(name) && registry.at(name).trainable;
+  return registry.has(name) ? registry.at(name).evaluation : std::string();
 }
+static bool is_token_task(const std::string& name) { return evaluation_kind(name) == "token_predictions"; }
+static bool is_generation_task(const std::string& name) { return evaluation_kind(name) == "generate_until"; }
 
 std::vector<std::string> expand_eval_tasks(const std::vector<std::string>& names_or_groups) {
   std::vector<std::string> out;
@@ -602,7 +661,7 @@ std::vector<std::string> expand_eval_tasks(const std::vector<std::string>& names
       name.erase(0, name.find_first_not_of(" \t"));
       name.erase(name.find_last_not_of(" \t") + 1);
       if (name.empty()) continue;
-      if (is_token_task(name)) {
+      if (is_token_task(name) || is_generation_task(name)) {
         add(name);
       } else {
         for (const auto& t : harness::expand_harness_tasks({name})) add(t);
@@ -614,7 +673,15 @@ std::vector<std::string> expand_eval_tasks(const std::vector<std::string>& names
 }
 
 std::unique_ptr<harness::HarnessTask> make_eval_task(const std::string& name, const json& checkpoint_config,
-                                                     int64_t token_examples) {
+                                                     int64_t token_examples, EvalContext* generation) {
+  if (is_generation_task(name)) {
+    if (!generation) throw Error("task " + name + " generates: it needs a model (no --requests-only)");
+    json params = json::object();
+    if (checkpoint_config.is_object() && checkpoint_config.value("task", "") == name)
+      params = task_params_of(resolve_run_config(checkpoint_config));
+    std::shared_ptr<const Task> task = TaskRegistry::instance().make(name, params);
+    return std::make_unique<GenerationTaskEvaluation>(dynamic_cast<const GenerationTask&>(*task), *generation, task);
+  }
   if (!is_token_task(name)) return harness::make_harness_task(name);
   // The task as the checkpoint was trained on it when it is the same task, else its defaults; the test examples
   // drawn with the run's seed (those the trainer's evaluation drew).
@@ -632,6 +699,11 @@ json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(cons
   HarnessOptions o = a.options;
   o.tasks = expand_eval_tasks(o.tasks);
   const bool any_text = std::any_of(o.tasks.begin(), o.tasks.end(), [](const std::string& t) { return !is_token_task(t); });
+  if (o.requests_only)
+    for (const auto& t : o.tasks)
+      if (is_generation_task(t))
+        throw Error("eval: task " + t + " sizes its prompts in the model's tokenizer: --requests-only writes lm-eval and "
+                    "token tasks' requests only");
   if (!any_text && !a.tokenizer.empty())
     throw Error("eval: --tokenizer " + a.tokenizer + " is not used: token tasks (" + o.tasks.front() +
                 ") score the ids of their own vocabulary");
@@ -641,7 +713,8 @@ json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(cons
     const auto tok = load_tokenizer(a.tokenizer.empty() ? "byte" : a.tokenizer);
     if (o.output_path.empty()) o.output_path = default_harness_output_path(a.checkpoint);
     if (a.max_length) o.max_length = *a.max_length;
-    if (!o.make_task) o.make_task = [&](const std::string& name) { return make_eval_task(name, nullptr, a.token_examples); };
+    if (!o.make_task)
+      o.make_task = [&](const std::string& name) { return make_eval_task(name, nullptr, a.token_examples, nullptr); };
     return run_harness(nullptr, tok.get(), o, log);
   }
   if (a.checkpoint.empty()) throw Error("eval --tasks: give --checkpoint DIR (or --requests-only to write the requests)");
@@ -680,8 +753,15 @@ json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(cons
     o.record_details["config_hash"] = config_hash(resolve_run_config(cfg));
   } catch (const std::exception&) {  // a config this mnemo no longer resolves: the run id still ties the rows
   }
-  if (!o.make_task) o.make_task = [&](const std::string& name) { return make_eval_task(name, cfg, a.token_examples); };
   BackboneAdapter adapter(model, device);
+  // Generation tasks (S-NIAH, BABILong) at their default settings (one cell), --limit samples (else their default n),
+  // with the checkpoint's tokenizer.
+  EvalContext generation(adapter);
+  generation.tokenizer = tok;
+  generation.log = log;
+  if (o.limit) generation.options["n"] = *o.limit;
+  if (!o.make_task)
+    o.make_task = [&](const std::string& name) { return make_eval_task(name, cfg, a.token_examples, &generation); };
   json out = run_harness(&adapter, tok.get(), o, log);
   out["run_id"] = run_id;
   return out;

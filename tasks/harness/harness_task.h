@@ -40,6 +40,12 @@ struct MalformedRecord {
 // (HarnessTask::aggregate_corpus; lm-eval's corpus-level metrics such as F1 over a whole set).
 inline constexpr const char* kCorpusAggregation = "corpus";
 
+// How the driver answers a task's generate_until requests.
+struct GenerationPolicy {
+  bool truncate = true;       // contexts left-truncated to max_length - max_gen_toks (lm-eval); false: the task sized them
+  int64_t prefill_chunk = 0;  // prompt tokens per forward through the model's state (0 = the whole prompt at once)
+};
+
 struct MetricSpec {
   std::string name;         // "acc", "acc_norm", "perplexity", "word_perplexity", "byte_perplexity", "bits_per_byte"
   std::string aggregation;  // "mean", "perplexity", "weighted_perplexity", "bits_per_byte", "corpus", ...
@@ -81,6 +87,14 @@ class HarnessTask {
   // Whether the requests are text the driver encodes with the evaluation's tokenizer (every request type but
   // token_predictions, whose ids the task made in its own vocabulary).
   virtual bool uses_tokenizer() const { return true; }
+  virtual GenerationPolicy generation_policy() const { return {}; }
+  // A task whose documents fall into the cells of a settings grid (S-NIAH: length x depth): the cell of a document.
+  // The driver then aggregates and records every cell apart (in the order the cells first appear), each with its
+  // setting, cell_details(setting) plus "wall_s" and "samples" (the documents' values of the metric), and logs
+  // "<cell_label>: <metric> <value>". null (every document): one cell, the driver's lm-eval setting and details.
+  virtual json doc_setting(const json& doc) const { return nullptr; }
+  virtual json cell_details(const json& setting) const { return json::object(); }
+  virtual std::string cell_label(const json& setting) const { return name() + " " + setting.dump(); }
 };
 
 // The registry of these tasks (names, groups, construction): tasks/harness/task_registry.h.

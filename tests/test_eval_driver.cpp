@@ -1,6 +1,7 @@
-// Token tasks (MQAR, MAD) in the one evaluation driver (engine/evaluation/harness_eval.h): their test examples as
-// token_predictions requests, scored by the same process_results / aggregation path as the lm-eval tasks, equal to
-// the token evaluation the trainer runs (engine/evaluation/token_eval.h), and reachable as `mnemo eval --tasks mqar`.
+// mnemo's own tasks in the one evaluation driver (engine/evaluation/harness_eval.h): token tasks (MQAR, MAD) as
+// token_predictions requests, equal to the token evaluation the trainer runs (engine/evaluation/token_eval.h);
+// generation tasks (S-NIAH, BABILong) as generate_until documents grouped in their settings' cells; both scored by
+// the same process_results / aggregation path as the lm-eval tasks and reachable as `mnemo eval --tasks`.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "engine/evaluation/model_adapter.h"
 #include "engine/evaluation/token_eval.h"
 #include "file_util.h"
+#include "results/db.h"
 #include "model_test_util.h"
 #include "tasks/harness/aggregation.h"
 #include "tasks/mad_tasks.h"
@@ -155,4 +157,46 @@ TEST_CASE("`mnemo eval --tasks mqar`: the token task beside the lm-eval ones, wi
   CHECK(mixed.exit_code != 0);
   CHECK_THAT(mixed.output, Catch::Contains("names no tokenizer"));
   CHECK(!fs::exists(dir.file("c.sqlite")));
+}
+
+TEST_CASE("`mnemo eval --tasks sniah_1`: a generation task in the suite scores what `--task sniah_1` scores",
+          "[eval][sniah][cli]") {
+  test::TempDir dir("generation_eval");
+  const fs::path run = dir.path / "run";
+  {
+    auto r = test::run_mnemo("train --model transformer --task sniah_1 --set length=520 --set tokens_to_generate=8 "
+                             "--set d_model=16 --set n_heads=2 --set steps=2 --set eval_every=2 --set n_test=2 "
+                             "--set n_train=4 --set batch_size=2 --quiet --db " + dir.file("train.sqlite") + " --out " +
+                             run.string());
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+  }
+  auto single = test::run_mnemo("eval --checkpoint " + run.string() + " --task sniah_1 --n 2 --db " + dir.file("a.sqlite"));
+  INFO(single.output);
+  REQUIRE(single.exit_code == 0);
+  const json one = json::parse(single.output.substr(single.output.rfind("{\"cells\"")));
+  REQUIRE(one.at("cells").size() == 1);  // the checkpoint's length, RULER's depth rule: one cell
+  const std::string metric = one.at("metric");
+  const fs::path out = dir.path / "eval";
+  auto suite = test::run_mnemo("eval --checkpoint " + run.string() + " --tasks sniah_1 --limit 2 --log-samples " +
+                               "--output-path " + out.string() + " --db " + dir.file("b.sqlite"));
+  INFO(suite.output);
+  REQUIRE(suite.exit_code == 0);
+  json results;
+  std::ifstream(out / "results.json") >> results;
+  CHECK(results.at("results").at("sniah_1").at(metric + ",none").get<double>() ==
+        one.at("cells")[0].at("value").get<double>());
+  CHECK(test::read_jsonl(out / "samples_sniah_1.jsonl").size() == 2);
+  // The rows are the cells `--task` records: the cell's setting, the plan's details with the samples.
+  ResultsDB db(dir.file("b.sqlite"));
+  const auto rows = db.evals("sniah_1");
+  REQUIRE(rows.size() == 1);
+  json setting = one.at("cells")[0];
+  setting.erase("value");
+  setting.erase("n");
+  CHECK(json::parse(rows[0].setting_json) == setting);
+  CHECK(json::parse(rows[0].details_json).at("samples").size() == 2);
+  auto requests = test::run_mnemo("eval --tasks sniah_1 --requests-only --output-path " + (dir.path / "r").string());
+  CHECK(requests.exit_code != 0);
+  CHECK_THAT(requests.output, Catch::Contains("mnemo: error: eval: task sniah_1 sizes its prompts"));
 }
