@@ -4,11 +4,11 @@
 
 namespace mnemo {
 
-namespace {
-
 double number_arg(const json& args, const char* key, double fallback) {
   return args.contains(key) && args[key].is_number() ? args[key].get<double>() : fallback;
 }
+
+namespace {
 
 // Σ_{t=a}^{b-1} (t+1) = (b(b+1) − a(a+1)) / 2.
 double sum_of_positions(double a, double b) { return (b * (b + 1) - a * (a + 1)) / 2; }

@@ -28,6 +28,9 @@ struct MixingFlopsQuery {
 // Forward FLOPs per token, averaged over the query's positions.
 using MixingFlops = std::function<double(const MixingFlopsQuery&)>;
 
+// The mixer argument `key` when it is a number, else `fallback` (for a family's own formula).
+double number_arg(const json& args, const char* key, double fallback);
+
 double attention_flops(const MixingFlopsQuery& q);           // args: window / segment_size when present
 double chunked_recurrence_flops(const MixingFlopsQuery& q);  // args: chunk_size or mini_batch (default 64)
 double deep_memory_flops(const MixingFlopsQuery& q);         // args: expansion (E), and the chunk as above

@@ -9,7 +9,9 @@ unchanged function for the float32 tolerance, and cross-checks against fla's oth
 
 The generated files are committed; fla itself is not (it is installed only to make them). The op log_linear_gdn has
 no fla reference: its fixtures come from the Log-Linear Attention paper's reference code (arXiv 2506.04761,
-github.com/HanGuo97/log-linear-attention), read from a checkout given as --hattention DIR.
+github.com/HanGuo97/log-linear-attention), read from a checkout given as --hattention DIR. The op mamba3_mimo has no fla
+reference either (fla's layer calls state-spaces/mamba's TileLang kernel): its oracle is mamba_ssm's own PyTorch
+reference of the MIMO decode step, read from an unpacked mamba-ssm sdist named by $MAMBA_SSM_SRC.
 """
 import argparse
 import importlib
@@ -411,6 +413,108 @@ def mamba3_siso_quadratic(q, k, v, adt, dt, trap, q_bias, k_bias, angles, D, z, 
     return (y + D[:, None] * v) * F.silu(z)
 
 
+def mamba_ssm_step_references():
+    """mamba_ssm's own PyTorch references of its Mamba-3 MIMO decode step, read from the package's source (its
+    TileLang / CuTe modules import only on a GPU machine): apply_rotary_qk_inference_reference
+    (ops/triton/mamba3/mamba3_mimo_rotary_step.py) and selective_state_update_fused_ref_v2
+    (ops/cute/mamba3/mamba3_step_fn.py). $MAMBA_SSM_SRC names an unpacked sdist:
+        pip download --no-deps --no-binary :all: --no-build-isolation mamba-ssm==2.3.2.post1 && tar xzf mamba_ssm-*.tar.gz"""
+    import ast
+    import typing
+    src = os.environ.get("MAMBA_SSM_SRC")
+    if not src:
+        sys.exit("make_fla_fixtures: the Mamba-3 MIMO oracle needs MAMBA_SSM_SRC (an unpacked mamba-ssm 2.3.2.post1 sdist)")
+    ns = {"torch": torch, "math": math, "Optional": typing.Optional}
+    for rel, name in (("mamba_ssm/ops/triton/mamba3/mamba3_mimo_rotary_step.py", "apply_rotary_qk_inference_reference"),
+                      ("mamba_ssm/ops/cute/mamba3/mamba3_step_fn.py", "selective_state_update_fused_ref_v2")):
+        with open(os.path.join(src, rel)) as f:
+            tree = ast.parse(f.read())
+        fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+        exec(compile(ast.Module(body=[fn], type_ignores=[]), rel, "exec"), ns)
+    return ns["apply_rotary_qk_inference_reference"], ns["selective_state_update_fused_ref_v2"]
+
+
+def mamba3_mimo_steps(q, k, v, adt, dt, trap, q_bias, k_bias, angles, mimo_x, mimo_z, mimo_o, D, z, state=None):
+    """The Mamba-3 MIMO layer core as mamba_ssm decodes it, one token at a time, in the inputs' dtype: its
+    apply_rotary_qk_inference_reference (the biased q and k turned with rotate_pairwise=False, the channel pairs
+    (i, i + N/2) of its MIMO kernels) then its selective_state_update_fused_ref_v2 (state update, per-rank read, D skip,
+    gate, down projection), as fla's Mamba3.step calls them. q, k [B, T, R, H, N] before the bias; v, z [B, T, H, P];
+    adt, dt, trap [B, T, H] (trap before the sigmoid); angles [B, T, H, A] before tanh; q_bias, k_bias [H, R, N];
+    mimo_x, mimo_z, mimo_o [H, R, P] (mimo_o None: the per-rank outputs [B, T, R, H, P]); state = (h [B, H, P, N],
+    k [B, R, H, N] (the last rotated key), x [B, H, P] (the last input), angle [B, H, A]).
+    Returns y, h, k, x, angle."""
+    rotary, step = mamba_ssm_step_references()
+    B, T, R, H, N = q.shape
+    P, A = v.shape[-1], angles.shape[-1]
+    if state is None:
+        h, kp, xp, phi = (torch.zeros(s, dtype=q.dtype) for s in ((B, H, P, N), (B, R, H, N), (B, H, P), (B, H, A)))
+    else:
+        h, kp, xp, phi = state
+    bias_q, bias_k = q_bias.permute(1, 0, 2), k_bias.permute(1, 0, 2)  # [R, H, N]
+    xpj, zpj = mimo_x.permute(1, 0, 2), mimo_z.permute(1, 0, 2)
+    opj = None if mimo_o is None else mimo_o.permute(1, 0, 2)
+    ys = []
+    for t in range(T):
+        qt, kt, phi = rotary(q[:, t], k[:, t], phi, angles[:, t], dt[:, t], bias_q, bias_k, conjugate=False,
+                             rotate_pairwise=False)
+        y, h = step(h, adt[:, t] / dt[:, t], kt, qt, xpj, v[:, t], zpj, None if z is None else z[:, t], dt[:, t],
+                    kp, xp, torch.sigmoid(trap[:, t]), D, opj, compute_dtype=q.dtype)
+        kp, xp = kt, v[:, t]
+        ys.append(y)
+    return torch.stack(ys, 1), h, kp, xp, phi
+
+
+def make_mamba3_mimo(out_dir):
+    ref = "mamba-ssm 2.3.2.post1's own PyTorch references of its Mamba-3 MIMO decode step " \
+          "(apply_rotary_qk_inference_reference, rotate_pairwise=False; selective_state_update_fused_ref_v2) taken " \
+          "token by token in float64: scripts/make_fla_fixtures.py mamba3_mimo_steps"
+    for case, seed, B, T, H, K, V, with_state, _ in CASES:
+        g_ = torch.Generator().manual_seed(seed)
+        rn = lambda *s: torch.randn(*s, generator=g_, dtype=torch.float64)
+        R, A = 2, K // 4  # rank 2; fla's default rope_fraction 0.5: K/4 angles
+        rms = lambda x: x / x.square().mean(-1, keepdim=True).add(1e-5).sqrt()
+        q, k, v = rms(rn(B, T, R, H, K)), rms(rn(B, T, R, H, K)), rn(B, T, H, V)
+        dt = F.softplus(rn(B, T, H) - 1.0)
+        adt = -F.softplus(rn(B, T, H)).clamp(min=1e-4) * dt
+        trap, angles = rn(B, T, H), rn(B, T, H, A)
+        q_bias, k_bias = 1 + 0.2 * rn(H, R, K), 1 + 0.2 * rn(H, R, K)
+        mimo_x, mimo_z, mimo_o = 0.5 + 0.2 * rn(H, R, V), 1 + 0.2 * rn(H, R, V), 0.5 + 0.2 * rn(H, R, V)
+        D, z = rn(H), rn(B, T, H, V)
+        state = (rn(B, H, V, K), rn(B, R, H, K), rn(B, H, V), 2 * math.pi * torch.rand(B, H, A, generator=g_,
+                 dtype=torch.float64)) if with_state else None
+        inputs = {"q": q, "k": k, "v": v, "adt": adt, "dt": dt, "trap": trap, "q_bias": q_bias, "k_bias": k_bias,
+                  "angles": angles, "mimo_x": mimo_x, "mimo_z": mimo_z, "mimo_o": mimo_o, "D": D, "z": z}
+        if with_state:
+            inputs.update(initial_h=state[0], initial_k=state[1], initial_v=state[2], initial_angle=state[3])
+        names = ["o", "final_state", "final_k", "final_v", "final_angle"]
+        args = (q, k, v, adt, dt, trap, q_bias, k_bias, angles, mimo_x, mimo_z, mimo_o, D, z)
+        outs = dict(zip(names, mamba3_mimo_steps(*args, state=state)))
+        f32 = lambda x: x.float()
+        outs32 = dict(zip(names, mamba3_mimo_steps(*[f32(x) for x in args],
+                                                   state=None if state is None else tuple(f32(x) for x in state))))
+        # The final angle as the sum of the turns, wrapped into [0, 2 pi) as mnemo keeps it (the reference leaves it
+        # unwrapped; cos and sin are the same).
+        for o in (outs, outs32):
+            o["final_angle"] = o["final_angle"] - 2 * math.pi * torch.floor(o["final_angle"] / (2 * math.pi))
+        write(out_dir, "mamba3_mimo", case, seed, ref,
+              "mamba3_mimo_steps(q, k, v, adt, dt, trap, q_bias, k_bias, angles, mimo_x, mimo_z, mimo_o, D, z, "
+              "state=(initial_h, initial_k, initial_v, initial_angle))", "B,T,R,H,D",
+              {"B": B, "T": T, "R": R, "H": H, "K": K, "V": V, "A": A},
+              {"q": "[B,T,R,H,K]", "k": "[B,T,R,H,K]", "v": "[B,T,H,V]", "adt": "[B,T,H]", "dt": "[B,T,H]",
+               "trap": "[B,T,H]", "q_bias": "[H,R,K]", "k_bias": "[H,R,K]", "angles": "[B,T,H,A]",
+               "mimo_x": "[H,R,V]", "mimo_z": "[H,R,V]", "mimo_o": "[H,R,V]", "D": "[H]", "z": "[B,T,H,V]",
+               "initial_h": "[B,H,V,K]", "initial_k": "[B,R,H,K]", "initial_v": "[B,H,V]", "initial_angle": "[B,H,A]",
+               "o": "[B,T,H,V]", "final_state": "[B,H,V,K]", "final_k": "[B,R,H,K]", "final_v": "[B,H,V]",
+               "final_angle": "[B,H,A]"},
+              {"trap": "pre-sigmoid (lambda = sigmoid(trap))", "angles": "pre-tanh (theta = pi tanh(angles))",
+               "adt": "A dt with A = -softplus(N(0,1)) clamped <= -1e-4", "dt": "softplus(N(0,1) - 1)",
+               "qk_rms_normalized_before_call": True, "rotation": "channel pairs (i, i + K/2), i < A"},
+              inputs, outs, outs32, [],
+              ["fla's Mamba3 layer with is_mimo runs only mamba_ssm's TileLang kernels: the oracle is mamba_ssm's "
+               "own PyTorch reference of its decode step (the kernels' tests compare against it)",
+               "final_v is the last token's input x (mamba_ssm's x_state), final_k its rotated keys"])
+
+
 def make_mamba3(out_dir):
     # fla 0.6.0's Mamba3 layer (fla/layers/mamba3.py) runs only mamba_ssm's CUDA kernels and has no PyTorch reference
     # path, so the oracle is the recurrence written out above, cross-checked against its quadratic form.
@@ -583,7 +687,7 @@ def make_log_linear_gdn(out_dir, hattention_root=None):
                "the reference functions run unchanged in the inputs' dtype (float64; float32 for the float32 run)"])
 
 
-OPS = {"kda": make_kda, "mesa_net": make_mesa_net, "gated_delta_product": make_gated_delta_product, "forgetting_attn": make_forgetting_attn, "mamba3_siso": make_mamba3, "rwkv7": make_rwkv7, "path_attn": make_path_attn,
+OPS = {"kda": make_kda, "mesa_net": make_mesa_net, "gated_delta_product": make_gated_delta_product, "forgetting_attn": make_forgetting_attn, "mamba3_siso": make_mamba3, "mamba3_mimo": make_mamba3_mimo, "rwkv7": make_rwkv7, "path_attn": make_path_attn,
        "log_linear_attn": make_log_linear_attn, "log_linear_gdn": make_log_linear_gdn}
 
 

@@ -29,6 +29,9 @@ fla's Mamba3 layer runs only mamba_ssm's CUDA kernels and refuses a CPU device: 
 `mamba3_forward` below (the same call of its cuda_kernels_forward without the device check) and the SISO kernel by
 `mamba3_siso_reference`, the token-by-token recurrence of scripts/make_fla_fixtures.py, so the mamba3 fixture checks
 fla's wiring (in_proj split, dt / A / trapezoid / angle activations, B/C norms and biases, D, gate, block, names).
+Its MIMO variant (folder mamba3_mimo: is_mimo, mimo_rank 2) replaces mamba_ssm's TileLang mamba3_mimo by
+`mamba3_mimo_reference`: mamba_ssm's own PyTorch references of its MIMO decode step taken token by token
+(scripts/make_fla_fixtures.py mamba3_mimo_steps; needs MAMBA_SSM_SRC, an unpacked mamba-ssm 2.3.2.post1 sdist).
 
     python3 -m venv /tmp/fla && /tmp/fla/bin/pip install flash-linear-attention einops safetensors
     /tmp/fla/bin/python scripts/make_fla_models.py --out tests/data/fla_models
@@ -137,10 +140,29 @@ def mamba3_forward(self, hidden_states, attention_mask=None, past_key_values=Non
 
 
 import fla.layers.mamba3 as fla_mamba3_layer  # noqa: E402
-from make_fla_fixtures import mamba3_siso_steps  # noqa: E402
+from make_fla_fixtures import mamba3_mimo_steps, mamba3_siso_steps  # noqa: E402
 
 fla_mamba3_layer.mamba3_siso_combined = mamba3_siso_reference
 fla_mamba3_layer.Mamba3.forward = mamba3_forward
+
+
+def mamba3_mimo_reference(Q, K, V, ADT, DT, Trap, Q_bias, K_bias, MIMO_V, MIMO_Z, MIMO_Out, Angles, D, Z, chunk_size,
+                          rotary_dim_divisor, dtype, return_state=False, cu_seqlens=None):
+    """mamba_ssm's mamba3_mimo (TileLang, CUDA only) as its own decode step taken token by token in float32
+    (scripts/make_fla_fixtures.py mamba3_mimo_steps: mamba_ssm's PyTorch references of the step, as fla's Mamba3.step
+    calls them). Q, K [B, T, R, G, N] shared by H/G consecutive heads; V, Z [B, T, H, P]; ADT, DT, Trap [B, H, T];
+    Angles [B, T, H, A] before tanh."""
+    assert not return_state and cu_seqlens is None
+    H = V.shape[2]
+    Q, K = (x.float().repeat_interleave(H // x.shape[3], dim=3) for x in (Q, K))
+    per_token = lambda x: x.transpose(1, 2).float()
+    y = mamba3_mimo_steps(Q, K, V.float(), per_token(ADT), per_token(DT), per_token(Trap), Q_bias.float(),
+                          K_bias.float(), Angles.float(), MIMO_V.float(), MIMO_Z.float(),
+                          None if MIMO_Out is None else MIMO_Out.float(), D.float(), None if Z is None else Z.float())[0]
+    return y.to(dtype)
+
+
+fla_mamba3_layer.mamba3_mimo_combined = mamba3_mimo_reference
 
 
 def path_attn_reference(q, k, v, w, beta, g=None, scale=None, cu_seqlens=None, use_cache=False):
@@ -220,11 +242,17 @@ MODELS = {  # model_type: (config class, model class, the mixer's fields)
 WITH_TOKENIZER = {
     "gla_llama2_tokenizer": ("gla", "llama2"),
 }
+# Another configuration of a model type: folder -> (model_type, fields over MODELS' own).
+VARIANTS = {
+    "mamba3_mimo": ("mamba3", dict(is_mimo=True, mimo_rank=2)),  # mamba_ssm's MIMO of rank 2
+}
 
 
 def make(folder, out_dir):
     model_type, tokenizer = WITH_TOKENIZER.get(folder, (folder, None))
+    model_type, variant = VARIANTS.get(folder, (model_type, {}))
     cfg_cls, model_cls, fields = MODELS[model_type]
+    fields = {**fields, **variant}
     common = dict(COMMON)
     if tokenizer:
         tok_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "tokenizers", tokenizer)
@@ -267,12 +295,13 @@ def make(folder, out_dir):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
-    p.add_argument("--types", nargs="*", default=sorted(MODELS) + sorted(WITH_TOKENIZER))
+    p.add_argument("--types", nargs="*", default=sorted(MODELS) + sorted(WITH_TOKENIZER) + sorted(VARIANTS))
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     for t in a.types:
-        if t not in MODELS and t not in WITH_TOKENIZER:
-            sys.exit(f"make_fla_models: unknown model {t}; known: {sorted(MODELS) + sorted(WITH_TOKENIZER)}")
+        if t not in MODELS and t not in WITH_TOKENIZER and t not in VARIANTS:
+            sys.exit(f"make_fla_models: unknown model {t}; known: "
+                     f"{sorted(MODELS) + sorted(WITH_TOKENIZER) + sorted(VARIANTS)}")
         make(t, a.out)
 
 

@@ -54,6 +54,7 @@ TEST_CASE("import-fla: fla's own model code gives the same logits (every importa
                                                      {"mamba2", "mamba2"},
                                                      {"log_linear_mamba2", "log_linear_mamba2"},
                                                      {"mamba3", "mamba3"},
+                                                     {"mamba3_mimo", "mamba3"},
                                                      {"path_attn", "path_attn"},
                                                      {"rwkv7", "rwkv7"},
                                                      {"gla_llama2_tokenizer", "gla"}};
@@ -83,7 +84,7 @@ TEST_CASE("export --format hf writes back fla's own folder: the same config and 
   // the same model. fla's logits on the original (expected.json) are then the logits of the export as well.
   const fs::path models = fs::path(MNEMO_SOURCE_DIR) / "tests" / "data" / "fla_models";
   for (const std::string type : {"transformer", "gla", "retnet", "delta_net", "gated_deltanet", "kda",
-                                 "gated_deltaproduct", "forgetting_transformer", "mamba2", "log_linear_mamba2", "path_attn", "rwkv7",
+                                 "gated_deltaproduct", "forgetting_transformer", "mamba2", "log_linear_mamba2", "mamba3", "mamba3_mimo", "path_attn", "rwkv7",
                                  "gla_llama2_tokenizer"}) {
     DYNAMIC_SECTION(type) {
       auto dir = test::temp_dir("hf_export_" + type);

@@ -46,6 +46,7 @@ TEST_CASE("kernel fixtures: every registered op passes every fixture file in eve
   CHECK(checked_ops.count("gated_delta_product") == 1);
   CHECK(checked_ops.count("forgetting_attn") == 1);
   CHECK(checked_ops.count("mamba3_siso") == 1);
+  CHECK(checked_ops.count("mamba3_mimo") == 1);
   CHECK(checked_ops.count("rwkv7") == 1);
   CHECK(checked_ops.count("path_attn") == 1);
   CHECK(checked_ops.count("mesa_net") == 1);

@@ -9,6 +9,7 @@
 
 #include "runtime/mamba2/mamba2.h"
 #include "runtime/mamba3/mamba3.h"
+#include "tests/mixer_test_util.h"
 #include "tests/test_util.h"
 
 using namespace mnemo;
@@ -77,7 +78,121 @@ void check_same(const Run& got, const Run& ref) {
   }
 }
 
+// MIMO of rank K: q, k [B, T, K, H, 8], v [B, T, K, H, 6], the same gates as the SISO cases.
+Case make_mimo_case(int64_t B, int64_t T, int64_t K, int64_t H, bool with_state, uint64_t seed) {
+  Case siso = make_case(B, T, H, false, seed);
+  auto o = torch::TensorOptions().dtype(torch::kFloat64);
+  const int64_t N = 8, P = 6, R = 3;
+  auto leaf = [](const torch::Tensor& t) { return t.detach().requires_grad_(); };
+  Case c;
+  c.in = {leaf(torch::randn({B, T, K, H, N}, o)), leaf(torch::randn({B, T, K, H, N}, o)),
+          leaf(torch::randn({B, T, K, H, P}, o)),  siso.in.a, siso.in.dt, siso.in.lambda, siso.in.theta};
+  if (with_state)
+    c.s0 = {leaf(torch::randn({B, H, P, N}, o)), leaf(torch::randn({B, K, H, N}, o)), leaf(torch::randn({B, K, H, P}, o)),
+            leaf(torch::rand({B, H, R}, o) * 2 * M_PI)};
+  return c;
+}
+
+Run run_mimo(const Case& c, int64_t chunk) {
+  auto r = chunk == 0 ? mamba3_mimo_recurrent(c.in, c.s0) : mamba3_mimo_chunk(c.in, c.s0, chunk);
+  std::vector<torch::Tensor> values = {r.o, r.state.h, r.state.k_prev, r.state.v_prev, r.state.angle};
+  torch::manual_seed(1234);
+  torch::Tensor loss;
+  for (const auto& v : values) {
+    auto term = (v * torch::randn(v.sizes(), v.options())).sum();
+    loss = loss.defined() ? loss + term : term;
+  }
+  Run out{{}, torch::autograd::grad({loss}, c.leaves())};
+  for (const auto& v : values) out.values.push_back(v.detach());
+  return out;
+}
+
 }  // namespace mamba3_test
+
+TEST_CASE("mamba3 MIMO: chunk form equals the recurrence in fp64 (outputs, final state, gradients)", "[mamba3]") {
+  for (int64_t K : {1, 3}) {
+    for (int64_t T : {1, 9, 40}) {
+      for (bool with_state : {false, true}) {
+        auto c = mamba3_test::make_mimo_case(2, T, K, 2, with_state, 80 + T + K);
+        auto ref = mamba3_test::run_mimo(c, 0);
+        for (int64_t C : {16, 5}) {
+          CAPTURE(K, T, with_state, C);
+          mamba3_test::check_same(mamba3_test::run_mimo(c, C), ref);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("mamba3 MIMO of rank 1 is the SISO scan with the halves rotation (channels permuted to adjacent pairs)",
+          "[mamba3]") {
+  auto c = mamba3_test::make_mimo_case(2, 12, 1, 2, true, 91);
+  auto mimo = mamba3_mimo_chunk(c.in, c.s0, 4);
+  // Halves pairs (i, i + 4) of N = 8 become adjacent pairs (2i, 2i + 1): channel order 0 4 1 5 2 6 3 7.
+  auto order = torch::tensor(std::vector<int64_t>{0, 4, 1, 5, 2, 6, 3, 7});
+  auto adjacent = [&](const torch::Tensor& x) { return x.index_select(-1, order); };
+  Mamba3Inputs siso{adjacent(c.in.q.squeeze(2)), adjacent(c.in.k.squeeze(2)), c.in.v.squeeze(2), c.in.a, c.in.dt,
+                    c.in.lambda, c.in.theta};
+  Mamba3State s0{c.s0.h.index_select(-1, order), adjacent(c.s0.k_prev.squeeze(1)), c.s0.v_prev.squeeze(1), c.s0.angle};
+  auto ref = mamba3_recurrent(siso, s0);
+  CHECK(max_rel_err(mimo.o.squeeze(2), ref.o) <= 1e-12);
+  CHECK(max_rel_err(mimo.state.h.index_select(-1, order), ref.state.h) <= 1e-12);
+}
+
+TEST_CASE("mamba3 MIMO: the state passed across a split and into decode steps continues one pass", "[mamba3]") {
+  auto c = mamba3_test::make_mimo_case(1, 30, 2, 2, true, 93);
+  auto whole = mamba3_mimo_chunk(c.in, c.s0, 8);
+  auto part = [](const Mamba3Inputs& in, int64_t start, int64_t len) {
+    auto n = [&](const torch::Tensor& t) { return t.narrow(1, start, len); };
+    return Mamba3Inputs{n(in.q), n(in.k), n(in.v), n(in.a), n(in.dt), n(in.lambda), n(in.theta)};
+  };
+  auto first = mamba3_mimo_chunk(part(c.in, 0, 17), c.s0, 8);
+  std::vector<torch::Tensor> outs = {first.o};
+  auto state = first.state;
+  for (int64_t t = 17; t < 30; ++t) {
+    auto step = mamba3_mimo_recurrent(part(c.in, t, 1), state);
+    outs.push_back(step.o);
+    state = step.state;
+  }
+  CHECK(max_rel_err(torch::cat(outs, 1), whole.o) <= 1e-12);
+  CHECK(max_rel_err(state.h, whole.state.h) <= 1e-12);
+  CHECK(max_rel_err(state.k_prev, whole.state.k_prev) <= 1e-12);
+  CHECK(max_rel_err(state.v_prev, whole.state.v_prev) <= 1e-12);
+}
+
+TEST_CASE("mamba3 MIMO layer (mamba_mimo_rank 2): causal, decode equals forward, gradients reach every parameter",
+          "[mamba3][contract]") {
+  for (bool outproj_norm : {false, true}) {
+    CAPTURE(outproj_norm);
+    const json args = {{"mamba_mimo_rank", 2}, {"mamba_head_dim", 8}, {"mamba_d_state", 8}, {"chunk_size", 4},
+                       {"mamba_outproj_norm", outproj_norm}};
+    auto m = mnemo::test::make_mixer("mamba3", 16, 2, args, 5);
+    auto x = mnemo::test::randn_f64({2, 13, 16});
+    auto full = m->forward(x, nullptr);
+    // Causality: a change at token 6 leaves tokens 0..5 as they were and changes token 6.
+    auto x2 = x.clone();
+    x2.select(1, 6).add_(1.0);
+    auto changed = m->forward(x2, nullptr);
+    CHECK(max_rel_err(changed.narrow(1, 0, 6), full.narrow(1, 0, 6)) <= 1e-14);
+    CHECK((changed.select(1, 6) - full.select(1, 6)).abs().max().item<double>() > 1e-6);
+    for (int64_t prefill : {0, 5}) {
+      LayerState state;
+      auto stepped = mnemo::test::prefill_decode(*m, x, prefill, &state);
+      CHECK(max_rel_err(stepped, full) <= 1e-10);
+      CHECK(state.tensors.at("k_prev").size(1) == 2);  // one key per rank
+    }
+    (full * mnemo::test::randn_f64({2, 13, 16})).sum().backward();
+    for (const auto& p : m->named_parameters()) {
+      CAPTURE(p.key());
+      REQUIRE(p.value().grad().defined());
+      CHECK(torch::isfinite(p.value().grad()).all().item<bool>());
+      CHECK(p.value().grad().abs().max().item<double>() > 0);
+    }
+    CHECK(m->named_parameters().contains("mimo_x"));
+  }
+  CHECK_THROWS_WITH(mnemo::test::make_mixer("mamba3", 16, 2, {{"mamba_mimo_rank", -1}, {"mamba_head_dim", 8}}),
+                    Catch::Contains("mamba_mimo_rank"));
+}
 
 TEST_CASE("mamba3: chunk form equals the recurrence in fp64 (outputs, final state, gradients)", "[mamba3]") {
   for (int64_t T : {1, 7, 63, 100}) {

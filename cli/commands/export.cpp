@@ -4,8 +4,10 @@
 // Face as a mnemo checkpoint (engine/io/fla_checkpoint.h); refused where mnemo would not compute the same function.
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include "cli/commands/commands.h"
+#include "runtime/registry.h"
 #include "engine/io/export.h"
 #include "engine/io/fla_export.h"
 #include "engine/io/fla_checkpoint.h"
@@ -52,11 +54,17 @@ void add_export_commands(CLI::App& app) {
     std::vector<std::string> sets;
   };
   auto a = std::make_shared<ImportArgs>();
+  // The model types the registered families read (their FlaMixerNames), in the registry's order.
+  std::string fla_types;
+  std::set<std::string> listed;
+  for (const auto& name : Registry::instance().mixer_names())
+    for (const auto& names : Registry::instance().mixer(name).traits.fla)
+      if (listed.insert(names.model_type).second) fla_types += (fla_types.empty() ? "" : ", ") + names.model_type;
   auto* imp = app.add_subcommand(
       "import-fla",
       "Import a flash-linear-attention model (Hugging Face config.json + model.safetensors) as a mnemo checkpoint "
-      "(transformer, gla, retnet, delta_net, gated_deltanet, kda, gated_deltaproduct, forgetting_transformer; refused "
-      "where mnemo's wiring differs). `mnemo eval --checkpoint DIR` also reads such a folder directly");
+      "(model types: " + fla_types + "; what mnemo's wiring does not compute exactly is refused, naming the field). "
+      "`mnemo eval --checkpoint DIR` also reads such a folder directly");
   imp->add_option("--model-dir", a->model_dir, "Folder with config.json and model.safetensors")->required();
   imp->add_option("--out", a->out, "Run directory to create (its checkpoint/ is what `mnemo eval` loads)")->required();
   imp->add_option("--task", a->task, "Task recorded in the run config (`mnemo eval` defaults to it)")

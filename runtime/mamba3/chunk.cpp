@@ -42,4 +42,65 @@ Mamba3Result mamba3_chunk(const Mamba3Inputs& in, const Mamba3State& s0, int64_t
   return {y.to(in.v.scalar_type()), out};
 }
 
+Mamba3Result mamba3_mimo_chunk(const Mamba3Inputs& in, const Mamba3State& s0, int64_t chunk_size) {
+  check_mamba3_mimo_inputs("mamba3_mimo_chunk", in, s0);
+  check_chunking("mamba3_mimo_chunk", in.q.size(1), chunk_size);
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1
+  const auto ct = recurrence_dtype({in.q, in.k, in.v, in.a, in.dt, in.lambda, in.theta, s0.h, s0.k_prev, s0.v_prev,
+                                    s0.angle});
+  const int64_t B = in.q.size(0), T = in.q.size(1), R = in.q.size(2), H = in.q.size(3), N = in.q.size(4);
+  const int64_t P = in.v.size(4);
+  auto opt = in.q.options().dtype(ct);
+  auto v = in.v.to(ct), dt = in.dt.to(ct), lam = in.lambda.to(ct), a = in.a.to(ct);
+  auto phi = torch::cumsum(in.theta.to(ct) * dt.unsqueeze(-1), 1);  // [B, T, H, A]
+  if (s0.angle.defined()) phi = phi + s0.angle.to(ct).unsqueeze(1);
+  phi = mamba3_wrap_angle(phi);
+  auto q = mamba3_rotate_halves(in.q.to(ct), phi.unsqueeze(2)), k = mamba3_rotate_halves(in.k.to(ct), phi.unsqueeze(2));
+  // The trapezoid folded as in mamba3_chunk: weights w_t = γ_t + b_{t+1} on the values, the diagonal corrected below.
+  auto b = (1.0 - lam) * dt;
+  auto b_next = torch::cat({b.narrow(1, 1, T - 1), torch::zeros({B, 1, H}, opt)}, 1);
+  auto w = lam * dt + b_next;                                    // [B, T, H]
+  auto vw = v * w.unsqueeze(2).unsqueeze(-1);                    // [B, T, R, H, P]
+  // The scan's state in key x value layout [B, H, N, P]: h_{-1} + b_0 Σ_r v_{r,-1} k̃_{r,-1}ᵀ.
+  auto S = s0.h.defined() ? s0.h.to(ct).transpose(-1, -2) : torch::zeros({B, H, N, P}, opt);
+  if (s0.k_prev.defined() && s0.v_prev.defined())
+    S = S + b.select(1, 0).unsqueeze(-1).unsqueeze(-1) *
+                torch::einsum("brhn,brhp->bhnp", {s0.k_prev.to(ct), s0.v_prev.to(ct)});
+  // Chunks of C tokens, padded at the end with q = k = v = 0 and a = 0 (no write, no decay); within a chunk the
+  // (token, rank) pairs flatten token-major: [B, H, NC, C·R, ·]. Every chunk's causal block at once, then the states
+  // at the chunk starts by one short sequential pass, then every chunk's read of its start state at once.
+  const int64_t C = std::min(chunk_size, T), NC = (T + C - 1) / C, pad = NC * C - T;
+  auto blocks = [&](const torch::Tensor& x) {  // [B, T, R, H, X] -> [B, H, NC, C·R, X]
+    auto y = x.permute({0, 3, 1, 2, 4});
+    if (pad > 0) y = torch::constant_pad_nd(y, {0, 0, 0, 0, 0, pad});
+    return y.reshape({B, H, NC, C * R, y.size(-1)});
+  };
+  auto qc = blocks(q), kc = blocks(k), vc = blocks(vw);
+  auto ah = a.permute({0, 2, 1});  // [B, H, T]
+  if (pad > 0) ah = torch::constant_pad_nd(ah, {0, pad});
+  auto g = torch::cumsum(ah.view({B, H, NC, C}), -1);  // log decay from each chunk's start
+  auto gq = g.repeat_interleave(R, -1);                 // per (token, rank) [B, H, NC, C·R]
+  auto token = torch::arange(C * R, torch::TensorOptions().dtype(torch::kLong).device(in.q.device())).div(R, "floor");
+  auto causal = token.unsqueeze(-1) >= token.unsqueeze(0);  // query's token >= key's token
+  auto decay = (gq.unsqueeze(-1) - gq.unsqueeze(-2)).masked_fill(causal.logical_not(), -INFINITY).exp();
+  auto o = torch::matmul(torch::matmul(qc, kc.transpose(-1, -2)) * decay, vc);  // within each chunk
+  auto g_last = g.select(-1, C - 1);                                              // [B, H, NC]
+  auto writes = torch::matmul((kc * (g_last.unsqueeze(-1) - gq).exp().unsqueeze(-1)).transpose(-1, -2), vc);
+  std::vector<torch::Tensor> starts;  // the state at each chunk's start [B, H, N, P]
+  starts.reserve(NC);
+  for (int64_t c = 0; c < NC; ++c) {
+    starts.push_back(S);
+    S = g_last.select(-1, c).exp().unsqueeze(-1).unsqueeze(-1) * S + writes.select(2, c);
+  }
+  o = o + torch::matmul(qc * gq.exp().unsqueeze(-1), torch::stack(starts, 2));
+  o = o.view({B, H, NC * C, R, P}).narrow(2, 0, T).permute({0, 2, 3, 1, 4});  // [B, T, R, H, P]
+  // The part of w_t that h_t does not hold yet: b_{t+1} Σ_s (q̃_{r,t} · k̃_{s,t}) v_{s,t}.
+  auto same_token = torch::matmul(q.permute({0, 1, 3, 2, 4}), k.permute({0, 1, 3, 4, 2}));  // [B, T, H, R, R]
+  auto diagonal = torch::matmul(same_token, v.permute({0, 1, 3, 2, 4})).permute({0, 1, 3, 2, 4}) *
+                  b_next.unsqueeze(2).unsqueeze(-1);
+  auto y = o - diagonal;
+  Mamba3State out{S.transpose(-1, -2), k.select(1, T - 1), v.select(1, T - 1), phi.select(1, T - 1)};
+  return {y.to(in.v.scalar_type()), out};
+}
+
 }  // namespace mnemo

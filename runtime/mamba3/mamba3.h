@@ -49,6 +49,21 @@ torch::Tensor mamba3_rotate(const torch::Tensor& x, const torch::Tensor& phi);
 // Shape and value-range checks shared by both forms; throw mnemo::Error naming the tensor.
 void check_mamba3_inputs(const char* op, const Mamba3Inputs& in, const Mamba3State& initial);
 
+// ---- MIMO (arXiv 2603.15569 §3; mamba_ssm's mamba3_mimo, fla's Mamba3 with is_mimo) ----
+// Rank R: every token writes R key-value pairs and reads R queries against one state per head:
+//   h_t = α_t h_{t-1} + β_t Σ_r v_{r,t-1} k̃_{r,t-1}ᵀ + γ_t Σ_r v_{r,t} k̃_{r,t}ᵀ,   y_{r,t} = h_t q̃_{r,t}
+// with the SISO layer's α, β, γ and angles, and the rotation turning the channel pairs (i, i + N/2), i < A (the
+// first and second halves of the state, as mamba_ssm's MIMO kernels do; SISO turns (2i, 2i+1)).
+// Layout: q, k [B, T, R, H, N], v [B, T, R, H, P] (the caller's per-rank values), a, dt, lambda [B, T, H], theta
+// [B, T, H, A]. State: h [B, H, P, N], k_prev [B, R, H, N], v_prev [B, R, H, P], angle [B, H, A]. y [B, T, R, H, P].
+Mamba3Result mamba3_mimo_recurrent(const Mamba3Inputs& in, const Mamba3State& initial = {});
+// Chunked: the trapezoid folded as in mamba3_chunk, the C tokens × R ranks of a chunk as one causal block (a key of
+// token s is seen by every query of the tokens t >= s).
+Mamba3Result mamba3_mimo_chunk(const Mamba3Inputs& in, const Mamba3State& initial = {}, int64_t chunk_size = 64);
+// Rot(φ) on the halves: x [..., N] with angles phi [..., A] (broadcast), pairs (i, i + N/2) for i < A.
+torch::Tensor mamba3_rotate_halves(const torch::Tensor& x, const torch::Tensor& phi);
+void check_mamba3_mimo_inputs(const char* op, const Mamba3Inputs& in, const Mamba3State& initial);
+
 class KernelOpRegistry;
 // Adds the fixture op `mamba3_siso` (forms "recurrent", "chunk").
 void register_mamba3_ops(KernelOpRegistry& r);

@@ -8,6 +8,11 @@
 //   (with mamba_outproj_norm: out = out_proj(RMSNorm_head(y) ⊙ w ⊙ SiLU(z)))
 // Heads = d_inner / head_dim (the model's n_heads is not used). Decode state, O(1) in T: "memory" h [B, H, P, N],
 // "k_prev" [B, H, N], "v_prev" [B, H, P], "angle" [B, H, R] (fp32; fp64 for fp64 modules).
+// MIMO (mamba_mimo_rank = R >= 1; fla's is_mimo, mimo_rank): B and C are R per token ([B, T, R, G, N] from in_proj,
+// biases [H, R, N]); the values of rank r are x ⊙ mimo_x[:, r], the gate of rank r SiLU(z ⊙ mimo_z[:, r]); the scan is
+// mamba3_mimo_* (halves rotation) and out = out_proj(Σ_r ((y_r + D x_r) ⊙ gate_r) ⊙ mimo_o[:, r]) (with
+// mamba_outproj_norm the per-head RMSNorm of y_r before its gate). Decode state: k_prev [B, R, H, N],
+// v_prev [B, R, H, P].
 #include <cmath>
 
 #include "runtime/blocks/mixer_common.h"
@@ -34,11 +39,12 @@ struct Mamba3Args {
   double mamba_dt_min = 1e-3, mamba_dt_max = 1e-1, mamba_dt_floor = 1e-4;
   bool mamba_outproj_norm = false;  // per-head RMSNorm before the gate (fla's is_outproj_norm)
   double mamba_norm_eps = 1e-5;     // eps of the B/C norms and the output norm (fla: the config's norm_eps)
+  int64_t mamba_mimo_rank = 0;      // 0: SISO; R >= 1: MIMO of rank R (fla's is_mimo with mimo_rank R)
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Mamba3Args, chunk_size, form, mamba_expand, mamba_head_dim,
                                                 mamba_d_state, mamba_ngroups, mamba_rope_fraction, mamba_a_floor,
                                                 mamba_dt_min, mamba_dt_max, mamba_dt_floor, mamba_outproj_norm,
-                                                mamba_norm_eps)
+                                                mamba_norm_eps, mamba_mimo_rank)
 
 // Rotated pairs: ⌊d_state · rope_fraction⌋ rounded down to even, halved (fla's num_rope_angles).
 static int64_t mamba3_rope_angles(int64_t d_state, double rope_fraction) {
@@ -61,11 +67,20 @@ class Mamba3Mixer : public Mixer, public DeclaresNoWeightDecay {
     R_ = mamba3_rope_angles(N_, args.mamba_rope_fraction);
     if (R_ < 1)
       throw Error("mamba3: mamba_d_state " + std::to_string(N_) + " times mamba_rope_fraction gives no rotated pair");
-    in_proj_ = register_module("in_proj", make_linear(ctx.d_model, 2 * d_inner_ + 2 * G_ * N_ + 3 * H_ + R_));
+    if (args.mamba_mimo_rank < 0)
+      throw Error("mamba3: mamba_mimo_rank must be 0 (SISO) or a rank >= 1, got " + std::to_string(args.mamba_mimo_rank));
+    mimo_ = args.mamba_mimo_rank > 0;
+    ranks_ = mimo_ ? args.mamba_mimo_rank : 1;
+    in_proj_ = register_module("in_proj", make_linear(ctx.d_model, 2 * d_inner_ + 2 * ranks_ * G_ * N_ + 3 * H_ + R_));
     dt_bias_ = register_parameter("dt_bias",
                                   init_dt_bias(H_, args.mamba_dt_min, args.mamba_dt_max, args.mamba_dt_floor));
-    B_bias_ = register_parameter("B_bias", torch::ones({H_, 1, N_}));  // [H, MIMO rank 1, N] as fla
-    C_bias_ = register_parameter("C_bias", torch::ones({H_, 1, N_}));
+    B_bias_ = register_parameter("B_bias", torch::ones({H_, ranks_, N_}));  // [H, MIMO rank, N] as fla
+    C_bias_ = register_parameter("C_bias", torch::ones({H_, ranks_, N_}));
+    if (mimo_) {  // fla's initialisation: the ranks average the values and the outputs
+      mimo_x_ = register_parameter("mimo_x", torch::ones({H_, ranks_, P_}) / static_cast<double>(ranks_));
+      mimo_z_ = register_parameter("mimo_z", torch::ones({H_, ranks_, P_}));
+      mimo_o_ = register_parameter("mimo_o", torch::ones({H_, ranks_, P_}) / static_cast<double>(ranks_));
+    }
     B_norm_ = register_parameter("B_norm_weight", torch::ones({N_}));
     C_norm_ = register_parameter("C_norm_weight", torch::ones({N_}));
     D_ = register_parameter("D", torch::ones({H_}));
@@ -85,6 +100,7 @@ class Mamba3Mixer : public Mixer, public DeclaresNoWeightDecay {
       return t;
     };
     auto z = take(d_inner_), xs = take(d_inner_).view({B, T, H_, P_});
+    if (mimo_) return forward_mimo(x, proj.narrow(-1, at, proj.size(-1) - at), z, xs, state);
     auto Bm = take(G_ * N_).view({B, T, G_, N_}), Cm = take(G_ * N_).view({B, T, G_, N_});
     auto dt_raw = take(H_), A_raw = take(H_), trap = take(H_), angles = take(R_);
     const auto ct = recurrence_dtype(x);
@@ -116,21 +132,80 @@ class Mamba3Mixer : public Mixer, public DeclaresNoWeightDecay {
   }
 
  private:
+  // The MIMO layer from the projections after z and x: [B, C (R ranks each), dt, A, trap, angles].
+  torch::Tensor forward_mimo(const torch::Tensor& x, const torch::Tensor& rest, const torch::Tensor& z,
+                             const torch::Tensor& xs, LayerState* state) {
+    const int64_t B = x.size(0), T = x.size(1), K = ranks_;
+    int64_t at = 0;
+    auto take = [&](int64_t n) {
+      auto t = rest.narrow(-1, at, n);
+      at += n;
+      return t;
+    };
+    auto Bm = take(K * G_ * N_).view({B, T, K, G_, N_}), Cm = take(K * G_ * N_).view({B, T, K, G_, N_});
+    auto dt_raw = take(H_), A_raw = take(H_), trap = take(H_), angles = take(R_);
+    const auto ct = recurrence_dtype(x);
+    auto dt = torch::softplus(dt_raw.to(ct) + dt_bias_.to(ct));
+    auto A = (-torch::softplus(A_raw.to(ct))).clamp_max(-args_.mamba_a_floor);
+    auto theta = (torch::tanh(angles.to(ct)) * M_PI).unsqueeze(2).expand({B, T, H_, R_});
+    // [B, T, R, G, N] -> RMSNorm over N, groups -> heads, + the per-(head, rank) bias [H, R, N].
+    auto to_heads = [&](const torch::Tensor& m, const torch::Tensor& w, const torch::Tensor& bias) {
+      auto n = rms_norm(m.to(ct), w.to(ct), args_.mamba_norm_eps);
+      if (G_ != H_) n = n.repeat_interleave(H_ / G_, 3);
+      return n + bias.to(ct).permute({1, 0, 2}).unsqueeze(0).unsqueeze(0);
+    };
+    auto per_rank = [&](const torch::Tensor& t, const torch::Tensor& p) {  // [B, T, H, P] ⊙ [H, R, P] -> [B, T, R, H, P]
+      return t.unsqueeze(2) * p.to(t.scalar_type()).permute({1, 0, 2}).unsqueeze(0).unsqueeze(0);
+    };
+    auto values = per_rank(xs.to(ct), mimo_x_);
+    Mamba3Inputs in{to_heads(Cm, C_norm_, C_bias_), to_heads(Bm, B_norm_, B_bias_), values, A * dt, dt,
+                    torch::sigmoid(trap.to(ct)), theta};
+    Mamba3State s0{state_or_empty(state, "memory"), state_or_empty(state, "k_prev"), state_or_empty(state, "v_prev"),
+                   state_or_empty(state, "angle")};
+    auto r = use_chunked_kernel(args_.form, state, T) ? mamba3_mimo_chunk(in, s0, args_.chunk_size)
+                                                      : mamba3_mimo_recurrent(in, s0);
+    if (state) {
+      state->tensors["memory"] = r.state.h.detach();
+      state->tensors["k_prev"] = r.state.k_prev.detach();
+      state->tensors["v_prev"] = r.state.v_prev.detach();
+      state->tensors["angle"] = r.state.angle.detach();
+    }
+    auto y = r.o.to(ct) + values * D_.to(ct).view({1, 1, 1, H_, 1});  // [B, T, R, H, P]
+    if (norm_weight_.defined()) y = rms_norm(y, norm_weight_.to(ct).view({H_, P_}), args_.mamba_norm_eps);
+    auto zr = per_rank(z.view({B, T, H_, P_}).to(ct), mimo_z_);
+    y = (y * torch::silu(zr) * mimo_o_.to(ct).permute({1, 0, 2}).unsqueeze(0).unsqueeze(0)).sum(2);
+    return out_proj_(y.reshape({B, T, d_inner_}).to(x.scalar_type()));
+  }
+
   Mamba3Args args_;
+  bool mimo_ = false;
+  int64_t ranks_ = 1;
   int64_t d_inner_ = 0, P_ = 0, H_ = 0, G_ = 0, N_ = 0, R_ = 0;
   torch::nn::Linear in_proj_{nullptr}, out_proj_{nullptr};
-  torch::Tensor dt_bias_, B_bias_, C_bias_, B_norm_, C_norm_, D_, norm_weight_;
+  torch::Tensor dt_bias_, B_bias_, C_bias_, B_norm_, C_norm_, D_, norm_weight_, mimo_x_, mimo_z_, mimo_o_;
 };
 
-// Per token and layer: the scan as a chunked scalar-decay recurrence plus the projections (chunked_recurrence_flops).
+// Per token and layer: the scan as a chunked scalar-decay recurrence (chunked_recurrence_flops). MIMO of rank R: every
+// token writes and reads the state R times (state term x R) and the causal block of a chunk holds C·R keys for R
+// queries per token (chunk term x R²).
+static double mamba3_mixing_flops(const MixingFlopsQuery& q) {
+  const double rank = std::max<double>(1.0, number_arg(q.args, "mamba_mimo_rank", 0));
+  const double chunk = number_arg(q.args, "chunk_size", 64);
+  const double state = 4 * q.d_model * q.head_dim * rank;
+  return q.decode ? state : 2 * chunk * q.d_model * rank * rank + state;
+}
+
 void register_mamba3_family(Registry& r) {
   r.add_mixer(make_mixer_family<Mamba3Args, Mamba3Mixer>(
       "mamba3",
-      "Mamba-3 (SISO): exponential-trapezoidal SSM with data-dependent rotary B/C, no conv (docs/models.md#mamba-3)",
-      {chunked_recurrence_flops, {"recent linear memories", "brown"}, 2e-3, {mamba3_fla_names()},
+      "Mamba-3: exponential-trapezoidal SSM with data-dependent rotary B/C, no conv; SISO, or MIMO with "
+      "mamba_mimo_rank (docs/models.md#mamba-3)",
+      {mamba3_mixing_flops, {"recent linear memories", "brown"}, 2e-3, {mamba3_fla_names()},
        {{"mamba_rope_fraction", "share of the state's channels the data-dependent rotation turns: 0.5 or 1.0"},
         {"mamba_a_floor", "the decay rate is clamped to A <= -mamba_a_floor"},
-        {"mamba_outproj_norm", "per-head RMSNorm before the output gate (fla's is_outproj_norm)"}}}));
+        {"mamba_outproj_norm", "per-head RMSNorm before the output gate (fla's is_outproj_norm)"},
+        {"mamba_mimo_rank", "0: the SISO layer; R >= 1: MIMO of rank R (R key/value/query ranks per token, fla's "
+                            "is_mimo with mimo_rank R)"}}}));
 }
 
 }  // namespace mnemo
