@@ -52,8 +52,10 @@ struct Run {
   std::vector<torch::Tensor> values, grads;  // o, h, k_prev, v_prev, angle; gradients of every leaf
 };
 
-Run run(const Case& c, int64_t chunk) {
-  auto r = chunk == 0 ? mamba3_recurrent(c.in, c.s0) : mamba3_chunk(c.in, c.s0, chunk);
+// chunk 0: the token-by-token form; mimo: the MIMO forms.
+Run run(const Case& c, int64_t chunk, bool mimo = false) {
+  auto r = mimo ? (chunk == 0 ? mamba3_mimo_recurrent(c.in, c.s0) : mamba3_mimo_chunk(c.in, c.s0, chunk))
+                : (chunk == 0 ? mamba3_recurrent(c.in, c.s0) : mamba3_chunk(c.in, c.s0, chunk));
   std::vector<torch::Tensor> values = {r.o, r.state.h, r.state.k_prev, r.state.v_prev, r.state.angle};
   torch::manual_seed(1234);
   torch::Tensor loss;
@@ -93,18 +95,32 @@ Case make_mimo_case(int64_t B, int64_t T, int64_t K, int64_t H, bool with_state,
   return c;
 }
 
-Run run_mimo(const Case& c, int64_t chunk) {
-  auto r = chunk == 0 ? mamba3_mimo_recurrent(c.in, c.s0) : mamba3_mimo_chunk(c.in, c.s0, chunk);
-  std::vector<torch::Tensor> values = {r.o, r.state.h, r.state.k_prev, r.state.v_prev, r.state.angle};
-  torch::manual_seed(1234);
-  torch::Tensor loss;
-  for (const auto& v : values) {
-    auto term = (v * torch::randn(v.sizes(), v.options())).sum();
-    loss = loss.defined() ? loss + term : term;
+// One chunked pass == two chunked passes with the state handed on, then single-token decode steps (the O(1) step)
+// for the last 4 tokens: outputs and every state part.
+void check_continuation(const Case& c, bool mimo) {
+  auto chunk = [&](const Mamba3Inputs& in, const Mamba3State& s0) {
+    return mimo ? mamba3_mimo_chunk(in, s0, 16) : mamba3_chunk(in, s0, 16);
+  };
+  auto part = [](const Mamba3Inputs& in, int64_t start, int64_t len) {
+    auto n = [&](const torch::Tensor& t) { return t.narrow(1, start, len); };
+    return Mamba3Inputs{n(in.q), n(in.k), n(in.v), n(in.a), n(in.dt), n(in.lambda), n(in.theta)};
+  };
+  const int64_t T = c.in.q.size(1), split = T / 2 - 4, decoded = T - 4;
+  auto whole = chunk(c.in, c.s0);
+  auto first = chunk(part(c.in, 0, split), c.s0);
+  auto second = chunk(part(c.in, split, decoded - split), first.state);
+  std::vector<torch::Tensor> outs = {first.o, second.o};
+  auto state = second.state;
+  for (int64_t t = decoded; t < T; ++t) {
+    auto step = mimo ? mamba3_mimo_recurrent(part(c.in, t, 1), state) : mamba3_recurrent(part(c.in, t, 1), state);
+    outs.push_back(step.o);
+    state = step.state;
   }
-  Run out{{}, torch::autograd::grad({loss}, c.leaves())};
-  for (const auto& v : values) out.values.push_back(v.detach());
-  return out;
+  CHECK(max_rel_err(torch::cat(outs, 1), whole.o) <= 1e-12);
+  CHECK(max_rel_err(state.h, whole.state.h) <= 1e-12);
+  CHECK(max_rel_err(state.k_prev, whole.state.k_prev) <= 1e-12);
+  CHECK(max_rel_err(state.v_prev, whole.state.v_prev) <= 1e-12);
+  CHECK(max_rel_err(state.angle, whole.state.angle) <= 1e-12);
 }
 
 }  // namespace mamba3_test
@@ -114,10 +130,10 @@ TEST_CASE("mamba3 MIMO: chunk form equals the recurrence in fp64 (outputs, final
     for (int64_t T : {1, 9, 40}) {
       for (bool with_state : {false, true}) {
         auto c = mamba3_test::make_mimo_case(2, T, K, 2, with_state, 80 + T + K);
-        auto ref = mamba3_test::run_mimo(c, 0);
+        auto ref = mamba3_test::run(c, 0, true);
         for (int64_t C : {16, 5}) {
           CAPTURE(K, T, with_state, C);
-          mamba3_test::check_same(mamba3_test::run_mimo(c, C), ref);
+          mamba3_test::check_same(mamba3_test::run(c, C, true), ref);
         }
       }
     }
@@ -140,24 +156,7 @@ TEST_CASE("mamba3 MIMO of rank 1 is the SISO scan with the halves rotation (chan
 }
 
 TEST_CASE("mamba3 MIMO: the state passed across a split and into decode steps continues one pass", "[mamba3]") {
-  auto c = mamba3_test::make_mimo_case(1, 30, 2, 2, true, 93);
-  auto whole = mamba3_mimo_chunk(c.in, c.s0, 8);
-  auto part = [](const Mamba3Inputs& in, int64_t start, int64_t len) {
-    auto n = [&](const torch::Tensor& t) { return t.narrow(1, start, len); };
-    return Mamba3Inputs{n(in.q), n(in.k), n(in.v), n(in.a), n(in.dt), n(in.lambda), n(in.theta)};
-  };
-  auto first = mamba3_mimo_chunk(part(c.in, 0, 17), c.s0, 8);
-  std::vector<torch::Tensor> outs = {first.o};
-  auto state = first.state;
-  for (int64_t t = 17; t < 30; ++t) {
-    auto step = mamba3_mimo_recurrent(part(c.in, t, 1), state);
-    outs.push_back(step.o);
-    state = step.state;
-  }
-  CHECK(max_rel_err(torch::cat(outs, 1), whole.o) <= 1e-12);
-  CHECK(max_rel_err(state.h, whole.state.h) <= 1e-12);
-  CHECK(max_rel_err(state.k_prev, whole.state.k_prev) <= 1e-12);
-  CHECK(max_rel_err(state.v_prev, whole.state.v_prev) <= 1e-12);
+  mamba3_test::check_continuation(mamba3_test::make_mimo_case(1, 30, 2, 2, true, 93), true);
 }
 
 TEST_CASE("mamba3 MIMO layer (mamba_mimo_rank 2): causal, decode equals forward, gradients reach every parameter",
@@ -216,26 +215,7 @@ TEST_CASE("mamba3: strong decay (past the factorisation limit) stays exact and f
 }
 
 TEST_CASE("mamba3: one pass equals two halves with the state passed on, and decode steps continue it", "[mamba3]") {
-  auto c = mamba3_test::make_case(2, 50, 2, true, 72);
-  auto whole = mamba3_chunk(c.in, c.s0, 16);
-  auto part = [](const Mamba3Inputs& in, int64_t start, int64_t len) {
-    auto n = [&](const torch::Tensor& t) { return t.narrow(1, start, len); };
-    return Mamba3Inputs{n(in.q), n(in.k), n(in.v), n(in.a), n(in.dt), n(in.lambda), n(in.theta)};
-  };
-  auto first = mamba3_chunk(part(c.in, 0, 21), c.s0, 16);
-  auto second = mamba3_chunk(part(c.in, 21, 25), first.state, 16);
-  std::vector<torch::Tensor> outs = {first.o, second.o};
-  auto state = second.state;
-  for (int64_t t = 46; t < 50; ++t) {  // the O(1) decode step
-    auto step = mamba3_recurrent(part(c.in, t, 1), state);
-    outs.push_back(step.o);
-    state = step.state;
-  }
-  CHECK(max_rel_err(torch::cat(outs, 1), whole.o) <= 1e-12);
-  CHECK(max_rel_err(state.h, whole.state.h) <= 1e-12);
-  CHECK(max_rel_err(state.k_prev, whole.state.k_prev) <= 1e-12);
-  CHECK(max_rel_err(state.v_prev, whole.state.v_prev) <= 1e-12);
-  CHECK(max_rel_err(state.angle, whole.state.angle) <= 1e-12);
+  mamba3_test::check_continuation(mamba3_test::make_case(2, 50, 2, true, 72), false);
 }
 
 TEST_CASE("mamba3 with lambda = 1 and no rotation is the Mamba-2 SSD", "[mamba3]") {

@@ -91,7 +91,7 @@ class Mamba3Mixer : public Mixer, public DeclaresNoWeightDecay {
   std::vector<std::string> no_weight_decay() const override { return {"dt_bias", "D"}; }
 
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
-    const int64_t B = x.size(0), T = x.size(1);
+    const int64_t B = x.size(0), T = x.size(1), K = ranks_;
     auto proj = in_proj_(x);
     int64_t at = 0;
     auto take = [&](int64_t n) {
@@ -100,76 +100,37 @@ class Mamba3Mixer : public Mixer, public DeclaresNoWeightDecay {
       return t;
     };
     auto z = take(d_inner_), xs = take(d_inner_).view({B, T, H_, P_});
-    if (mimo_) return forward_mimo(x, proj.narrow(-1, at, proj.size(-1) - at), z, xs, state);
-    auto Bm = take(G_ * N_).view({B, T, G_, N_}), Cm = take(G_ * N_).view({B, T, G_, N_});
+    auto Bm = take(K * G_ * N_).view({B, T, K, G_, N_}), Cm = take(K * G_ * N_).view({B, T, K, G_, N_});
     auto dt_raw = take(H_), A_raw = take(H_), trap = take(H_), angles = take(R_);
     const auto ct = recurrence_dtype(x);
     auto dt = torch::softplus(dt_raw.to(ct) + dt_bias_.to(ct));                        // Δ [B, T, H]
     auto A = (-torch::softplus(A_raw.to(ct))).clamp_max(-args_.mamba_a_floor);          // [B, T, H]
     auto theta = (torch::tanh(angles.to(ct)) * M_PI).unsqueeze(2).expand({B, T, H_, R_});
-    // B, C: RMSNorm over the state in fp32 (fla's RMSNormGated upcasts), groups -> heads, + per-head bias.
-    auto to_heads = [&](const torch::Tensor& m, const torch::Tensor& w, const torch::Tensor& bias) {
-      auto n = rms_norm(m.to(ct), w.to(ct), args_.mamba_norm_eps);
-      if (G_ != H_) n = n.repeat_interleave(H_ / G_, 2);
-      return n + bias.to(ct).view({1, 1, H_, N_});
-    };
-    Mamba3Inputs in{to_heads(Cm, C_norm_, C_bias_), to_heads(Bm, B_norm_, B_bias_), xs, A * dt, dt,
-                    torch::sigmoid(trap.to(ct)), theta};
-    Mamba3State s0{state_or_empty(state, "memory"), state_or_empty(state, "k_prev"), state_or_empty(state, "v_prev"),
-                   state_or_empty(state, "angle")};
-    auto r = use_chunked_kernel(args_.form, state, T) ? mamba3_chunk(in, s0, args_.chunk_size)
-                                                      : mamba3_recurrent(in, s0);
-    if (state) {
-      state->tensors["memory"] = r.state.h.detach();
-      state->tensors["k_prev"] = r.state.k_prev.detach();
-      state->tensors["v_prev"] = r.state.v_prev.detach();
-      state->tensors["angle"] = r.state.angle.detach();
-    }
-    auto y = r.o + xs * D_.to(r.o.scalar_type()).view({1, 1, H_, 1});
-    if (norm_weight_.defined()) y = rms_norm(y, norm_weight_.view({H_, P_}), args_.mamba_norm_eps);
-    y = y.reshape({B, T, d_inner_}) * torch::silu(z);
-    return out_proj_(y.to(x.scalar_type()));
-  }
-
- private:
-  // The MIMO layer from the projections after z and x: [B, C (R ranks each), dt, A, trap, angles].
-  torch::Tensor forward_mimo(const torch::Tensor& x, const torch::Tensor& rest, const torch::Tensor& z,
-                             const torch::Tensor& xs, LayerState* state) {
-    const int64_t B = x.size(0), T = x.size(1), K = ranks_;
-    int64_t at = 0;
-    auto take = [&](int64_t n) {
-      auto t = rest.narrow(-1, at, n);
-      at += n;
-      return t;
-    };
-    auto Bm = take(K * G_ * N_).view({B, T, K, G_, N_}), Cm = take(K * G_ * N_).view({B, T, K, G_, N_});
-    auto dt_raw = take(H_), A_raw = take(H_), trap = take(H_), angles = take(R_);
-    const auto ct = recurrence_dtype(x);
-    auto dt = torch::softplus(dt_raw.to(ct) + dt_bias_.to(ct));
-    auto A = (-torch::softplus(A_raw.to(ct))).clamp_max(-args_.mamba_a_floor);
-    auto theta = (torch::tanh(angles.to(ct)) * M_PI).unsqueeze(2).expand({B, T, H_, R_});
-    // [B, T, R, G, N] -> RMSNorm over N, groups -> heads, + the per-(head, rank) bias [H, R, N].
+    // B, C [B, T, R, G, N]: RMSNorm over the state in fp32 (fla's RMSNormGated upcasts), groups -> heads, + the
+    // per-(head, rank) bias [H, R, N].
     auto to_heads = [&](const torch::Tensor& m, const torch::Tensor& w, const torch::Tensor& bias) {
       auto n = rms_norm(m.to(ct), w.to(ct), args_.mamba_norm_eps);
       if (G_ != H_) n = n.repeat_interleave(H_ / G_, 3);
       return n + bias.to(ct).permute({1, 0, 2}).unsqueeze(0).unsqueeze(0);
     };
+    Mamba3Inputs in{to_heads(Cm, C_norm_, C_bias_), to_heads(Bm, B_norm_, B_bias_), xs, A * dt, dt,
+                    torch::sigmoid(trap.to(ct)), theta};
+    if (!mimo_) {
+      in.q = in.q.squeeze(2);
+      in.k = in.k.squeeze(2);
+      auto r = scan(in, state, T);
+      auto y = r.o + xs * D_.to(r.o.scalar_type()).view({1, 1, H_, 1});
+      if (norm_weight_.defined()) y = rms_norm(y, norm_weight_.view({H_, P_}), args_.mamba_norm_eps);
+      y = y.reshape({B, T, d_inner_}) * torch::silu(z);
+      return out_proj_(y.to(x.scalar_type()));
+    }
+    // MIMO: per-rank values x ⊙ mimo_x_r, outputs ((y_r + D x_r) ⊙ SiLU(z ⊙ mimo_z_r)) ⊙ mimo_o_r summed over r.
     auto per_rank = [&](const torch::Tensor& t, const torch::Tensor& p) {  // [B, T, H, P] ⊙ [H, R, P] -> [B, T, R, H, P]
       return t.unsqueeze(2) * p.to(t.scalar_type()).permute({1, 0, 2}).unsqueeze(0).unsqueeze(0);
     };
     auto values = per_rank(xs.to(ct), mimo_x_);
-    Mamba3Inputs in{to_heads(Cm, C_norm_, C_bias_), to_heads(Bm, B_norm_, B_bias_), values, A * dt, dt,
-                    torch::sigmoid(trap.to(ct)), theta};
-    Mamba3State s0{state_or_empty(state, "memory"), state_or_empty(state, "k_prev"), state_or_empty(state, "v_prev"),
-                   state_or_empty(state, "angle")};
-    auto r = use_chunked_kernel(args_.form, state, T) ? mamba3_mimo_chunk(in, s0, args_.chunk_size)
-                                                      : mamba3_mimo_recurrent(in, s0);
-    if (state) {
-      state->tensors["memory"] = r.state.h.detach();
-      state->tensors["k_prev"] = r.state.k_prev.detach();
-      state->tensors["v_prev"] = r.state.v_prev.detach();
-      state->tensors["angle"] = r.state.angle.detach();
-    }
+    in.v = values;
+    auto r = scan(in, state, T);
     auto y = r.o.to(ct) + values * D_.to(ct).view({1, 1, 1, H_, 1});  // [B, T, R, H, P]
     if (norm_weight_.defined()) y = rms_norm(y, norm_weight_.to(ct).view({H_, P_}), args_.mamba_norm_eps);
     auto zr = per_rank(z.view({B, T, H_, P_}).to(ct), mimo_z_);
@@ -177,6 +138,23 @@ class Mamba3Mixer : public Mixer, public DeclaresNoWeightDecay {
     return out_proj_(y.reshape({B, T, d_inner_}).to(x.scalar_type()));
   }
 
+ private:
+  // The scan (SISO or MIMO, chunked or token by token) from the carried state (decode) or zeros; the new state
+  // stored back.
+  Mamba3Result scan(const Mamba3Inputs& in, LayerState* state, int64_t T) {
+    Mamba3State s0{state_or_empty(state, "memory"), state_or_empty(state, "k_prev"), state_or_empty(state, "v_prev"),
+                   state_or_empty(state, "angle")};
+    const bool chunked = use_chunked_kernel(args_.form, state, T);
+    auto r = mimo_ ? (chunked ? mamba3_mimo_chunk(in, s0, args_.chunk_size) : mamba3_mimo_recurrent(in, s0))
+                   : (chunked ? mamba3_chunk(in, s0, args_.chunk_size) : mamba3_recurrent(in, s0));
+    if (state) {
+      state->tensors["memory"] = r.state.h.detach();
+      state->tensors["k_prev"] = r.state.k_prev.detach();
+      state->tensors["v_prev"] = r.state.v_prev.detach();
+      state->tensors["angle"] = r.state.angle.detach();
+    }
+    return r;
+  }
   Mamba3Args args_;
   bool mimo_ = false;
   int64_t ranks_ = 1;
