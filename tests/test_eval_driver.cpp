@@ -200,3 +200,15 @@ TEST_CASE("`mnemo eval --tasks sniah_1`: a generation task in the suite scores w
   CHECK(requests.exit_code != 0);
   CHECK_THAT(requests.output, Catch::Contains("mnemo: error: eval: task sniah_1 sizes its prompts"));
 }
+
+TEST_CASE("every registered task says how `mnemo eval --tasks` scores it (TaskFamily::evaluation)", "[eval][registry]") {
+  auto& registry = TaskRegistry::instance();
+  for (const auto& name : registry.names()) {
+    DYNAMIC_SECTION(name) {
+      const auto task = registry.make(name, json::object());
+      const bool generation = dynamic_cast<const GenerationTask*>(task.get()) != nullptr;
+      const bool token = !generation && dynamic_cast<const TokenTask*>(task.get()) != nullptr;
+      CHECK(registry.at(name).evaluation == (generation ? "generate_until" : token ? "token_predictions" : ""));
+    }
+  }
+}

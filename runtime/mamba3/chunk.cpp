@@ -80,10 +80,12 @@ Mamba3Result mamba3_mimo_chunk(const Mamba3Inputs& in, const Mamba3State& s0, in
   if (pad > 0) ah = torch::constant_pad_nd(ah, {0, pad});
   auto g = torch::cumsum(ah.view({B, H, NC, C}), -1);  // log decay from each chunk's start
   auto gq = g.repeat_interleave(R, -1);                 // per (token, rank) [B, H, NC, C·R]
-  auto token = torch::arange(C * R, torch::TensorOptions().dtype(torch::kLong).device(in.q.device())).div(R, "floor");
-  auto causal = token.unsqueeze(-1) >= token.unsqueeze(0);  // query's token >= key's token
-  auto decay = (gq.unsqueeze(-1) - gq.unsqueeze(-2)).masked_fill(causal.logical_not(), -INFINITY).exp();
-  auto o = torch::matmul(torch::matmul(qc, kc.transpose(-1, -2)) * decay, vc);  // within each chunk
+  // The decay between tokens [C, C] (causal: a query's token >= the key's), shared by every pair of ranks.
+  auto causal = torch::ones({C, C}, torch::TensorOptions().dtype(torch::kBool).device(in.q.device())).tril();
+  auto decay = (g.unsqueeze(-1) - g.unsqueeze(-2)).masked_fill(causal.logical_not(), -INFINITY).exp();
+  auto scores = torch::matmul(qc, kc.transpose(-1, -2)).view({B, H, NC, C, R, C, R}) *
+                decay.view({B, H, NC, C, 1, C, 1});
+  auto o = torch::matmul(scores.view({B, H, NC, C * R, C * R}), vc);  // within each chunk
   auto g_last = g.select(-1, C - 1);                                              // [B, H, NC]
   auto writes = torch::matmul((kc * (g_last.unsqueeze(-1) - gq).exp().unsqueeze(-1)).transpose(-1, -2), vc);
   std::vector<torch::Tensor> starts;  // the state at each chunk's start [B, H, N, P]
