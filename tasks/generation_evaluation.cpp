@@ -47,7 +47,9 @@ std::string GenerationTaskEvaluation::target(const json& doc) const {
 }
 
 std::vector<harness::Request> GenerationTaskEvaluation::requests(int64_t doc_id) const {
-  doc(doc_id);  // the range check
+  if (doc_id < 0 || doc_id >= num_docs())
+    throw Error("task " + name() + ": document " + std::to_string(doc_id) + " is outside its " +
+                std::to_string(num_docs()) + " samples");
   return {requests_[static_cast<size_t>(doc_id)]};
 }
 

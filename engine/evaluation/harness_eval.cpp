@@ -14,6 +14,7 @@
 #include "core/signals.h"
 #include "core/system_info.h"
 #include "engine/io/checkpoint.h"
+#include "engine/evaluation/answer_requests.h"
 #include "engine/evaluation/checkpoint_eval.h"
 #include "engine/evaluation/generate_until.h"
 #include "engine/evaluation/model_adapter.h"
@@ -49,23 +50,6 @@ json version_value(const std::string& v) {
   const double d = std::strtod(v.c_str(), &end);
   return (!v.empty() && end && *end == '\0') ? json(d) : json(v);
 }
-
-struct Progress {
-  std::string task;
-  int64_t total = 0;
-  double t0 = wall_seconds(), last = 0;
-  Log log;
-  void update(int64_t done, bool force = false) {
-    const double now = wall_seconds();
-    if (!log || (!force && now - last < 2.0)) return;
-    last = now;
-    const double rate = done / std::max(1e-9, now - t0);
-    const double eta = rate > 0 ? (total - done) / rate : 0;
-    log("[" + task + "] " + std::to_string(done) + "/" + std::to_string(total) + " requests (" +
-        format_fixed(100.0 * done / std::max<int64_t>(1, total), 0) + "%), " + format_fixed(rate, 1) + " requests/s, ETA " +
-        format_fixed(eta, 0) + " s");
-  }
-};
 
 struct TaskWork {
   std::string name;
@@ -124,138 +108,6 @@ json modified_files(const json& data_files) {
   return notes;
 }
 
-// Answers every request of a task: loglikelihood and rolling windows through loglikelihood_tokens (all of the
-// task's windows in lm-eval's Collator order, sent in slices of whole batches so the batches equal one call's),
-// generate_until through the shared engine/evaluation/generate_until.h, one by one.
-// done_at[d]: the wall time (wall_seconds) at which document d's last answer came (0 without requests).
-std::vector<std::vector<Response>> answer(EvalModel& model, const Tokenizer* tok_or_null, const TaskWork& w,
-                                          bool add_bos, const HarnessOptions& o, const Log& log, int64_t& max_length,
-                                          std::vector<double>& done_at) {
-  done_at.assign(w.reqs.size(), 0.0);
-  std::vector<std::vector<Response>> resp(w.reqs.size());
-  std::vector<TokenPair> treq;
-  std::vector<std::pair<size_t, size_t>> owner;  // token request -> (doc, request)
-  std::vector<std::pair<size_t, size_t>> gens;
-  std::vector<std::pair<size_t, size_t>> predictions;  // token_predictions requests, in document order
-  auto tokenizer = [&]() -> const Tokenizer& {
-    if (!tok_or_null) throw Error("task " + w.name + " asks for text requests, but the evaluation has no tokenizer");
-    return *tok_or_null;
-  };
-  std::optional<int64_t> prefix;  // only rolling requests need one (an Error for a tokenizer with neither BOS nor EOS)
-  for (size_t d = 0; d < w.reqs.size(); ++d) {
-    resp[d].resize(w.reqs[d].size());
-    for (size_t i = 0; i < w.reqs[d].size(); ++i) {
-      const Request& r = w.reqs[d][i];
-      if (r.type == RequestType::token_predictions) {
-        predictions.emplace_back(d, i);
-      } else if (r.type == RequestType::loglikelihood) {
-        treq.push_back(harness::encode_pair(tokenizer(), r.arguments[0], r.arguments[1], add_bos));
-        owner.emplace_back(d, i);
-        resp[d][i].is_greedy = true;
-      } else if (r.type == RequestType::loglikelihood_rolling) {
-        // docs/tasks.md#zero-shot-commonsense-lambada-and-wikitext: the page's tokens without special tokens; windows with one token of context.
-        if (!prefix) prefix = harness::prefix_token(tokenizer());
-        for (auto& win : harness::rolling_windows(tokenizer().encode(r.arguments[0]), *prefix, o.max_length, 1)) {
-          treq.push_back(std::move(win));
-          owner.emplace_back(d, i);
-        }
-      } else {
-        gens.emplace_back(d, i);
-      }
-    }
-  }
-  // A continuation longer than max_length cannot be scored (lm-eval asserts it fits). With a default max_length
-  // the task is scored at its longest request instead; a --max-length given is kept, and the error says which.
-  max_length = o.max_length;
-  size_t longest_cont = 0, longest_total = 0, longest_at = 0;
-  for (size_t k = 0; k < treq.size(); ++k) {
-    longest_total = std::max(longest_total, treq[k].first.size() + treq[k].second.size());
-    if (treq[k].second.size() > longest_cont) {
-      longest_cont = treq[k].second.size();
-      longest_at = k;
-    }
-  }
-  if (static_cast<int64_t>(longest_cont) > max_length) {
-    const std::string where = "task " + w.name + ", document " + std::to_string(owner[longest_at].first);
-    if (o.max_length_given)
-      throw Error(where + ": the continuation has " + std::to_string(longest_cont) + " tokens, more than --max-length " +
-                  std::to_string(max_length) + "; give --max-length " + std::to_string(longest_total) +
-                  " (this task's longest request) or more");
-    max_length = static_cast<int64_t>(longest_total);
-    if (log)
-      log("[" + w.name + "] max_length " + std::to_string(max_length) + " (its longest request; the default " +
-          std::to_string(o.max_length) + " is shorter than a continuation of " + std::to_string(longest_cont) +
-          " tokens; --max-length sets it)");
-  }
-  Progress p{w.name, static_cast<int64_t>(treq.size() + gens.size() + predictions.size())};
-  p.log = log;
-  if (log && !predictions.empty())
-    log("[" + w.name + "] " + std::to_string(w.n) + " documents" + skipped_note(w) + ", " +
-        std::to_string(predictions.size()) + " token_predictions requests, batch " + std::to_string(o.token_batch_size));
-  if (!predictions.empty()) {
-    std::vector<const Request*> preq;
-    for (const auto& [d, i] : predictions) preq.push_back(&w.reqs[d][i]);
-    std::vector<Response> ans;
-    try {
-      ans = answer_token_requests(model, preq, o.token_batch_size, [&](int64_t done) {
-        if (stop_requested()) throw Error(std::string("interrupted by ") + stop_signal_name() + " in task " + w.name);
-        p.update(done, done == static_cast<int64_t>(preq.size()) && treq.empty() && gens.empty());
-      });
-    } catch (const Error& e) {
-      throw Error("task " + w.name + ", " + e.what());
-    }
-    for (size_t k = 0; k < predictions.size(); ++k) resp[predictions[k].first][predictions[k].second] = std::move(ans[k]);
-    for (const auto& [d, i] : predictions) done_at[d] = wall_seconds();
-  }
-  if (treq.empty() && gens.empty()) return resp;
-  if (log)
-    log("[" + w.name + "] " + std::to_string(w.n) + " documents" + skipped_note(w) + ", " + std::to_string(w.n_requests) + " requests (" +
-        std::to_string(treq.size()) + " scored sequences, " + std::to_string(gens.size()) + " generations), batch " +
-        std::to_string(o.batch_size) + ", max_length " + std::to_string(max_length));
-  const auto order = loglikelihood_order(treq);
-  const size_t per_slice = static_cast<size_t>(o.batch_size) * static_cast<size_t>((64 + o.batch_size - 1) / o.batch_size);
-  for (size_t s = 0; s < order.size(); s += per_slice) {
-    const size_t e = std::min(order.size(), s + per_slice);
-    std::vector<TokenPair> slice;
-    slice.reserve(e - s);
-    for (size_t k = s; k < e; ++k) slice.push_back(treq[order[k]]);
-    if (stop_requested()) throw Error(std::string("interrupted by ") + stop_signal_name() + " in task " + w.name);
-    const auto ans = model.loglikelihood_tokens(slice, o.batch_size, max_length);
-    if (ans.size() != slice.size()) throw Error("loglikelihood_tokens returned a wrong number of answers");
-    for (size_t k = s; k < e; ++k) {
-      const double ll = ans[k - s].first;
-      if (!std::isfinite(ll))  // a NaN scores like any number in the argmax of a multiple choice: never scored
-        throw Error("task " + w.name + ", document " + std::to_string(owner[order[k]].first) +
-                    ": the model's log-likelihood is " + format_fixed(ll, 1) +
-                    " (non-finite weights or activations); nothing scored, no results written");
-      Response& r = resp[owner[order[k]].first][owner[order[k]].second];
-      r.ll += ll;  // rolling: the document's ll is the sum over its windows
-      r.is_greedy = r.is_greedy && ans[k - s].second;
-    }
-    p.update(static_cast<int64_t>(predictions.size() + e), e == order.size() && gens.empty());
-  }
-  for (const auto& [d, i] : owner) done_at[d] = wall_seconds();
-  std::vector<Request> gen_requests;
-  for (const auto& [d, i] : gens) gen_requests.push_back(w.reqs[d][i]);
-  const harness::GenerationPolicy policy = w.task->generation_policy();
-  GenerateUntilOptions g;
-  g.add_bos = add_bos;
-  if (policy.truncate) g.max_length = max_length;  // else none: the task sized its prompts
-  g.prefill_chunk = policy.prefill_chunk;
-  g.progress = [&](int64_t done) {
-    if (done > 0) done_at[gens[static_cast<size_t>(done - 1)].first] = wall_seconds();
-    p.update(static_cast<int64_t>(predictions.size() + order.size()) + done, done == static_cast<int64_t>(gens.size()));
-  };
-  std::vector<std::string> texts;
-  if (gens.empty()) return resp;
-  try {
-    texts = generate_until(model, tokenizer(), gen_requests, g);
-  } catch (const Error& e) {
-    throw Error("task " + w.name + ", " + e.what());
-  }
-  for (size_t k = 0; k < gens.size(); ++k) resp[gens[k].first][gens[k].second].text = texts[k];
-  return resp;
-}
 
 }  // namespace
 
@@ -437,7 +289,10 @@ ScoredTask score_task(EvalModel& model, const Tokenizer* tok, TaskWork& w, bool 
   if (stop_requested()) throw Error(std::string("interrupted by ") + stop_signal_name() + " before task " + w.name);
   int64_t task_max_length = o.max_length;  // raised for this task when a continuation needs it (answer)
   std::vector<double> done_at;
-  const auto resp = answer(model, tok, w, add_bos, o, log, task_max_length, done_at);
+  const AnswerJob job{w.name, *w.task, w.reqs,
+                      std::to_string(w.n) + " documents" + skipped_note(w), w.n_requests};
+  const AnswerOptions answer_options{o.batch_size, o.token_batch_size, o.max_length, o.max_length_given};
+  const auto resp = answer_requests(model, tok, job, add_bos, answer_options, log, task_max_length, done_at);
   const auto specs = w.task->metrics();
   std::map<std::string, std::vector<json>> values;
   ScoredTask out;
@@ -619,152 +474,6 @@ json run_harness(EvalModel* model, const Tokenizer* tok, const HarnessOptions& o
   return {{"results", out},         {"table", harness_results_table(out, o.tasks)}, {"files", files},
           {"skipped", skipped},     {"malformed", malformed},  {"data_warnings", data_warnings},
           {"output_path", o.output_path}};
-}
-
-std::string default_harness_output_path(const std::string& checkpoint) {
-  if (checkpoint.empty()) return "out/eval/requests";
-  fs::path p = fs::path(resolve_model_path(checkpoint)).lexically_normal();
-  if (p.filename().empty()) p = p.parent_path();
-  if (p.extension() == ".safetensors" && p.has_parent_path()) {  // an export: RUN/export/model.safetensors -> RUN
-    p = p.parent_path();
-    if (p.filename() == "export" && p.has_parent_path()) p = p.parent_path();
-  }
-  if (p.filename().string().rfind("checkpoint", 0) == 0 && p.has_parent_path()) p = p.parent_path();
-  fs::path name = p.filename();
-  // A Hugging Face cache snapshot, <cache>/models--OWNER--NAME/snapshots/<commit>: named OWNER--NAME.
-  const std::string repo_folder = p.parent_path().parent_path().filename().string();
-  if (p.parent_path().filename() == "snapshots" && repo_folder.rfind("models--", 0) == 0) name = repo_folder.substr(8);
-  if (name.empty() || name == "." || name == "..") name = fs::absolute(p).lexically_normal().filename();
-  return (fs::path("out") / "eval" / name).string();
-}
-
-// The registry's evaluation kind of a task (TaskFamily::evaluation); "" for the lm-eval tasks.
-static std::string evaluation_kind(const std::string& name) {
-  const auto& registry = TaskRegistry::instance();
-  return registry.has(name) ? registry.at(name).evaluation : std::string();
-}
-static bool is_token_task(const std::string& name) { return evaluation_kind(name) == "token_predictions"; }
-static bool is_generation_task(const std::string& name) { return evaluation_kind(name) == "generate_until"; }
-
-std::vector<std::string> expand_eval_tasks(const std::vector<std::string>& names_or_groups) {
-  std::vector<std::string> out;
-  auto add = [&out](const std::string& t) {
-    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
-  };
-  for (const auto& entry : names_or_groups) {
-    size_t pos = 0;
-    while (pos <= entry.size()) {
-      size_t comma = entry.find(',', pos);
-      if (comma == std::string::npos) comma = entry.size();
-      std::string name = entry.substr(pos, comma - pos);
-      pos = comma + 1;
-      name.erase(0, name.find_first_not_of(" \t"));
-      name.erase(name.find_last_not_of(" \t") + 1);
-      if (name.empty()) continue;
-      if (is_token_task(name) || is_generation_task(name)) {
-        add(name);
-      } else {
-        for (const auto& t : harness::expand_harness_tasks({name})) add(t);
-      }
-    }
-  }
-  if (out.empty()) harness::expand_harness_tasks({});  // the Error listing the groups
-  return out;
-}
-
-std::unique_ptr<harness::HarnessTask> make_eval_task(const std::string& name, const json& checkpoint_config,
-                                                     int64_t token_examples, EvalContext* generation) {
-  if (is_generation_task(name)) {
-    if (!generation) throw Error("task " + name + " generates: it needs a model (no --requests-only)");
-    json params = json::object();
-    if (checkpoint_config.is_object() && checkpoint_config.value("task", "") == name)
-      params = task_params_of(resolve_run_config(checkpoint_config));
-    std::shared_ptr<const Task> task = TaskRegistry::instance().make(name, params);
-    return std::make_unique<GenerationTaskEvaluation>(dynamic_cast<const GenerationTask&>(*task), *generation, task);
-  }
-  if (!is_token_task(name)) return harness::make_harness_task(name);
-  // The task as the checkpoint was trained on it when it is the same task, else its defaults; the test examples
-  // drawn with the run's seed (those the trainer's evaluation drew).
-  json params = json::object();
-  uint64_t seed = 0;
-  if (checkpoint_config.is_object()) {
-    seed = checkpoint_config.value("seed", uint64_t{0});
-    if (checkpoint_config.value("task", "") == name) params = task_params_of(resolve_run_config(checkpoint_config));
-  }
-  auto task = std::dynamic_pointer_cast<TokenTask>(TaskRegistry::instance().make(name, params));
-  return std::make_unique<TokenTaskEvaluation>(task, token_examples, seed);
-}
-
-json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(const std::string&)>& log) {
-  HarnessOptions o = a.options;
-  o.tasks = expand_eval_tasks(o.tasks);
-  const bool any_text = std::any_of(o.tasks.begin(), o.tasks.end(), [](const std::string& t) { return !is_token_task(t); });
-  if (o.requests_only)
-    for (const auto& t : o.tasks)
-      if (is_generation_task(t))
-        throw Error("eval: task " + t + " sizes its prompts in the model's tokenizer: --requests-only writes lm-eval and "
-                    "token tasks' requests only");
-  if (!any_text && !a.tokenizer.empty())
-    throw Error("eval: --tokenizer " + a.tokenizer + " is not used: token tasks (" + o.tasks.front() +
-                ") score the ids of their own vocabulary");
-  if (a.batch_size) o.token_batch_size = *a.batch_size;
-  if (o.requests_only) {
-    // Requests are strings before encoding: no model, and the tokenizer (--tokenizer, else byte) is not used.
-    const auto tok = load_tokenizer(a.tokenizer.empty() ? "byte" : a.tokenizer);
-    if (o.output_path.empty()) o.output_path = default_harness_output_path(a.checkpoint);
-    if (a.max_length) o.max_length = *a.max_length;
-    if (!o.make_task)
-      o.make_task = [&](const std::string& name) { return make_eval_task(name, nullptr, a.token_examples, nullptr); };
-    return run_harness(nullptr, tok.get(), o, log);
-  }
-  if (a.checkpoint.empty()) throw Error("eval --tasks: give --checkpoint DIR (or --requests-only to write the requests)");
-  const std::string ckpt = resolve_model_path(a.checkpoint);  // a checkpoint folder or an export's .safetensors
-  const json cfg = load_checkpoint_config(ckpt);
-  std::shared_ptr<Tokenizer> tok;
-  json setting_extra = json::object();
-  if (any_text) {
-    const CheckpointTokenizer checked = checkpoint_tokenizer(cfg, a.tokenizer, ckpt, a.allow_other_tokenizer, log);
-    tok = checked.tokenizer;
-    if (checked.other) setting_extra = {{"tokenizer", tok->id()}};
-  }
-  o.max_length_given = a.max_length.has_value();
-  if (a.max_length) {
-    o.max_length = *a.max_length;
-  } else {
-    o.max_length = cfg.contains("seq_len") && cfg["seq_len"].is_number_integer() ? cfg["seq_len"].get<int64_t>() : 2048;
-  }
-  if (o.output_path.empty()) o.output_path = default_harness_output_path(ckpt);
-  const torch::Device device = resolve_device(a.device);
-  Backbone model = load_backbone(ckpt, device);
-  if (any_text && !model.language_model)
-    throw Error("checkpoint " + ckpt + " holds a " + model.kind + ", not a language model (it cannot generate)");
-  o.model_name = cfg.value("model", "");
-  o.checkpoint = ckpt;
-  o.device = device.str();
-  o.batch_size = a.batch_size.value_or(device.is_cuda() ? 32 : 1);
-  // The database is opened (and created) only to record the finished evaluation: a failure before leaves none.
-  int64_t run_id = 0;
-  o.record = [&](const std::vector<EvalCell>& cells) {
-    ResultsDB db(a.db);
-    run_id = checkpoint_run_id(db, ckpt);
-    eval_rows_sink(db, o.model_name, ckpt, run_id, a.keep_previous, setting_extra)(cells);
-  };
-  try {
-    o.record_details["config_hash"] = config_hash(resolve_run_config(cfg));
-  } catch (const std::exception&) {  // a config this mnemo no longer resolves: the run id still ties the rows
-  }
-  BackboneAdapter adapter(model, device);
-  // Generation tasks (S-NIAH, BABILong) at their default settings (one cell), --limit samples (else their default n),
-  // with the checkpoint's tokenizer.
-  EvalContext generation(adapter);
-  generation.tokenizer = tok;
-  generation.log = log;
-  if (o.limit) generation.options["n"] = *o.limit;
-  if (!o.make_task)
-    o.make_task = [&](const std::string& name) { return make_eval_task(name, cfg, a.token_examples, &generation); };
-  json out = run_harness(&adapter, tok.get(), o, log);
-  out["run_id"] = run_id;
-  return out;
 }
 
 }  // namespace mnemo
