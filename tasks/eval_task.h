@@ -1,9 +1,10 @@
 // Tasks that evaluate a trained model (`mnemo eval --task`): the engine builds an EvalContext around the
-// checkpoint's model (tasks/model_api.h). Generation tasks (S-NIAH, BABILong: GenerationTask) declare their
-// samples as lm-eval generate_until requests plus a process_results per sample, and the engine runs them
-// (the evaluation driver, engine/evaluation/harness_eval.h, through tasks/generation_evaluation.h); lm_ppl
-// (DirectEvalTask) scores the model itself. Either way one EvalCell per (task, metric, setting) reaches ctx.record
-// (the engine stores them as `evals` rows).
+// checkpoint's model (tasks/model_api.h), the task makes its evaluation as documents and requests of the one driver
+// (EvalTask::evaluation; engine/evaluation/harness_eval.h runs it). Generation tasks (S-NIAH, BABILong:
+// GenerationTask) declare their samples as lm-eval generate_until requests plus a process_results per sample
+// (tasks/generation_evaluation.h); lm_ppl asks for the log-probabilities of windows of its validation stream
+// (tasks/lm_ppl_evaluation.h). One EvalCell per (task, metric, setting) reaches ctx.record (the engine stores them as
+// `evals` rows).
 //
 // EvalTask is an interface mixed into a Task subclass; find it with
 //   auto* ev = dynamic_cast<EvalTask*>(task.get());
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "core/common.h"
+#include "tasks/harness/harness_task.h"
 #include "tasks/harness/request.h"
 #include "tasks/model_api.h"
 #include "tasks/task.h"
@@ -60,14 +62,10 @@ class EvalTask {
   virtual double score_prediction(const json& row, const std::string& mode, const std::string& where) const = 0;
   // The metric name score_prediction's mean (in %) is reported as, for `mode`.
   virtual std::string score_metric(const std::string& mode) const = 0;
-};
-
-// A task that evaluates the model itself (lm_ppl: log-likelihood over blocks of the validation stream).
-class DirectEvalTask : public EvalTask {
- public:
-  // Runs the evaluation; returns {"task", "metric", "cells": [{setting..., "value", "n"}], ...}
-  // and hands the same cells to ctx.record.
-  virtual json evaluate(EvalContext& ctx) const = 0;
+  // The evaluation on ctx.model as an evaluation task of the one driver, built for ctx (its options, tokenizer and
+  // the model's vocabulary: Errors for bad options before anything is asked of the model). `self` is the Task this
+  // interface is part of, kept alive by the result; null when the caller keeps it alive.
+  virtual std::unique_ptr<harness::HarnessTask> evaluation(const EvalContext& ctx, std::shared_ptr<const Task> self) const = 0;
 };
 
 // A generation evaluation declared as data (S-NIAH, BABILong): the cells of its settings grid, each with one
@@ -102,6 +100,8 @@ class GenerationTask : public EvalTask {
   // against `doc`; returns the sample's record {"prediction", "target", ..., "score"} with "score" in [0, 1].
   // `mnemo score --predictions` goes through it too (score_prediction).
   virtual json process_results(const json& doc, const std::string& generation, const std::string& mode) const = 0;
+  // GenerationTaskEvaluation over generation_plan(ctx) (tasks/generation_evaluation.cpp).
+  std::unique_ptr<harness::HarnessTask> evaluation(const EvalContext& ctx, std::shared_ptr<const Task> self) const final;
 };
 
 // A string field of a prediction row; Error naming `where` and the field otherwise.

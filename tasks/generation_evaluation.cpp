@@ -79,4 +79,9 @@ std::string GenerationTaskEvaluation::cell_label(const json& setting) const {
   return it == cells_.end() ? name() + " " + setting.dump() : it->second.second;
 }
 
+std::unique_ptr<harness::HarnessTask> GenerationTask::evaluation(const EvalContext& ctx,
+                                                                std::shared_ptr<const Task> self) const {
+  return std::make_unique<GenerationTaskEvaluation>(*this, ctx, std::move(self));
+}
+
 }  // namespace mnemo

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "tasks/lm_metrics.h"
 
 namespace mnemo {
 namespace fs = std::filesystem;
@@ -77,9 +76,9 @@ std::shared_ptr<Tokenizer> LmTask::tokenizer(const LogFn& log) const {
   return load_tokenizer(spec);
 }
 
-LmData LmTask::prepare(const LogFn& log, bool with_train) const {
+LmData LmTask::prepare(const LogFn& log, bool with_train, std::shared_ptr<Tokenizer> tok) const {
   LmData d;
-  d.tokenizer = tokenizer(log);
+  d.tokenizer = tok ? std::move(tok) : tokenizer(log);
   if (params_.at("reset_state_at_bos").get<bool>() && d.tokenizer->bos_id() < 0)
     throw Error("task " + name_ + ": reset_state_at_bos needs a tokenizer with a BOS token; " + d.tokenizer->id() +
                 " has none");
@@ -132,69 +131,6 @@ json LmPplTask::eval_options_help() const {
 
 double LmPplTask::score_prediction(const json&, const std::string&, const std::string& where) const {
   throw Error(where + ": lm_ppl scores a model's log-likelihoods, not predictions (use mnemo eval --task lm_ppl)");
-}
-
-json LmPplTask::evaluate(EvalContext& ctx) const {
-  const int64_t T = seq_len();
-  std::vector<int64_t> lengths = option_int_list(ctx.options, "lengths", {T});
-  for (int64_t L : lengths)
-    if (L < 2) throw Error("lm_ppl: every length must be >= 2, got " + std::to_string(L));
-  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
-  const int64_t max_tokens = option_int(ctx.options, "max_tokens", std::max<int64_t>(65536, 4 * longest));
-  const int64_t bucket = option_int(ctx.options, "bucket", std::min<int64_t>(2048, std::max<int64_t>(1, longest / 8)));
-  const int64_t chunk = option_int(ctx.options, "chunk", T);
-  const int64_t batch = option_int(ctx.options, "batch_size", 1);
-  if (max_tokens < 2 || bucket < 1 || chunk < 0 || batch < 1)
-    throw Error("lm_ppl: max_tokens >= 2, bucket >= 1, chunk >= 0 and batch_size >= 1 are required");
-
-  LmData d = prepare(ctx.log, false);
-  if (d.tokenizer->vocab_size() != ctx.model.vocab_size())
-    throw Error("lm_ppl: tokenizer " + d.tokenizer->id() + " has " + std::to_string(d.tokenizer->vocab_size()) +
-                " tokens but the checkpoint's vocab_size is " + std::to_string(ctx.model.vocab_size()) +
-                " (evaluate with the tokenizer the model was trained with)");
-  const TokenShard& shard = *d.validation;
-  if (shard.size() < longest)
-    throw Error("lm_ppl: the validation stream " + d.validation_label + " has " + std::to_string(shard.size()) +
-                " tokens, fewer than the longest length " + std::to_string(longest));
-  auto read = [&](int64_t s, int64_t n, int64_t* out) { shard.read(s, n, out); };
-  auto logprobs = [&](const torch::Tensor& ids) { return ctx.model.next_token_logprobs(ids.to(ctx.device), chunk); };
-
-  std::vector<EvalCell> cells;
-  json out_cells = json::array();
-  const json details_base = {{"tokenizer", d.tokenizer->id()}, {"max_tokens", max_tokens}, {"chunk", chunk},
-                             {"validation", d.validation_label}};
-  for (int64_t L : lengths) {
-    const double t0 = wall_seconds();
-    WindowScoring opt;
-    opt.length = L;
-    opt.max_tokens = std::max(max_tokens, L);
-    opt.batch_size = batch;
-    opt.bucket_size = L == longest ? bucket : 0;
-    WindowScore s = score_windows(shard.size(), read, logprobs, d.byte_lengths, opt);
-    json setting = {{"length", L}, {"corpus", d.validation_label}, {"train_seq_len", T}};
-    json details = details_base;
-    details["tokens"] = s.total.tokens;
-    details["wall_s"] = wall_seconds() - t0;
-    cells.push_back({name(), "ppl", setting, s.total.ppl(), s.windows, details});
-    cells.push_back({name(), "bpb", setting, s.total.bpb(), s.windows, details});
-    out_cells.push_back({{"length", L}, {"ppl", s.total.ppl()}, {"bpb", s.total.bpb()}, {"windows", s.windows},
-                         {"tokens", s.total.tokens}});
-    if (ctx.log)
-      ctx.log("lm_ppl: length " + std::to_string(L) + ": ppl " + std::to_string(s.total.ppl()) + " over " +
-              std::to_string(s.total.tokens) + " predicted tokens (" + std::to_string(s.windows) + " blocks)");
-    if (L == longest)
-      for (size_t k = 0; k < s.buckets.size(); ++k) {
-        const int64_t b0 = int64_t(k) * bucket, b1 = std::min<int64_t>(L, b0 + bucket);
-        json bs = {{"length", L}, {"bucket_start", b0}, {"bucket_end", b1}, {"corpus", d.validation_label},
-                   {"train_seq_len", T}};
-        json bd = details_base;
-        bd["tokens"] = s.buckets[k].tokens;
-        cells.push_back({name(), "ppl_bucket", bs, s.buckets[k].ppl(), s.windows, bd});
-      }
-  }
-  record_cells(ctx, cells);
-  return {{"task", name()}, {"metric", "ppl"}, {"cells", out_cells}, {"validation", d.validation_label},
-          {"tokenizer", d.tokenizer->id()}};
 }
 
 // ---- registration ----
@@ -251,6 +187,7 @@ void register_lm_tasks(TaskRegistry& r) {
   ppl.defaults = lm_defaults();
   ppl.help = lm_help();
   ppl.trainable = false;
+  ppl.evaluation = "token_logprobs";
   ppl.make = [](const json& p) -> std::shared_ptr<Task> { return std::make_shared<LmPplTask>(p); };
   r.add(std::move(ppl));
 }

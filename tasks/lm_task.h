@@ -40,19 +40,21 @@ class LmTask : public Task {
   CorpusSplit validation_split() const;
   std::string cache_dir() const;  // `cache_dir`, else $MNEMO_CACHE_DIR, else out/cache
   std::shared_ptr<Tokenizer> tokenizer(const LogFn& log) const;
-  // Builds or reuses the shards; with_train = false skips the training shard.
-  LmData prepare(const LogFn& log, bool with_train = true) const;
+  // Builds or reuses the shards; with_train = false skips the training shard. `tokenizer` given: the shards in its
+  // tokens instead of the task's `tokenizer` parameter's.
+  LmData prepare(const LogFn& log, bool with_train = true, std::shared_ptr<Tokenizer> tokenizer = nullptr) const;
 
  protected:
   json params_;
   std::string name_;
 };
 
-// The `lm_ppl` evaluation: options lengths, max_tokens, bucket, chunk, batch_size (eval_options_help).
-class LmPplTask : public LmTask, public DirectEvalTask {
+// The `lm_ppl` evaluation: options lengths, max_tokens, bucket, chunk, batch_size (eval_options_help); its documents
+// and requests: tasks/lm_ppl_evaluation.h.
+class LmPplTask : public LmTask, public EvalTask {
  public:
   explicit LmPplTask(const json& params) : LmTask(params, "lm_ppl") {}
-  json evaluate(EvalContext& ctx) const override;
+  std::unique_ptr<harness::HarnessTask> evaluation(const EvalContext& ctx, std::shared_ptr<const Task> self) const override;
   json eval_options_help() const override;
   double score_prediction(const json& row, const std::string& mode, const std::string& where) const override;
   std::string score_metric(const std::string& mode) const override { return "ppl"; }

@@ -55,7 +55,8 @@ struct TaskFamily {
   json help;      // parameter name -> one-line description
   bool trainable = false;  // the trainer learns it (a TokenTask, or language modelling)
   // How `mnemo eval --tasks` scores a checkpoint on it: "token_predictions" (a TokenTask: TokenTaskEvaluation),
-  // "generate_until" (a GenerationTask: GenerationTaskEvaluation), "" (not through the driver's --tasks).
+  // "generate_until" (a GenerationTask: GenerationTaskEvaluation), "token_logprobs" (lm_ppl: LmPplEvaluation), ""
+  // (not through the driver's --tasks).
   std::string evaluation;
   std::function<std::shared_ptr<Task>(const json& params)> make;  // params = defaults merged
 };

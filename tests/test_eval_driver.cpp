@@ -208,7 +208,9 @@ TEST_CASE("every registered task says how `mnemo eval --tasks` scores it (TaskFa
       const auto task = registry.make(name, json::object());
       const bool generation = dynamic_cast<const GenerationTask*>(task.get()) != nullptr;
       const bool token = !generation && dynamic_cast<const TokenTask*>(task.get()) != nullptr;
-      CHECK(registry.at(name).evaluation == (generation ? "generate_until" : token ? "token_predictions" : ""));
+      const bool logprobs = !generation && dynamic_cast<const EvalTask*>(task.get()) != nullptr;  // lm_ppl
+      CHECK(registry.at(name).evaluation ==
+            (generation ? "generate_until" : token ? "token_predictions" : logprobs ? "token_logprobs" : ""));
     }
   }
 }

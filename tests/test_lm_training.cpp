@@ -17,6 +17,7 @@
 #include "runtime/registry.h"
 #include "tasks/lm_metrics.h"
 #include "tasks/lm_task.h"
+#include "file_util.h"
 #include "test_util.h"
 
 using namespace mnemo;
@@ -255,6 +256,86 @@ TEST_CASE("lm_ppl: chunked evaluation through the state equals one forward, a to
       REQUIRE_THROWS_WITH(evaluate_checkpoint(a, {}), Catch::Contains("vocab_size"));
     }
   }
+}
+
+TEST_CASE("lm_ppl through the evaluation driver gives the window scoring's numbers: ppl, bpb and every position "
+          "bucket, batched, chunked, with a partial last window; eval --tasks lm_ppl scores what --task lm_ppl does",
+          "[lm][lm_ppl][eval]") {
+  auto corpus = write_corpus("lm_ppl_driver");
+  auto dir = corpus.parent_path();
+  json cfg = lm_run("gated_deltanet", corpus);
+  cfg["steps"] = 2;
+  TrainOptions opt;
+  opt.db_path = (dir / "d.sqlite").string();
+  opt.quiet = true;
+  opt.out_dir = (dir / "run").string();
+  train(cfg, opt);
+  EvalRequest a;
+  a.checkpoint = opt.out_dir;
+  a.task = "lm_ppl";
+  a.db = opt.db_path;
+  // 200 tokens: 12 windows of 16 and a partial one of 8; 4 windows of 48 and a partial one of 8. Buckets of 48 / 8.
+  a.params = {{"lengths", "16,48"}, {"chunk", 8}, {"batch_size", 3}, {"max_tokens", 200}};
+  const json out = evaluate_checkpoint(a, {});
+  REQUIRE(out.at("cells").size() == 2);
+
+  // The reference: the same windows scored by score_windows (the trainer's validation) on the same model.
+  const LmPplTask task(task_params_of(resolve_run_config(load_checkpoint_config(opt.out_dir))));
+  const LmData data = task.prepare({}, false);
+  Backbone model = load_backbone(opt.out_dir, torch::kCPU);
+  LanguageModelAdapter adapter(*model.language_model, torch::kCPU);
+  auto read = [&](int64_t s, int64_t n, int64_t* ids) { data.validation->read(s, n, ids); };
+  auto logprobs = [&](const torch::Tensor& ids) { return adapter.next_token_logprobs(ids, 8); };
+  ResultsDB db(opt.db_path);
+  const auto rows = db.evals("lm_ppl");
+  auto row_value = [&](const std::string& metric, int64_t length, int64_t bucket_start) {
+    for (const auto& r : rows) {
+      const json setting = json::parse(r.setting_json);
+      if (r.metric == metric && setting.at("length") == length &&
+          (bucket_start < 0 || setting.at("bucket_start") == bucket_start))
+        return std::make_pair(r.value, r.n);
+    }
+    FAIL("no evals row " << metric << " at length " << length << " bucket " << bucket_start);
+    return std::make_pair(0.0, int64_t{0});
+  };
+  for (const int64_t L : {int64_t{16}, int64_t{48}}) {
+    WindowScoring w;
+    w.length = L;
+    w.max_tokens = 200;
+    w.batch_size = 3;
+    w.bucket_size = L == 48 ? 6 : 0;
+    const WindowScore ref = score_windows(data.validation->size(), read, logprobs, data.byte_lengths, w);
+    CHECK(row_value("ppl", L, -1).first == Approx(ref.total.ppl()).epsilon(1e-12));
+    CHECK(row_value("bpb", L, -1).first == Approx(ref.total.bpb()).epsilon(1e-12));
+    CHECK(row_value("ppl", L, -1).second == ref.windows);
+    if (L == 48) {
+      REQUIRE(ref.buckets.size() == 8);
+      for (size_t k = 0; k < ref.buckets.size(); ++k)
+        CHECK(row_value("ppl_bucket", L, int64_t(k) * 6).first == Approx(ref.buckets[k].ppl()).epsilon(1e-12));
+    }
+  }
+  CHECK(rows.size() == 2 + 2 + 8);
+
+  // eval --tasks lm_ppl: the checkpoint's context (16) by default; results.json, the samples (one window each) and
+  // the same value as --task lm_ppl at that length.
+  const fs::path eval_dir = dir / "eval";
+  auto suite = test::run_mnemo("eval --checkpoint " + opt.out_dir + " --tasks lm_ppl --log-samples --output-path " +
+                               eval_dir.string() + " --db " + (dir / "s.sqlite").string());
+  INFO(suite.output);
+  REQUIRE(suite.exit_code == 0);
+  auto single = test::run_mnemo("eval --checkpoint " + opt.out_dir + " --task lm_ppl --db " + (dir / "t.sqlite").string());
+  INFO(single.output);
+  REQUIRE(single.exit_code == 0);
+  const json one = json::parse(single.output.substr(single.output.rfind("{\"cells\"")));
+  REQUIRE(one.at("cells").size() == 1);
+  json results;
+  std::ifstream(eval_dir / "results.json") >> results;
+  CHECK(results.at("results").at("lm_ppl").at("ppl,none").get<double>() ==
+        Approx(one.at("cells")[0].at("ppl").get<double>()).epsilon(1e-12));
+  CHECK(results.at("configs").at("lm_ppl").at("output_type") == "token_logprobs");
+  const auto samples = test::read_jsonl(eval_dir / "samples_lm_ppl.jsonl");
+  CHECK(static_cast<int64_t>(samples.size()) == one.at("cells")[0].at("n").get<int64_t>());
+  CHECK(samples.at(0).at("resps")[0][0].size() == 15);  // a window of 16: 15 predicted tokens
 }
 
 TEST_CASE("every registered family trains on --task lm: the loss falls within a few steps", "[lm][families]") {

@@ -49,6 +49,7 @@ std::vector<std::vector<Response>> answer_requests(EvalModel& model, const Token
   std::vector<std::pair<size_t, size_t>> owner;  // token request -> (doc, request)
   std::vector<std::pair<size_t, size_t>> gens;
   std::vector<std::pair<size_t, size_t>> predictions;  // token_predictions requests, in document order
+  std::vector<std::pair<size_t, size_t>> logprobs;     // token_logprobs requests, in document order
   auto tokenizer = [&]() -> const Tokenizer& {
     if (!tok_or_null) throw Error("task " + w.name + " asks for text requests, but the evaluation has no tokenizer");
     return *tok_or_null;
@@ -60,6 +61,8 @@ std::vector<std::vector<Response>> answer_requests(EvalModel& model, const Token
       const Request& r = w.reqs[d][i];
       if (r.type == RequestType::token_predictions) {
         predictions.emplace_back(d, i);
+      } else if (r.type == RequestType::token_logprobs) {
+        logprobs.emplace_back(d, i);
       } else if (r.type == RequestType::loglikelihood) {
         treq.push_back(harness::encode_pair(tokenizer(), r.arguments[0], r.arguments[1], add_bos));
         owner.emplace_back(d, i);
@@ -99,26 +102,36 @@ std::vector<std::vector<Response>> answer_requests(EvalModel& model, const Token
           std::to_string(o.max_length) + " is shorter than a continuation of " + std::to_string(longest_cont) +
           " tokens; --max-length sets it)");
   }
-  Progress p{w.name, static_cast<int64_t>(treq.size() + gens.size() + predictions.size())};
+  const size_t token_requests = predictions.size() + logprobs.size();
+  Progress p{w.name, static_cast<int64_t>(treq.size() + gens.size() + token_requests)};
   p.log = log;
-  if (log && !predictions.empty())
-    log("[" + w.name + "] " + w.documents + ", " +
-        std::to_string(predictions.size()) + " token_predictions requests, batch " + std::to_string(o.token_batch_size));
-  if (!predictions.empty()) {
-    std::vector<const Request*> preq;
-    for (const auto& [d, i] : predictions) preq.push_back(&w.reqs[d][i]);
+  // The requests on token ids (token_predictions, then token_logprobs), in document order.
+  auto answer_token_kind = [&](const std::vector<std::pair<size_t, size_t>>& which, const std::string& kind,
+                               int64_t batch, size_t done_before, const auto& answer) {
+    if (which.empty()) return;
+    if (log)
+      log("[" + w.name + "] " + w.documents + ", " + std::to_string(which.size()) + " " + kind + " requests, batch " +
+          std::to_string(batch));
+    std::vector<const Request*> batch_requests;
+    for (const auto& [d, i] : which) batch_requests.push_back(&w.reqs[d][i]);
     std::vector<Response> ans;
+    size_t stamped = 0;
     try {
-      ans = answer_token_requests(model, preq, o.token_batch_size, [&](int64_t done) {
+      ans = answer(model, batch_requests, batch, [&](int64_t done) {
         if (stop_requested()) throw Error(std::string("interrupted by ") + stop_signal_name() + " in task " + w.name);
-        p.update(done, done == static_cast<int64_t>(preq.size()) && treq.empty() && gens.empty());
+        const int64_t all_done = static_cast<int64_t>(done_before) + done;
+        p.update(all_done, all_done == static_cast<int64_t>(token_requests) && treq.empty() && gens.empty());
+        // The documents whose requests this batch answered (requests come in document order).
+        const double now = wall_seconds();
+        for (; stamped < static_cast<size_t>(done); ++stamped) done_at[which[stamped].first] = now;
       });
     } catch (const Error& e) {
       throw Error("task " + w.name + ", " + e.what());
     }
-    for (size_t k = 0; k < predictions.size(); ++k) resp[predictions[k].first][predictions[k].second] = std::move(ans[k]);
-    for (const auto& [d, i] : predictions) done_at[d] = wall_seconds();
-  }
+    for (size_t k = 0; k < which.size(); ++k) resp[which[k].first][which[k].second] = std::move(ans[k]);
+  };
+  answer_token_kind(predictions, "token_predictions", o.token_batch_size, 0, answer_token_requests);
+  answer_token_kind(logprobs, "token_logprobs", o.batch_size, predictions.size(), answer_logprob_requests);
   if (treq.empty() && gens.empty()) return resp;
   if (log)
     log("[" + w.name + "] " + w.documents + ", " + std::to_string(w.n_requests) + " requests (" +
@@ -144,7 +157,7 @@ std::vector<std::vector<Response>> answer_requests(EvalModel& model, const Token
       r.ll += ll;  // rolling: the document's ll is the sum over its windows
       r.is_greedy = r.is_greedy && ans[k - s].second;
     }
-    p.update(static_cast<int64_t>(predictions.size() + e), e == order.size() && gens.empty());
+    p.update(static_cast<int64_t>(token_requests + e), e == order.size() && gens.empty());
   }
   for (const auto& [d, i] : owner) done_at[d] = wall_seconds();
   std::vector<Request> gen_requests;
@@ -156,7 +169,7 @@ std::vector<std::vector<Response>> answer_requests(EvalModel& model, const Token
   g.prefill_chunk = policy.prefill_chunk;
   g.progress = [&](int64_t done) {
     if (done > 0) done_at[gens[static_cast<size_t>(done - 1)].first] = wall_seconds();
-    p.update(static_cast<int64_t>(predictions.size() + order.size()) + done, done == static_cast<int64_t>(gens.size()));
+    p.update(static_cast<int64_t>(token_requests + order.size()) + done, done == static_cast<int64_t>(gens.size()));
   };
   std::vector<std::string> texts;
   if (gens.empty()) return resp;

@@ -15,7 +15,7 @@ namespace mnemo {
 
 // The driver's options the answers follow (HarnessOptions' fields of the same names).
 struct AnswerOptions {
-  int64_t batch_size = 32;        // loglikelihood requests per forward
+  int64_t batch_size = 32;        // loglikelihood and token_logprobs requests per forward
   int64_t token_batch_size = 64;  // token_predictions requests per forward
   int64_t max_length = 2048;      // the model's context
   bool max_length_given = false;  // --max-length given: a continuation longer than it is an Error, not a raise
@@ -30,9 +30,10 @@ struct AnswerJob {
   int64_t n_requests = 0;
 };
 
-// Answers every request of a task: loglikelihood and rolling windows through loglikelihood_tokens (all of the
-// task's windows in lm-eval's Collator order, sent in slices of whole batches so the batches equal one call's),
-// generate_until through the shared engine/evaluation/generate_until.h, one by one.
+// Answers every request of a task: token_predictions and token_logprobs through engine/evaluation/token_eval.h (in
+// document order), loglikelihood and rolling windows through loglikelihood_tokens (all of the task's windows in
+// lm-eval's Collator order, sent in slices of whole batches so the batches equal one call's), generate_until through
+// the shared engine/evaluation/generate_until.h, one by one.
 // `tok` may be null when no request is text (an Error otherwise). max_length: the context, raised to the task's
 // longest request when the default was too short (o.max_length_given: an Error instead). done_at[d]: the wall time (wall_seconds) at which document d's last answer came (0 without requests).
 std::vector<std::vector<harness::Response>> answer_requests(EvalModel& model, const Tokenizer* tok, const AnswerJob& job,

@@ -130,4 +130,13 @@ CheckpointTokenizer checkpoint_tokenizer(const json& cfg, const std::string& spe
               "anyway (its rows then name the tokenizer in their cell)");
 }
 
+json checkpoint_task_params(const std::string& task_name, const json& cfg, const json& overrides) {
+  json params = json::object();
+  const std::string trained_on = cfg.is_object() ? cfg.value("task", "") : "";
+  if (!trained_on.empty() && (task_name == trained_on || (task_name == "lm_ppl" && trained_on == "lm")))
+    params = task_params_of(resolve_run_config(cfg));
+  params.update(overrides);
+  return params;
+}
+
 }  // namespace mnemo

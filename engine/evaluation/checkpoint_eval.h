@@ -35,6 +35,11 @@ std::function<void(const std::vector<EvalCell>&)> eval_rows_sink(ResultsDB& db, 
                                                                   bool keep_previous = false,
                                                                   const json& setting_extra = json::object());
 
+// The parameters of task `task_name` when evaluating checkpoint config `cfg`: the ones it was trained with when it
+// trained on that task (lm_ppl on an `lm` checkpoint: the same corpus, tokenizer and context), else none (the task's
+// defaults); `overrides` on top.
+json checkpoint_task_params(const std::string& task_name, const json& cfg, const json& overrides = json::object());
+
 // The run of `db` whose model a checkpoint holds, 0 if none: the run id the trainer wrote into the
 // checkpoint when `db` has that run with the same config hash or run folder; else the newest run of
 // that folder; else the only completed run with the checkpoint's config hash.

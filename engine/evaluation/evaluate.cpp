@@ -1,7 +1,9 @@
 #include "engine/evaluation/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "engine/io/checkpoint.h"
 #include "engine/evaluation/model_adapter.h"
@@ -10,6 +12,7 @@
 #include "results/db.h"
 #include "runtime/device.h"
 #include "tasks/eval_task.h"
+#include "tasks/lm_ppl_evaluation.h"
 #include "tasks/lm_task.h"
 #include "tasks/task.h"
 #include "tasks/generation_evaluation.h"
@@ -18,26 +21,44 @@
 
 namespace mnemo {
 
-json evaluate_generation_task(const GenerationTask& task, EvalContext& ctx) {
-  auto evaluation = std::make_unique<GenerationTaskEvaluation>(task, ctx);  // every cell's samples and requests
-  const std::shared_ptr<Tokenizer> tok = evaluation->tokenizer();
-  const std::string task_name = evaluation->name(), metric = evaluation->metrics().front().name;
+json evaluate_on_driver(std::unique_ptr<harness::HarnessTask> evaluation, const Tokenizer* tok, EvalContext& ctx,
+                        int64_t batch_size) {
+  const std::string task_name = evaluation->name();
+  const auto specs = evaluation->metrics();
   HarnessOptions o;
   o.tasks = {task_name};
   o.make_task = [&](const std::string&) { return std::move(evaluation); };
   o.device = ctx.device.str();
+  o.batch_size = batch_size;
+  // One entry per setting: the setting, "value" (the first metric's), "n" and, for a task of several metrics, each by
+  // name.
   json cells = json::array();
+  std::map<std::string, size_t> by_setting;
   o.record = [&](const std::vector<EvalCell>& rows) {
     for (const EvalCell& row : rows) {
-      json summary = row.setting;
-      summary["value"] = row.value;
-      summary["n"] = row.n;
-      cells.push_back(std::move(summary));
+      if (std::none_of(specs.begin(), specs.end(), [&](const harness::MetricSpec& s) { return s.name == row.metric; }))
+        continue;  // a row beside the metrics (lm_ppl's per-bucket perplexity): in the database only
+      const auto [it, added] = by_setting.emplace(row.setting.dump(), cells.size());
+      if (added) {
+        json summary = row.setting;
+        summary["value"] = row.value;
+        summary["n"] = row.n;
+        cells.push_back(std::move(summary));
+      }
+      if (specs.size() > 1) cells[it->second][row.metric] = row.value;
     }
     record_cells(ctx, rows);
   };
-  run_harness(&ctx.model, tok.get(), o, ctx.log);
-  return {{"task", task_name}, {"metric", metric}, {"tokenizer", tok->id()}, {"cells", cells}};
+  run_harness(&ctx.model, tok, o, ctx.log);
+  return {{"task", task_name}, {"metric", specs.front().name}, {"cells", cells}};
+}
+
+json evaluate_generation_task(const GenerationTask& task, EvalContext& ctx) {
+  auto evaluation = std::make_unique<GenerationTaskEvaluation>(task, ctx);  // every cell's samples and requests
+  const std::shared_ptr<Tokenizer> tok = evaluation->tokenizer();
+  json out = evaluate_on_driver(std::move(evaluation), tok.get(), ctx, 1);
+  out["tokenizer"] = tok->id();
+  return out;
 }
 
 json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const std::string&)>& log) {
@@ -64,12 +85,7 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     }
   }
   // Unless overridden, a task keeps the parameters the model was trained with.
-  // lm_ppl on an `lm` checkpoint: the same corpus, tokenizer and context unless overridden.
-  if (task_name == ckpt_cfg.value("task", "") || (task_name == "lm_ppl" && ckpt_cfg.value("task", "") == "lm")) {
-    json trained = task_params_of(resolve_run_config(ckpt_cfg));
-    trained.update(params);
-    params = trained;
-  }
+  params = checkpoint_task_params(task_name, ckpt_cfg, params);
   // --tokenizer against the one the checkpoint records (checkpoint_tokenizer): refused where it differs, unless
   // --allow-other-tokenizer, and then named in the rows' cell.
   json setting_extra = json::object();
@@ -82,11 +98,8 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
   const torch::Device device = resolve_device(a.device);
   Backbone model = load_backbone(a.checkpoint, device);
   if (auto* ev = dynamic_cast<EvalTask*>(task.get())) {
-    auto* generation = dynamic_cast<GenerationTask*>(ev);
-    auto* direct = dynamic_cast<DirectEvalTask*>(ev);
-    if (!generation && !direct) throw Error("task '" + task_name + "' has no evaluation on a checkpoint");
     if (!model.language_model)
-      throw Error("task '" + task_name + "' generates text, but the checkpoint holds a " + model.kind);
+      throw Error("task '" + task_name + "' evaluates a language model, but the checkpoint holds a " + model.kind);
     LanguageModelAdapter adapter(*model.language_model, device);
     EvalContext ctx(adapter);
     ctx.options = eval_options;
@@ -99,7 +112,14 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
       eval_rows_sink(db, model_name, checkpoint, run_id, a.keep_previous, setting_extra)(cells);
     };
     ctx.log = log;
-    json out = generation ? evaluate_generation_task(*generation, ctx) : direct->evaluate(ctx);
+    auto evaluation = ev->evaluation(ctx, task);
+    // The tokenizer the evaluation reads text with (a generation task's prompts; lm_ppl's validation stream).
+    std::shared_ptr<Tokenizer> tok;
+    if (auto* g = dynamic_cast<GenerationTaskEvaluation*>(evaluation.get())) tok = g->tokenizer();
+    if (auto* l = dynamic_cast<LmPplEvaluation*>(evaluation.get())) tok = l->tokenizer();
+    const int64_t batch = option_int(eval_options, "batch_size", 1);
+    json out = evaluate_on_driver(std::move(evaluation), tok.get(), ctx, batch);
+    if (tok) out["tokenizer"] = tok->id();
     out["model"] = model_name;
     out["run_id"] = run_id;
     return out;

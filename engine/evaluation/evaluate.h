@@ -1,6 +1,6 @@
 // `mnemo eval`: a checkpoint on a task. Token tasks (MQAR, MAD) give loss + per-example accuracy on
-// fresh test examples; generation tasks (S-NIAH, BABILong) run through evaluate_generation_task, lm_ppl through
-// DirectEvalTask::evaluate. One `evals` row per (metric, setting) lands in the results DB.
+// fresh test examples; generation tasks (S-NIAH, BABILong) and lm_ppl as the evaluation they make
+// (EvalTask::evaluation), all through the one driver. One `evals` row per (metric, setting) lands in the results DB.
 #pragma once
 #include <functional>
 #include <memory>
@@ -35,6 +35,13 @@ struct EvalRequest {
 // process_results records) handed to ctx.record once all are done.
 // Returns {"task", "metric", "tokenizer", "cells": [setting + "value", "n"]}.
 json evaluate_generation_task(const GenerationTask& task, EvalContext& ctx);
+
+// An evaluation task (EvalTask::evaluation) on ctx.model through the driver, `batch_size` token_logprobs requests per
+// forward; the cells go to ctx.record. `tok` encodes text requests (null: none). Returns {"task", "metric" (the
+// first), "cells": [setting + "value" (the first metric's) + "n" (+ each metric by name when there are several)]}, one
+// entry per setting (rows beside the metrics, such as lm_ppl's per-bucket perplexity, are in the database only).
+json evaluate_on_driver(std::unique_ptr<harness::HarnessTask> evaluation, const Tokenizer* tok, EvalContext& ctx,
+                        int64_t batch_size);
 
 // Returns the result JSON the CLI prints; progress lines go to `log` (may be empty).
 json evaluate_checkpoint(const EvalRequest& request, const std::function<void(const std::string&)>& log);

@@ -42,7 +42,12 @@ static std::string evaluation_kind(const std::string& name) {
   return registry.has(name) ? registry.at(name).evaluation : std::string();
 }
 static bool is_token_task(const std::string& name) { return evaluation_kind(name) == "token_predictions"; }
-static bool is_generation_task(const std::string& name) { return evaluation_kind(name) == "generate_until"; }
+// A task whose evaluation the task makes for the model (EvalTask::evaluation): a generation task (S-NIAH, BABILong),
+// lm_ppl.
+static bool is_model_task(const std::string& name) {
+  const std::string kind = evaluation_kind(name);
+  return kind == "generate_until" || kind == "token_logprobs";
+}
 
 std::vector<std::string> expand_eval_tasks(const std::vector<std::string>& names_or_groups) {
   std::vector<std::string> out;
@@ -59,7 +64,7 @@ std::vector<std::string> expand_eval_tasks(const std::vector<std::string>& names
       name.erase(0, name.find_first_not_of(" \t"));
       name.erase(name.find_last_not_of(" \t") + 1);
       if (name.empty()) continue;
-      if (is_token_task(name) || is_generation_task(name)) {
+      if (is_token_task(name) || is_model_task(name)) {
         add(name);
       } else {
         for (const auto& t : harness::expand_harness_tasks({name})) add(t);
@@ -71,25 +76,18 @@ std::vector<std::string> expand_eval_tasks(const std::vector<std::string>& names
 }
 
 std::unique_ptr<harness::HarnessTask> make_eval_task(const std::string& name, const json& checkpoint_config,
-                                                     int64_t token_examples, EvalContext* generation) {
-  if (is_generation_task(name)) {
-    if (!generation) throw Error("task " + name + " generates: it needs a model (no --requests-only)");
-    json params = json::object();
-    if (checkpoint_config.is_object() && checkpoint_config.value("task", "") == name)
-      params = task_params_of(resolve_run_config(checkpoint_config));
-    std::shared_ptr<const Task> task = TaskRegistry::instance().make(name, params);
-    return std::make_unique<GenerationTaskEvaluation>(dynamic_cast<const GenerationTask&>(*task), *generation, task);
+                                                     int64_t token_examples, EvalContext* model_context) {
+  if (is_model_task(name)) {
+    if (!model_context) throw Error("task " + name + " is made for the model it evaluates: it needs one (no --requests-only)");
+    std::shared_ptr<const Task> task = TaskRegistry::instance().make(name, checkpoint_task_params(name, checkpoint_config));
+    return dynamic_cast<const EvalTask&>(*task).evaluation(*model_context, task);
   }
   if (!is_token_task(name)) return harness::make_harness_task(name);
   // The task as the checkpoint was trained on it when it is the same task, else its defaults; the test examples
   // drawn with the run's seed (those the trainer's evaluation drew).
-  json params = json::object();
-  uint64_t seed = 0;
-  if (checkpoint_config.is_object()) {
-    seed = checkpoint_config.value("seed", uint64_t{0});
-    if (checkpoint_config.value("task", "") == name) params = task_params_of(resolve_run_config(checkpoint_config));
-  }
-  auto task = std::dynamic_pointer_cast<TokenTask>(TaskRegistry::instance().make(name, params));
+  const uint64_t seed = checkpoint_config.is_object() ? checkpoint_config.value("seed", uint64_t{0}) : 0;
+  auto task = std::dynamic_pointer_cast<TokenTask>(
+      TaskRegistry::instance().make(name, checkpoint_task_params(name, checkpoint_config)));
   return std::make_unique<TokenTaskEvaluation>(task, token_examples, seed);
 }
 
@@ -99,9 +97,11 @@ json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(cons
   const bool any_text = std::any_of(o.tasks.begin(), o.tasks.end(), [](const std::string& t) { return !is_token_task(t); });
   if (o.requests_only)
     for (const auto& t : o.tasks)
-      if (is_generation_task(t))
-        throw Error("eval: task " + t + " sizes its prompts in the model's tokenizer: --requests-only writes lm-eval and "
-                    "token tasks' requests only");
+      if (is_model_task(t))
+        throw Error("eval: task " + t +
+                    (evaluation_kind(t) == "generate_until" ? " sizes its prompts in the model's tokenizer"
+                                                            : " reads its stream in the model's tokenizer") +
+                    ": --requests-only writes lm-eval and token tasks' requests only");
   if (!any_text && !a.tokenizer.empty())
     throw Error("eval: --tokenizer " + a.tokenizer + " is not used: token tasks (" + o.tasks.front() +
                 ") score the ids of their own vocabulary");
@@ -153,13 +153,13 @@ json evaluate_harness(const HarnessEvalRequest& a, const std::function<void(cons
   }
   BackboneAdapter adapter(model, device);
   // Generation tasks (S-NIAH, BABILong) at their default settings (one cell), --limit samples (else their default n),
-  // with the checkpoint's tokenizer.
-  EvalContext generation(adapter);
-  generation.tokenizer = tok;
-  generation.log = log;
-  if (o.limit) generation.options["n"] = *o.limit;
+  // and lm_ppl at its defaults (the training context), with the checkpoint's tokenizer.
+  EvalContext model_context(adapter);
+  model_context.tokenizer = tok;
+  model_context.log = log;
+  if (o.limit) model_context.options["n"] = *o.limit;
   if (!o.make_task)
-    o.make_task = [&](const std::string& name) { return make_eval_task(name, cfg, a.token_examples, &generation); };
+    o.make_task = [&](const std::string& name) { return make_eval_task(name, cfg, a.token_examples, &model_context); };
   json out = run_harness(&adapter, tok.get(), o, log);
   out["run_id"] = run_id;
   return out;

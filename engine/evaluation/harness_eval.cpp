@@ -204,6 +204,7 @@ struct GridCell {
   json setting;
   std::vector<AggregatedMetric> aggregated;
   std::map<std::string, std::vector<json>> values;  // per metric, the documents' values ("samples")
+  std::vector<json> results;                        // the documents' process_results (HarnessTask::cell_summary)
   int64_t n = 0;
   double wall_s = 0;
 };
@@ -218,7 +219,8 @@ std::vector<EvalCell> task_cells(const TaskWork& w, const TaskScore& t, const To
                                  bool add_bos, const json& sys) {
   const json limit_json = o.limit ? json(*o.limit) : json(nullptr);
   std::vector<EvalCell> cells;
-  for (const GridCell& g : t.grid)
+  for (const GridCell& g : t.grid) {
+    const harness::CellSummary summary = w.task->cell_summary(g.setting, g.results);
     for (const auto& a : g.aggregated) {
       EvalCell c;
       c.task = w.name;
@@ -227,11 +229,24 @@ std::vector<EvalCell> task_cells(const TaskWork& w, const TaskScore& t, const To
       c.n = g.n;
       c.setting = g.setting;
       c.details = w.task->cell_details(g.setting);
+      c.details.update(summary.details);
       c.details["wall_s"] = g.wall_s;
       c.details["samples"] = g.values.at(a.spec.name);
       c.details.update(o.record_details);
       cells.push_back(std::move(c));
     }
+    for (const harness::CellRow& row : summary.rows) {
+      EvalCell c;
+      c.task = w.name;
+      c.metric = row.metric;
+      c.value = row.value;
+      c.n = row.n;
+      c.setting = row.setting;
+      c.details = row.details;
+      c.details.update(o.record_details);
+      cells.push_back(std::move(c));
+    }
+  }
   if (!t.grid.empty()) return cells;
   for (const auto& a : t.aggregated) {
     const auto& s = a.spec;
@@ -252,7 +267,7 @@ std::vector<EvalCell> task_cells(const TaskWork& w, const TaskScore& t, const To
                  {"higher_is_better", s.higher_is_better},
                  {"tokenizer", w.task->uses_tokenizer() && tok ? json(tok->id()) : json(nullptr)},
                  {"data_files", t.data_files},
-                 {"batch_size", w.task->uses_tokenizer() ? o.batch_size : o.token_batch_size},
+                 {"batch_size", w.task->output_type() == "token_predictions" ? o.token_batch_size : o.batch_size},
                  {"wall_s", t.wall_s},
                  {"requests", w.n_requests},
                  {"docs_total", w.n_original},
@@ -320,6 +335,7 @@ ScoredTask score_task(EvalModel& model, const Tokenizer* tok, TaskWork& w, bool 
       values[s.name].push_back(m[s.name]);
       if (cell) cell->values[s.name].push_back(m[s.name]);
     }
+    if (cell) cell->results.push_back(m);
     if (o.log_samples) out.samples.push_back(sample_line(*w.task, d, doc, w.reqs[static_cast<size_t>(d)],
                                                          resp[static_cast<size_t>(d)], m));
   }

@@ -92,14 +92,15 @@ struct HarnessEvalRequest {
 };
 
 // Task names and groups (comma lists allowed) to the tasks of one evaluation: lm-eval tasks and groups
-// (harness::expand_harness_tasks), the token tasks of the task registry (MQAR, MAD: TokenTaskEvaluation) and its
-// generation tasks (S-NIAH, BABILong: GenerationTaskEvaluation).
+// (harness::expand_harness_tasks), the token tasks of the task registry (MQAR, MAD: TokenTaskEvaluation), its
+// generation tasks (S-NIAH, BABILong: GenerationTaskEvaluation) and lm_ppl (LmPplEvaluation).
 std::vector<std::string> expand_eval_tasks(const std::vector<std::string>& names_or_groups);
 // The evaluation task of `name`: a token task with the checkpoint's parameters when it trained on it (else the
-// task's defaults) and `token_examples` test examples; a generation task (S-NIAH, BABILong: the same parameters,
-// planned on `generation`: its model, tokenizer and options); or the lm-eval task.
+// task's defaults) and `token_examples` test examples; a task that makes its evaluation for the model (S-NIAH,
+// BABILong, lm_ppl: EvalTask::evaluation, with the checkpoint's parameters likewise, planned on `model_context`: its
+// model, tokenizer and options); or the lm-eval task.
 std::unique_ptr<harness::HarnessTask> make_eval_task(const std::string& name, const json& checkpoint_config,
-                                                     int64_t token_examples, EvalContext* generation);
+                                                     int64_t token_examples, EvalContext* model_context);
 
 // Default output folder: out/eval/<checkpoint's run folder name> (out/eval/requests without a checkpoint).
 std::string default_harness_output_path(const std::string& checkpoint);

@@ -78,6 +78,15 @@ std::vector<Request> document_requests(const harness::HarnessTask& task, int64_t
                     " labels (expected no strings and as many labels as ids, at least one)");
       continue;
     }
+    if (q.type == RequestType::token_logprobs) {
+      if (!q.arguments.empty() || q.input_ids.size() < 2 || !q.labels.empty() || q.prefill_chunk < 0)
+        throw Error("task " + task.name() + ": document " + std::to_string(doc_id) +
+                    " has a token_logprobs request with " + std::to_string(q.arguments.size()) + " strings, " +
+                    std::to_string(q.input_ids.size()) + " input ids, " + std::to_string(q.labels.size()) +
+                    " labels and prefill_chunk " + std::to_string(q.prefill_chunk) +
+                    " (expected no strings, at least two ids, no labels and prefill_chunk >= 0)");
+      continue;
+    }
     const size_t want = q.type == RequestType::loglikelihood ? 2 : 1;
     if (q.arguments.size() != want)
       throw Error("task " + task.name() + ": document " + std::to_string(doc_id) + " has a " +
@@ -93,6 +102,8 @@ json request_arguments(const std::vector<Request>& reqs) {
     json a = json::object();
     for (size_t j = 0; j < reqs[i].arguments.size(); ++j) a["arg_" + std::to_string(j)] = reqs[i].arguments[j];
     if (reqs[i].type == RequestType::token_predictions) a = {{"arg_0", reqs[i].input_ids}, {"arg_1", reqs[i].labels}};
+    if (reqs[i].type == RequestType::token_logprobs)
+      a = {{"arg_0", reqs[i].input_ids}, {"arg_1", {{"prefill_chunk", reqs[i].prefill_chunk}}}};
     if (reqs[i].type == RequestType::generate_until)
       a["arg_1"] = {{"until", reqs[i].until}, {"max_gen_toks", reqs[i].max_gen_toks}};
     args["gen_args_" + std::to_string(i)] = a;
@@ -109,6 +120,8 @@ json sample_line(const harness::HarnessTask& t, int64_t doc_id, const json& doc,
       one = resp[i].text;
     } else if (reqs[i].type == RequestType::token_predictions) {
       one = {{"predictions", resp[i].predictions}, {"loss_sum", resp[i].loss_sum}, {"n_labels", resp[i].n_labels}};
+    } else if (reqs[i].type == RequestType::token_logprobs) {
+      one = resp[i].logprobs;
     } else if (reqs[i].type == RequestType::loglikelihood) {
       one = json::array({py_str(resp[i].ll), py_str(resp[i].is_greedy)});
     } else {
@@ -118,7 +131,8 @@ json sample_line(const harness::HarnessTask& t, int64_t doc_id, const json& doc,
     filtered.push_back(one);
   }
   const std::string target = t.target(doc);
-  // lm-eval hashes the first request's first argument; a token_predictions request's is its input ids.
+  // lm-eval hashes the first request's first argument; a token request's (token_predictions, token_logprobs) is its
+  // input ids.
   const std::string prompt = reqs.empty() ? std::string()
                              : reqs[0].arguments.empty() ? json(reqs[0].input_ids).dump()
                                                          : reqs[0].arguments[0];
@@ -184,6 +198,19 @@ std::vector<Response> responses_from_resps(const json& resps, const std::vector<
                       "loss_sum, n_labels}: " + dump_line(one).substr(0, 120));
         out[i].loss_sum = one["loss_sum"].get<double>();
         out[i].n_labels = one["n_labels"].get<int64_t>();
+        break;
+      }
+      case RequestType::token_logprobs: {
+        bool ok = one.is_array() && one.size() + 1 == reqs[i].input_ids.size();
+        for (size_t k = 0; ok && k < one.size(); ++k) {
+          double x = 0;
+          ok = number(one[k], &x);
+          out[i].logprobs.push_back(x);
+        }
+        if (!ok)
+          throw Error(where + ": " + field + " is not a token_logprobs response (one log-probability per input id "
+                      "after the first, " + std::to_string(reqs[i].input_ids.size() - 1) + " of them): " +
+                      dump_line(one).substr(0, 120));
         break;
       }
     }

@@ -112,4 +112,42 @@ std::vector<harness::Response> answer_token_requests(EvalModel& model, const std
   return out;
 }
 
+std::vector<harness::Response> answer_logprob_requests(EvalModel& model, const std::vector<const harness::Request*>& requests,
+                                                       int64_t batch_size, const std::function<void(int64_t)>& progress) {
+  torch::NoGradGuard no_grad;
+  std::vector<harness::Response> out(requests.size());
+  size_t s = 0;
+  while (s < requests.size()) {
+    const size_t n = requests[s]->input_ids.size();
+    const int64_t chunk = requests[s]->prefill_chunk;
+    size_t e = s + 1;
+    while (e < requests.size() && e - s < static_cast<size_t>(batch_size) && requests[e]->input_ids.size() == n &&
+           requests[e]->prefill_chunk == chunk)
+      ++e;
+    const auto B = static_cast<int64_t>(e - s), L = static_cast<int64_t>(n);
+    std::vector<int64_t> flat;
+    flat.reserve(static_cast<size_t>(B * L));
+    for (size_t k = s; k < e; ++k) flat.insert(flat.end(), requests[k]->input_ids.begin(), requests[k]->input_ids.end());
+    const torch::Tensor ids = torch::from_blob(flat.data(), {B, L}, torch::kInt64).to(model.device());
+    const torch::Tensor lp = model.next_token_logprobs(ids, chunk).to(torch::kCPU, torch::kFloat64).contiguous();
+    if (lp.dim() != 2 || lp.size(0) != B || lp.size(1) != L - 1)
+      throw Error("the model returned log-probabilities of shape " + std::to_string(lp.size(0)) + "x" +
+                  std::to_string(lp.dim() > 1 ? lp.size(1) : 0) + ", expected " + std::to_string(B) + "x" +
+                  std::to_string(L - 1));
+    const double* v = lp.data_ptr<double>();
+    for (size_t k = s; k < e; ++k) {
+      const double* row = v + static_cast<int64_t>(k - s) * (L - 1);
+      for (int64_t p = 0; p < L - 1; ++p)
+        if (!std::isfinite(row[p]))
+          throw Error("document " + std::to_string(requests[k]->doc_id) +
+                      ": non-finite log-probability at window position " + std::to_string(p + 1) +
+                      " (non-finite weights or activations)");
+      out[k].logprobs.assign(row, row + (L - 1));
+    }
+    s = e;
+    if (progress) progress(static_cast<int64_t>(e));
+  }
+  return out;
+}
+
 }  // namespace mnemo

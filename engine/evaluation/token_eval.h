@@ -39,4 +39,11 @@ TokenEvalResult evaluate_tokens(Backbone& model, const std::vector<TokenExample>
 std::vector<harness::Response> answer_token_requests(EvalModel& model, const std::vector<const harness::Request*>& requests,
                                                      int64_t batch_size, const std::function<void(int64_t)>& progress);
 
+// The evaluation driver's token_logprobs requests: consecutive requests of one length and one prefill_chunk, up to
+// `batch_size` of them, as one [B, n] batch through model.next_token_logprobs (no padding: a batch never mixes
+// lengths); per request log p(ids[t] | ids[:t]) for t = 1 .. n - 1 in fp64. A non-finite value is an Error naming the
+// request's document and the position. `progress(done)` after each batch (may be empty).
+std::vector<harness::Response> answer_logprob_requests(EvalModel& model, const std::vector<const harness::Request*>& requests,
+                                                       int64_t batch_size, const std::function<void(int64_t)>& progress);
+
 }  // namespace mnemo

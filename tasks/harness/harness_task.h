@@ -52,6 +52,20 @@ struct MetricSpec {
   bool higher_is_better = true;
 };
 
+// What a grid cell reports beyond its metrics' aggregates (HarnessTask::cell_summary): details computed from its
+// documents, and further rows that are not one value per document (lm_ppl: perplexity per position bucket).
+struct CellRow {
+  std::string metric;
+  json setting;
+  double value = 0;
+  int64_t n = 0;
+  json details = json::object();
+};
+struct CellSummary {
+  json details = json::object();  // merged into the details of each of the cell's metric rows
+  std::vector<CellRow> rows;
+};
+
 class HarnessTask {
  public:
   virtual ~HarnessTask() = default;
@@ -95,6 +109,8 @@ class HarnessTask {
   virtual json doc_setting(const json& doc) const { return nullptr; }
   virtual json cell_details(const json& setting) const { return json::object(); }
   virtual std::string cell_label(const json& setting) const { return name() + " " + setting.dump(); }
+  // A grid cell's summary from its documents' process_results (in document order).
+  virtual CellSummary cell_summary(const json& setting, const std::vector<json>& results) const { return {}; }
 };
 
 // The registry of these tasks (names, groups, construction): tasks/harness/task_registry.h.

@@ -15,6 +15,7 @@ std::string request_type_name(RequestType t) {
     case RequestType::loglikelihood_rolling: return "loglikelihood_rolling";
     case RequestType::generate_until: return "generate_until";
     case RequestType::token_predictions: return "token_predictions";
+    case RequestType::token_logprobs: return "token_logprobs";
   }
   throw Error("unknown request type " + std::to_string(static_cast<int>(t)));
 }
