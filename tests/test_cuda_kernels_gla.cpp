@@ -62,30 +62,9 @@ KernelFn linear_attn_ref(bool chunked) {
   };
 }
 
-// fp32 run of `fn` against the fp64 reference `ref`: outputs and gradients of Σ <out, w>, relative to max |ref|.
 void require_fp32_close(const KernelFn& ref, const KernelFn& fn, const std::vector<torch::Tensor>& inputs,
                         double tol) {
-  std::vector<torch::Tensor> ref_in, f32_in;
-  for (const auto& t : inputs) {
-    ref_in.push_back(t.detach().clone().requires_grad_(true));
-    f32_in.push_back(t.detach().to(torch::kFloat32).requires_grad_(true));
-  }
-  auto ref_out = ref(ref_in), out = fn(f32_in);
-  torch::Tensor ref_loss = torch::zeros({}, torch::kFloat64), loss = torch::zeros({}, torch::kFloat32);
-  for (size_t i = 0; i < ref_out.size(); ++i) {
-    INFO("output " << i);
-    CHECK(out[i].scalar_type() == torch::kFloat32);
-    CHECK(max_rel_err(out[i].to(torch::kFloat64), ref_out[i], 1e-6) <= tol);
-    auto w = torch::randn_like(ref_out[i]);
-    ref_loss = ref_loss + (ref_out[i] * w).sum();
-    loss = loss + (out[i] * w.to(torch::kFloat32)).sum();
-  }
-  auto ref_grads = torch::autograd::grad({ref_loss}, ref_in);
-  auto grads = torch::autograd::grad({loss}, f32_in);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    INFO("gradient w.r.t. " << kNames[std::min<size_t>(i, kNames.size() - 1)]);
-    CHECK(max_rel_err(grads[i].to(torch::kFloat64), ref_grads[i], 1e-6) <= tol);
-  }
+  mnemo::test::require_fp32_close(ref, fn, inputs, kNames, tol);
 }
 
 }  // namespace

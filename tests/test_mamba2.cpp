@@ -1,5 +1,6 @@
 // Mamba-2 SSD kernels and mixer (docs/models.md#mamba2, docs/models.md#numerical-stability, docs/models.md#verification): fixtures, chunk == recurrent
-// with gradients, equivalence with simple GLA, segsum, state passing, mixer decode == forward.
+// with gradients, equivalence with simple GLA, the fused GLA kernel's host run, segsum, state passing, mixer decode ==
+// forward.
 #include <cmath>
 
 #include "runtime/mamba2/mamba2.h"
@@ -135,6 +136,60 @@ TEST_CASE("mamba2_ssd grouped chunk form, factorised and masked-difference decay
     require_same_outputs_and_grads(reference, chunked, {c.x, dt, c.A, Bg, Cg, c.s0},
                                    {"x", "dt", "A", "B", "C", "initial_state"});
   }
+}
+
+TEST_CASE("mamba2_ssd through the fused GLA chunk kernel (host run) == recurrent and grouped chunk forms, fp64 and "
+          "fp32, outputs, final state and every gradient; packed sequences", "[linear1][mamba2][cuda-kernel]") {
+  torch::manual_seed(9);
+  const std::vector<std::string> names = {"x", "dt", "A", "B", "C", "initial_state"};
+  const int64_t G = 2, H = 4;
+  for (int64_t T : {1, 37, 100}) {
+    for (double dt_scale : {1.0, 20.0}) {  // weak and strong in-chunk decay
+      INFO("T " << T << " dt scale " << dt_scale);
+      auto c = make_case(T, 2, H);
+      auto Bg = randn_f64({2, T, G, 8}), Cg = randn_f64({2, T, G, 8});
+      const std::vector<torch::Tensor> inputs = {c.x, c.dt * dt_scale, c.A, Bg, Cg, c.s0};
+      KernelFn recurrent = [&](const std::vector<torch::Tensor>& in) {
+        auto r = mamba2_ssd_recurrent(in[0], in[1], in[2], in[3].repeat_interleave(H / G, 2),
+                                      in[4].repeat_interleave(H / G, 2), in[5]);
+        return std::vector<torch::Tensor>{r.o, r.final_state};
+      };
+      KernelFn grouped = [&](const std::vector<torch::Tensor>& in) {
+        auto r = mamba2_ssd_chunk_grouped(in[0], in[1], in[2], in[3], in[4], in[5], 16);
+        return std::vector<torch::Tensor>{r.o, r.final_state};
+      };
+      KernelFn fused = [&](const std::vector<torch::Tensor>& in) {
+        auto r = mamba2_ssd_chunk_fused(in[0], in[1], in[2], in[3], in[4], in[5], 16);
+        return std::vector<torch::Tensor>{r.o, r.final_state};
+      };
+      require_same_outputs_and_grads(recurrent, fused, inputs, names);
+      require_same_outputs_and_grads(grouped, fused, inputs, names);
+      require_fp32_close(recurrent, fused, inputs, names, 1e-3);
+    }
+  }
+  // Packed: three sequences in one row (cu_seqlens) == each through the recurrence from its own state.
+  const std::vector<int64_t> lengths = {5, 40, 19};
+  auto cu = torch::tensor({0, 5, 45, 64}, torch::kInt32);
+  auto c = make_case(64, 1, H);
+  auto Bg = randn_f64({1, 64, G, 8}), Cg = randn_f64({1, 64, G, 8}), s0 = randn_f64({3, H, 12, 8});
+  KernelFn per_sequence = [&](const std::vector<torch::Tensor>& in) {
+    std::vector<torch::Tensor> outs, finals;
+    int64_t start = 0;
+    for (size_t n = 0; n < lengths.size(); ++n) {
+      auto part = [&](const torch::Tensor& t) { return t.narrow(1, start, lengths[n]); };
+      auto r = mamba2_ssd_recurrent(part(in[0]), part(in[1]), in[2], part(in[3]).repeat_interleave(H / G, 2),
+                                    part(in[4]).repeat_interleave(H / G, 2), in[5].narrow(0, int64_t(n), 1));
+      outs.push_back(r.o);
+      finals.push_back(r.final_state);
+      start += lengths[n];
+    }
+    return std::vector<torch::Tensor>{torch::cat(outs, 1), torch::cat(finals, 0)};
+  };
+  KernelFn packed = [&](const std::vector<torch::Tensor>& in) {
+    auto r = mamba2_ssd_chunk_fused(in[0], in[1], in[2], in[3], in[4], in[5], 16, cu);
+    return std::vector<torch::Tensor>{r.o, r.final_state};
+  };
+  require_same_outputs_and_grads(per_sequence, packed, {c.x, c.dt, c.A, Bg, Cg, s0}, names);
 }
 
 TEST_CASE("mamba2_ssd kernels reject bad shapes with a clear error", "[linear1][mamba2]") {

@@ -34,6 +34,17 @@ RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Te
                                          const torch::Tensor& C, const torch::Tensor& initial_state = {},
                                          int64_t chunk_size = 64);
 
+// The same chunked SSD through the gated-linear-attention fused chunk kernel (runtime/mamba2/chunk_fused.cpp): simple
+// GLA with q = C, k = B (groups broadcast to the heads), v = dt·x, g = A·dt, scale 1, state Hsᵀ; CUDA tensors run the
+// CUDA kernels (builds with MNEMO_CUDA_KERNELS), CPU tensors the same block code over the host grid. cu_seqlens
+// (int32 [N + 1], B = 1) packs N sequences, the initial and final states then [N, H, P, N_state].
+RecurrentResult mamba2_ssd_chunk_fused(const torch::Tensor& x, const torch::Tensor& dt, const torch::Tensor& A,
+                                       const torch::Tensor& B, const torch::Tensor& C,
+                                       const torch::Tensor& initial_state = {}, int64_t chunk_size = 64,
+                                       const torch::Tensor& cu_seqlens = {});
+// Whether mamba2_ssd_chunk_fused runs on tensors like `like` in this build (CPU: always; CUDA: with the kernels).
+bool mamba2_fused_kernel_available(const torch::Tensor& like);
+
 // segsum(a)[.., i, j] = Σ_{j < r <= i} a_r for i >= j, −inf above the diagonal. a: [.., C].
 torch::Tensor ssd_segsum(const torch::Tensor& a);
 
@@ -57,7 +68,7 @@ torch::Tensor mamba_gated_norm(const torch::Tensor& y, const torch::Tensor& z, c
 void check_mamba_dt_and_norm(const std::string& family, double dt_min, double dt_max, double norm_eps);
 
 class KernelOpRegistry;
-// Adds the fixture op `mamba2_ssd` (forms "recurrent", "chunk").
+// Adds the fixture op `mamba2_ssd` (forms "recurrent", "chunk", "fused_chunk").
 void register_mamba2_ops(KernelOpRegistry& r);
 
 }  // namespace mnemo

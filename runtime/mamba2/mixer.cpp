@@ -110,7 +110,10 @@ class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
     auto A = -torch::exp(A_log_.to(ct));
     auto s0 = state_or_empty(state, "memory");
     RecurrentResult r;
-    if (use_chunked_kernel(args_.form, state, T)) {
+    if (use_chunked_kernel(args_.form, state, T) && xs.is_cuda() && mamba2_fused_kernel_available(xs)) {
+      // On a GPU: the gated-linear-attention fused chunk kernel with the scalar gate a = A·dt.
+      r = mamba2_ssd_chunk_fused(xs, dt, A, Bm, Cm, s0, args_.chunk_size);
+    } else if (use_chunked_kernel(args_.form, state, T)) {
       // The chunked kernel takes B, C per group (C Bᵀ once per group, heads batched per group).
       r = mamba2_ssd_chunk_grouped(xs, dt, A, Bm, Cm, s0, args_.chunk_size);
     } else {
