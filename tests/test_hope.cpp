@@ -1,6 +1,7 @@
 // Hope (docs/models.md#hope): the self-modifying Titans' chunk form equals its token-by-token form in fp64 (outputs,
 // both memory states, every input gradient), across chunk sizes, offsets into a chunk and carried states; the
-// Continuum Memory System level likewise, its in-context step equals autograd's gradient of the chunk's loss, and its
+// MLP memories (smt_memory "mlp") likewise and their one-token step against autograd; the Continuum Memory System
+// level likewise, its in-context step equals autograd's gradient of the chunk's loss, and its
 // weights change at chunk boundaries only; a Hope model decodes token by token exactly as its full forward; bad
 // inputs are refused by name. The mixer's causality, decode == forward and gradients are in the mixer contract
 // (tests/test_mixer_contract.cpp).
@@ -12,6 +13,7 @@
 #include "runtime/hope/hope.h"
 #include "runtime/layers.h"
 #include "runtime/model.h"
+#include "tests/mixer_test_util.h"
 #include "tests/test_util.h"
 
 using namespace mnemo;
@@ -125,6 +127,53 @@ void check_grads_equal(const std::vector<torch::Tensor>& got, const std::vector<
   }
 }
 
+// MLP memories: the same inputs, init W1 [5, H, h, d] small (non-zero, so that W2's gradient is non-zero) and W2.
+struct HopeMlpInputs {
+  HopeSmtInputs base;
+  SmtMlpMemories init, start, running;
+  std::vector<torch::Tensor> leaves() const {
+    std::vector<torch::Tensor> out = {base.x_key, base.x_value, base.q, init.w1, init.w2,
+                                      base.gates.w_eta, base.gates.b_eta, base.gates.w_alpha, base.gates.b_alpha};
+    if (start.w1.defined()) out.insert(out.end(), {start.w1, start.w2, running.w1, running.w2});
+    return out;
+  }
+};
+
+HopeMlpInputs make_mlp_inputs(int64_t B, int64_t T, int64_t H, int64_t d, int64_t h, bool with_state, uint64_t seed) {
+  HopeMlpInputs in;
+  in.base = make_smt_inputs(B, T, H, d, false, seed);
+  auto o = torch::TensorOptions().dtype(torch::kFloat64);
+  in.init.w1 = (0.3 * torch::randn({kSmtMemories, H, h, d}, o)).requires_grad_();
+  in.init.w2 = (0.5 * torch::randn({kSmtMemories, H, d, h}, o)).requires_grad_();
+  if (with_state) {
+    in.start.w1 = (0.3 * torch::randn({B, kSmtMemories, H, h, d}, o)).requires_grad_();
+    in.start.w2 = (0.5 * torch::randn({B, kSmtMemories, H, d, h}, o)).requires_grad_();
+    in.running.w1 = (in.start.w1 + 0.1 * torch::randn_like(in.start.w1)).detach().requires_grad_();
+    in.running.w2 = (in.start.w2 + 0.1 * torch::randn_like(in.start.w2)).detach().requires_grad_();
+  }
+  return in;
+}
+
+struct SmtMlpRun {
+  torch::Tensor o;
+  SmtMlpMemories start, running;
+  std::vector<torch::Tensor> grads;
+};
+
+SmtMlpRun run_smt_mlp(const HopeMlpInputs& in, bool chunked, int64_t C, int64_t offset) {
+  const auto& b = in.base;
+  auto r = chunked ? smt_mlp_chunk(b.x_key, b.x_value, b.q, in.init, b.gates, in.start, in.running, C, offset)
+                   : smt_mlp_recurrent(b.x_key, b.x_value, b.q, in.init, b.gates, in.start, in.running, C, offset);
+  torch::manual_seed(98);
+  auto loss = (r.o * torch::randn(r.o.sizes(), r.o.options())).sum();
+  for (const auto& t : {r.chunk_start.w1, r.chunk_start.w2, r.running.w1, r.running.w2})
+    loss = loss + (t * torch::randn(t.sizes(), t.options())).sum();
+  return {r.o.detach(),
+          {r.chunk_start.w1.detach(), r.chunk_start.w2.detach()},
+          {r.running.w1.detach(), r.running.w2.detach()},
+          torch::autograd::grad({loss}, in.leaves(), {}, false, false, /*allow_unused=*/true)};
+}
+
 }  // namespace
 
 TEST_CASE("self-modifying Titans: chunk form equals the token-by-token form in fp64", "[hope][smt]") {
@@ -166,6 +215,102 @@ TEST_CASE("self-modifying Titans: reads inside a chunk use the chunk's start sta
   CHECK(max_rel_err(r.o.detach(), expected.detach()) <= 1e-12);
   // The chunk's end moved the memories; the next chunk's reads see it.
   CHECK(max_rel_err(r.chunk_start.detach(), in.init.unsqueeze(0).expand_as(r.chunk_start).detach()) > 1e-3);
+}
+
+TEST_CASE("self-modifying Titans with MLP memories: chunk form equals the token-by-token form in fp64, and a split run "
+          "with the carried weights equals one run", "[hope][smt]") {
+  for (int64_t C : {1, 4, 16})
+    for (int64_t T : {1, 7, 37})
+      for (int64_t offset : {0, 3})
+        for (bool with_state : {false, true}) {
+          CAPTURE(C, T, offset, with_state);
+          auto in = make_mlp_inputs(2, T, 2, 5, 3, with_state, 20 + C + T);
+          auto ref = run_smt_mlp(in, false, C, offset), got = run_smt_mlp(in, true, C, offset);
+          CHECK(max_rel_err(got.o, ref.o) <= 1e-11);
+          CHECK(max_rel_err(got.start.w1, ref.start.w1) <= 1e-11);
+          CHECK(max_rel_err(got.start.w2, ref.start.w2) <= 1e-11);
+          CHECK(max_rel_err(got.running.w1, ref.running.w1) <= 1e-11);
+          CHECK(max_rel_err(got.running.w2, ref.running.w2) <= 1e-11);
+          check_grads_equal(got.grads, ref.grads);
+        }
+  auto in = make_mlp_inputs(2, 29, 2, 4, 6, false, 6);
+  const auto& b = in.base;
+  for (bool chunked : {false, true}) {
+    CAPTURE(chunked);
+    auto whole = run_smt_mlp(in, chunked, 8, 0);
+    auto first = smt_mlp_chunk(b.x_key.narrow(1, 0, 11), b.x_value.narrow(1, 0, 11), b.q.narrow(1, 0, 11), in.init,
+                               b.gates, {}, {}, 8, 0);
+    auto x = b.x_key.narrow(1, 11, 18), y = b.x_value.narrow(1, 11, 18), q = b.q.narrow(1, 11, 18);
+    auto second = chunked ? smt_mlp_chunk(x, y, q, in.init, b.gates, first.chunk_start, first.running, 8, 11)
+                          : smt_mlp_recurrent(x, y, q, in.init, b.gates, first.chunk_start, first.running, 8, 11);
+    CHECK(max_rel_err(torch::cat({first.o, second.o}, 1).detach(), whole.o) <= 1e-11);
+    CHECK(max_rel_err(second.running.w1.detach(), whole.running.w1) <= 1e-11);
+    CHECK(max_rel_err(second.running.w2.detach(), whole.running.w2) <= 1e-11);
+  }
+}
+
+TEST_CASE("self-modifying Titans with MLP memories: one token's step is retention plus the normalised gradient of "
+          "the memory's loss at the chunk start (autograd)", "[hope][smt]") {
+  // C = 2, T = 1: the running weights after the token, W' = α W − η / (1 + ‖∇ℓ‖²/‖e‖²) ∇_W ℓ, ℓ = ½‖M(k) − M(v)‖², with k, v,
+  // η, α read from the initial weights, against autograd's gradient of that loss.
+  auto in = make_mlp_inputs(1, 1, 2, 4, 3, false, 31);
+  const auto& b = in.base;
+  auto r = smt_mlp_recurrent(b.x_key, b.x_value, b.q, in.init, b.gates, {}, {}, 2, 0);
+  for (int64_t m = 0; m < kSmtMemories; ++m)
+    for (int64_t head = 0; head < 2; ++head) {
+      CAPTURE(m, head);
+      auto W1 = in.init.w1.detach()[m][head].clone().requires_grad_(), W2 = in.init.w2.detach()[m][head].clone().requires_grad_();
+      // The token's k, v, η, α as the kernel read them (the same reads through the key/value memories).
+      auto read = [&](int64_t mem, const torch::Tensor& x) {
+        return x + torch::matmul(torch::silu(torch::matmul(x, in.init.w2.detach()[mem][head])), in.init.w1.detach()[mem][head]);
+      };
+      auto a = b.x_key.detach()[0][0][head], bv = b.x_value.detach()[0][0][head];
+      auto k = l2norm(read(kSmtKey, a)), v = l2norm(read(kSmtValue, bv));
+      auto eta = b.gates.eta_max * torch::sigmoid((read(kSmtEta, a) * b.gates.w_eta.detach()[head]).sum() +
+                                                  b.gates.b_eta.detach()[head]);
+      auto alpha = torch::sigmoid((read(kSmtAlpha, a) * b.gates.w_alpha.detach()[head]).sum() + b.gates.b_alpha.detach()[head]);
+      auto M = [&](const torch::Tensor& x) { return x + torch::matmul(torch::silu(torch::matmul(x, W2)), W1); };
+      auto target = M(v).detach();  // the self-generated value is a target, not differentiated through
+      auto loss = 0.5 * (M(k) - target).pow(2).sum();
+      auto g = torch::autograd::grad({loss}, {W1, W2});
+      // One normaliser for the memory: 1 + ‖∇ℓ‖² / ‖e‖² (normalised LMS).
+      auto e2 = (2 * loss).detach();
+      auto step = eta / (1 + (g[0].pow(2).sum() + g[1].pow(2).sum()) / e2);
+      auto expect_w1 = alpha * in.init.w1.detach()[m][head] - step * g[0];
+      auto expect_w2 = alpha * in.init.w2.detach()[m][head] - step * g[1];
+      CHECK(max_rel_err(r.running.w1.detach()[0][m][head], expect_w1) <= 1e-12);
+      CHECK(max_rel_err(r.running.w2.detach()[0][m][head], expect_w2) <= 1e-12);
+    }
+  // Inside the chunk the start weights did not move.
+  CHECK(max_rel_err(r.chunk_start.w1.detach()[0], in.init.w1.detach()) == 0);
+}
+
+TEST_CASE("self-modifying Titans layer with MLP memories: causal, decode equals forward, gradients reach every "
+          "parameter", "[hope][smt][contract]") {
+  const json args = {{"smt_memory", "mlp"}, {"smt_memory_hidden", 6}, {"chunk_size", 4}};
+  auto m = mnemo::test::make_mixer("self_modifying_titans", 16, 2, args, 5);
+  auto x = mnemo::test::randn_f64({2, 13, 16});
+  auto full = m->forward(x, nullptr);
+  auto x2 = x.clone();
+  x2.select(1, 6).add_(1.0);
+  auto changed = m->forward(x2, nullptr);
+  CHECK(max_rel_err(changed.narrow(1, 0, 6), full.narrow(1, 0, 6)) <= 1e-14);
+  CHECK((changed.select(1, 6) - full.select(1, 6)).abs().max().item<double>() > 1e-6);
+  for (int64_t prefill : {0, 5}) {
+    LayerState state;
+    auto stepped = mnemo::test::prefill_decode(*m, x, prefill, &state);
+    CHECK(max_rel_err(stepped, full) <= 1e-10);
+    CHECK(state.tensors.at("smt_running_w1").sizes() == torch::IntArrayRef({2, kSmtMemories, 2, 6, 8}));
+  }
+  (full * mnemo::test::randn_f64({2, 13, 16})).sum().backward();
+  for (const auto& p : m->named_parameters()) {
+    CAPTURE(p.key());
+    REQUIRE(p.value().grad().defined());
+    CHECK(torch::isfinite(p.value().grad()).all().item<bool>());
+    CHECK(p.value().grad().abs().max().item<double>() > 0);
+  }
+  CHECK(m->named_parameters().contains("init_w1"));
+  CHECK_FALSE(m->named_parameters().contains("init_memories"));
 }
 
 TEST_CASE("continuum memory level: chunk form equals the token-by-token form in fp64", "[hope][cms]") {
@@ -241,6 +386,17 @@ TEST_CASE("hope model: token-by-token decoding equals the full forward in fp64",
   steps.push_back(prefix);
   for (int64_t t = 6; t < 13; ++t) steps.push_back(model->forward(ids.narrow(1, t, 1), &state));
   CHECK(max_rel_err(torch::cat(steps, 1), full) <= 1e-10);
+  // The same with MLP memories (smt_memory "mlp", hidden 6).
+  cfg["smt_memory"] = "mlp";
+  cfg["smt_memory_hidden"] = 6;
+  torch::manual_seed(2);
+  LanguageModel mlp_model(model_config_from_json(cfg));
+  mlp_model->to(torch::kFloat64);
+  auto mlp_full = mlp_model->forward(ids);
+  ModelState mlp_state = mlp_model->initial_state();
+  std::vector<torch::Tensor> mlp_steps = {mlp_model->forward(ids.narrow(1, 0, 6), &mlp_state)};
+  for (int64_t t = 6; t < 13; ++t) mlp_steps.push_back(mlp_model->forward(ids.narrow(1, t, 1), &mlp_state));
+  CHECK(max_rel_err(torch::cat(mlp_steps, 1), mlp_full) <= 1e-10);
 }
 
 TEST_CASE("hope: bad inputs are refused by name", "[hope]") {
@@ -257,6 +413,12 @@ TEST_CASE("hope: bad inputs are refused by name", "[hope]") {
                     Catch::Contains("eta must be"));
   CHECK_THROWS_WITH(model_config_from_json({{"model", "hope"}, {"block_ffn", "cms"}, {"cms_chunk_sizes", json::array()}}),
                     Catch::Contains("cms_chunk_sizes"));
+  CHECK_THROWS_WITH(LanguageModel(model_config_from_json({{"model", "hope"}, {"smt_memory", "deep"}})),
+                    Catch::Contains("smt_memory"));
+  auto mlp = make_mlp_inputs(1, 4, 2, 3, 2, false, 1);
+  CHECK_THROWS_WITH(smt_mlp_chunk(mlp.base.x_key, mlp.base.x_value, mlp.base.q, {mlp.init.w1, mlp.init.w1},
+                                  mlp.base.gates, {}, {}, 2, 0),
+                    Catch::Contains("init w2 must be"));
   CHECK_THROWS_WITH(model_config_from_json({{"model", "transformer"}, {"block_ffn", "moe"}}),
                     Catch::Contains("block_ffn"));
   CHECK_THROWS_WITH(model_config_from_json({{"model", "transformer"}, {"block_ffn", "cms"}, {"block_mlp", false}}),

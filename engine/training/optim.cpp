@@ -36,8 +36,8 @@ namespace {
 
 // The key of a parameter's entry in Optimizer::state_, chosen by the map's key type: its TensorImpl, or (LibTorch
 // 1.13) that pointer printed as c10::guts::to_string prints it (through an ostringstream).
-void* state_key(const torch::Tensor& p, void* /*key type*/) { return p.unsafeGetTensorImpl(); }
-std::string state_key(const torch::Tensor& p, const std::string& /*key type*/) {
+[[maybe_unused]] void* state_key(const torch::Tensor& p, void* /*key type*/) { return p.unsafeGetTensorImpl(); }
+[[maybe_unused]] std::string state_key(const torch::Tensor& p, const std::string& /*key type*/) {
   std::ostringstream os;
   os << p.unsafeGetTensorImpl();
   return os.str();

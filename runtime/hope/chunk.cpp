@@ -10,12 +10,9 @@
 
 namespace mnemo {
 
-namespace {
-// Tokens of the piece that starts at absolute position `pos`: up to the next chunk boundary.
-int64_t piece_length(int64_t pos, int64_t chunk_size, int64_t remaining) {
+int64_t hope_detail::piece_length(int64_t pos, int64_t chunk_size, int64_t remaining) {
   return std::min(chunk_size - pos % chunk_size, remaining);
 }
-}  // namespace
 
 SmtResult smt_chunk(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
                     const torch::Tensor& init, const SmtGates& gates, const torch::Tensor& chunk_start,
@@ -27,7 +24,7 @@ SmtResult smt_chunk(const torch::Tensor& x_key, const torch::Tensor& x_value, co
   const auto ad = x_key.to(dt), bd = x_value.to(dt), qd = q.to(dt);
   std::vector<torch::Tensor> outs;
   for (int64_t t = 0; t < T;) {
-    const int64_t pos = offset + t, n = piece_length(pos, chunk_size, T - t);
+    const int64_t pos = offset + t, n = hope_detail::piece_length(pos, chunk_size, T - t);
     const auto r = hope_detail::smt_reads(ad.narrow(1, t, n), bd.narrow(1, t, n), qd.narrow(1, t, n), S_chunk, gates);
     outs.push_back(r.o);
     // The DGD step of all five memories as one gated delta rule over batch rows (B, memory):
@@ -59,7 +56,7 @@ CmsLevelResult cms_level_chunk(const torch::Tensor& x, const torch::Tensor& v, c
   auto s = hope_detail::cms_start_state(w1_0, w2_0, state, x.size(0), dt);
   std::vector<torch::Tensor> ys;
   for (int64_t t = 0; t < x.size(1);) {
-    const int64_t pos = offset + t, n = piece_length(pos, chunk_size, x.size(1) - t);
+    const int64_t pos = offset + t, n = hope_detail::piece_length(pos, chunk_size, x.size(1) - t);
     const auto X = xd.narrow(1, t, n);  // [B, n, d]
     const auto Z = torch::bmm(X, s.w2);  // [B, n, h]
     const auto A = torch::silu(Z);

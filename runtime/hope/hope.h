@@ -63,6 +63,32 @@ SmtResult smt_chunk(const torch::Tensor& x_key, const torch::Tensor& x_value, co
                     const torch::Tensor& chunk_start, const torch::Tensor& running, int64_t chunk_size,
                     int64_t offset);
 
+// Self-modifying Titans with MLP memories (the mixer's smt_memory "mlp"; docs/models.md#hope): every memory is the
+// paper's residual block itself (Eq. 89), M_□(x) = x + SiLU(x W2_□) W1_□ with W2 [d, h] and W1 [h, d] per head. The
+// reads are those above with M_□^c; each memory steps with the gradient of its own loss at the chunk start (Eq. 90)
+// and the retention α, the step normalised as normalised LMS normalises a linear memory's:
+//   W_□,t = α_t W_□,t−1 − η_t / (1 + ‖∇ℓ_t‖² / ‖e_t‖²) ∇_W ℓ_t,   ℓ_t = ½‖e_t‖²,  e_t = M_□^c(k_t) − v̂_□,t,
+//   v̂_□,t = M_□^c(v_t),  W ∈ {W1, W2}  (one factor for both layers; for M(x) = x S it is 1 + ‖k‖²).
+// The matrix memories' DGD term −η_t k_tᵀ k_t S_□,t−1 is the gradient
+// at the running state (Eqs. 92–93); an MLP has no such closed form that keeps a chunk's step one batched product,
+// so the MLP memories take plain gradient descent with retention. Within a chunk the step is then a weighted sum:
+//   W^{end} = (Π_t α_t) W^{start} − Σ_t (η_t Π_{s>t} α_s) / (1 + ‖∇ℓ_t‖² / ‖e_t‖²) ∇_W ℓ_t,
+// which is how the chunk form computes it.
+// Layout: init_w1 [5, H, h, d], init_w2 [5, H, d, h] (trained); states [B, 5, H, h, d] and [B, 5, H, d, h].
+struct SmtMlpMemories {
+  torch::Tensor w1, w2;
+};
+struct SmtMlpResult {
+  torch::Tensor o;                     // [B, T, H, d]
+  SmtMlpMemories chunk_start, running;  // as SmtResult's
+};
+SmtMlpResult smt_mlp_recurrent(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
+                               const SmtMlpMemories& init, const SmtGates& gates, const SmtMlpMemories& chunk_start,
+                               const SmtMlpMemories& running, int64_t chunk_size, int64_t offset);
+SmtMlpResult smt_mlp_chunk(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
+                           const SmtMlpMemories& init, const SmtGates& gates, const SmtMlpMemories& chunk_start,
+                           const SmtMlpMemories& running, int64_t chunk_size, int64_t offset);
+
 struct CmsLevelState {
   torch::Tensor w1, w2;  // θ^c: [B, h, d], [B, d, h]
   torch::Tensor p1, p2;  // (1 / C) Σ η_t ∇ over the current chunk's tokens so far (zeros at a boundary)
@@ -109,6 +135,8 @@ CmsLevelState cms_start_state(const torch::Tensor& w1_0, const torch::Tensor& w2
                               int64_t batch, torch::ScalarType dt);
 // The end of a chunk: θ^{c+1} = θ^c − the pending sums, which restart at zero.
 void cms_apply_chunk_step(CmsLevelState& s);
+// Tokens of the piece of a call that starts at absolute position `pos`: up to the next chunk boundary.
+int64_t piece_length(int64_t pos, int64_t chunk_size, int64_t remaining);
 // SiLU and its derivative (the CMS memory's activation).
 torch::Tensor silu_grad(const torch::Tensor& z);
 }  // namespace hope_detail

@@ -6,7 +6,8 @@
 // The five memories M(x) = x + x S start at their skip path S = 0 (Eq. 89), so that at initialisation the layer is a
 // gated delta rule with keys a and values b; their initial states are trained (meta-learned) with the rest of the model. Hope = this mixer with the Continuum Memory System as each block's
 // feed-forward part (block_ffn "cms", runtime/hope/cms.h).
-// Decode state: "smt_start", "smt_running" [B, 5, H, d, d] and the conv caches "a", "b", "q": O(1) in T.
+// Decode state: "smt_start", "smt_running" [B, 5, H, d, d] (MLP memories: "smt_start_w1", "smt_start_w2",
+// "smt_running_w1", "smt_running_w2") and the conv caches "a", "b", "q": O(1) in T.
 #include "runtime/blocks/mixer_common.h"
 #include "runtime/hope/hope.h"
 #include "runtime/no_weight_decay.h"
@@ -23,9 +24,11 @@ struct SelfModifyingTitansArgs {
   double alpha_bias = 4.0;  // b_α at initialisation: α = σ(4) ≈ 0.98
   double eta_max = 1.0;     // η_t = eta_max · σ(·): the memories' inner step bound
   std::string form = "chunk";  // "chunk" | "recurrent" (full forwards; T == 1 decode is recurrent)
+  std::string smt_memory = "matrix";  // "matrix": M(x) = x + x S; "mlp": M(x) = x + SiLU(x W2) W1 (hope.h)
+  int64_t smt_memory_hidden = 0;      // h of the MLP memories; 0: the head dim d
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SelfModifyingTitansArgs, num_heads, head_dim, conv_size, chunk_size,
-                                                alpha_bias, eta_max, form)
+                                                alpha_bias, eta_max, form, smt_memory, smt_memory_hidden)
 
 class SelfModifyingTitansMixer : public Mixer, public DeclaresNoWeightDecay {
  public:
@@ -53,7 +56,23 @@ class SelfModifyingTitansMixer : public Mixer, public DeclaresNoWeightDecay {
                                                                             /*l2_normalize=*/true), "q"));
     norm_ = register_module("norm", RMSNorm(d_));
     o_proj_ = register_module("o_proj", make_linear(H_ * d_, ctx.d_model));
-    init_ = register_parameter("init_memories", torch::zeros({kSmtMemories, H_, d_, d_}));
+    if (a.smt_memory != "matrix" && a.smt_memory != "mlp")
+      throw Error("self_modifying_titans: smt_memory must be \"matrix\" or \"mlp\", got \"" + a.smt_memory + "\"");
+    if (a.smt_memory_hidden < 0)
+      throw Error("self_modifying_titans: smt_memory_hidden must be >= 0 (0 = the head dim), got " +
+                  std::to_string(a.smt_memory_hidden));
+    mlp_ = a.smt_memory == "mlp";
+    if (mlp_) {
+      // W1 = 0: every memory starts as its skip path, as the matrix memories do. W2 ~ N(0, 1): the memories read
+      // l2-normalised inputs, so the hidden pre-activations start at unit variance and the first in-context steps of
+      // W1 write through features of order 1 (at PyTorch's Linear scale, 1/√d, they were ~0.1 and MQAR learned
+      // nothing in 200 steps: docs/models.md#hope).
+      const int64_t h = a.smt_memory_hidden > 0 ? a.smt_memory_hidden : d_;
+      init_mlp_.w1 = register_parameter("init_w1", torch::zeros({kSmtMemories, H_, h, d_}));
+      init_mlp_.w2 = register_parameter("init_w2", torch::randn({kSmtMemories, H_, d_, h}) * (2.0 / std::sqrt(double(h))));
+    } else {
+      init_ = register_parameter("init_memories", torch::zeros({kSmtMemories, H_, d_, d_}));
+    }
     gates_.w_eta = register_parameter("w_eta", torch::randn({H_, d_}) * 0.02);
     gates_.b_eta = register_parameter("b_eta", torch::zeros({H_}));
     gates_.w_alpha = register_parameter("w_alpha", torch::randn({H_, d_}) * 0.02);
@@ -64,21 +83,38 @@ class SelfModifyingTitansMixer : public Mixer, public DeclaresNoWeightDecay {
 
   // The memories' initial states are pulled towards zero by nothing but the loss, as a memory's state is.
   std::vector<std::string> no_weight_decay() const override {
+    if (mlp_) return {"init_w1", "init_w2", "w_eta", "b_eta", "w_alpha", "b_alpha"};
     return {"init_memories", "w_eta", "b_eta", "w_alpha", "b_alpha"};
   }
 
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t T = x.size(1), offset = state ? state->pos : 0;
     auto a = a_proj_(x, state), b = b_proj_(x, state), q = q_proj_(x, state);  // [B, T, H, d]
-    auto start = state_or_empty(state, "smt_start"), running = state_or_empty(state, "smt_running");
-    auto r = use_chunked_kernel(args_.form, state, T)
-                 ? smt_chunk(a, b, q, init_, gates_, start, running, args_.chunk_size, offset)
-                 : smt_recurrent(a, b, q, init_, gates_, start, running, args_.chunk_size, offset);
-    if (state) {
-      state->tensors["smt_start"] = r.chunk_start.detach();
-      state->tensors["smt_running"] = r.running.detach();
+    const bool chunked = use_chunked_kernel(args_.form, state, T);
+    torch::Tensor y;
+    if (mlp_) {
+      const SmtMlpMemories start{state_or_empty(state, "smt_start_w1"), state_or_empty(state, "smt_start_w2")};
+      const SmtMlpMemories running{state_or_empty(state, "smt_running_w1"), state_or_empty(state, "smt_running_w2")};
+      auto r = chunked ? smt_mlp_chunk(a, b, q, init_mlp_, gates_, start, running, args_.chunk_size, offset)
+                       : smt_mlp_recurrent(a, b, q, init_mlp_, gates_, start, running, args_.chunk_size, offset);
+      if (state) {
+        state->tensors["smt_start_w1"] = r.chunk_start.w1.detach();
+        state->tensors["smt_start_w2"] = r.chunk_start.w2.detach();
+        state->tensors["smt_running_w1"] = r.running.w1.detach();
+        state->tensors["smt_running_w2"] = r.running.w2.detach();
+      }
+      y = r.o;
+    } else {
+      auto start = state_or_empty(state, "smt_start"), running = state_or_empty(state, "smt_running");
+      auto r = chunked ? smt_chunk(a, b, q, init_, gates_, start, running, args_.chunk_size, offset)
+                       : smt_recurrent(a, b, q, init_, gates_, start, running, args_.chunk_size, offset);
+      if (state) {
+        state->tensors["smt_start"] = r.chunk_start.detach();
+        state->tensors["smt_running"] = r.running.detach();
+      }
+      y = r.o;
     }
-    auto y = r.o.to(x.scalar_type());
+    y = y.to(x.scalar_type());
     return o_proj_(norm_(y).reshape({x.size(0), T, H_ * d_}));
   }
 
@@ -88,14 +124,23 @@ class SelfModifyingTitansMixer : public Mixer, public DeclaresNoWeightDecay {
   HeadProjection a_proj_{nullptr}, b_proj_{nullptr}, q_proj_{nullptr};
   RMSNorm norm_{nullptr};
   torch::nn::Linear o_proj_{nullptr};
-  torch::Tensor init_;
+  bool mlp_ = false;
+  torch::Tensor init_;         // matrix memories [5, H, d, d]
+  SmtMlpMemories init_mlp_;    // MLP memories [5, H, h, d], [5, H, d, h]
   SmtGates gates_;
 };
 
 // Per token and head (d_h = head dim): five memory reads (3 of a, 1 of b, 1 of q), the self-generated values and the
 // chunk-start products of k for the five memories (2 · 5 each), 15 · 2·d_h² in all; and the five memories' gated
 // delta-rule pass (5 × the chunked recurrence). A decode step: the same reads and five rank-one updates (4·d·d_h each).
+// MLP memories (hidden h): each read is two products (4·d_h·h), and each memory's step three more (ΔW1, e W1ᵀ, ΔW2:
+// 6·d_h·h), with or without a chunk.
 static double smt_flops(const MixingFlopsQuery& q) {
+  if (q.args.value("smt_memory", std::string("matrix")) == "mlp") {
+    const double hidden = number_arg(q.args, "smt_memory_hidden", 0) > 0 ? number_arg(q.args, "smt_memory_hidden", 0)
+                                                                         : q.head_dim;
+    return (15 * 4.0 + 5 * 6.0) * q.d_model * hidden;
+  }
   const double reads = 30.0 * q.d_model * q.head_dim;
   if (q.decode) return reads + 5 * 4.0 * q.d_model * q.head_dim;
   return reads + 5 * chunked_recurrence_flops(q);
@@ -110,7 +155,10 @@ void register_hope_families(Registry& r) {
        {{"chunk_size", "C: every memory read inside a chunk uses the chunk's start state and the memories change "
                        "once per C tokens (arXiv 2512.24695 Eq. 90); a model choice, not only a speed knob"},
         {"alpha_bias", "the retention gate's bias at initialisation (alpha = sigmoid(alpha_bias))"},
-        {"eta_max", "the memories' inner step bound: eta_t = eta_max * sigmoid(...)"}}}));
+        {"eta_max", "the memories' inner step bound: eta_t = eta_max * sigmoid(...)"},
+        {"smt_memory", "the memories: \"matrix\" (M(x) = x + x S, the DGD step) or \"mlp\" (M(x) = x + SiLU(x W2) W1, "
+                       "Eq. 89's block, gradient descent with retention; docs/models.md#hope)"},
+        {"smt_memory_hidden", "hidden width h of the MLP memories (0 = the head dim)"}}}));
   ModelFamily hope;
   hope.name = "hope";
   hope.description =
