@@ -142,6 +142,26 @@ TEST_CASE("`mnemo eval --tasks mqar`: the token task beside the lm-eval ones, wi
   REQUIRE(samples.size() == 1000);
   CHECK(samples[0].at("arguments").at("gen_args_0").at("arg_0").size() == 32);  // the input ids
   CHECK(samples[0].at("resps")[0][0].at("predictions").size() == 32);
+  // The samples re-scored without the model: the documents drawn again from the run, every value recomputed, the
+  // task's metrics (the slice accuracies included) equal to results.json's.
+  auto rescored = test::run_mnemo("score --task mqar --samples " + (out / "samples_mqar.jsonl").string() +
+                                  " --checkpoint " + run.string());
+  INFO(rescored.output);
+  REQUIRE(rescored.exit_code == 0);
+  const json again = json::parse(rescored.output.substr(rescored.output.rfind("{\"checked\"")));
+  CHECK(again.at("n") == 1000);
+  for (auto it = results.at("results").at("mqar").begin(); it != results.at("results").at("mqar").end(); ++it)
+    if (it.value().is_number()) {
+      CAPTURE(it.key());
+      CHECK(again.at("results").at(it.key()).get<double>() == Approx(it.value().get<double>()).epsilon(1e-12));
+    }
+  auto no_run = test::run_mnemo("score --task mqar --samples " + (out / "samples_mqar.jsonl").string());
+  CHECK(no_run.exit_code != 0);
+  CHECK_THAT(no_run.output, Catch::Contains("give --checkpoint RUN"));
+  auto other_run = test::run_mnemo("score --task mad_in_context_recall --samples " +
+                                   (out / "samples_mqar.jsonl").string() + " --checkpoint " + run.string());
+  CHECK(other_run.exit_code != 0);
+  CHECK_THAT(other_run.output, Catch::Contains("mnemo: error:"));
 
   // Requests without a model; refusals name what is wrong.
   auto requests = test::run_mnemo("eval --tasks mqar --requests-only --limit 3 --output-path " +

@@ -2,8 +2,9 @@
 // produced elsewhere with the task's own scorer (engine/evaluation/score.h) and print the metric as JSON.
 // Each line: {"prediction": ..., <the target fields `mnemo generate` writes>}.
 // `mnemo score --task T --samples samples_T.jsonl [--skip-malformed] [--cutting-context [--context-length N]
-// [--answer-length N] [--tokenizer SPEC]]`: re-score an lm-eval samples file (from `mnemo eval --tasks T
-// --log-samples`) through the task's process_results, without the model.
+// [--answer-length N] [--tokenizer SPEC]] [--checkpoint RUN]`: re-score an lm-eval samples file (from `mnemo eval
+// --tasks T --log-samples`) through the task's process_results, without the model (a token task's documents drawn
+// with RUN's task parameters and seed).
 #include <iostream>
 
 #include "cli/commands/commands.h"
@@ -36,7 +37,10 @@ void add_score_command(CLI::App& app) {
   auto* tok_opt = sub->add_option("--tokenizer", so.tokenizer,
                                   "--cutting-context: the evaluation's tokenizer (byte | byte:plain | FILE.model; "
                                   "default byte)");
-  sub->callback([pred_opt, samples_opt, mode_opt, skip_opt, cut_opt, ctx_len_opt, ans_len_opt, tok_opt] {
+  auto* ckpt_opt = sub->add_option("--checkpoint", so.checkpoint,
+                                   "--samples of a token task (mqar, mad_*): the run eval --tasks scored (its task "
+                                   "parameters and seed draw the documents)");
+  sub->callback([pred_opt, samples_opt, mode_opt, skip_opt, cut_opt, ctx_len_opt, ans_len_opt, tok_opt, ckpt_opt] {
     if (pred_opt->count() == 0 && samples_opt->count() == 0)
       throw Error("score: --predictions is required (S-NIAH, BABILong predictions; or --samples FILE, an lm-eval "
                   "task's samples file)");
@@ -50,7 +54,7 @@ void add_score_command(CLI::App& app) {
       std::cout << score_samples(task, samples, so).dump() << "\n";
       return;
     }
-    for (auto* opt : {skip_opt, cut_opt, ctx_len_opt, ans_len_opt, tok_opt})
+    for (auto* opt : {skip_opt, cut_opt, ctx_len_opt, ans_len_opt, tok_opt, ckpt_opt})
       if (opt->count() > 0) throw Error("score: " + opt->get_name() + " goes with --samples");
     std::cout << score_predictions(task, predictions, mode).dump() << "\n";
   });

@@ -1,16 +1,20 @@
 // `mnemo score --samples` (engine/evaluation/score.h): lm-eval's samples file (lm_eval/loggers/evaluation_tracker.py) back
 // through the task's process_results (lm_eval/api/task.py) and the shared aggregation (tasks/harness/aggregation.h).
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
+#include "engine/evaluation/harness_eval.h"
 #include "engine/evaluation/harness_output.h"
+#include "engine/io/checkpoint.h"
 #include "engine/evaluation/score.h"
 #include "tasks/harness/harness_task.h"
 #include "tasks/harness/task_registry.h"
 #include "tasks/harness/task_common.h"
 #include "tasks/scoring.h"
+#include "tasks/task.h"
 #include "tasks/tokenizer.h"
 
 namespace mnemo {
@@ -55,10 +59,50 @@ std::string arguments_difference(const json& got, const json& want) {
   return "its keys differ";
 }
 
+// The largest doc_id of a samples file's lines (lines that do not parse are left to the checks that name them).
+int64_t largest_doc_id(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  int64_t largest = -1;
+  while (std::getline(in, line)) {
+    const json s = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (s.is_object() && s.contains("doc_id") && s["doc_id"].is_number_integer())
+      largest = std::max(largest, s["doc_id"].get<int64_t>());
+  }
+  return largest;
+}
+
+// The task a samples file is re-scored with: an lm-eval task, or a token task drawn as eval --tasks drew it.
+std::unique_ptr<harness::HarnessTask> samples_task(const std::string& task_name, const std::string& path,
+                                                   const SamplesScoreOptions& o) {
+  const auto& registry = TaskRegistry::instance();
+  const std::string kind = registry.has(task_name) ? registry.at(task_name).evaluation : std::string();
+  if (kind == "generate_until")
+    throw Error("score: task " + task_name + " generates: re-score its predictions with --predictions FILE (the "
+                "prediction rows `mnemo generate` and eval write)");
+  if (kind == "token_logprobs")
+    throw Error("score: task " + task_name + "'s documents are windows of its validation stream in the model's "
+                "tokenizer: its samples are not re-scored without the evaluation (run eval --tasks again)");
+  if (kind != "token_predictions") {
+    if (!o.checkpoint.empty())
+      throw Error("score: --checkpoint goes with a token task's samples (mqar, mad_*); task " + task_name +
+                  " reads its documents from its data files");
+    return harness::make_harness_task(task_name);  // an unknown name: Error with the close names
+  }
+  if (o.checkpoint.empty())
+    throw Error("score: task " + task_name + " draws its documents with the run's task parameters and seed: give "
+                "--checkpoint RUN, the checkpoint eval --tasks scored");
+  // As eval --tasks: the checkpoint's parameters when it trained on the task, its seed, the first N test examples
+  // (the file's documents are a prefix: --limit keeps the first ones).
+  const json cfg = load_checkpoint_config(resolve_model_path(o.checkpoint));
+  return make_eval_task(task_name, cfg, std::max<int64_t>(1, largest_doc_id(path) + 1), nullptr);
+}
+
 }  // namespace
 
 json score_samples(const std::string& task_name, const std::string& path, const SamplesScoreOptions& o) {
-  auto task = harness::make_harness_task(task_name);  // an unknown name: Error with the close names
+  if (std::filesystem::is_directory(path)) throw Error("score: samples file '" + path + "' is a directory");
+  auto task = samples_task(task_name, path, o);
   if (o.cutting_context && (o.answer_length < 0 || o.context_length - o.answer_length < 1))
     throw Error("score: --context-length (" + std::to_string(o.context_length) + ") must exceed --answer-length (" +
                 std::to_string(o.answer_length) + " >= 0)");
@@ -71,7 +115,6 @@ json score_samples(const std::string& task_name, const std::string& path, const 
   ctx.context_length = o.context_length;
   ctx.answer_length = o.answer_length;
   task->configure(ctx);
-  if (std::filesystem::is_directory(path)) throw Error("score: samples file '" + path + "' is a directory");
   std::ifstream in(path);
   if (!in) throw Error("score: cannot read samples file '" + path + "'");
   const int64_t num_docs = task->num_docs();
@@ -108,7 +151,8 @@ json score_samples(const std::string& task_name, const std::string& path, const 
     const json doc = task->doc(doc_id);
     if (harness::require_field(s, "doc", where) != doc)
       throw Error(where + ": field 'doc' differs from document " + std::to_string(doc_id) + " of task " + task_name +
-                  " (" + data_file + "): a samples file of another task, or of other data" +
+                  (data_file.empty() ? std::string() : " (" + data_file + ")") +
+                  ": a samples file of another task, or of other data" +
                   (task->output_type() == "generate_until"
                        ? std::string(" (a recall task evaluated with --cutting-context: give score the same "
                                      "--cutting-context, --context-length, --answer-length and --tokenizer)")
