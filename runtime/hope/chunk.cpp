@@ -14,6 +14,20 @@ int64_t hope_detail::piece_length(int64_t pos, int64_t chunk_size, int64_t remai
   return std::min(chunk_size - pos % chunk_size, remaining);
 }
 
+std::vector<int64_t> hope_detail::piece_lengths(int64_t T, int64_t offset, int64_t chunk_size) {
+  std::vector<int64_t> lengths;
+  for (int64_t t = 0; t < T;) {
+    lengths.push_back(piece_length(offset + t, chunk_size, T - t));
+    t += lengths.back();
+  }
+  return lengths;
+}
+
+std::vector<torch::Tensor> hope_detail::split_pieces(const torch::Tensor& x, const std::vector<int64_t>& lengths) {
+  if (lengths.empty()) return {};
+  return x.split_with_sizes(lengths, 1);
+}
+
 SmtResult smt_chunk(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
                     const torch::Tensor& init, const SmtGates& gates, const torch::Tensor& chunk_start,
                     const torch::Tensor& running, int64_t chunk_size, int64_t offset) {
@@ -21,26 +35,29 @@ SmtResult smt_chunk(const torch::Tensor& x_key, const torch::Tensor& x_value, co
   const auto dt = recurrence_dtype({x_key, x_value, q, init, chunk_start});
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), d = q.size(3);
   auto [S_chunk, S] = hope_detail::smt_start_states(init, chunk_start, running, B, dt);
-  const auto ad = x_key.to(dt), bd = x_value.to(dt), qd = q.to(dt);
+  const auto qd = q.to(dt);
+  const auto lengths = hope_detail::piece_lengths(T, offset, chunk_size);
+  const auto a_pieces = hope_detail::split_pieces(x_key.to(dt), lengths);
+  const auto b_pieces = hope_detail::split_pieces(x_value.to(dt), lengths);
+  const auto q_pieces = hope_detail::split_pieces(qd, lengths);
   std::vector<torch::Tensor> outs;
-  for (int64_t t = 0; t < T;) {
-    const int64_t pos = offset + t, n = hope_detail::piece_length(pos, chunk_size, T - t);
-    const auto r = hope_detail::smt_reads(ad.narrow(1, t, n), bd.narrow(1, t, n), qd.narrow(1, t, n), S_chunk, gates);
+  for (size_t i = 0, t = 0; i < lengths.size(); ++i) {
+    const int64_t pos = offset + int64_t(t), n = lengths[i];
+    const auto r = hope_detail::smt_reads(a_pieces[i], b_pieces[i], q_pieces[i], S_chunk, gates);
     outs.push_back(r.o);
-    // The DGD step of all five memories as one gated delta rule over batch rows (B, memory):
-    //   e^{g} = α, β = η / α, value α (v̂_□ − M_□^c(k)) = α (v − k)(I + S_□^c), from S (the memories after the
-    //   previous token).
+    // The DGD step of all five memories as one gated delta rule: e^{g} = α, β = η / α, value
+    // α (v̂_□ − M_□^c(k)) = α (v − k)(I + S_□^c), from S (the memories after the previous token). The five share the
+    // keys, β and g, and a delta rule acts on each value column alone, so the memories are side by side in the value
+    // dimension: one state [d, 5·d] per head, the chunk's WY transform computed once for all five.
     const auto residual = (r.v - r.k).transpose(1, 2).unsqueeze(1);  // [B, 1, H, n, d]
     const auto target = residual + torch::matmul(residual, S_chunk);  // [B, 5, H, n, d]
     const auto alpha_rows = r.alpha.transpose(1, 2).unsqueeze(1).unsqueeze(-1);  // [B, 1, H, n, 1]
-    const auto value = (alpha_rows * target).permute({0, 1, 3, 2, 4}).reshape({B * kSmtMemories, n, H, d});
-    const auto keys = r.k.unsqueeze(1).expand({B, kSmtMemories, n, H, d}).reshape({B * kSmtMemories, n, H, d});
-    const auto beta = (r.eta / r.alpha).unsqueeze(1).expand({B, kSmtMemories, n, H}).reshape({B * kSmtMemories, n, H});
-    const auto g = torch::log(r.alpha).unsqueeze(1).expand({B, kSmtMemories, n, H}).reshape({B * kSmtMemories, n, H});
-    const auto pass = delta_rule_chunk(keys, keys, value, beta, g, S.reshape({B * kSmtMemories, H, d, d}), 1.0, n);
-    S = pass.final_state.reshape({B, kSmtMemories, H, d, d});
+    const auto value = (alpha_rows * target).permute({0, 3, 2, 1, 4}).reshape({B, n, H, kSmtMemories * d});
+    const auto state = S.permute({0, 2, 3, 1, 4}).reshape({B, H, d, kSmtMemories * d});  // [B, H, d, 5·d]
+    const auto pass = delta_rule_chunk(r.k, r.k, value, r.eta / r.alpha, torch::log(r.alpha), state, 1.0, n);
+    S = pass.final_state.view({B, H, d, kSmtMemories, d}).permute({0, 3, 1, 2, 4});
     if ((pos + n) % chunk_size == 0) S_chunk = S;
-    t += n;
+    t += size_t(n);
   }
   auto o = outs.empty() ? torch::zeros_like(qd) : torch::cat(outs, 1);
   return {o.to(q.scalar_type()), S_chunk, S};
@@ -52,25 +69,28 @@ CmsLevelResult cms_level_chunk(const torch::Tensor& x, const torch::Tensor& v, c
   check_cms_level_inputs(x, v, eta, w1_0, w2_0, state, chunk_size, offset);
   if (chunk_size == 0) return cms_level_recurrent(x, v, eta, w1_0, w2_0, state, 0, offset);  // one batched MLP
   const auto dt = recurrence_dtype({x, v, w1_0, state.w1});
-  const auto xd = x.to(dt), vd = v.to(dt), ed = eta.to(dt);
   auto s = hope_detail::cms_start_state(w1_0, w2_0, state, x.size(0), dt);
+  const auto lengths = hope_detail::piece_lengths(x.size(1), offset, chunk_size);
+  const auto x_pieces = hope_detail::split_pieces(x.to(dt), lengths);
+  const auto v_pieces = hope_detail::split_pieces(v.to(dt), lengths);
+  const auto eta_pieces = hope_detail::split_pieces(eta.to(dt), lengths);
   std::vector<torch::Tensor> ys;
-  for (int64_t t = 0; t < x.size(1);) {
-    const int64_t pos = offset + t, n = hope_detail::piece_length(pos, chunk_size, x.size(1) - t);
-    const auto X = xd.narrow(1, t, n);  // [B, n, d]
+  for (size_t i = 0, t = 0; i < lengths.size(); ++i) {
+    const int64_t pos = offset + int64_t(t), n = lengths[i];
+    const auto& X = x_pieces[i];  // [B, n, d]
     const auto Z = torch::bmm(X, s.w2);  // [B, n, h]
     const auto A = torch::silu(Z);
     const auto Y = X + torch::bmm(A, s.w1);
     ys.push_back(Y);
-    const auto step = (ed.narrow(1, t, n) / static_cast<double>(chunk_size)).unsqueeze(-1);  // [B, n, 1]
-    const auto E = step * (Y - vd.narrow(1, t, n));  // η_t / C · e_t
+    const auto step = (eta_pieces[i] / static_cast<double>(chunk_size)).unsqueeze(-1);  // [B, n, 1]
+    const auto E = step * (Y - v_pieces[i]);  // η_t / C · e_t
     const auto E1 = E / (1 + A.pow(2).sum(-1, true)), E2 = E / (1 + X.pow(2).sum(-1, true));  // normalised steps
     s.p1 = s.p1 + torch::bmm(A.transpose(1, 2), E1);
     s.p2 = s.p2 + torch::bmm(X.transpose(1, 2), torch::bmm(E2, s.w1.transpose(1, 2)) * hope_detail::silu_grad(Z));
     if ((pos + n) % chunk_size == 0) hope_detail::cms_apply_chunk_step(s);
-    t += n;
+    t += size_t(n);
   }
-  auto y = ys.empty() ? torch::zeros_like(xd) : torch::cat(ys, 1);
+  auto y = ys.empty() ? torch::zeros_like(x.to(dt)) : torch::cat(ys, 1);
   return {y.to(x.scalar_type()), s};
 }
 

@@ -37,6 +37,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <vector>
+
 namespace mnemo {
 
 enum SmtMemory : int64_t { kSmtKey = 0, kSmtValue = 1, kSmtEta = 2, kSmtAlpha = 3, kSmtMemory = 4, kSmtMemories = 5 };
@@ -137,6 +139,11 @@ CmsLevelState cms_start_state(const torch::Tensor& w1_0, const torch::Tensor& w2
 void cms_apply_chunk_step(CmsLevelState& s);
 // Tokens of the piece of a call that starts at absolute position `pos`: up to the next chunk boundary.
 int64_t piece_length(int64_t pos, int64_t chunk_size, int64_t remaining);
+// The lengths of the pieces of a call of T tokens from absolute position `offset` (piece_length one after another).
+std::vector<int64_t> piece_lengths(int64_t T, int64_t offset, int64_t chunk_size);
+// x [B, T, ...] cut along dim 1 into those pieces by one split (its backward is one gather, where a narrow per piece
+// would add a zero-filled [B, T, ...] gradient per piece: O(T²/C) work and most of Hope's step before).
+std::vector<torch::Tensor> split_pieces(const torch::Tensor& x, const std::vector<int64_t>& lengths);
 // SiLU and its derivative (the CMS memory's activation).
 torch::Tensor silu_grad(const torch::Tensor& z);
 }  // namespace hope_detail

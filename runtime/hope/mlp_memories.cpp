@@ -121,11 +121,15 @@ SmtMlpResult smt_mlp_chunk(const torch::Tensor& x_key, const torch::Tensor& x_va
   const auto dt = recurrence_dtype({x_key, x_value, q, init.w1, chunk_start.w1});
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
   auto [W_chunk, W] = mlp_start_memories(init, chunk_start, running, B, dt);
-  const auto ad = x_key.to(dt), bd = x_value.to(dt), qd = q.to(dt);
+  const auto qd = q.to(dt);
+  const auto lengths = hope_detail::piece_lengths(T, offset, chunk_size);
+  const auto a_pieces = hope_detail::split_pieces(x_key.to(dt), lengths);
+  const auto b_pieces = hope_detail::split_pieces(x_value.to(dt), lengths);
+  const auto q_pieces = hope_detail::split_pieces(qd, lengths);
   std::vector<torch::Tensor> outs;
-  for (int64_t t = 0; t < T;) {
-    const int64_t pos = offset + t, n = hope_detail::piece_length(pos, chunk_size, T - t);
-    const auto r = mlp_reads(ad.narrow(1, t, n), bd.narrow(1, t, n), qd.narrow(1, t, n), W_chunk, gates);
+  for (size_t i = 0, t = 0; i < lengths.size(); ++i) {
+    const int64_t pos = offset + int64_t(t), n = lengths[i];
+    const auto r = mlp_reads(a_pieces[i], b_pieces[i], q_pieces[i], W_chunk, gates);
     outs.push_back(r.o);
     // Token t's step decays by the retention of every later token of the piece: weight η_t Π_{s>t} α_s, and the
     // weights from before the piece by Π α (log-space sums; α ∈ (0, 1)).
@@ -136,7 +140,7 @@ SmtMlpResult smt_mlp_chunk(const torch::Tensor& x_key, const torch::Tensor& x_va
     const auto decay = total.exp().view({B, 1, H, 1, 1});
     W = {decay * W.w1 - step.w1, decay * W.w2 - step.w2};
     if ((pos + n) % chunk_size == 0) W_chunk = W;
-    t += n;
+    t += size_t(n);
   }
   auto o = outs.empty() ? torch::zeros_like(qd) : torch::cat(outs, 1);
   return {o.to(q.scalar_type()), W_chunk, W};

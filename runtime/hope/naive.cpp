@@ -93,16 +93,18 @@ std::pair<torch::Tensor, torch::Tensor> smt_start_states(const torch::Tensor& in
 SmtReads smt_reads(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
                    const torch::Tensor& S, const SmtGates& gates) {
   const auto a = x_key.transpose(1, 2), b = x_value.transpose(1, 2);  // [B, H, n, d]
-  auto read = [&](int64_t memory, const torch::Tensor& in) {  // M_memory(in) = in + in S_memory -> [B, n, H, d]
-    return (in + torch::matmul(in, S.select(1, memory))).transpose(1, 2);
-  };
+  // Each memory's input in the memories' order (k: a, v: b, η: a, α: a, mem: q), so that the five reads
+  // M_□(in) = in + in S_□ are one batched product [B, 5, H, n, d].
+  const auto in = torch::stack({a, b, a, a, q.transpose(1, 2)}, 1);
+  const auto reads = in + torch::matmul(in, S);
+  auto read = [&](int64_t memory) { return reads.select(1, memory).transpose(1, 2); };  // [B, n, H, d]
   const auto dt = S.scalar_type();
   SmtReads r;
-  r.k = l2norm(read(kSmtKey, a));
-  r.v = l2norm(read(kSmtValue, b));
-  r.eta = gates.eta_max * torch::sigmoid((read(kSmtEta, a) * gates.w_eta.to(dt)).sum(-1) + gates.b_eta.to(dt));
-  r.alpha = torch::sigmoid((read(kSmtAlpha, a) * gates.w_alpha.to(dt)).sum(-1) + gates.b_alpha.to(dt));
-  r.o = read(kSmtMemory, q.transpose(1, 2));
+  r.k = l2norm(read(kSmtKey));
+  r.v = l2norm(read(kSmtValue));
+  r.eta = gates.eta_max * torch::sigmoid((read(kSmtEta) * gates.w_eta.to(dt)).sum(-1) + gates.b_eta.to(dt));
+  r.alpha = torch::sigmoid((read(kSmtAlpha) * gates.w_alpha.to(dt)).sum(-1) + gates.b_alpha.to(dt));
+  r.o = read(kSmtMemory);
   return r;
 }
 
