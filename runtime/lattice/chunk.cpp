@@ -24,11 +24,23 @@ LatticeResult lattice_chunk(const torch::Tensor& q, const torch::Tensor& k, cons
   int64_t pos = st.pos;
   const int64_t T = q.size(1);
   std::vector<torch::Tensor> ys;
-  for (int64_t t = 0; t < T;) {
-    const int64_t L = std::min(chunk - pos, T - t);
-    auto qc = p.q.narrow(2, t, L);
-    auto gt = anchor_gates(S0, p.k.narrow(2, t, L), p.v.narrow(2, t, L), p.ga.narrow(2, t, L), p.mu.narrow(2, t, L),
-                           dec);
+  // The pieces up to each chunk boundary, cut by one split per input: a slice per piece would add a zero-filled
+  // gradient of the whole input per piece in the backward (O(T²/chunk) work).
+  std::vector<int64_t> lengths;
+  for (int64_t t = 0, at = pos; t < T;) {
+    lengths.push_back(std::min(chunk - at, T - t));
+    t += lengths.back();
+    at = (at + lengths.back()) % chunk;
+  }
+  auto pieces = [&](const torch::Tensor& x) {
+    return lengths.empty() ? std::vector<torch::Tensor>{} : x.split_with_sizes(lengths, 2);
+  };
+  const auto q_pieces = pieces(p.q), k_pieces = pieces(p.k), v_pieces = pieces(p.v), ga_pieces = pieces(p.ga),
+             mu_pieces = pieces(p.mu);
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const int64_t L = lengths[i];
+    const auto& qc = q_pieces[i];
+    auto gt = anchor_gates(S0, k_pieces[i], v_pieces[i], ga_pieces[i], mu_pieces[i], dec);
     // Ω[τ, j] = Π_{l=j+1}^{τ} g_l by an explicit cumulative product (gates may be <= 0: no log space, docs/models.md#numerical-stability).
     auto opts = torch::TensorOptions().dtype(torch::kBool).device(q.device());
     auto strict = torch::tril(torch::ones({L, L}, opts), -1).unsqueeze(-1);  // τ > j
@@ -40,7 +52,6 @@ LatticeResult lattice_chunk(const torch::Tensor& q, const torch::Tensor& k, cons
     ys.push_back(torch::matmul(qc * P, S) + torch::matmul(A, gt.h));
     auto wl = Omega.select(2, L - 1) * gt.w;  // [B, H, L(j), m]
     S = P.select(2, L - 1).unsqueeze(-1) * S + torch::matmul(wl.transpose(-1, -2), gt.h);
-    t += L;
     pos += L;
     if (pos == chunk) {
       S = renormalise(S, S0);

@@ -90,9 +90,11 @@ Mamba3Result mamba3_mimo_chunk(const Mamba3Inputs& in, const Mamba3State& s0, in
   auto writes = torch::matmul((kc * (g_last.unsqueeze(-1) - gq).exp().unsqueeze(-1)).transpose(-1, -2), vc);
   std::vector<torch::Tensor> starts;  // the state at each chunk's start [B, H, N, P]
   starts.reserve(NC);
+  // unbind, not select(c) in the loop: the backward of NC selects writes NC zero-filled full-size gradients.
+  const auto decay_c = g_last.exp().unsqueeze(-1).unsqueeze(-1).unbind(2), writes_c = writes.unbind(2);
   for (int64_t c = 0; c < NC; ++c) {
     starts.push_back(S);
-    S = g_last.select(-1, c).exp().unsqueeze(-1).unsqueeze(-1) * S + writes.select(2, c);
+    S = decay_c[static_cast<size_t>(c)] * S + writes_c[static_cast<size_t>(c)];
   }
   o = o + torch::matmul(qc * gq.exp().unsqueeze(-1), torch::stack(starts, 2));
   o = o.view({B, H, NC * C, R, P}).narrow(2, 0, T).permute({0, 2, 3, 1, 4});  // [B, T, R, H, P]
