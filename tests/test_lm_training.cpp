@@ -259,7 +259,7 @@ TEST_CASE("lm_ppl: chunked evaluation through the state equals one forward, a to
 }
 
 TEST_CASE("lm_ppl through the evaluation driver gives the window scoring's numbers: ppl, bpb and every position "
-          "bucket, batched, chunked, with a partial last window; eval --tasks lm_ppl scores what --task lm_ppl does",
+          "bucket, batched, chunked, with a partial last window, and eval --tasks lm_ppl scores what --task lm_ppl does",
           "[lm][lm_ppl][eval]") {
   auto corpus = write_corpus("lm_ppl_driver");
   auto dir = corpus.parent_path();

@@ -139,7 +139,7 @@ TEST_CASE("mamba2_ssd grouped chunk form, factorised and masked-difference decay
 }
 
 TEST_CASE("mamba2_ssd through the fused GLA chunk kernel (host run) == recurrent and grouped chunk forms, fp64 and "
-          "fp32, outputs, final state and every gradient; packed sequences", "[linear1][mamba2][cuda-kernel]") {
+          "fp32, outputs, final state and every gradient, and packed sequences", "[linear1][mamba2][cuda-kernel]") {
   torch::manual_seed(9);
   const std::vector<std::string> names = {"x", "dt", "A", "B", "C", "initial_state"};
   const int64_t G = 2, H = 4;
