@@ -105,6 +105,35 @@ inline torch::Tensor prefill_decode(Mixer& m, const torch::Tensor& x, int64_t pr
   return torch::cat(pieces, 1);
 }
 
+// The layer contract on one configured mixer of width d_model, in fp64 (a mixer variant the contract test's defaults
+// do not reach): causal (a change at token 6 of 13 leaves tokens 0..5 and changes token 6), decode equals the full
+// forward after prefills of 0 and 5 tokens (`check_state` sees each decode's final state), and every parameter gets
+// a finite, non-zero gradient.
+inline void require_layer_contract(Mixer& m, int64_t d_model,
+                                   const std::function<void(const LayerState&)>& check_state = {}) {
+  auto x = randn_f64({2, 13, d_model});
+  auto full = m.forward(x, nullptr);
+  auto x2 = x.clone();
+  x2.select(1, 6).add_(1.0);
+  auto changed = m.forward(x2, nullptr);
+  CHECK(max_rel_err(changed.narrow(1, 0, 6), full.narrow(1, 0, 6)) <= 1e-14);
+  CHECK((changed.select(1, 6) - full.select(1, 6)).abs().max().item<double>() > 1e-6);
+  for (int64_t prefill : {0, 5}) {
+    CAPTURE(prefill);
+    LayerState state;
+    auto stepped = prefill_decode(m, x, prefill, &state);
+    CHECK(max_rel_err(stepped, full) <= 1e-10);
+    if (check_state) check_state(state);
+  }
+  (full * randn_f64({2, 13, d_model})).sum().backward();
+  for (const auto& p : m.named_parameters()) {
+    CAPTURE(p.key());
+    REQUIRE(p.value().grad().defined());
+    CHECK(torch::isfinite(p.value().grad()).all().item<bool>());
+    CHECK(p.value().grad().abs().max().item<double>() > 0);
+  }
+}
+
 // Full forward == prefill(`prefill` tokens, with state) + token-by-token decode of mixer `name` (defaults updated
 // by `overrides`, seed 7) in `dtype`; the state must hold "memory" (the linear-recurrent families' state).
 // Returns the relative error.

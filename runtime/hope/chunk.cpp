@@ -28,22 +28,29 @@ std::vector<torch::Tensor> hope_detail::split_pieces(const torch::Tensor& x, con
   return x.split_with_sizes(lengths, 1);
 }
 
+hope_detail::SmtPieces hope_detail::smt_pieces(const torch::Tensor& x_key, const torch::Tensor& x_value,
+                                               const torch::Tensor& q, torch::ScalarType dt, int64_t offset,
+                                               int64_t chunk_size) {
+  SmtPieces p;
+  p.lengths = piece_lengths(q.size(1), offset, chunk_size);
+  p.a = split_pieces(x_key.to(dt), p.lengths);
+  p.b = split_pieces(x_value.to(dt), p.lengths);
+  p.q = split_pieces(q.to(dt), p.lengths);
+  return p;
+}
+
 SmtResult smt_chunk(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
                     const torch::Tensor& init, const SmtGates& gates, const torch::Tensor& chunk_start,
                     const torch::Tensor& running, int64_t chunk_size, int64_t offset) {
   check_smt_inputs(x_key, x_value, q, init, gates, chunk_start, running, chunk_size, offset);
   const auto dt = recurrence_dtype({x_key, x_value, q, init, chunk_start});
-  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), d = q.size(3);
+  const int64_t B = q.size(0), H = q.size(2), d = q.size(3);
   auto [S_chunk, S] = hope_detail::smt_start_states(init, chunk_start, running, B, dt);
-  const auto qd = q.to(dt);
-  const auto lengths = hope_detail::piece_lengths(T, offset, chunk_size);
-  const auto a_pieces = hope_detail::split_pieces(x_key.to(dt), lengths);
-  const auto b_pieces = hope_detail::split_pieces(x_value.to(dt), lengths);
-  const auto q_pieces = hope_detail::split_pieces(qd, lengths);
+  const auto pieces = hope_detail::smt_pieces(x_key, x_value, q, dt, offset, chunk_size);
   std::vector<torch::Tensor> outs;
-  for (size_t i = 0, t = 0; i < lengths.size(); ++i) {
-    const int64_t pos = offset + int64_t(t), n = lengths[i];
-    const auto r = hope_detail::smt_reads(a_pieces[i], b_pieces[i], q_pieces[i], S_chunk, gates);
+  for (size_t i = 0, t = 0; i < pieces.lengths.size(); ++i) {
+    const int64_t pos = offset + int64_t(t), n = pieces.lengths[i];
+    const auto r = hope_detail::smt_reads(pieces.a[i], pieces.b[i], pieces.q[i], S_chunk, gates);
     outs.push_back(r.o);
     // The DGD step of all five memories as one gated delta rule: e^{g} = α, β = η / α, value
     // α (v̂_□ − M_□^c(k)) = α (v − k)(I + S_□^c), from S (the memories after the previous token). The five share the
@@ -59,7 +66,7 @@ SmtResult smt_chunk(const torch::Tensor& x_key, const torch::Tensor& x_value, co
     if ((pos + n) % chunk_size == 0) S_chunk = S;
     t += size_t(n);
   }
-  auto o = outs.empty() ? torch::zeros_like(qd) : torch::cat(outs, 1);
+  auto o = outs.empty() ? torch::zeros_like(q, q.options().dtype(dt)) : torch::cat(outs, 1);
   return {o.to(q.scalar_type()), S_chunk, S};
 }
 

@@ -144,6 +144,13 @@ std::vector<int64_t> piece_lengths(int64_t T, int64_t offset, int64_t chunk_size
 // x [B, T, ...] cut along dim 1 into those pieces by one split (its backward is one gather, where a narrow per piece
 // would add a zero-filled [B, T, ...] gradient per piece: O(T²/C) work and most of Hope's step before).
 std::vector<torch::Tensor> split_pieces(const torch::Tensor& x, const std::vector<int64_t>& lengths);
+// The self-modifying Titans' inputs in dtype dt, cut into a call's pieces (both memory kinds' chunk forms).
+struct SmtPieces {
+  std::vector<int64_t> lengths;
+  std::vector<torch::Tensor> a, b, q;
+};
+SmtPieces smt_pieces(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
+                     torch::ScalarType dt, int64_t offset, int64_t chunk_size);
 // SiLU and its derivative (the CMS memory's activation).
 torch::Tensor silu_grad(const torch::Tensor& z);
 }  // namespace hope_detail

@@ -119,17 +119,13 @@ SmtMlpResult smt_mlp_chunk(const torch::Tensor& x_key, const torch::Tensor& x_va
                            const SmtMlpMemories& running, int64_t chunk_size, int64_t offset) {
   check_smt_mlp_inputs(x_key, x_value, q, init, gates, chunk_start, running, chunk_size, offset);
   const auto dt = recurrence_dtype({x_key, x_value, q, init.w1, chunk_start.w1});
-  const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
+  const int64_t B = q.size(0), H = q.size(2);
   auto [W_chunk, W] = mlp_start_memories(init, chunk_start, running, B, dt);
-  const auto qd = q.to(dt);
-  const auto lengths = hope_detail::piece_lengths(T, offset, chunk_size);
-  const auto a_pieces = hope_detail::split_pieces(x_key.to(dt), lengths);
-  const auto b_pieces = hope_detail::split_pieces(x_value.to(dt), lengths);
-  const auto q_pieces = hope_detail::split_pieces(qd, lengths);
+  const auto pieces = hope_detail::smt_pieces(x_key, x_value, q, dt, offset, chunk_size);
   std::vector<torch::Tensor> outs;
-  for (size_t i = 0, t = 0; i < lengths.size(); ++i) {
-    const int64_t pos = offset + int64_t(t), n = lengths[i];
-    const auto r = mlp_reads(a_pieces[i], b_pieces[i], q_pieces[i], W_chunk, gates);
+  for (size_t i = 0, t = 0; i < pieces.lengths.size(); ++i) {
+    const int64_t pos = offset + int64_t(t), n = pieces.lengths[i];
+    const auto r = mlp_reads(pieces.a[i], pieces.b[i], pieces.q[i], W_chunk, gates);
     outs.push_back(r.o);
     // Token t's step decays by the retention of every later token of the piece: weight η_t Π_{s>t} α_s, and the
     // weights from before the piece by Π α (log-space sums; α ∈ (0, 1)).
@@ -142,7 +138,7 @@ SmtMlpResult smt_mlp_chunk(const torch::Tensor& x_key, const torch::Tensor& x_va
     if ((pos + n) % chunk_size == 0) W_chunk = W;
     t += size_t(n);
   }
-  auto o = outs.empty() ? torch::zeros_like(qd) : torch::cat(outs, 1);
+  auto o = outs.empty() ? torch::zeros_like(q, q.options().dtype(dt)) : torch::cat(outs, 1);
   return {o.to(q.scalar_type()), W_chunk, W};
 }
 

@@ -27,11 +27,9 @@ RecurrentResult mamba2_ssd_chunk(const torch::Tensor& x, const torch::Tensor& dt
   return mamba2_ssd_chunk_grouped(x, dt, A, B, C, initial_state, chunk_size);
 }
 
-RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Tensor& dt,
-                                         const torch::Tensor& A, const torch::Tensor& B,
-                                         const torch::Tensor& C, const torch::Tensor& initial_state,
-                                         int64_t chunk_size) {
-  const char* op = "mamba2_ssd_chunk";
+GroupedSsdShape check_grouped_ssd_inputs(const char* op, const torch::Tensor& x, const torch::Tensor& dt,
+                                         const torch::Tensor& A, const torch::Tensor& B, const torch::Tensor& C,
+                                         const torch::Tensor& initial_state, int64_t states) {
   check_shape(op, "x", x, {-1, -1, -1, -1});
   const int64_t Bn = x.size(0), T = x.size(1), H = x.size(2), P = x.size(3);
   check_shape(op, "dt", dt, {Bn, T, H});
@@ -42,7 +40,17 @@ RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Te
     throw Error(std::string(op) + ": heads (" + std::to_string(H) + ") must be a multiple of the B/C groups (" +
                 std::to_string(G) + ")");
   check_shape(op, "C", C, {Bn, T, G, N});
-  if (initial_state.defined()) check_shape(op, "initial_state", initial_state, {Bn, H, P, N});
+  if (initial_state.defined()) check_shape(op, "initial_state", initial_state, {states, H, P, N});
+  return {Bn, T, H, P, G, N};
+}
+
+RecurrentResult mamba2_ssd_chunk_grouped(const torch::Tensor& x, const torch::Tensor& dt,
+                                         const torch::Tensor& A, const torch::Tensor& B,
+                                         const torch::Tensor& C, const torch::Tensor& initial_state,
+                                         int64_t chunk_size) {
+  const char* op = "mamba2_ssd_chunk";
+  const GroupedSsdShape shape = check_grouped_ssd_inputs(op, x, dt, A, B, C, initial_state, x.size(0));
+  const int64_t Bn = shape.B, T = shape.T, H = shape.H, P = shape.P, G = shape.G, N = shape.N;
   check_chunking(op, T, chunk_size);
   const int64_t hpg = H / G;  // heads per group
   const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast

@@ -14,18 +14,9 @@ RecurrentResult mamba2_ssd_chunk_fused(const torch::Tensor& x, const torch::Tens
                                        const torch::Tensor& initial_state, int64_t chunk_size,
                                        const torch::Tensor& cu_seqlens) {
   const char* op = "mamba2_ssd_chunk_fused";
-  check_shape(op, "x", x, {-1, -1, -1, -1});
-  const int64_t Bn = x.size(0), T = x.size(1), H = x.size(2), P = x.size(3);
-  check_shape(op, "dt", dt, {Bn, T, H});
-  check_shape(op, "A", A, {H});
-  check_shape(op, "B", B, {Bn, T, -1, -1});
-  const int64_t G = B.size(2), N = B.size(3);
-  if (G < 1 || H % G != 0)
-    throw Error(std::string(op) + ": heads (" + std::to_string(H) + ") must be a multiple of the B/C groups (" +
-                std::to_string(G) + ")");
-  check_shape(op, "C", C, {Bn, T, G, N});
-  const int64_t states = cu_seqlens.defined() ? cu_seqlens.numel() - 1 : Bn;
-  if (initial_state.defined()) check_shape(op, "initial_state", initial_state, {states, H, P, N});
+  const int64_t states = cu_seqlens.defined() ? cu_seqlens.numel() - 1 : x.size(0);
+  const int64_t G = check_grouped_ssd_inputs(op, x, dt, A, B, C, initial_state, states).G;
+  const int64_t H = x.size(2);
   const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
   const auto ct = recurrence_dtype(x);
   // Group g's B and C serve heads g·(H/G) .. (g+1)·(H/G) - 1.

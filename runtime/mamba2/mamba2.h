@@ -48,6 +48,15 @@ bool mamba2_fused_kernel_available(const torch::Tensor& like);
 // segsum(a)[.., i, j] = Σ_{j < r <= i} a_r for i >= j, −inf above the diagonal. a: [.., C].
 torch::Tensor ssd_segsum(const torch::Tensor& a);
 
+// The shape checks of the grouped forms (chunk_grouped, chunk_fused): x [B, T, H, P], dt [B, T, H], A [H], B and C
+// [B, T, G, N] with H a multiple of G, the initial state [states, H, P, N]; Error naming `op` and the input.
+struct GroupedSsdShape {
+  int64_t B, T, H, P, G, N;
+};
+GroupedSsdShape check_grouped_ssd_inputs(const char* op, const torch::Tensor& x, const torch::Tensor& dt,
+                                         const torch::Tensor& A, const torch::Tensor& B, const torch::Tensor& C,
+                                         const torch::Tensor& initial_state, int64_t states);
+
 // Shape checks shared by both forms (mnemo::Error naming the op and the input).
 void check_mamba2_inputs(const char* op, const torch::Tensor& x, const torch::Tensor& dt,
                          const torch::Tensor& A, const torch::Tensor& B, const torch::Tensor& C,
