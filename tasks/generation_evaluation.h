@@ -38,7 +38,7 @@ class GenerationTaskEvaluation : public harness::HarnessTask {
   json cell_details(const json& setting) const override;
   std::string cell_label(const json& setting) const override;
   // The tokenizer the plan encodes with (the evaluation's, or the task's `tokenizer` parameter).
-  const std::shared_ptr<Tokenizer>& tokenizer() const { return plan_.tokenizer; }
+  std::shared_ptr<Tokenizer> own_tokenizer() const override { return plan_.tokenizer; }
 
  private:
   std::shared_ptr<const Task> owner_;

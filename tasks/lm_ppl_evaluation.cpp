@@ -23,8 +23,8 @@ LmPplEvaluation::LmPplEvaluation(const LmPplTask& task, const EvalContext& ctx, 
   max_tokens_ = option_int(ctx.options, "max_tokens", std::max<int64_t>(65536, 4 * longest_));
   bucket_ = option_int(ctx.options, "bucket", std::min<int64_t>(2048, std::max<int64_t>(1, longest_ / 8)));
   chunk_ = option_int(ctx.options, "chunk", T);
-  batch_size_ = option_int(ctx.options, "batch_size", 1);
-  if (max_tokens_ < 2 || bucket_ < 1 || chunk_ < 0 || batch_size_ < 1)
+  // batch_size (windows per forward) is the driver's; checked here with the other options, before any work.
+  if (max_tokens_ < 2 || bucket_ < 1 || chunk_ < 0 || option_int(ctx.options, "batch_size", 1) < 1)
     throw Error("lm_ppl: max_tokens >= 2, bucket >= 1, chunk >= 0 and batch_size >= 1 are required");
 
   data_ = task.prepare(ctx.log, false, ctx.tokenizer);

@@ -40,8 +40,7 @@ class LmPplEvaluation : public harness::HarnessTask {
   std::string cell_label(const json& setting) const override;
   // The predicted tokens of the cell; for the longest length, one ppl_bucket row per position bucket.
   harness::CellSummary cell_summary(const json& setting, const std::vector<json>& results) const override;
-  int64_t batch_size() const { return batch_size_; }  // the option: windows per forward
-  const std::shared_ptr<Tokenizer>& tokenizer() const { return data_.tokenizer; }
+  std::shared_ptr<Tokenizer> own_tokenizer() const override { return data_.tokenizer; }
 
  private:
   struct Window {
@@ -54,7 +53,7 @@ class LmPplEvaluation : public harness::HarnessTask {
   const LmPplTask& task_;
   LmData data_;
   std::vector<Window> windows_;
-  int64_t longest_ = 0, max_tokens_ = 0, bucket_ = 0, chunk_ = 0, batch_size_ = 1;
+  int64_t longest_ = 0, max_tokens_ = 0, bucket_ = 0, chunk_ = 0;
 };
 
 }  // namespace mnemo

@@ -12,7 +12,6 @@
 #include "results/db.h"
 #include "runtime/device.h"
 #include "tasks/eval_task.h"
-#include "tasks/lm_ppl_evaluation.h"
 #include "tasks/lm_task.h"
 #include "tasks/task.h"
 #include "tasks/generation_evaluation.h"
@@ -55,7 +54,7 @@ json evaluate_on_driver(std::unique_ptr<harness::HarnessTask> evaluation, const 
 
 json evaluate_generation_task(const GenerationTask& task, EvalContext& ctx) {
   auto evaluation = std::make_unique<GenerationTaskEvaluation>(task, ctx);  // every cell's samples and requests
-  const std::shared_ptr<Tokenizer> tok = evaluation->tokenizer();
+  const std::shared_ptr<Tokenizer> tok = evaluation->own_tokenizer();
   json out = evaluate_on_driver(std::move(evaluation), tok.get(), ctx, 1);
   out["tokenizer"] = tok->id();
   return out;
@@ -114,9 +113,7 @@ json evaluate_checkpoint(const EvalRequest& a, const std::function<void(const st
     ctx.log = log;
     auto evaluation = ev->evaluation(ctx, task);
     // The tokenizer the evaluation reads text with (a generation task's prompts; lm_ppl's validation stream).
-    std::shared_ptr<Tokenizer> tok;
-    if (auto* g = dynamic_cast<GenerationTaskEvaluation*>(evaluation.get())) tok = g->tokenizer();
-    if (auto* l = dynamic_cast<LmPplEvaluation*>(evaluation.get())) tok = l->tokenizer();
+    const std::shared_ptr<Tokenizer> tok = evaluation->own_tokenizer();
     const int64_t batch = option_int(eval_options, "batch_size", 1);
     json out = evaluate_on_driver(std::move(evaluation), tok.get(), ctx, batch);
     if (tok) out["tokenizer"] = tok->id();

@@ -1,6 +1,5 @@
 // `mnemo score --samples` (engine/evaluation/score.h): lm-eval's samples file (lm_eval/loggers/evaluation_tracker.py) back
 // through the task's process_results (lm_eval/api/task.py) and the shared aggregation (tasks/harness/aggregation.h).
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -59,22 +58,8 @@ std::string arguments_difference(const json& got, const json& want) {
   return "its keys differ";
 }
 
-// The largest doc_id of a samples file's lines (lines that do not parse are left to the checks that name them).
-int64_t largest_doc_id(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  int64_t largest = -1;
-  while (std::getline(in, line)) {
-    const json s = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (s.is_object() && s.contains("doc_id") && s["doc_id"].is_number_integer())
-      largest = std::max(largest, s["doc_id"].get<int64_t>());
-  }
-  return largest;
-}
-
 // The task a samples file is re-scored with: an lm-eval task, or a token task drawn as eval --tasks drew it.
-std::unique_ptr<harness::HarnessTask> samples_task(const std::string& task_name, const std::string& path,
-                                                   const SamplesScoreOptions& o) {
+std::unique_ptr<harness::HarnessTask> samples_task(const std::string& task_name, const SamplesScoreOptions& o) {
   const auto& registry = TaskRegistry::instance();
   const std::string kind = registry.has(task_name) ? registry.at(task_name).evaluation : std::string();
   if (kind == "generate_until")
@@ -92,17 +77,17 @@ std::unique_ptr<harness::HarnessTask> samples_task(const std::string& task_name,
   if (o.checkpoint.empty())
     throw Error("score: task " + task_name + " draws its documents with the run's task parameters and seed: give "
                 "--checkpoint RUN, the checkpoint eval --tasks scored");
-  // As eval --tasks: the checkpoint's parameters when it trained on the task, its seed, the first N test examples
-  // (the file's documents are a prefix: --limit keeps the first ones).
+  // As eval --tasks: the checkpoint's parameters when it trained on the task, its seed and its number of test
+  // examples (--limit keeps the first ones).
   const json cfg = load_checkpoint_config(resolve_model_path(o.checkpoint));
-  return make_eval_task(task_name, cfg, std::max<int64_t>(1, largest_doc_id(path) + 1), nullptr);
+  return make_eval_task(task_name, cfg, HarnessEvalRequest{}.token_examples, nullptr);
 }
 
 }  // namespace
 
 json score_samples(const std::string& task_name, const std::string& path, const SamplesScoreOptions& o) {
   if (std::filesystem::is_directory(path)) throw Error("score: samples file '" + path + "' is a directory");
-  auto task = samples_task(task_name, path, o);
+  auto task = samples_task(task_name, o);
   if (o.cutting_context && (o.answer_length < 0 || o.context_length - o.answer_length < 1))
     throw Error("score: --context-length (" + std::to_string(o.context_length) + ") must exceed --answer-length (" +
                 std::to_string(o.answer_length) + " >= 0)");

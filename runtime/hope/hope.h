@@ -114,6 +114,10 @@ CmsLevelResult cms_level_chunk(const torch::Tensor& x, const torch::Tensor& v, c
                                int64_t chunk_size, int64_t offset);
 
 // Shape checks of both kernels (mnemo::Error naming the tensor and its shape).
+// The inputs and gates every self-modifying Titans form reads, whatever its memories (check_smt_inputs: and the
+// matrix memories).
+void check_smt_token_inputs(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
+                            const SmtGates& gates, int64_t chunk_size, int64_t offset);
 void check_smt_inputs(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q, const torch::Tensor& init,
                       const SmtGates& gates, const torch::Tensor& chunk_start, const torch::Tensor& running,
                       int64_t chunk_size, int64_t offset);

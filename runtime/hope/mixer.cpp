@@ -137,8 +137,7 @@ class SelfModifyingTitansMixer : public Mixer, public DeclaresNoWeightDecay {
 // 6·d_h·h), with or without a chunk.
 static double smt_flops(const MixingFlopsQuery& q) {
   if (q.args.value("smt_memory", std::string("matrix")) == "mlp") {
-    const double hidden = number_arg(q.args, "smt_memory_hidden", 0) > 0 ? number_arg(q.args, "smt_memory_hidden", 0)
-                                                                         : q.head_dim;
+    const double given = number_arg(q.args, "smt_memory_hidden", 0), hidden = given > 0 ? given : q.head_dim;
     return (15 * 4.0 + 5 * 6.0) * q.d_model * hidden;
   }
   const double reads = 30.0 * q.d_model * q.head_dim;

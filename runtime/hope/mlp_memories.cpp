@@ -20,10 +20,8 @@ void check_smt_mlp_inputs(const torch::Tensor& x_key, const torch::Tensor& x_val
   const char* k = "self_modifying_titans (mlp memories)";
   if (!init.w1.defined() || !init.w2.defined() || init.w1.dim() != 4 || init.w2.dim() != 4)
     throw Error(std::string(k) + ": init w1 [5, H, h, d] and w2 [5, H, d, h] are required");
-  const int64_t H = init.w1.size(1), h = init.w1.size(2), d = init.w1.size(3);
-  // The matrix memories' checks cover the inputs and gates (their init stands in for the shapes [5, H, d, d]).
-  check_smt_inputs(x_key, x_value, q, torch::zeros({kSmtMemories, H, d, d}, init.w1.options()), gates,
-                   torch::Tensor(), torch::Tensor(), chunk_size, offset);
+  check_smt_token_inputs(x_key, x_value, q, gates, chunk_size, offset);
+  const int64_t H = x_key.size(2), d = x_key.size(3), h = init.w1.size(2);
   auto expect = [&](const char* name, const torch::Tensor& t, std::vector<int64_t> shape) {
     if (!t.sizes().equals(shape))
       throw Error(std::string(k) + ": " + name + " must be " + c10::str(c10::IntArrayRef(shape)) + ", got " +

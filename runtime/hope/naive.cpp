@@ -28,33 +28,41 @@ void require_offset(const char* kernel, int64_t chunk_size, int64_t offset) {
 }
 }  // namespace
 
+void check_smt_token_inputs(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
+                            const SmtGates& gates, int64_t chunk_size, int64_t offset) {
+  const char* k = "self_modifying_titans";
+  if (!x_key.defined() || !x_value.defined() || !q.defined() || !gates.w_eta.defined() || !gates.b_eta.defined() ||
+      !gates.w_alpha.defined() || !gates.b_alpha.defined())
+    throw Error("self_modifying_titans: x_key, x_value, q and the four gate tensors are required");
+  if (x_key.dim() != 4) throw Error("self_modifying_titans: x_key must be [B, T, H, d], got " + shape_text(x_key));
+  const int64_t B = x_key.size(0), T = x_key.size(1), H = x_key.size(2), d = x_key.size(3);
+  require_shape(k, "x_value", x_value, {B, T, H, d});
+  require_shape(k, "q", q, {B, T, H, d});
+  require_shape(k, "w_eta", gates.w_eta, {H, d});
+  require_shape(k, "w_alpha", gates.w_alpha, {H, d});
+  require_shape(k, "b_eta", gates.b_eta, {H});
+  require_shape(k, "b_alpha", gates.b_alpha, {H});
+  if (chunk_size < 1) throw Error("self_modifying_titans: chunk_size must be >= 1, got " + std::to_string(chunk_size));
+  if (!(gates.eta_max > 0) || !std::isfinite(gates.eta_max))
+    throw Error("self_modifying_titans: eta_max must be finite and > 0, got " + std::to_string(gates.eta_max));
+  require_offset(k, chunk_size, offset);
+}
+
 void check_smt_inputs(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
                       const torch::Tensor& init,
                       const SmtGates& gates, const torch::Tensor& chunk_start, const torch::Tensor& running,
                       int64_t chunk_size, int64_t offset) {
   const char* k = "self_modifying_titans";
-  if (!x_key.defined() || !x_value.defined() || !q.defined() || !init.defined() || !gates.w_eta.defined() ||
-      !gates.b_eta.defined() || !gates.w_alpha.defined() || !gates.b_alpha.defined())
-    throw Error("self_modifying_titans: x_key, x_value, q, init and the four gate tensors are required");
-  if (x_key.dim() != 4) throw Error("self_modifying_titans: x_key must be [B, T, H, d], got " + shape_text(x_key));
-  const int64_t B = x_key.size(0), T = x_key.size(1), H = x_key.size(2), d = x_key.size(3);
-  require_shape(k, "x_value", x_value, {B, T, H, d});
-  require_shape(k, "q", q, {B, T, H, d});
+  check_smt_token_inputs(x_key, x_value, q, gates, chunk_size, offset);
+  if (!init.defined()) throw Error("self_modifying_titans: init is required");
+  const int64_t B = x_key.size(0), H = x_key.size(2), d = x_key.size(3);
   require_shape(k, "init", init, {kSmtMemories, H, d, d});
-  require_shape(k, "w_eta", gates.w_eta, {H, d});
-  require_shape(k, "w_alpha", gates.w_alpha, {H, d});
-  require_shape(k, "b_eta", gates.b_eta, {H});
-  require_shape(k, "b_alpha", gates.b_alpha, {H});
   if (chunk_start.defined() != running.defined())
     throw Error("self_modifying_titans: chunk_start and running must both be given or both be absent");
   if (chunk_start.defined()) {
     require_shape(k, "chunk_start", chunk_start, {B, kSmtMemories, H, d, d});
     require_shape(k, "running", running, {B, kSmtMemories, H, d, d});
   }
-  if (chunk_size < 1) throw Error("self_modifying_titans: chunk_size must be >= 1, got " + std::to_string(chunk_size));
-  if (!(gates.eta_max > 0) || !std::isfinite(gates.eta_max))
-    throw Error("self_modifying_titans: eta_max must be finite and > 0, got " + std::to_string(gates.eta_max));
-  require_offset(k, chunk_size, offset);
 }
 
 void check_cms_level_inputs(const torch::Tensor& x, const torch::Tensor& v, const torch::Tensor& eta,

@@ -102,6 +102,9 @@ class HarnessTask {
   // token_predictions, whose ids the task made in its own vocabulary).
   virtual bool uses_tokenizer() const { return true; }
   virtual GenerationPolicy generation_policy() const { return {}; }
+  // The tokenizer the task made its documents with when it brings its own (a generation plan's, lm_ppl's validation
+  // stream); null: the task uses the evaluation's.
+  virtual std::shared_ptr<Tokenizer> own_tokenizer() const { return nullptr; }
   // A task whose documents fall into the cells of a settings grid (S-NIAH: length x depth): the cell of a document.
   // The driver then aggregates and records every cell apart (in the order the cells first appear), each with its
   // setting, cell_details(setting) plus "wall_s" and "samples" (the documents' values of the metric), and logs
