@@ -108,6 +108,31 @@ TEST_CASE("gated delta rule: the masked-difference form (decay span past the fac
   }
 }
 
+TEST_CASE("delta rule: one chunk's state step equals the recurrence's final state in fp64, with gradients",
+          "[linear2][delta_rule]") {
+  // Head-major inputs of one chunk; decays of about -6 per step for the second case (past the factorisation limit).
+  for (int64_t n : {1, 5, 16}) {
+    for (double decay_shift : {0.0, -6.0}) {
+      CAPTURE(n, decay_shift);
+      auto in = make_inputs(2, n, 3, 8, 10, true, true, 40 + n);
+      in.g = (in.g.detach() + decay_shift).requires_grad_();
+      const std::vector<torch::Tensor> inputs = {in.k, in.v, in.beta, in.g, in.h0};
+      torch::manual_seed(99);
+      const auto w = torch::randn({2, 3, 8, 10}, torch::kFloat64);
+      const auto ref = delta_rule_recurrent(in.k, in.k, in.v, in.beta, in.g, in.h0, 1.0).final_state;
+      const auto got = delta_rule_chunk_step(in.h0, in.k.transpose(1, 2), in.v.transpose(1, 2),
+                                             in.beta.transpose(1, 2), in.g.transpose(1, 2));
+      CHECK(max_rel_err(got, ref) <= 1e-11);
+      const auto ref_grads = torch::autograd::grad({(ref * w).sum()}, inputs);
+      const auto got_grads = torch::autograd::grad({(got * w).sum()}, inputs);
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        CAPTURE(i);
+        CHECK(max_rel_err(got_grads[i], ref_grads[i], kGradFloor) <= 1e-9);
+      }
+    }
+  }
+}
+
 TEST_CASE("gated delta rule with g = 0 equals the delta rule", "[linear2]") {
   auto in = make_inputs(2, 45, 2, 8, 8, false, true, 7);
   auto zero_g = torch::zeros({2, 45, 2}, torch::kFloat64);

@@ -104,4 +104,24 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
   return {o.to(v.scalar_type()), S};
 }
 
+torch::Tensor delta_rule_chunk_step(const torch::Tensor& S, const torch::Tensor& k, const torch::Tensor& v,
+                                    const torch::Tensor& beta, const torch::Tensor& g) {
+  const int64_t n = k.size(2);
+  if (n == 0) return S;
+  const auto b = g.cumsum(-1);                                                     // [B, H, n]
+  const auto eb = b.exp();
+  const auto gamma = tril_fresh((b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0).exp());  // Γ_ij, i >= j
+  const auto kb = k * beta.unsqueeze(-1);                                          // diag(β) K
+  const auto L = tril_fresh(torch::matmul(kb, k.transpose(-1, -2)) * gamma, -1);
+  const auto rhs = torch::cat({v * beta.unsqueeze(-1), kb * eb.unsqueeze(-1)}, -1);  // [diag(β) V, diag(β e^b) K]
+  const auto solved = torch::linalg_solve_triangular(L.transpose(-1, -2), rhs.transpose(-1, -2), /*upper=*/true,
+                                                     /*left=*/false, /*unitriangular=*/true)
+                          .transpose(-1, -2);
+  const int64_t V = v.size(-1), K = k.size(-1);
+  const auto U = solved.narrow(-1, 0, V), W = solved.narrow(-1, V, K);
+  // Γ's last row is e^{b_n − b_j}: the write keys K ⊙ e^{b_n − b}.
+  const auto k_out = k * gamma.narrow(-2, n - 1, 1).transpose(-1, -2);
+  return S * eb.narrow(-1, n - 1, 1).unsqueeze(-1) + torch::matmul(k_out.transpose(-1, -2), U - torch::matmul(W, S));
+}
+
 }  // namespace mnemo

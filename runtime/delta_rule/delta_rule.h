@@ -29,6 +29,14 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& beta, const torch::Tensor& g,
                                  const torch::Tensor& initial_state, double scale, int64_t chunk_size);
 
+// One chunk's state update alone, head-major (k [B, H, n, K], v [B, H, n, V], beta and g [B, H, n], S [B, H, K, V]):
+// e^{b_n} S + (K ⊙ e^{b_n − b})ᵀ (U − W S) with U, W of the WY form above, the final state of delta_rule_chunk over
+// these n tokens without their outputs. Γ is formed from clamped differences of b, so no factorisation check reads
+// the decays back to the host. For a caller that reads the state only, one chunk at a time (Hope's memories,
+// runtime/hope/chunk.cpp).
+torch::Tensor delta_rule_chunk_step(const torch::Tensor& S, const torch::Tensor& k, const torch::Tensor& v,
+                                    const torch::Tensor& beta, const torch::Tensor& g);
+
 // The fused chunk kernels (chunk_kernel.cuh: one block per sequence, head and V tile, the chunk loop inside) as one
 // autograd node with a hand-derived backward. On CPU tensors the kernels' block code runs over a sequential host grid
 // (the decomposition CI checks against delta_rule_chunk); on CUDA tensors the CUDA kernels run (builds with

@@ -46,23 +46,27 @@ SmtResult smt_chunk(const torch::Tensor& x_key, const torch::Tensor& x_value, co
   const auto dt = recurrence_dtype({x_key, x_value, q, init, chunk_start});
   const int64_t B = q.size(0), H = q.size(2), d = q.size(3);
   auto [S_chunk, S] = hope_detail::smt_start_states(init, chunk_start, running, B, dt);
-  const auto pieces = hope_detail::smt_pieces(x_key, x_value, q, dt, offset, chunk_size);
+  // The read inputs of the whole call stacked once and cut into pieces along T (dim 3): one split, whose backward is
+  // one concatenation.
+  const auto lengths = hope_detail::piece_lengths(q.size(1), offset, chunk_size);
+  const auto in = hope_detail::smt_read_inputs(x_key.to(dt), x_value.to(dt), q.to(dt)).split_with_sizes(lengths, 3);
+  const auto gate_weights = hope_detail::smt_gate_weights(gates, dt);
   std::vector<torch::Tensor> outs;
-  for (size_t i = 0, t = 0; i < pieces.lengths.size(); ++i) {
-    const int64_t pos = offset + int64_t(t), n = pieces.lengths[i];
-    const auto r = hope_detail::smt_reads(pieces.a[i], pieces.b[i], pieces.q[i], S_chunk, gates);
+  for (size_t i = 0, t = 0; i < lengths.size(); ++i) {
+    const int64_t pos = offset + int64_t(t), n = lengths[i];
+    const auto r = hope_detail::smt_reads(in[i], S_chunk, gate_weights);
     outs.push_back(r.o);
     // The DGD step of all five memories as one gated delta rule: e^{g} = α, β = η / α, value
     // α (v̂_□ − M_□^c(k)) = α (v − k)(I + S_□^c), from S (the memories after the previous token). The five share the
     // keys, β and g, and a delta rule acts on each value column alone, so the memories are side by side in the value
     // dimension: one state [d, 5·d] per head, the chunk's WY transform computed once for all five.
-    const auto residual = (r.v - r.k).transpose(1, 2).unsqueeze(1);  // [B, 1, H, n, d]
+    const auto residual = (r.v - r.k).unsqueeze(1);                   // [B, 1, H, n, d]
     const auto target = residual + torch::matmul(residual, S_chunk);  // [B, 5, H, n, d]
-    const auto alpha_rows = r.alpha.transpose(1, 2).unsqueeze(1).unsqueeze(-1);  // [B, 1, H, n, 1]
-    const auto value = (alpha_rows * target).permute({0, 3, 2, 1, 4}).reshape({B, n, H, kSmtMemories * d});
+    const auto alpha_rows = r.alpha.unsqueeze(1).unsqueeze(-1);       // [B, 1, H, n, 1]
+    const auto value = (alpha_rows * target).permute({0, 2, 3, 1, 4}).reshape({B, H, n, kSmtMemories * d});
     const auto state = S.permute({0, 2, 3, 1, 4}).reshape({B, H, d, kSmtMemories * d});  // [B, H, d, 5·d]
-    const auto pass = delta_rule_chunk(r.k, r.k, value, r.eta / r.alpha, torch::log(r.alpha), state, 1.0, n);
-    S = pass.final_state.view({B, H, d, kSmtMemories, d}).permute({0, 3, 1, 2, 4});
+    const auto S_end = delta_rule_chunk_step(state, r.k, value, r.eta / r.alpha, torch::log(r.alpha));
+    S = S_end.view({B, H, d, kSmtMemories, d}).permute({0, 3, 1, 2, 4});
     if ((pos + n) % chunk_size == 0) S_chunk = S;
     t += size_t(n);
   }
@@ -78,22 +82,33 @@ CmsLevelResult cms_level_chunk(const torch::Tensor& x, const torch::Tensor& v, c
   const auto dt = recurrence_dtype({x, v, w1_0, state.w1});
   auto s = hope_detail::cms_start_state(w1_0, w2_0, state, x.size(0), dt);
   const auto lengths = hope_detail::piece_lengths(x.size(1), offset, chunk_size);
-  const auto x_pieces = hope_detail::split_pieces(x.to(dt), lengths);
+  const auto xd = x.to(dt);
+  // What does not depend on the weights is computed for the whole call and cut into pieces: the inputs, the targets,
+  // the steps η_t / C, and the second layer's input row scaled by its normalised step, x_t η_t / (C (1 + ‖x_t‖²)).
+  const auto step = (eta.to(dt) / static_cast<double>(chunk_size)).unsqueeze(-1);  // [B, T, 1]
+  const auto x_pieces = hope_detail::split_pieces(xd, lengths);
   const auto v_pieces = hope_detail::split_pieces(v.to(dt), lengths);
-  const auto eta_pieces = hope_detail::split_pieces(eta.to(dt), lengths);
+  const auto step_pieces = hope_detail::split_pieces(step, lengths);
+  const auto x_step_pieces = hope_detail::split_pieces(xd * (step / (1 + xd.pow(2).sum(-1, true))), lengths);
   std::vector<torch::Tensor> ys;
   for (size_t i = 0, t = 0; i < lengths.size(); ++i) {
     const int64_t pos = offset + int64_t(t), n = lengths[i];
     const auto& X = x_pieces[i];  // [B, n, d]
     const auto Z = torch::bmm(X, s.w2);  // [B, n, h]
-    const auto A = torch::silu(Z);
+    const auto sig = torch::sigmoid(Z);
+    const auto A = Z * sig;  // SiLU(Z)
     const auto Y = X + torch::bmm(A, s.w1);
     ys.push_back(Y);
-    const auto step = (eta_pieces[i] / static_cast<double>(chunk_size)).unsqueeze(-1);  // [B, n, 1]
-    const auto E = step * (Y - v_pieces[i]);  // η_t / C · e_t
-    const auto E1 = E / (1 + A.pow(2).sum(-1, true)), E2 = E / (1 + X.pow(2).sum(-1, true));  // normalised steps
-    s.p1 = s.p1 + torch::bmm(A.transpose(1, 2), E1);
-    s.p2 = s.p2 + torch::bmm(X.transpose(1, 2), torch::bmm(E2, s.w1.transpose(1, 2)) * hope_detail::silu_grad(Z));
+    const auto e = Y - v_pieces[i];
+    // Σ_t η_t / C · e_t-weighted gradients, each normalised by its layer's 1 + ‖input‖² (the rows scaled, not e).
+    const auto A_step = A * (step_pieces[i] / (1 + A.pow(2).sum(-1, true)));
+    const auto silu_grad = sig * (1 + Z - A);  // σ(z)(1 + z(1 − σ(z)))
+    const auto g1 = torch::bmm(A_step.transpose(1, 2), e);
+    const auto g2 = torch::bmm(x_step_pieces[i].transpose(1, 2), torch::bmm(e, s.w1.transpose(1, 2)) * silu_grad);
+    // Every piece after the first starts a chunk, after the step that zeroed the pending sums.
+    const bool fresh = i > 0;
+    s.p1 = fresh ? g1 : s.p1 + g1;
+    s.p2 = fresh ? g2 : s.p2 + g2;
     if ((pos + n) % chunk_size == 0) hope_detail::cms_apply_chunk_step(s);
     t += size_t(n);
   }

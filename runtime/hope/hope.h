@@ -130,11 +130,23 @@ namespace hope_detail {
 std::pair<torch::Tensor, torch::Tensor> smt_start_states(const torch::Tensor& init, const torch::Tensor& chunk_start,
                                                          const torch::Tensor& running, int64_t batch,
                                                          torch::ScalarType dt);
-// The reads of one chunk from its start states S [B, 5, H, d, d]: k, v [B, n, H, d], eta, alpha [B, n, H] and o.
+// The reads of one piece, head-major: k, v [B, H, n, d], eta, alpha [B, H, n]; and the output o [B, n, H, d].
 struct SmtReads {
   torch::Tensor k, v, eta, alpha, o;
 };
-SmtReads smt_reads(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q, const torch::Tensor& S, const SmtGates& gates);
+// The gates' weights in dtype dt, η's and α's side by side for one product with their two reads: w [1, 2, H, 1, d],
+// b [1, 2, H, 1].
+struct SmtGateWeights {
+  torch::Tensor w, b;
+  double eta_max = 1.0;
+};
+SmtGateWeights smt_gate_weights(const SmtGates& gates, torch::ScalarType dt);
+// η_t = η_max σ(z_η), α_t = σ(z_α) from the gates' pre-activations z [B, 2, H, n] (η's then α's).
+void smt_gate_values(SmtReads& r, const torch::Tensor& z, double eta_max);
+// The five memories' inputs of a piece, stacked in the memories' order: [B, 5, H, n, d].
+torch::Tensor smt_read_inputs(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q);
+// The reads of a piece from the start states S [B, 5, H, d, d]; `in`: smt_read_inputs of the piece.
+SmtReads smt_reads(const torch::Tensor& in, const torch::Tensor& S, const SmtGateWeights& gates);
 // A CMS level's weights and pending sums at the start of a call, in dtype dt: θ^0 broadcast over the batch and zero
 // sums where `state` is undefined.
 CmsLevelState cms_start_state(const torch::Tensor& w1_0, const torch::Tensor& w2_0, const CmsLevelState& state,

@@ -53,22 +53,21 @@ std::pair<SmtMlpMemories, SmtMlpMemories> mlp_start_memories(const SmtMlpMemorie
   return {m, m};
 }
 
-// M_m(in) = in + SiLU(in W2_m) W1_m for in [B, H, n, d] -> [B, n, H, d].
+// M_m(in) = in + SiLU(in W2_m) W1_m for in [B, H, n, d] -> [B, H, n, d].
 torch::Tensor mlp_read(const SmtMlpMemories& W, int64_t m, const torch::Tensor& in) {
-  return (in + torch::matmul(torch::silu(torch::matmul(in, W.w2.select(1, m))), W.w1.select(1, m))).transpose(1, 2);
+  return in + torch::matmul(torch::silu(torch::matmul(in, W.w2.select(1, m))), W.w1.select(1, m));
 }
 
 // The reads of a piece from the chunk-start weights W (smt_reads with MLP memories).
 hope_detail::SmtReads mlp_reads(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
-                                const SmtMlpMemories& W, const SmtGates& gates) {
+                                const SmtMlpMemories& W, const hope_detail::SmtGateWeights& gates) {
   const auto a = x_key.transpose(1, 2), b = x_value.transpose(1, 2);  // [B, H, n, d]
-  const auto dt = W.w1.scalar_type();
   hope_detail::SmtReads r;
   r.k = l2norm(mlp_read(W, kSmtKey, a));
   r.v = l2norm(mlp_read(W, kSmtValue, b));
-  r.eta = gates.eta_max * torch::sigmoid((mlp_read(W, kSmtEta, a) * gates.w_eta.to(dt)).sum(-1) + gates.b_eta.to(dt));
-  r.alpha = torch::sigmoid((mlp_read(W, kSmtAlpha, a) * gates.w_alpha.to(dt)).sum(-1) + gates.b_alpha.to(dt));
-  r.o = mlp_read(W, kSmtMemory, q.transpose(1, 2));
+  const auto gate_reads = torch::stack({mlp_read(W, kSmtEta, a), mlp_read(W, kSmtAlpha, a)}, 1);  // [B, 2, H, n, d]
+  hope_detail::smt_gate_values(r, (gate_reads * gates.w).sum(-1) + gates.b, gates.eta_max);
+  r.o = mlp_read(W, kSmtMemory, q.transpose(1, 2)).transpose(1, 2);
   return r;
 }
 
@@ -77,7 +76,7 @@ hope_detail::SmtReads mlp_reads(const torch::Tensor& x_key, const torch::Tensor&
 // [B, 5, H, d, h]. The normaliser is the normalised LMS step of the whole memory (for a matrix memory it is
 // 1 + ‖k‖², hope.h): ‖∇ℓ‖² / ‖e‖² = ‖u‖² + ‖k‖² ‖δ‖² / ‖e‖² with u = SiLU(k W2), δ = (e W1ᵀ) ⊙ SiLU'(k W2).
 SmtMlpMemories mlp_weighted_gradients(const hope_detail::SmtReads& r, const SmtMlpMemories& W, const torch::Tensor& weight) {
-  const auto K = r.k.transpose(1, 2).unsqueeze(1), V = r.v.transpose(1, 2).unsqueeze(1);  // [B, 1, H, n, d]
+  const auto K = r.k.unsqueeze(1), V = r.v.unsqueeze(1);  // [B, 1, H, n, d]
   const auto Z = torch::matmul(K, W.w2);                                                   // [B, 5, H, n, h]
   const auto U = torch::silu(Z);
   const auto E = K + torch::matmul(U, W.w1) - (V + torch::matmul(torch::silu(torch::matmul(V, W.w2)), W.w1));
@@ -98,13 +97,14 @@ SmtMlpResult smt_mlp_recurrent(const torch::Tensor& x_key, const torch::Tensor& 
   const auto dt = recurrence_dtype({x_key, x_value, q, init.w1, chunk_start.w1});
   auto [W_chunk, W] = mlp_start_memories(init, chunk_start, running, q.size(0), dt);
   const auto ad = x_key.to(dt), bd = x_value.to(dt), qd = q.to(dt);
+  const auto gate_weights = hope_detail::smt_gate_weights(gates, dt);
   std::vector<torch::Tensor> outs;
   for (int64_t t = 0; t < q.size(1); ++t) {
-    const auto r = mlp_reads(ad.narrow(1, t, 1), bd.narrow(1, t, 1), qd.narrow(1, t, 1), W_chunk, gates);
+    const auto r = mlp_reads(ad.narrow(1, t, 1), bd.narrow(1, t, 1), qd.narrow(1, t, 1), W_chunk, gate_weights);
     outs.push_back(r.o);
     // W_t = α_t W_{t−1} − η_t / (1 + ‖u_t‖²) ∇_W ℓ_t(W^c)
-    const auto step = mlp_weighted_gradients(r, W_chunk, r.eta.transpose(1, 2));
-    const auto alpha = r.alpha.squeeze(1).view({q.size(0), 1, q.size(2), 1, 1});  // [B, 1, H, 1, 1]
+    const auto step = mlp_weighted_gradients(r, W_chunk, r.eta);
+    const auto alpha = r.alpha.reshape({q.size(0), 1, q.size(2), 1, 1});  // [B, 1, H, 1, 1]
     W = {alpha * W.w1 - step.w1, alpha * W.w2 - step.w2};
     if ((offset + t + 1) % chunk_size == 0) W_chunk = W;
   }
@@ -120,17 +120,18 @@ SmtMlpResult smt_mlp_chunk(const torch::Tensor& x_key, const torch::Tensor& x_va
   const int64_t B = q.size(0), H = q.size(2);
   auto [W_chunk, W] = mlp_start_memories(init, chunk_start, running, B, dt);
   const auto pieces = hope_detail::smt_pieces(x_key, x_value, q, dt, offset, chunk_size);
+  const auto gate_weights = hope_detail::smt_gate_weights(gates, dt);
   std::vector<torch::Tensor> outs;
   for (size_t i = 0, t = 0; i < pieces.lengths.size(); ++i) {
     const int64_t pos = offset + int64_t(t), n = pieces.lengths[i];
-    const auto r = mlp_reads(pieces.a[i], pieces.b[i], pieces.q[i], W_chunk, gates);
+    const auto r = mlp_reads(pieces.a[i], pieces.b[i], pieces.q[i], W_chunk, gate_weights);
     outs.push_back(r.o);
     // Token t's step decays by the retention of every later token of the piece: weight η_t Π_{s>t} α_s, and the
     // weights from before the piece by Π α (log-space sums; α ∈ (0, 1)).
-    const auto log_alpha = torch::log(r.alpha).transpose(1, 2);                      // [B, H, n]
+    const auto log_alpha = torch::log(r.alpha);                                     // [B, H, n]
     const auto total = log_alpha.sum(-1, true);                                     // [B, H, 1]
     const auto after = total - torch::cumsum(log_alpha, -1);                        // Σ_{s>t} log α_s
-    const auto step = mlp_weighted_gradients(r, W_chunk, r.eta.transpose(1, 2) * after.exp());
+    const auto step = mlp_weighted_gradients(r, W_chunk, r.eta * after.exp());
     const auto decay = total.exp().view({B, 1, H, 1, 1});
     W = {decay * W.w1 - step.w1, decay * W.w2 - step.w2};
     if ((pos + n) % chunk_size == 0) W_chunk = W;

@@ -98,21 +98,33 @@ std::pair<torch::Tensor, torch::Tensor> smt_start_states(const torch::Tensor& in
   return {s, s};
 }
 
-SmtReads smt_reads(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q,
-                   const torch::Tensor& S, const SmtGates& gates) {
+torch::Tensor smt_read_inputs(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q) {
   const auto a = x_key.transpose(1, 2), b = x_value.transpose(1, 2);  // [B, H, n, d]
-  // Each memory's input in the memories' order (k: a, v: b, η: a, α: a, mem: q), so that the five reads
-  // M_□(in) = in + in S_□ are one batched product [B, 5, H, n, d].
-  const auto in = torch::stack({a, b, a, a, q.transpose(1, 2)}, 1);
+  // Each memory's input in the memories' order (k: a, v: b, η: a, α: a, mem: q).
+  return torch::stack({a, b, a, a, q.transpose(1, 2)}, 1);
+}
+
+SmtGateWeights smt_gate_weights(const SmtGates& gates, torch::ScalarType dt) {
+  return {torch::stack({gates.w_eta, gates.w_alpha}).to(dt).unsqueeze(0).unsqueeze(-2),
+          torch::stack({gates.b_eta, gates.b_alpha}).to(dt).unsqueeze(0).unsqueeze(-1), gates.eta_max};
+}
+
+void smt_gate_values(SmtReads& r, const torch::Tensor& z, double eta_max) {
+  const auto sig = torch::sigmoid(z);
+  r.eta = eta_max * sig.select(1, 0);
+  r.alpha = sig.select(1, 1);
+}
+
+SmtReads smt_reads(const torch::Tensor& in, const torch::Tensor& S, const SmtGateWeights& gates) {
+  static_assert(kSmtValue == kSmtKey + 1 && kSmtAlpha == kSmtEta + 1, "k, v and η, α read side by side");
+  // The five reads M_□(in) = in + in S_□ as one batched product [B, 5, H, n, d].
   const auto reads = in + torch::matmul(in, S);
-  auto read = [&](int64_t memory) { return reads.select(1, memory).transpose(1, 2); };  // [B, n, H, d]
-  const auto dt = S.scalar_type();
   SmtReads r;
-  r.k = l2norm(read(kSmtKey));
-  r.v = l2norm(read(kSmtValue));
-  r.eta = gates.eta_max * torch::sigmoid((read(kSmtEta) * gates.w_eta.to(dt)).sum(-1) + gates.b_eta.to(dt));
-  r.alpha = torch::sigmoid((read(kSmtAlpha) * gates.w_alpha.to(dt)).sum(-1) + gates.b_alpha.to(dt));
-  r.o = read(kSmtMemory);
+  const auto kv = l2norm(reads.narrow(1, kSmtKey, 2));  // [B, 2, H, n, d]
+  r.k = kv.select(1, 0);
+  r.v = kv.select(1, 1);
+  smt_gate_values(r, (reads.narrow(1, kSmtEta, 2) * gates.w).sum(-1) + gates.b, gates.eta_max);
+  r.o = reads.select(1, kSmtMemory).transpose(1, 2);
   return r;
 }
 
@@ -146,16 +158,18 @@ SmtResult smt_recurrent(const torch::Tensor& x_key, const torch::Tensor& x_value
   const auto dt = recurrence_dtype({x_key, x_value, q, init, chunk_start});
   auto [S_chunk, S] = hope_detail::smt_start_states(init, chunk_start, running, q.size(0), dt);
   const auto ad = x_key.to(dt), bd = x_value.to(dt), qd = q.to(dt);
+  const auto gate_weights = hope_detail::smt_gate_weights(gates, dt);
   std::vector<torch::Tensor> outs;
   for (int64_t t = 0; t < q.size(1); ++t) {
     const auto r =
-        hope_detail::smt_reads(ad.narrow(1, t, 1), bd.narrow(1, t, 1), qd.narrow(1, t, 1), S_chunk, gates);
+        hope_detail::smt_reads(hope_detail::smt_read_inputs(ad.narrow(1, t, 1), bd.narrow(1, t, 1), qd.narrow(1, t, 1)),
+                               S_chunk, gate_weights);
     outs.push_back(r.o);
     // One token: row vectors k, v [B, 1, H, 1, d] against the five memories [B, 5, H, d, d].
-    const auto k = r.k.squeeze(1).unsqueeze(1).unsqueeze(-2);
-    const auto v = r.v.squeeze(1).unsqueeze(1).unsqueeze(-2);
-    const auto eta = r.eta.squeeze(1).unsqueeze(1).unsqueeze(-1).unsqueeze(-1);  // [B, 1, H, 1, 1]
-    const auto alpha = r.alpha.squeeze(1).unsqueeze(1).unsqueeze(-1).unsqueeze(-1);
+    const auto k = r.k.unsqueeze(1);
+    const auto v = r.v.unsqueeze(1);
+    const auto eta = r.eta.unsqueeze(1).unsqueeze(-1);  // [B, 1, H, 1, 1]
+    const auto alpha = r.alpha.unsqueeze(1).unsqueeze(-1);
     const auto v_hat = v + torch::matmul(v, S_chunk);  // v̂_□ = M_□^c(v) = v + v S_□^c
     const auto k_chunk = k + torch::matmul(k, S_chunk);  // M_□^c(k)
     const auto k_now = torch::matmul(k, S);              // k S_□,t−1
