@@ -56,6 +56,7 @@ std::string sci(double v) {
   return buf;
 }
 std::string length_label(int64_t L) {
+  if (L <= 0) return "not stated";
   return L >= 1024 && L % 1024 == 0 ? std::to_string(L / 1024) + "K" : std::to_string(L);
 }
 

@@ -413,7 +413,7 @@ void paper_block(ReportContext& ctx, const ZsPaperBlock& block, const std::vecto
   };
   ctx.md << markdown_table({"budget", "params", "training tokens", "corpus", "tokenizer", "context"},
                            {{"paper", format_count(block.params), format_count(block.tokens), block.corpus,
-                             block.tokenizer, std::to_string(block.context)},
+                             block.tokenizer, block.context > 0 ? std::to_string(block.context) : "not stated"},
                             {"ours (size " + chosen + ")", range(pmin, pmax), range(tmin, tmax), join(corpora),
                              join(tokenizers), join(contexts)}})
          << "\n";

@@ -1,5 +1,6 @@
 // The papers' zero-shot commonsense tables: reports/papers/zeroshot_commonsense.json (Titans Table 1, Miras Table 2,
-// Atlas main and appendix tables, MoM Table 3, Lattice Table 2, Hope Table 1), read into the typed view of zeroshot_papers.h.
+// Atlas main and appendix tables, MoM Table 3, Lattice Table 2, Hope Table 1, PaTH Table 2, FoX Table 1, Mamba-3
+// Table 1), read into the typed view of zeroshot_papers.h.
 // References for reports/section_zeroshot.cpp, never outputs.
 #include "reports/zeroshot_papers.h"
 

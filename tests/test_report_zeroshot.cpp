@@ -155,6 +155,14 @@ TEST_CASE("report: zero-shot section, our table and the papers' rows", "[report]
             "53.00 ± 1.00 | incomplete (6/7) |"));
   CHECK(has("Fewer than two families have the paper's row and all 7 of our accuracy columns: no ranking."));
   CHECK_FALSE(has("Moneta"));  // no moneta run: Miras' Moneta row is not shown
+  // The new families' papers: PaTH's own average; FoX and Mamba-3 print averages over columns kept out, so only the
+  // recomputed one ranks, and a context the paper does not give reads "not stated".
+  CHECK(has("| RoPE | 19.01 | 19.77 | 40.4 | 70.2 | 50.3 | 54.9 | 67.2 | 33.3 | 52.7 | 52.72 | — | transformer |"));
+  CHECK(has("| Transformer (LLaMA) | 28.14 | 22.34 | 38.27 | 63.22 | 34.20 | 49.49 | 47.98 | 24.49 | 58.93 | 45.23 | — | "
+            "transformer |"));
+  CHECK(has("| paper | 760.00M | 48.00B | LongCrawl64 | not stated | not stated |"));
+  CHECK(has("| Gated DeltaNet-180M | 35.9 | 33.7 | 40.2 | 66.8 | 59.6 | 28.5 | 51.2 | 46.67 | — | gated_deltanet |"));
+  CHECK(has("(Mamba-3 Table 1, 440M params / 100B tokens): **1.000** (n = 2 families;"));
 }
 
 TEST_CASE("report: the papers' zero-shot averages recomputed by their own rules", "[report]") {
@@ -200,13 +208,17 @@ TEST_CASE("paper tables: every built-in table parses and names only registered f
   std::set<std::string> files;
   for (const EmbeddedFile& f : paper_table_files()) files.insert(f.path);
   CHECK(files == std::set<std::string>{"reports/papers/language_modelling.json", "reports/papers/zeroshot_commonsense.json"});
-  REQUIRE(zs_paper_blocks().size() == 14);
-  CHECK(zs_paper_rows().size() == 148);
-  CHECK(zs_paper_notes().size() == 9);
-  CHECK(lm_paper_blocks().size() == 3);
-  CHECK(lm_paper_rows().size() == 51);
-  // Printed strings survive as printed: Miras' "34.1" is not "34.10".
+  REQUIRE(zs_paper_blocks().size() == 20);
+  CHECK(zs_paper_rows().size() == 175);
+  CHECK(zs_paper_notes().size() == 33);
+  CHECK(lm_paper_blocks().size() == 5);
+  CHECK(lm_paper_rows().size() == 63);
+  // Printed strings survive as printed: Miras' "34.1" is not "34.10", PaTH's "44.0" is not "44".
   CHECK(std::string(zs_paper_row("miras_340m", "Memora")->cells[8]) == "34.1");
+  CHECK(std::string(zs_paper_row("path_760m", "PaTH")->cells[2]) == "44.0");
+  // A block whose printed average covers columns it leaves out prints none here (the FoX and Mamba-3 tables).
+  CHECK_FALSE(zs_paper_block("fox_760m")->prints_avg);
+  CHECK(zs_paper_block("fox_760m")->context == 0);  // not given: "not stated" in the report
   for (const ZsPaperRow& r : zs_paper_rows()) {
     std::stringstream families(r.families);
     for (std::string f; std::getline(families, f, ',');) {
