@@ -156,11 +156,11 @@ TEST_CASE("report: zero-shot section, our table and the papers' rows", "[report]
   CHECK(has("Fewer than two families have the paper's row and all 7 of our accuracy columns: no ranking."));
   CHECK_FALSE(has("Moneta"));  // no moneta run: Miras' Moneta row is not shown
   // The new families' papers: PaTH's own average; FoX and Mamba-3 print averages over columns kept out, so only the
-  // recomputed one ranks, and a context the paper does not give reads "not stated".
+  // recomputed one ranks.
   CHECK(has("| RoPE | 19.01 | 19.77 | 40.4 | 70.2 | 50.3 | 54.9 | 67.2 | 33.3 | 52.7 | 52.72 | — | transformer |"));
   CHECK(has("| Transformer (LLaMA) | 28.14 | 22.34 | 38.27 | 63.22 | 34.20 | 49.49 | 47.98 | 24.49 | 58.93 | 45.23 | — | "
             "transformer |"));
-  CHECK(has("| paper | 760.00M | 48.00B | LongCrawl64 | not stated | not stated |"));
+  CHECK(has("| paper | 760.00M | 48.00B | LongCrawl64 | GPT-2 (LongCrawl64's) | 16384 |"));
   CHECK(has("| Gated DeltaNet-180M | 35.9 | 33.7 | 40.2 | 66.8 | 59.6 | 28.5 | 51.2 | 46.67 | — | gated_deltanet |"));
   CHECK(has("(Mamba-3 Table 1, 440M params / 100B tokens): **1.000** (n = 2 families;"));
 }
@@ -218,7 +218,7 @@ TEST_CASE("paper tables: every built-in table parses and names only registered f
   CHECK(std::string(zs_paper_row("path_760m", "PaTH")->cells[2]) == "44.0");
   // A block whose printed average covers columns it leaves out prints none here (the FoX and Mamba-3 tables).
   CHECK_FALSE(zs_paper_block("fox_760m")->prints_avg);
-  CHECK(zs_paper_block("fox_760m")->context == 0);  // not given: "not stated" in the report
+  CHECK(zs_paper_block("fox_760m")->context == 16384);
   for (const ZsPaperRow& r : zs_paper_rows()) {
     std::stringstream families(r.families);
     for (std::string f; std::getline(families, f, ',');) {
