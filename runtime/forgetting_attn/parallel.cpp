@@ -1,12 +1,16 @@
 // Parallel forgetting attention (docs/models.md#forgetting-transformer), blocked over queries: for a block of queries
 // the logits against every key up to the block's last position, scale q k^T + c_i − c_j, masked above the diagonal,
-// softmax, times V. The forget bias c_i − c_j <= 0 for visible keys: it only lowers logits, so the row max stays the
+// softmax, times V. On the CPU (fp32/fp64) the fused attention kernel computes the same with c_i − c_j as its logit
+// bias (runtime/kernels/fused_cpu.h). The forget bias c_i − c_j <= 0 for visible keys: it only lowers logits, so the row max stays the
 // usual stabiliser.
+#include <cmath>
 #include <limits>
 #include <vector>
 
 #include "core/common.h"
+#include "runtime/attention/attention.h"
 #include "runtime/forgetting_attn/forgetting_attn.h"
+#include "runtime/kernels/fused_cpu.h"
 #include "runtime/kernels/precision.h"
 
 namespace mnemo {
@@ -20,9 +24,15 @@ torch::Tensor forgetting_attention(const torch::Tensor& q, const torch::Tensor& 
   const auto dt = recurrence_dtype({q, k, v, c_q, c_k});
   const int64_t B = q.size(0), Tq = q.size(1), H = q.size(2), Tk = k.size(1), offset = Tk - Tq;
   if (Tq == 0) return torch::zeros({B, 0, H, v.size(3)}, v.options());
-  auto Q = q.to(dt).transpose(1, 2) * scale;  // [B, H, Tq, D]
   auto K = k.to(dt).transpose(1, 2), V = v.to(dt).transpose(1, 2);
   auto Cq = c_q.to(dt).transpose(1, 2), Ck = c_k.to(dt).transpose(1, 2);  // [B, H, T]
+  // On the CPU: the fused attention kernel with the forget-gate term as its logit bias (its scale is 1/√d_h).
+  const int64_t D = q.size(3);
+  auto Qu = q.to(dt).transpose(1, 2);
+  if (v.size(3) == D && std::abs(scale * std::sqrt(static_cast<double>(D)) - 1.0) < 1e-12 &&
+      fused_attention_pays({Qu, K, V, Cq, Ck}) && fused_attention_supported(Tq, Tk, offset, 0, 0))
+    return fused_attention(Qu, K, V, offset, 0, 0, 1, Cq, Ck).transpose(1, 2).to(v.scalar_type());
+  auto Q = Qu * scale;  // [B, H, Tq, D]
   std::vector<torch::Tensor> outs;
   for (int64_t start = 0; start < Tq; start += q_block) {
     const int64_t n = std::min(q_block, Tq - start), visible = offset + start + n;  // keys 0 .. visible-1

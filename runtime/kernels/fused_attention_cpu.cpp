@@ -134,37 +134,59 @@ void softmax_grad_any(const double* P, double* dP, int64_t rows, int64_t width, 
   softmax_grad_block_d(P, dP, rows, width, dO, ldo, O, ldO, D);
 }
 
+// The logit bias of one head: S_ij += bq_i − bk_j (forgetting attention's c_i − c_j); null pointers: none.
+template <typename T>
+struct HeadBias {
+  const T* q = nullptr;  // [Tq] of the head
+  const T* k = nullptr;  // [Tk] of the head
+};
+
 // Forward of one query block of head (b, h): S → P (into P_blk), O rows = P V.
 template <typename T>
 void forward_block(const T* q, HeadMatrix qm, const T* k, HeadMatrix km, const T* v, HeadMatrix vm, T* o,
                    HeadMatrix om, int64_t b, int64_t h, int64_t D, T scale, const Geometry& g,
-                   const QueryBlock& blk, T* P_blk) {
+                   const QueryBlock& blk, T* P_blk, HeadBias<T> bias) {
   const int64_t rows = blk.i1 - blk.i0, width = blk.hi - blk.lo;
   gemm<T>(false, true, rows, width, D, scale, q + qm.at(b, h, blk.i0), qm.s2, k + km.at(b, h, blk.lo), km.s2, T(0),
           P_blk, width);
+  if (bias.q)
+    for (int64_t r = 0; r < rows; ++r) {
+      T* s = P_blk + r * width;
+      const T bq = bias.q[blk.i0 + r];
+      const T* bk = bias.k + blk.lo;
+      for (int64_t j = 0; j < width; ++j) s[j] += bq - bk[j];
+    }
   softmax_block_any(P_blk, rows, width, g, blk);
   gemm<T>(false, false, rows, D, width, T(1), P_blk, width, v + vm.at(b, h, blk.lo), vm.s2, T(0),
           o + om.at(b, h, blk.i0), om.s2);
 }
 
 torch::Tensor attention_eager(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              const Geometry& g) {
+                              const torch::Tensor& bias_q, const torch::Tensor& bias_k, const Geometry& g) {
   auto opts = torch::TensorOptions().dtype(torch::kInt64);
   auto qpos = torch::arange(g.q_offset, g.q_offset + g.Tq, opts).unsqueeze(1);
   auto kpos = torch::arange(g.k_offset, g.k_offset + g.Tk, opts).unsqueeze(0);
   auto visible = kpos < g.r * (qpos + 1);
   if (g.window > 0) visible = visible & (kpos > qpos - g.window);
   auto logits = torch::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  if (bias_q.defined()) logits = logits + bias_q.unsqueeze(-1) - bias_k.unsqueeze(-2);
   logits = logits.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
   return torch::matmul(torch::softmax(logits, -1), v);
 }
 
-struct AttentionFn : torch::autograd::Function<AttentionFn> {
+// The forward and backward shared by the two autograd nodes below (with and without the logit bias: an undefined
+// tensor cannot be an input of a LibTorch 1.13 autograd Function). The backward returns [dq, dk, dv, dbias_q,
+// dbias_k], the bias gradients undefined without a bias.
+struct AttentionKernel {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in, const torch::Tensor& k_in,
-                               const torch::Tensor& v_in, int64_t q_offset, int64_t k_offset, int64_t window,
+                               const torch::Tensor& v_in, const torch::Tensor& bias_q_in,
+                               const torch::Tensor& bias_k_in, int64_t q_offset, int64_t k_offset, int64_t window,
                                int64_t r) {
     RECORD_FUNCTION("mnemo::fused_attention", std::vector<c10::IValue>());
     auto q = unit_last_stride(q_in), k = unit_last_stride(k_in), v = unit_last_stride(v_in);
+    const bool biased = bias_q_in.defined();
+    const auto bias_q = biased ? bias_q_in.contiguous() : torch::Tensor();
+    const auto bias_k = biased ? bias_k_in.contiguous() : torch::Tensor();
     const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Tk = k.size(2);
     const Geometry g{Tq, Tk, q_offset, k_offset, window, r};
     int64_t p_size = 0;
@@ -182,6 +204,8 @@ struct AttentionFn : torch::autograd::Function<AttentionFn> {
       const T *pq = q.data_ptr<T>(), *pk = k.data_ptr<T>(), *pv = v.data_ptr<T>();
       T* po = o.data_ptr<T>();
       T* pP = save ? P.data_ptr<T>() : nullptr;
+      const T* pbq = biased ? bias_q.data_ptr<T>() : nullptr;
+      const T* pbk = biased ? bias_k.data_ptr<T>() : nullptr;
       // Tasks (b, h, block): blocks are independent in the forward.
       at::parallel_for(0, B * H * nb, 1, [&](int64_t t0, int64_t t1) {
         std::vector<T> scratch;
@@ -193,14 +217,16 @@ struct AttentionFn : torch::autograd::Function<AttentionFn> {
             scratch.resize((blk.i1 - blk.i0) * (blk.hi - blk.lo));
             P_blk = scratch.data();
           }
-          forward_block<T>(pq, qm, pk, km, pv, vm, po, om, bh / H, bh % H, D, static_cast<T>(scale), g, blk, P_blk);
+          const HeadBias<T> bias = biased ? HeadBias<T>{pbq + bh * Tq, pbk + bh * Tk} : HeadBias<T>{};
+          forward_block<T>(pq, qm, pk, km, pv, vm, po, om, bh / H, bh % H, D, static_cast<T>(scale), g, blk, P_blk,
+                           bias);
         }
       });
     };
     if (dtype == torch::kFloat32) run(0.f);
     else run(0.0);
     if (save) {
-      ctx->save_for_backward({q_in, k_in, v_in, q, k, v, o, P});
+      ctx->save_for_backward({q_in, k_in, v_in, q, k, v, o, P, bias_q_in, bias_k_in});
       ctx->saved_data["q_offset"] = q_offset;
       ctx->saved_data["k_offset"] = k_offset;
       ctx->saved_data["window"] = window;
@@ -209,22 +235,33 @@ struct AttentionFn : torch::autograd::Function<AttentionFn> {
     return o;
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+  static variable_list backward(AutogradContext* ctx, const variable_list& grads) {
     const auto s = ctx->get_saved_variables();
-    const auto &q = s[3], &k = s[4], &v = s[5], &o = s[6], &P = s[7];
+    const auto &q = s[3], &k = s[4], &v = s[5], &o = s[6], &P = s[7], &bias_q_in = s[8], &bias_k_in = s[9];
+    const bool biased = bias_q_in.defined();
     const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Tk = k.size(2);
     const Geometry g{Tq, Tk, ctx->saved_data["q_offset"].toInt(), ctx->saved_data["k_offset"].toInt(),
                      ctx->saved_data["window"].toInt(), ctx->saved_data["r"].toInt()};
     if (torch::GradMode::is_enabled()) {  // create_graph: differentiate the eager formula
+      if (!biased) {
+        auto r = reference_backward(
+            [&](const std::vector<torch::Tensor>& in) { return attention_eager(in[0], in[1], in[2], {}, {}, g); },
+            {s[0], s[1], s[2]}, grads[0]);
+        return {r[0], r[1], r[2], {}, {}};
+      }
       auto r = reference_backward(
-          [&](const std::vector<torch::Tensor>& in) { return attention_eager(in[0], in[1], in[2], g); },
-          {s[0], s[1], s[2]}, grads[0]);
-      return {r[0], r[1], r[2], torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+          [&](const std::vector<torch::Tensor>& in) { return attention_eager(in[0], in[1], in[2], in[3], in[4], g); },
+          {s[0], s[1], s[2], bias_q_in, bias_k_in}, grads[0]);
+      return {r[0], r[1], r[2], r[3], r[4]};
     }
     auto dO = unit_last_stride(grads[0]);
     int64_t p_size = 0;
     const auto blocks = plan_blocks(g, &p_size);
     auto dq = empty_like_layout(q), dk = empty_like_layout(k), dv = empty_like_layout(v);
+    // The bias gradients: dbk_j = −Σ_i dS_ij (dS: the gradient of the logits); dbq_i = Σ_j dS_ij is exactly 0,
+    // a softmax being unchanged by a constant added to its row, so it is returned as zeros, not rounding residue.
+    auto dbq = biased ? torch::zeros({B, H, Tq}, q.options()) : torch::Tensor();
+    auto dbk = biased ? torch::zeros({B, H, Tk}, q.options()) : torch::Tensor();
     const HeadMatrix qm(q), km(k), vm(v), om(o), dom(dO), dqm(dq), dkm(dk), dvm(dv);
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     auto run = [&](auto zero) {
@@ -232,6 +269,7 @@ struct AttentionFn : torch::autograd::Function<AttentionFn> {
       const T *pq = q.data_ptr<T>(), *pk = k.data_ptr<T>(), *pv = v.data_ptr<T>(), *po = o.data_ptr<T>(),
               *pP = P.data_ptr<T>(), *pdo = dO.data_ptr<T>();
       T *pdq = dq.data_ptr<T>(), *pdk = dk.data_ptr<T>(), *pdv = dv.data_ptr<T>();
+      T* pdbk = biased ? dbk.data_ptr<T>() : nullptr;
       const T sc = static_cast<T>(scale);
       // Tasks (b, h): dK and dV sum over the query blocks.
       at::parallel_for(0, B * H, 1, [&](int64_t t0, int64_t t1) {
@@ -256,6 +294,13 @@ struct AttentionFn : torch::autograd::Function<AttentionFn> {
             dS.resize(rows * width);
             gemm<T>(false, true, rows, width, D, T(1), dO_b, dom.s2, v_b, vm.s2, T(0), dS.data(), width);  // dP
             softmax_grad_any(P_blk, dS.data(), rows, width, dO_b, dom.s2, po + om.at(b, h, blk.i0), om.s2, D);
+            if (biased) {
+              T* dbk_h = pdbk + bh * Tk + blk.lo;
+              for (int64_t r = 0; r < rows; ++r) {
+                const T* ds = dS.data() + r * width;
+                for (int64_t j = 0; j < width; ++j) dbk_h[j] -= ds[j];
+              }
+            }
             gemm<T>(false, false, rows, D, width, sc, dS.data(), width, k_b, km.s2, T(0), pdq + dqm.at(b, h, blk.i0),
                     dqm.s2);  // dQ = scale dS K
             gemm<T>(true, false, width, D, rows, sc, dS.data(), width, q_b, qm.s2, T(1), pdk + dkm.at(b, h, blk.lo),
@@ -266,7 +311,30 @@ struct AttentionFn : torch::autograd::Function<AttentionFn> {
     };
     if (q.scalar_type() == torch::kFloat32) run(0.f);
     else run(0.0);
-    return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {dq, dk, dv, dbq, dbk};
+  }
+};
+
+struct AttentionFn : torch::autograd::Function<AttentionFn> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, int64_t q_offset, int64_t k_offset, int64_t window, int64_t r) {
+    return AttentionKernel::forward(ctx, q, k, v, {}, {}, q_offset, k_offset, window, r);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto g = AttentionKernel::backward(ctx, grads);
+    return {g[0], g[1], g[2], {}, {}, {}, {}};
+  }
+};
+
+struct BiasedAttentionFn : torch::autograd::Function<BiasedAttentionFn> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& bias_q, const torch::Tensor& bias_k,
+                               int64_t q_offset, int64_t k_offset, int64_t window, int64_t r) {
+    return AttentionKernel::forward(ctx, q, k, v, bias_q, bias_k, q_offset, k_offset, window, r);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto g = AttentionKernel::backward(ctx, grads);
+    return {g[0], g[1], g[2], g[3], g[4], {}, {}, {}, {}};
   }
 };
 
@@ -282,15 +350,28 @@ bool fused_attention_supported(int64_t Tq, int64_t Tk, int64_t q_offset, int64_t
 }
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              int64_t q_offset, int64_t k_offset, int64_t window, int64_t keys_per_step) {
+                              int64_t q_offset, int64_t k_offset, int64_t window, int64_t keys_per_step,
+                              const torch::Tensor& bias_q, const torch::Tensor& bias_k) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k.sizes() == v.sizes() && q.size(0) == k.size(0) &&
                   q.size(1) == k.size(1) && q.size(3) == k.size(3),
               "fused_attention: q [B, H, Tq, D], k and v [B, H, Tk, D]");
-  const bool grad = torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  TORCH_CHECK(bias_q.defined() == bias_k.defined() &&
+                  (!bias_q.defined() || (bias_q.dim() == 3 && bias_q.size(0) == q.size(0) &&
+                                         bias_q.size(1) == q.size(1) && bias_q.size(2) == q.size(2) &&
+                                         bias_k.dim() == 3 && bias_k.size(0) == k.size(0) &&
+                                         bias_k.size(1) == k.size(1) && bias_k.size(2) == k.size(2) &&
+                                         bias_q.scalar_type() == q.scalar_type() &&
+                                         bias_k.scalar_type() == q.scalar_type())),
+              "fused_attention: bias_q [B, H, Tq] and bias_k [B, H, Tk] of q's dtype, both or neither");
+  const bool grad = torch::GradMode::is_enabled() &&
+                    (q.requires_grad() || k.requires_grad() || v.requires_grad() ||
+                     (bias_q.defined() && (bias_q.requires_grad() || bias_k.requires_grad())));
   TORCH_CHECK(keys_per_step >= 1 && (keys_per_step == 1 || window == 0),
               "fused_attention: keys_per_step >= 1, and window 0 when keys_per_step > 1");
-  if (grad) return AttentionFn::apply(q, k, v, q_offset, k_offset, window, keys_per_step);
-  return AttentionFn::forward(nullptr, q, k, v, q_offset, k_offset, window, keys_per_step);
+  if (!grad) return AttentionKernel::forward(nullptr, q, k, v, bias_q, bias_k, q_offset, k_offset, window, keys_per_step);
+  if (bias_q.defined())
+    return BiasedAttentionFn::apply(q, k, v, bias_q, bias_k, q_offset, k_offset, window, keys_per_step);
+  return AttentionFn::apply(q, k, v, q_offset, k_offset, window, keys_per_step);
 }
 
 }  // namespace mnemo

@@ -52,10 +52,14 @@ torch::Tensor fused_rope(const torch::Tensor& x, const torch::Tensor& cos, const
 // keys_per_step r > 1 (window 0 only): the keys come r per position, interleaved (Titans/ATLAS MAC: the memory
 // read-out and the token of one position), and key j is visible to query i iff k_offset + j < r (q_offset + i + 1)
 // (r = 1: the causal rule above); a negative k_offset puts -k_offset always-visible keys first.
+// bias_q [B, H, Tq] and bias_k [B, H, Tk] (both or neither) add bias_q_i − bias_k_j to the scaled logits before the
+// softmax: forgetting attention's forget-gate term c_i − c_j (runtime/forgetting_attn); their gradients are the row
+// sums of the logits' gradient and minus its column sums.
 bool fused_attention_supported(int64_t Tq, int64_t Tk, int64_t q_offset, int64_t k_offset, int64_t window,
                                int64_t keys_per_step = 1);
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              int64_t q_offset, int64_t k_offset, int64_t window, int64_t keys_per_step = 1);
+                              int64_t q_offset, int64_t k_offset, int64_t window, int64_t keys_per_step = 1,
+                              const torch::Tensor& bias_q = {}, const torch::Tensor& bias_k = {});
 
 namespace fused_cpu {
 
