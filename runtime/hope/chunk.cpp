@@ -45,7 +45,16 @@ SmtResult smt_chunk(const torch::Tensor& x_key, const torch::Tensor& x_value, co
   check_smt_inputs(x_key, x_value, q, init, gates, chunk_start, running, chunk_size, offset);
   const auto dt = recurrence_dtype({x_key, x_value, q, init, chunk_start});
   const int64_t B = q.size(0), H = q.size(2), d = q.size(3);
-  auto [S_chunk, S] = hope_detail::smt_start_states(init, chunk_start, running, B, dt);
+  // The five memories side by side in the value dimension, one state [d, 5·d] per head: the layout of their joint
+  // delta-rule step (below), kept through the loop; the reads view it as [B, 5, H, d, d].
+  const auto side_by_side = [&](const torch::Tensor& s) {
+    return s.permute({0, 2, 3, 1, 4}).reshape({B, H, d, kSmtMemories * d});
+  };
+  const auto per_memory = [&](const torch::Tensor& s) {
+    return s.view({B, H, d, kSmtMemories, d}).permute({0, 3, 1, 2, 4});
+  };
+  auto [S_chunk5, S5] = hope_detail::smt_start_states(init, chunk_start, running, B, dt);
+  auto S_chunk = side_by_side(S_chunk5), S = side_by_side(S5);
   // The read inputs of the whole call stacked once and cut into pieces along T (dim 3): one split, whose backward is
   // one concatenation.
   const auto lengths = hope_detail::piece_lengths(q.size(1), offset, chunk_size);
@@ -54,24 +63,21 @@ SmtResult smt_chunk(const torch::Tensor& x_key, const torch::Tensor& x_value, co
   std::vector<torch::Tensor> outs;
   for (size_t i = 0, t = 0; i < lengths.size(); ++i) {
     const int64_t pos = offset + int64_t(t), n = lengths[i];
-    const auto r = hope_detail::smt_reads(in[i], S_chunk, gate_weights);
+    const auto r = hope_detail::smt_reads(in[i], per_memory(S_chunk), gate_weights);
     outs.push_back(r.o);
     // The DGD step of all five memories as one gated delta rule: e^{g} = α, β = η / α, value
     // α (v̂_□ − M_□^c(k)) = α (v − k)(I + S_□^c), from S (the memories after the previous token). The five share the
-    // keys, β and g, and a delta rule acts on each value column alone, so the memories are side by side in the value
-    // dimension: one state [d, 5·d] per head, the chunk's WY transform computed once for all five.
-    const auto residual = (r.v - r.k).unsqueeze(1);                   // [B, 1, H, n, d]
-    const auto target = residual + torch::matmul(residual, S_chunk);  // [B, 5, H, n, d]
-    const auto alpha_rows = r.alpha.unsqueeze(1).unsqueeze(-1);       // [B, 1, H, n, 1]
-    const auto value = (alpha_rows * target).permute({0, 2, 3, 1, 4}).reshape({B, H, n, kSmtMemories * d});
-    const auto state = S.permute({0, 2, 3, 1, 4}).reshape({B, H, d, kSmtMemories * d});  // [B, H, d, 5·d]
-    const auto S_end = delta_rule_chunk_step(state, r.k, value, r.eta / r.alpha, torch::log(r.alpha));
-    S = S_end.view({B, H, d, kSmtMemories, d}).permute({0, 3, 1, 2, 4});
+    // keys, β and g, and a delta rule acts on each value column alone, so one state [d, 5·d] per head takes the step
+    // of all five, the chunk's WY transform computed once; (v − k) S^c is one product with the side-by-side state.
+    const auto residual = r.v - r.k;  // [B, H, n, d]
+    const auto value = r.alpha.unsqueeze(-1) *
+                       (residual.repeat({1, 1, 1, kSmtMemories}) + torch::matmul(residual, S_chunk));  // [B, H, n, 5·d]
+    S = delta_rule_chunk_step(S, r.k, value, r.eta / r.alpha, torch::log(r.alpha));
     if ((pos + n) % chunk_size == 0) S_chunk = S;
     t += size_t(n);
   }
   auto o = outs.empty() ? torch::zeros_like(q, q.options().dtype(dt)) : torch::cat(outs, 1);
-  return {o.to(q.scalar_type()), S_chunk, S};
+  return {o.to(q.scalar_type()), per_memory(S_chunk), per_memory(S)};
 }
 
 CmsLevelResult cms_level_chunk(const torch::Tensor& x, const torch::Tensor& v, const torch::Tensor& eta,
