@@ -10,6 +10,7 @@
 // Derivation: unrolling the recurrence inside a chunk gives u_i = β_i v_i - β_i e^{b_i} k_i S
 // - β_i Σ_{j<i} Γ_ij (k_i·k_j) u_j, i.e. L u = diag(β) V - diag(β e^b) K S.
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "core/common.h"
@@ -18,6 +19,24 @@
 #include "runtime/kernels/chunking.h"
 
 namespace mnemo {
+
+namespace {
+
+// U = L^{-1} diag(β) V and W = L^{-1} diag(β e^b) K from the strictly lower L (its zero diagonal is not read:
+// unitriangular = true) in one solve, posed as the right-side solve Xᵀ Lᵀ = Rᵀ: the transposed row-major stacks are
+// already in LAPACK's column-major layout, so nothing is copied (3.3× faster on CPU than the left-side solve for 128
+// chunks of 64 × 64).
+std::pair<torch::Tensor, torch::Tensor> wy_solve(const torch::Tensor& L, const torch::Tensor& beta_v,
+                                                 const torch::Tensor& beta_k) {
+  const auto rhs = torch::cat({beta_v, beta_k}, -1);  // [..., C, V + K]
+  const auto solved = torch::linalg_solve_triangular(L.transpose(-1, -2), rhs.transpose(-1, -2), /*upper=*/true,
+                                                     /*left=*/false, /*unitriangular=*/true)
+                          .transpose(-1, -2);
+  const int64_t V = beta_v.size(-1), K = beta_k.size(-1);
+  return {solved.narrow(-1, 0, V), solved.narrow(-1, V, K)};
+}
+
+}  // namespace
 
 DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  const torch::Tensor& beta, const torch::Tensor& g,
@@ -71,15 +90,7 @@ DeltaRuleResult delta_rule_chunk(const torch::Tensor& q, const torch::Tensor& k,
     Q_in = Q;
     K_out = Kc;
   }
-  // U = L^{-1} diag(β) V and W = L^{-1} diag(β e^b) K in one unit-triangular solve (the zero
-  // diagonal of L is not read: unitriangular = true), posed as the right-side solve Xᵀ Lᵀ = Rᵀ: the
-  // transposed row-major stacks are already in LAPACK's column-major layout, so nothing is copied
-  // (3.3× faster on CPU than the left-side solve for 128 chunks of 64 × 64).
-  auto rhs = torch::cat({Vc * beta_c, rhs_k}, -1);  // [B, H, N, C, V + K]
-  auto solved = torch::linalg_solve_triangular(L.transpose(-1, -2), rhs.transpose(-1, -2), /*upper=*/true,
-                                               /*left=*/false, /*unitriangular=*/true)
-                    .transpose(-1, -2);
-  auto U = solved.narrow(-1, 0, V), W = solved.narrow(-1, V, K);
+  auto [U, W] = wy_solve(L, Vc * beta_c, rhs_k);
   // W S and Q_in S share S: one matmul per chunk on the rows [W; Q_in] (2C x K).
   auto WQ = torch::cat({W, Q_in}, -2);  // [B, H, N, 2C, K]
 
@@ -113,12 +124,7 @@ torch::Tensor delta_rule_chunk_step(const torch::Tensor& S, const torch::Tensor&
   const auto gamma = tril_fresh((b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0).exp());  // Γ_ij, i >= j
   const auto kb = k * beta.unsqueeze(-1);                                          // diag(β) K
   const auto L = tril_fresh(torch::matmul(kb, k.transpose(-1, -2)) * gamma, -1);
-  const auto rhs = torch::cat({v * beta.unsqueeze(-1), kb * eb.unsqueeze(-1)}, -1);  // [diag(β) V, diag(β e^b) K]
-  const auto solved = torch::linalg_solve_triangular(L.transpose(-1, -2), rhs.transpose(-1, -2), /*upper=*/true,
-                                                     /*left=*/false, /*unitriangular=*/true)
-                          .transpose(-1, -2);
-  const int64_t V = v.size(-1), K = k.size(-1);
-  const auto U = solved.narrow(-1, 0, V), W = solved.narrow(-1, V, K);
+  const auto [U, W] = wy_solve(L, v * beta.unsqueeze(-1), kb * eb.unsqueeze(-1));
   // Γ's last row is e^{b_n − b_j}: the write keys K ⊙ e^{b_n − b}.
   const auto k_out = k * gamma.narrow(-2, n - 1, 1).transpose(-1, -2);
   return S * eb.narrow(-1, n - 1, 1).unsqueeze(-1) + torch::matmul(k_out.transpose(-1, -2), U - torch::matmul(W, S));
