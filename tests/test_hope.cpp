@@ -191,6 +191,32 @@ TEST_CASE("self-modifying Titans: chunk form equals the token-by-token form in f
         }
 }
 
+TEST_CASE("self-modifying Titans: a retention gate past fp32's range (z_alpha = -200) stays finite, and the forms agree",
+          "[hope][smt]") {
+  auto in64 = make_smt_inputs(2, 19, 2, 5, true, 71);
+  in64.gates.b_alpha = torch::full({2}, -200.0, torch::kFloat64).requires_grad_();  // σ(z) underflows in fp32
+  // fp32: every output, state and gradient finite (log α = log σ(z) floored, so β = η/α and Σ log α stay finite).
+  HopeSmtInputs in32;
+  auto f32 = [](const torch::Tensor& t) { return t.detach().to(torch::kFloat32).requires_grad_(); };
+  in32.x_key = f32(in64.x_key), in32.x_value = f32(in64.x_value), in32.q = f32(in64.q), in32.init = f32(in64.init);
+  in32.start = f32(in64.start), in32.running = f32(in64.running);
+  in32.gates = {f32(in64.gates.w_eta), f32(in64.gates.b_eta), f32(in64.gates.w_alpha), f32(in64.gates.b_alpha),
+                in64.gates.eta_max};
+  for (bool chunked : {true, false}) {
+    CAPTURE(chunked);
+    auto r = run_smt(in32, chunked, 8, 3);
+    CHECK(torch::isfinite(r.o).all().item<bool>());
+    CHECK(torch::isfinite(r.running).all().item<bool>());
+    for (const auto& g : r.grads)
+      if (g.defined()) CHECK(torch::isfinite(g).all().item<bool>());
+  }
+  // fp64: the chunk form equals the token-by-token form with the floor binding.
+  auto ref = run_smt(in64, false, 8, 3), got = run_smt(in64, true, 8, 3);
+  CHECK(max_rel_err(got.o, ref.o) <= 1e-11);
+  CHECK(max_rel_err(got.running, ref.running) <= 1e-11);
+  check_grads_equal(got.grads, ref.grads);
+}
+
 TEST_CASE("self-modifying Titans: a split run with the carried states equals one run", "[hope][smt]") {
   auto in = make_smt_inputs(2, 29, 2, 4, false, 5);
   for (bool chunked : {false, true}) {

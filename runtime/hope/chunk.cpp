@@ -72,7 +72,7 @@ SmtResult smt_chunk(const torch::Tensor& x_key, const torch::Tensor& x_value, co
     const auto residual = r.v - r.k;  // [B, H, n, d]
     const auto value = r.alpha.unsqueeze(-1) *
                        (residual.repeat({1, 1, 1, kSmtMemories}) + torch::matmul(residual, S_chunk));  // [B, H, n, 5·d]
-    S = delta_rule_chunk_step(S, r.k, value, r.eta / r.alpha, torch::log(r.alpha));
+    S = delta_rule_chunk_step(S, r.k, value, r.eta / r.alpha, r.log_alpha);
     if ((pos + n) % chunk_size == 0) S_chunk = S;
     t += size_t(n);
   }

@@ -132,7 +132,7 @@ std::pair<torch::Tensor, torch::Tensor> smt_start_states(const torch::Tensor& in
                                                          torch::ScalarType dt);
 // The reads of one piece, head-major: k, v [B, H, n, d], eta, alpha [B, H, n]; and the output o [B, n, H, d].
 struct SmtReads {
-  torch::Tensor k, v, eta, alpha, o;
+  torch::Tensor k, v, eta, alpha, log_alpha, o;
 };
 // The gates' weights in dtype dt, η's and α's side by side for one product with their two reads: w [1, 2, H, 1, d],
 // b [1, 2, H, 1].
@@ -141,7 +141,11 @@ struct SmtGateWeights {
   double eta_max = 1.0;
 };
 SmtGateWeights smt_gate_weights(const SmtGates& gates, torch::ScalarType dt);
-// η_t = η_max σ(z_η), α_t = σ(z_α) from the gates' pre-activations z [B, 2, H, n] (η's then α's).
+// η_t = η_max σ(z_η), α_t = σ(z_α) from the gates' pre-activations z [B, 2, H, n] (η's then α's). log α_t is
+// log σ(z_α) (finite where σ underflows), floored at kSmtLogAlphaFloor: the chunk forms take the step as a gated
+// delta rule with β = η/α and decays Σ log α, and an α below ~1e-38 (z_α < -87 in fp32) would make β infinite
+// and the decays -inf, hence NaN. The floor changes the recurrence only where α < e^-30 ≈ 9e-14.
+constexpr double kSmtLogAlphaFloor = -30.0;
 void smt_gate_values(SmtReads& r, const torch::Tensor& z, double eta_max);
 // The five memories' inputs of a piece, stacked in the memories' order: [B, 5, H, n, d].
 torch::Tensor smt_read_inputs(const torch::Tensor& x_key, const torch::Tensor& x_value, const torch::Tensor& q);

@@ -128,7 +128,7 @@ SmtMlpResult smt_mlp_chunk(const torch::Tensor& x_key, const torch::Tensor& x_va
     outs.push_back(r.o);
     // Token t's step decays by the retention of every later token of the piece: weight η_t Π_{s>t} α_s, and the
     // weights from before the piece by Π α (log-space sums; α ∈ (0, 1)).
-    const auto log_alpha = torch::log(r.alpha);                                     // [B, H, n]
+    const auto& log_alpha = r.log_alpha;                                            // [B, H, n]
     const auto total = log_alpha.sum(-1, true);                                     // [B, H, 1]
     const auto after = total - torch::cumsum(log_alpha, -1);                        // Σ_{s>t} log α_s
     const auto step = mlp_weighted_gradients(r, W_chunk, r.eta * after.exp());

@@ -110,9 +110,9 @@ SmtGateWeights smt_gate_weights(const SmtGates& gates, torch::ScalarType dt) {
 }
 
 void smt_gate_values(SmtReads& r, const torch::Tensor& z, double eta_max) {
-  const auto sig = torch::sigmoid(z);
-  r.eta = eta_max * sig.select(1, 0);
-  r.alpha = sig.select(1, 1);
+  r.eta = eta_max * torch::sigmoid(z.select(1, 0));
+  r.log_alpha = torch::clamp_min(torch::log_sigmoid(z.select(1, 1)), kSmtLogAlphaFloor);
+  r.alpha = r.log_alpha.exp();
 }
 
 SmtReads smt_reads(const torch::Tensor& in, const torch::Tensor& S, const SmtGateWeights& gates) {
