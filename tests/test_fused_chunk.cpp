@@ -1,7 +1,8 @@
 // The fused deep-memory chunk (runtime/deep_memory/fused_chunk.h: one autograd node, hand-written backward) against
 // autograd through the op-by-op chunk forms, in fp64: outputs, end state and the gradient of every input.
 // Titans: a state entered mid-chunk (anchor != weights, carried momentum) and the inner-gradient clip.
-// Both forms of the node: the CPU form (fused CPU kernels on, the default) and the tensor form (off).
+// Every form of the node: the CPU form (fused CPU kernels on, the default), the tensor form (off) and the CUDA
+// kernel's block code over the host grid (DeepMemoryKernelHostScope; runtime/deep_memory/chunk_kernel.cuh).
 // Omega (DLA/SWLA/OmegaNet): window terms, feature map, ℓ2 and dot loss, a state entered mid-chunk.
 #include <catch2/catch.hpp>
 
@@ -52,10 +53,11 @@ Run run(const DeepMemorySpec& spec, const Case& c, int64_t b, double clip, bool 
   const auto& x = c.leaves;
   auto r = fused ? titans_lmm_chunk(spec, x[0], x[1], x[2], x[3], x[4], x[5], c.init, b, clip)
                  : titans_lmm_chunk_composed(spec, x[0], x[1], x[2], x[3], x[4], x[5], c.init, b, clip);
-  torch::manual_seed(99);
-  auto loss = (r.y * torch::randn(r.y.sizes(), fp64)).sum();
+  torch::manual_seed(99);  // the same loss weights in every dtype
+  auto weights = [](const torch::Tensor& like) { return torch::randn(like.sizes(), fp64).to(like.device(), like.scalar_type()); };
+  auto loss = (r.y * weights(r.y)).sum();
   for (const auto* ws : {&r.state.w, &r.state.s, &r.state.anchor})
-    for (const auto& w : *ws) loss = loss + (w * torch::randn(w.sizes(), fp64)).sum();
+    for (const auto& w : *ws) loss = loss + (w * weights(w)).sum();
   return {r.y.detach(), r.state, torch::autograd::grad({loss}, x, {}, false, false, /*allow_unused=*/true)};
 }
 
@@ -69,13 +71,14 @@ TEST_CASE("fused chunk, Titans: hand-written backward equals autograd through th
   spec.expansion = 4;
   REQUIRE(fused_chunk_supported(spec));
   const char* names[] = {"q", "k", "v", "log_keep", "log_eta", "theta", "w0", "w1", "s0", "s1", "anchor0", "anchor1"};
-  for (bool cpu_kernels : {true, false})  // the node's CPU form (fused_chunk_cpu.cpp), and its tensor form
+  for (int form : {0, 1, 2})  // the node's CPU form (fused_chunk_cpu.cpp), its tensor form, its kernel (host grid)
   for (double clip : {0.0, 0.5}) {
     for (int64_t offset : {0, 3}) {
       for (int64_t T : {1, 13}) {  // b = 5: partial first (offset 3) and last chunks
         const int64_t b = 5;
-        CAPTURE(cpu_kernels, clip, offset, T);
-        const FusedCpuScope scope(cpu_kernels);
+        CAPTURE(form, clip, offset, T);
+        const FusedCpuScope scope(form == 0);
+        const DeepMemoryKernelHostScope kernel_scope(form == 2);
         auto c = make_case(spec, 2, T, 3, offset, 7 + T + offset);
         auto ref = run(spec, c, b, clip, false);
         auto got = run(spec, c, b, clip, true);
@@ -107,11 +110,12 @@ TEST_CASE("fused chunk, Omega GD: hand-written backward equals autograd through 
   namespace at_ = mnemo::test::atlas;
   const int64_t B = 2, H = 2, d = 3, T = 13, split = 6;
   auto spec = at_::spec_of(MemoryKind::ResidualMLP, d, 2 * d);
-  for (bool cpu_kernels : {true, false})  // the node's CPU form, and its tensor form
+  for (int form : {0, 1, 2})  // the node's CPU form, its tensor form, its kernel (host grid)
   for (const char* loss : {"l2", "dot"}) {
     for (int64_t window : {1, 3}) {
-      CAPTURE(cpu_kernels, loss, window);
-      const FusedCpuScope scope(cpu_kernels);
+      CAPTURE(form, loss, window);
+      const FusedCpuScope scope(form == 0);
+      const DeepMemoryKernelHostScope kernel_scope(form == 2);
       auto in = at_::kernel_inputs(spec, B, T, H, false, 40 + window);
       OmegaOptions opt;
       opt.loss = loss;

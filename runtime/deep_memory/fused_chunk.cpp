@@ -137,17 +137,29 @@ LayerGrads readout_layer_backward(const Tensor& go, const Tensor& x, const Tenso
   return g;
 }
 
-// The CPU form where it applies, else the tensor form.
-Forward forward_any(const variable_list& in, bool mom, bool l2, double tau, bool cpu) {
-  return cpu ? cpu_forward(in, mom, l2, tau) : run_forward(in, mom, l2, tau);
+// The node's forms (fused_chunk.h): the kernel form where it applies, else the CPU form, else the tensor form.
+enum class Form : int64_t { tensor, cpu, kernel };
+
+Form form_for(const variable_list& in, bool mom) {
+  if (kernel_form_eligible(in, mom)) return Form::kernel;
+  return cpu_form_eligible(in, mom) ? Form::cpu : Form::tensor;
+}
+
+Forward forward_any(const variable_list& in, bool mom, bool l2, double tau, Form form) {
+  switch (form) {
+    case Form::kernel: return kernel_forward(in, mom, l2, tau);
+    case Form::cpu: return cpu_forward(in, mom, l2, tau);
+    case Form::tensor: break;
+  }
+  return run_forward(in, mom, l2, tau);
 }
 
 struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs, bool mom, bool l2, double tau) {
     const variable_list in(inputs.begin(), inputs.end());
-    const bool cpu = cpu_form_eligible(in, mom);
-    auto o = forward_any(in, mom, l2, tau, cpu);
-    ctx->saved_data["cpu"] = cpu;
+    const Form form = form_for(in, mom);
+    auto o = forward_any(in, mom, l2, tau, form);
+    ctx->saved_data["form"] = static_cast<int64_t>(form);
     ctx->saved_data["mom"] = mom;
     ctx->saved_data["l2"] = l2;
     ctx->saved_data["tau"] = tau;
@@ -175,8 +187,9 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
                       &f.X1, &f.M1, &f.GG, &f.Ga, &f.Pa})
       *t = sv[i++];
     const bool mom = ctx->saved_data["mom"].toBool();
-    if (ctx->saved_data["cpu"].toBool()) {
-      auto g = cpu_backward(in, f, go, mom, l2, tau);
+    const auto form = static_cast<Form>(ctx->saved_data["form"].toInt());
+    if (form != Form::tensor) {
+      auto g = form == Form::kernel ? kernel_backward(in, f, go, mom, l2, tau) : cpu_backward(in, f, go, mom, l2, tau);
       g.resize(kInputs + 3);  // + mom, l2, tau
       return g;
     }
@@ -278,7 +291,7 @@ FusedChunkOutput fused_mlp_chunk(const FusedChunkInputs& x, bool loss_l2, double
   if (torch::GradMode::is_enabled()) {
     out = FusedChunkFn::apply(at::TensorList(in), mom, loss_l2, inner_grad_clip);
   } else {
-    auto o = forward_any(in, mom, loss_l2, inner_grad_clip, cpu_form_eligible(in, mom));
+    auto o = forward_any(in, mom, loss_l2, inner_grad_clip, form_for(in, mom));
     out = {o.y, o.w0, o.w1, o.s0, o.s1};
   }
   FusedChunkOutput r;

@@ -36,6 +36,28 @@ struct FusedChunkOutput {
   MemoryWeights w, s;  // chunk-end weights and momentum (s empty without momentum)
 };
 
+// The node's forms: on CUDA tensors (fp32/fp64) its CUDA kernel (chunk_kernel.cuh) in builds that link the kernels
+// (unless MNEMO_FUSED_CUDA=0, runtime/kernels/fused_layers.h);
+// on the CPU the row-loop form (fused_chunk_cpu.cpp) while fused CPU kernels are on, else the tensor form. Inside a
+// DeepMemoryKernelHostScope(true), CPU tensors run the CUDA kernel's block code over a sequential host grid instead
+// (the CPU tests prove the kernel's decomposition that way).
+bool deep_memory_kernel_on_host();
+void set_deep_memory_kernel_on_host(bool on);
+// Passes (forward or backward) the kernel form has run in this process, on the host grid or the device.
+int64_t deep_memory_kernel_passes();
+class DeepMemoryKernelHostScope {
+ public:
+  explicit DeepMemoryKernelHostScope(bool on) : previous_(deep_memory_kernel_on_host()) {
+    set_deep_memory_kernel_on_host(on);
+  }
+  ~DeepMemoryKernelHostScope() { set_deep_memory_kernel_on_host(previous_); }
+  DeepMemoryKernelHostScope(const DeepMemoryKernelHostScope&) = delete;
+  DeepMemoryKernelHostScope& operator=(const DeepMemoryKernelHostScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // The memory kinds the fused chunk covers (the residual MLP; others use the composed form).
 bool fused_chunk_supported(const DeepMemorySpec& spec);
 

@@ -1,6 +1,8 @@
 // The two forms of the fused deep-memory chunk node (fused_chunk.h), which share its saved tensors:
 //   the tensor form (fused_chunk.cpp): LibTorch ops, every device and dtype — and the reference the CPU form is
 //     tested against (tests/test_fused_chunk.cpp runs both, FusedCpuScope on and off);
+//   the kernel form (fused_chunk_kernel.cpp): the CUDA kernel of chunk_kernel.cuh on CUDA tensors, and its block
+//     code over a host grid on CPU tensors inside a DeepMemoryKernelHostScope (fused_chunk.h);
 //   the CPU form (fused_chunk_cpu.cpp): fp32/fp64 on the CPU, each (batch, head) as row loops and direct GEMMs. At
 //     the benchmark shapes the tensor form dispatched ~150 small ops per chunk, about a quarter of a Titans layer.
 #pragma once
@@ -36,5 +38,13 @@ Forward cpu_forward(const variable_list& in, bool mom, bool l2, double tau);
 // s1]; undefined ones count as zero).
 variable_list cpu_backward(const variable_list& in, const Forward& f, const variable_list& go, bool mom, bool l2,
                            double tau);
+
+// The kernel form (fused_chunk_kernel.cpp): whether it takes these inputs (fp32/fp64 of one dtype on one device:
+// CUDA in builds that link the kernels, the CPU inside a DeepMemoryKernelHostScope), and its two passes, which keep
+// and read the same saved tensors as the other forms.
+bool kernel_form_eligible(const variable_list& in, bool mom);
+Forward kernel_forward(const variable_list& in, bool mom, bool l2, double tau);
+variable_list kernel_backward(const variable_list& in, const Forward& f, const variable_list& go, bool mom, bool l2,
+                              double tau);
 
 }  // namespace mnemo::fused_chunk_forms

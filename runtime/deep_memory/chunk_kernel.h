@@ -1,0 +1,17 @@
+// Launchers of the deep-memory chunk kernel (chunk_kernel.cuh, chunk_kernel.cu): torch-free, raw pointers to device
+// memory and a cudaStream_t passed as void*. Compiled into mnemo_cuda_kernels by nvcc; called from
+// fused_chunk_kernel.cpp on CUDA tensors when the build links the kernels (MNEMO_CUDA_KERNELS).
+#pragma once
+
+#include "runtime/deep_memory/chunk_kernel.cuh"
+
+namespace mnemo::deep_memory_kernel {
+
+// The workspace is forward_work / backward_work Acc elements per block (z.blocks blocks). Returns null on success,
+// else the CUDA error's text.
+const char* launch_forward(const ForwardArgs<float>& args, void* stream);
+const char* launch_forward(const ForwardArgs<double>& args, void* stream);
+const char* launch_backward(const BackwardArgs<float>& args, void* stream);
+const char* launch_backward(const BackwardArgs<double>& args, void* stream);
+
+}  // namespace mnemo::deep_memory_kernel

@@ -1,0 +1,226 @@
+// The kernel form of the fused deep-memory chunk node (fused_chunk_forms.h): the block code of chunk_kernel.cuh on
+// CUDA tensors through the launchers of chunk_kernel.cu (builds with MNEMO_CUDA_KERNELS), and on CPU tensors over a
+// sequential host grid (grid::run_on_host) inside a DeepMemoryKernelHostScope: the CPU tests run the kernel's own
+// decomposition that way against the tensor form (tests/test_fused_chunk.cpp).
+#include <atomic>
+#include <string>
+
+#include "core/common.h"
+#include "core/torch_compat.h"
+#include "runtime/deep_memory/chunk_kernel.h"
+#include "runtime/deep_memory/fused_chunk.h"
+#include "runtime/deep_memory/fused_chunk_forms.h"
+#include "runtime/kernels/fused_layers.h"
+#include "runtime/kernels/host_grid.h"
+
+namespace mnemo {
+
+namespace {
+
+std::atomic<int>& kernel_on_host_switch() {
+  static std::atomic<int> on{0};
+  return on;
+}
+
+std::atomic<int64_t>& kernel_pass_count() {
+  static std::atomic<int64_t> passes{0};
+  return passes;
+}
+
+}  // namespace
+
+int64_t deep_memory_kernel_passes() { return kernel_pass_count().load(std::memory_order_relaxed); }
+
+bool deep_memory_kernel_on_host() { return kernel_on_host_switch().load(std::memory_order_relaxed) != 0; }
+void set_deep_memory_kernel_on_host(bool on) { kernel_on_host_switch().store(on ? 1 : 0); }
+
+namespace fused_chunk_forms {
+
+namespace {
+
+namespace dmk = deep_memory_kernel;
+
+bool momentum_only(size_t i) { return i == S0 || i == S1 || i == CD || i == DE || i == PE || i == EE; }
+
+// Every input in the kernel's Acc, contiguous ([B, H, rows, cols] is then [blocks, rows, cols]); absent ones
+// (momentum inputs without momentum) undefined.
+variable_list contiguous_inputs(const variable_list& in, bool mom) {
+  variable_list x(in.size());
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i].defined() && (!momentum_only(i) || mom)) x[i] = in[i].contiguous();
+  return x;
+}
+
+template <class Acc>
+Acc* ptr(const Tensor& t) {
+  return t.defined() && t.numel() > 0 ? t.data_ptr<Acc>() : nullptr;
+}
+
+dmk::Dims dims_of(const variable_list& x, bool mom, bool l2, double tau) {
+  dmk::Dims z{};
+  z.blocks = x[Q].size(0) * x[Q].size(1);
+  z.n = static_cast<int>(x[Q].size(2));
+  z.N = static_cast<int>(x[KF].size(2));
+  z.d = static_cast<int>(x[Q].size(3));
+  z.f = static_cast<int>(x[QF].size(3));
+  z.hid = static_cast<int>(x[W0].size(2));
+  z.mom = mom;
+  z.l2 = l2;
+  z.tau = tau;
+  return z;
+}
+
+template <class Acc>
+dmk::ForwardArgs<Acc> forward_args(const dmk::Dims& z, const variable_list& x, const Forward& o) {
+  dmk::ForwardArgs<Acc> a{};
+  a.z = z;
+  a.q = ptr<Acc>(x[Q]), a.qf = ptr<Acc>(x[QF]), a.k = ptr<Acc>(x[K]), a.kf = ptr<Acc>(x[KF]), a.v = ptr<Acc>(x[V]);
+  a.W0 = ptr<Acc>(x[W0]), a.W1 = ptr<Acc>(x[W1]), a.S0 = ptr<Acc>(x[S0]), a.S1 = ptr<Acc>(x[S1]);
+  a.A0 = ptr<Acc>(x[A0]), a.A1 = ptr<Acc>(x[A1]), a.A = ptr<Acc>(x[CA]), a.D = ptr<Acc>(x[CD]), a.C = ptr<Acc>(x[CC]);
+  a.ae = ptr<Acc>(x[AE]), a.de = ptr<Acc>(x[DE]), a.ce = ptr<Acc>(x[CE]), a.pe = ptr<Acc>(x[PE]), a.ee = ptr<Acc>(x[EE]);
+  a.y = ptr<Acc>(o.y), a.w0 = ptr<Acc>(o.w0), a.w1 = ptr<Acc>(o.w1), a.s0 = ptr<Acc>(o.s0), a.s1 = ptr<Acc>(o.s1);
+  a.P0 = ptr<Acc>(o.P0), a.G0 = ptr<Acc>(o.G0), a.E = ptr<Acc>(o.E), a.RP0d = ptr<Acc>(o.RP0d), a.Dl = ptr<Acc>(o.Dl);
+  a.c0 = ptr<Acc>(o.c0), a.c1 = ptr<Acc>(o.c1), a.QK = ptr<Acc>(o.QK), a.X1 = ptr<Acc>(o.X1), a.M1 = ptr<Acc>(o.M1);
+  a.GG = ptr<Acc>(o.GG), a.Ga = ptr<Acc>(o.Ga), a.Pa = ptr<Acc>(o.Pa);
+  a.kk = ptr<Acc>(o.clip.kk), a.dd = ptr<Acc>(o.clip.dd), a.eev = ptr<Acc>(o.clip.ee), a.gg = ptr<Acc>(o.clip.gg);
+  a.sv = ptr<Acc>(o.clip.s), a.fv = ptr<Acc>(o.clip.f);
+  return a;
+}
+
+Tensor workspace(int64_t per_block, const dmk::Dims& z, const Tensor& like) {
+  return torch::empty({std::max<int64_t>(1, z.blocks * per_block)}, like.options());
+}
+
+// One pass: the launcher on a CUDA tensor, else the block function over the host grid.
+template <class Args, class BlockFn, class Launch>
+void run_pass(const Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn, Launch launch, const char* what) {
+  kernel_pass_count().fetch_add(1, std::memory_order_relaxed);
+  if (like.is_cuda()) {
+#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
+    if (const char* err = launch(args, torch_compat::current_cuda_stream(like.device())))
+      throw Error(std::string("deep-memory chunk kernel, ") + what + ": " + err);
+    return;
+#else
+    (void)launch;
+    throw Error("deep-memory chunk kernel: this build has no CUDA kernels (nvcc was not found at configure time)");
+#endif
+  }
+  grid::run_on_host(blocks, 0, [&](int64_t block, void* shared, grid::Lanes lanes) { block_fn(args, block, shared, lanes); });
+}
+
+template <class Acc>
+const char* device_forward(const dmk::ForwardArgs<Acc>& a, void* stream) {
+#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
+  return dmk::launch_forward(a, stream);
+#else
+  (void)a, (void)stream;
+  return "no CUDA kernels in this build";
+#endif
+}
+template <class Acc>
+const char* device_backward(const dmk::BackwardArgs<Acc>& a, void* stream) {
+#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
+  return dmk::launch_backward(a, stream);
+#else
+  (void)a, (void)stream;
+  return "no CUDA kernels in this build";
+#endif
+}
+
+}  // namespace
+
+bool kernel_form_eligible(const variable_list& in, bool mom) {
+  if (!in[Q].defined() || in[Q].dim() != 4 || in[Q].numel() == 0) return false;
+  const auto dtype = in[Q].scalar_type();
+  if (dtype != torch::kFloat32 && dtype != torch::kFloat64) return false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (momentum_only(i) && !mom) continue;
+    const auto& t = in[i];
+    if (!t.defined() || t.scalar_type() != dtype || t.device() != in[Q].device()) return false;
+  }
+  if (in[Q].is_cuda()) {
+#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
+    return fused_cuda_layers_enabled();  // MNEMO_FUSED_CUDA=0: the tensor form (before/after on one binary)
+#else
+    return false;
+#endif
+  }
+  return in[Q].device().is_cpu() && deep_memory_kernel_on_host();
+}
+
+Forward kernel_forward(const variable_list& in, bool mom, bool l2, double tau) {
+  const auto x = contiguous_inputs(in, mom);
+  const auto z = dims_of(x, mom, l2, tau);
+  const auto opt = x[Q].options();
+  const int64_t B = x[Q].size(0), H = x[Q].size(1);
+  auto mat = [&](int64_t r, int64_t c) { return torch::empty({B, H, r, c}, opt); };
+  auto vec = [&](int64_t r) { return torch::empty({B, H, r}, opt); };
+  Forward o;
+  o.y = mat(z.n, z.d), o.w0 = mat(z.hid, z.f), o.w1 = mat(z.d, z.hid);
+  if (mom) o.s0 = mat(z.hid, z.f), o.s1 = mat(z.d, z.hid), o.M1 = mat(z.n, z.d);
+  o.P0 = mat(z.N, z.hid), o.G0 = mat(z.N, z.hid), o.E = mat(z.N, z.d), o.RP0d = mat(z.N, z.hid);
+  o.Dl = mat(z.N, z.hid);
+  if (tau > 0) {
+    o.c0 = mat(z.N, z.hid), o.c1 = mat(z.N, z.d);
+    o.clip = {vec(z.N), vec(z.N), vec(z.N), vec(z.N), vec(z.N), vec(z.N)};
+  } else {
+    o.c0 = o.Dl, o.c1 = o.E;
+  }
+  o.QK = mat(z.n, z.N), o.X1 = mat(z.n, z.d), o.GG = mat(z.n, z.N), o.Ga = mat(z.n, z.hid), o.Pa = mat(z.n, z.hid);
+  const Tensor work = workspace(dmk::forward_work(z), z, x[Q]);
+  auto run = [&](auto zero) {
+    using Acc = decltype(zero);
+    auto a = forward_args<Acc>(z, x, o);
+    a.work = work.data_ptr<Acc>();
+    run_pass(x[Q], a, z.blocks, dmk::forward_block<Acc>, device_forward<Acc>, "forward");
+  };
+  if (x[Q].scalar_type() == torch::kFloat64) run(0.0);
+  else run(0.f);
+  return o;
+}
+
+variable_list kernel_backward(const variable_list& in, const Forward& f, const variable_list& go, bool mom, bool l2,
+                              double tau) {
+  const auto x = contiguous_inputs(in, mom);  // v is not kept (v̄ = -ḡ_y)
+  const auto z = dims_of(x, mom, l2, tau);
+  const auto opt = x[Q].options();
+  const int64_t B = x[Q].size(0), H = x[Q].size(1);
+  auto mat = [&](int64_t r, int64_t c) { return torch::empty({B, H, r, c}, opt); };
+  auto vec = [&](int64_t r) { return torch::empty({B, H, r}, opt); };
+  auto grad_out = [&](size_t i, const Tensor& like) {
+    return (i < go.size() && go[i].defined() ? go[i].to(like.scalar_type()) : torch::zeros_like(like)).contiguous();
+  };
+  const Tensor gy = grad_out(0, x[Q]), gw0 = grad_out(1, x[W0]), gw1 = grad_out(2, x[W1]);
+  const Tensor gs0 = mom ? grad_out(3, x[S0]) : Tensor(), gs1 = mom ? grad_out(4, x[S1]) : Tensor();
+  variable_list g(kInputs);
+  g[QF] = mat(z.n, z.f), g[KF] = mat(z.N, z.f), g[V] = mat(z.N, z.d);
+  if (l2) g[K] = mat(z.N, z.d);
+  g[W0] = mat(z.hid, z.f), g[W1] = mat(z.d, z.hid), g[A0] = mat(z.hid, z.f), g[A1] = mat(z.d, z.hid);
+  g[CA] = vec(z.n), g[CC] = mat(z.n, z.N), g[AE] = torch::empty({B, H}, opt), g[CE] = vec(z.N);
+  if (mom) {
+    g[S0] = mat(z.hid, z.f), g[S1] = mat(z.d, z.hid), g[CD] = vec(z.n), g[DE] = torch::empty({B, H}, opt);
+    g[PE] = torch::empty({B, H}, opt), g[EE] = vec(z.N);
+  }
+  const Tensor work = workspace(dmk::backward_work(z), z, x[Q]);
+  auto run = [&](auto zero) {
+    using Acc = decltype(zero);
+    dmk::BackwardArgs<Acc> a{};
+    a.x = forward_args<Acc>(z, x, f);
+    a.gy = ptr<Acc>(gy), a.gw0 = ptr<Acc>(gw0), a.gw1 = ptr<Acc>(gw1), a.gs0 = ptr<Acc>(gs0), a.gs1 = ptr<Acc>(gs1);
+    a.gqf = ptr<Acc>(g[QF]), a.gk = ptr<Acc>(g[K]), a.gkf = ptr<Acc>(g[KF]), a.gv = ptr<Acc>(g[V]);
+    a.gW0 = ptr<Acc>(g[W0]), a.gW1 = ptr<Acc>(g[W1]), a.gS0 = ptr<Acc>(g[S0]), a.gS1 = ptr<Acc>(g[S1]);
+    a.gA0 = ptr<Acc>(g[A0]), a.gA1 = ptr<Acc>(g[A1]), a.gA = ptr<Acc>(g[CA]), a.gD = ptr<Acc>(g[CD]);
+    a.gC = ptr<Acc>(g[CC]), a.gae = ptr<Acc>(g[AE]), a.gde = ptr<Acc>(g[DE]), a.gce = ptr<Acc>(g[CE]);
+    a.gpe = ptr<Acc>(g[PE]), a.gee = ptr<Acc>(g[EE]);
+    a.work = work.data_ptr<Acc>();
+    run_pass(x[Q], a, z.blocks, dmk::backward_block<Acc>, device_backward<Acc>, "backward");
+  };
+  if (x[Q].scalar_type() == torch::kFloat64) run(0.0);
+  else run(0.f);
+  g[Q] = go[0].defined() ? go[0] : torch::zeros_like(in[Q]);
+  return g;
+}
+
+}  // namespace fused_chunk_forms
+
+}  // namespace mnemo
