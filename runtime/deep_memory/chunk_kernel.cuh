@@ -19,8 +19,8 @@
 // The backward is the adjoint of each line in reverse (fused_chunk.cpp states it line by line); it reads the
 // forward's saved intermediates (fused_chunk_forms.h: the same ones the other forms keep).
 //
-// Every tensor is [blocks, rows, cols] contiguous in Acc (fp32 or fp64: the recurrence's precision rule, docs/
-// models.md#numerical-stability); the [blocks] scalars a, d, p and the [blocks, N] rows c_end, e_end likewise.
+// Every tensor is [blocks, rows, cols] contiguous in Acc (fp32 or fp64: the recurrence's precision rule,
+// docs/models.md#numerical-stability); the [blocks] scalars a, d, p and the [blocks, N] rows c_end, e_end likewise.
 // Intermediates live in a global workspace slice per block (forward_work / backward_work elements): with hid up to
 // 4·d they pass the shared memory of a block. Each phase's work items are independent output elements, each
 // computed whole by one lane (its sums in a fixed order), so a phase has no race and the host run computes every
@@ -87,30 +87,21 @@ MNEMO_HD Acc dot(const Acc* a, const Acc* b, int64_t n) {
   return s;
 }
 
-MNEMO_HD float erf_acc(float x) {
+// erf and sqrt in the accumulation type on both sides (erff, sqrtf for float on the device).
+template <class Acc>
+MNEMO_HD Acc erf_acc(Acc x) {
 #if defined(__CUDA_ARCH__)
-  return erff(x);
+  if constexpr (sizeof(Acc) == sizeof(float)) return erff(x);
+  else return erf(x);
 #else
   return std::erf(x);
 #endif
 }
-MNEMO_HD double erf_acc(double x) {
+template <class Acc>
+MNEMO_HD Acc sqrt_acc(Acc x) {
 #if defined(__CUDA_ARCH__)
-  return erf(x);
-#else
-  return std::erf(x);
-#endif
-}
-MNEMO_HD float sqrt_acc(float x) {
-#if defined(__CUDA_ARCH__)
-  return sqrtf(x);
-#else
-  return std::sqrt(x);
-#endif
-}
-MNEMO_HD double sqrt_acc(double x) {
-#if defined(__CUDA_ARCH__)
-  return sqrt(x);
+  if constexpr (sizeof(Acc) == sizeof(float)) return sqrtf(x);
+  else return sqrt(x);
 #else
   return std::sqrt(x);
 #endif
@@ -270,6 +261,39 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
 }
 
 // ---- backward -----------------------------------------------------------------------------------------------
+// The terms of one read-out layer's adjoint, out = A⊙(x Wᵀ) + D⊙(x Sᵀ) - (C ⊙ x rᵀ) c with XR = x rᵀ, that need only
+// ō [n, wo] (x [n, wx], c [N, wo], W̄ and S̄ [wo, wx]), in one phase:
+//   S̄c = -ō cᵀ,  C̄ = S̄c ⊙ XR (first layer) or C̄ += S̄c ⊙ XR,  S̄c' = S̄c ⊙ C (into gSc),
+//   W̄ += (A⊙ō)ᵀ x,  S̄ += (D⊙ō)ᵀ x (momentum),  c̄ -= (C ⊙ XR)ᵀ ō.
+template <class Acc>
+MNEMO_HD void readout_adjoint_terms(Lanes lanes, int64_t n, int64_t N, int64_t wo, int64_t wx, bool mom, bool first,
+                                   const Acc* go, const Acc* x, const Acc* c, const Acc* XR, const Acc* A,
+                                   const Acc* D, const Acc* C, Acc* gC, Acc* gSc, Acc* gW, Acc* gS, Acc* gc) {
+  MNEMO_FOR_LANES(item, n * N, lanes) {
+    const int64_t i = item / N, r = item % N;
+    const Acc sc = -dot(go + i * wo, c + r * wo, wo);
+    gC[item] = (first ? Acc(0) : gC[item]) + sc * XR[item];
+    gSc[item] = sc * C[item];
+  }
+  MNEMO_FOR_LANES(item, wo * wx, lanes) {
+    const int64_t p = item / wx, j = item % wx;
+    Acc uw = 0, us = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const Acc ox = go[i * wo + p] * x[i * wx + j];
+      uw += A[i] * ox;
+      if (mom) us += D[i] * ox;
+    }
+    gW[item] += uw;
+    if (mom) gS[item] += us;
+  }
+  MNEMO_FOR_LANES(item, N * wo, lanes) {
+    const int64_t r = item / wo, p = item % wo;
+    Acc u = 0;
+    for (int64_t i = 0; i < n; ++i) u += C[i * N + r] * XR[i * N + r] * go[i * wo + p];
+    gc[item] -= u;
+  }
+}
+
 template <class Acc>
 MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*shared*/, Lanes lanes) {
   const ForwardArgs<Acc>& x = a.x;
@@ -373,29 +397,8 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     gA[i] = dot(gy + i * d, X1 + i * d, d);
     if (mom) gD[i] = dot(gy + i * d, M1 + i * d, d);
   }
-  MNEMO_FOR_LANES(item, n * N, lanes) {
-    const int64_t i = item / N, r = item % N;
-    const Acc sc = -dot(gy + i * d, c1 + r * d, d);
-    gC[item] = sc * GG[item];
-    gSc[item] = sc * C[item];
-  }
-  MNEMO_FOR_LANES(item, d * hid, lanes) {
-    const int64_t p = item / hid, j = item % hid;
-    Acc uw = 0, us = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const Acc yg = gy[i * d + p] * Ga[i * hid + j];
-      uw += A[i] * yg;
-      if (mom) us += D[i] * yg;
-    }
-    gW1[item] += uw;
-    if (mom) gS1[item] += us;
-  }
-  MNEMO_FOR_LANES(item, N * d, lanes) {
-    const int64_t r = item / d, p = item % d;
-    Acc u = 0;
-    for (int64_t i = 0; i < n; ++i) u += C[i * N + r] * GG[i * N + r] * gy[i * d + p];
-    gc1[item] -= u;
-  }
+  readout_adjoint_terms<Acc>(lanes, n, N, d, hid, mom, /*first=*/true, gy, Ga, c1, GG, A, D, C, gC, gSc, gW1, gS1,
+                             gc1);
   grid::barrier();
   // H̄ = GELU'(H) ⊙ ((A⊙ȳ) W1 + (D⊙ȳ) S1 + S̄c' G0);  Ḡ0 += S̄c'ᵀ Ga.
   MNEMO_FOR_LANES(item, n * hid, lanes) {
@@ -427,29 +430,8 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     }
     PW[item] = uw, PS[item] = us;
   }
-  MNEMO_FOR_LANES(item, n * N, lanes) {
-    const int64_t i = item / N, r = item % N;
-    const Acc sc = -dot(gH + i * hid, c0 + r * hid, hid);
-    gC[item] += sc * QK[item];
-    gSc[item] = sc * C[item];
-  }
-  MNEMO_FOR_LANES(item, hid * f, lanes) {
-    const int64_t j = item / f, p = item % f;
-    Acc uw = 0, us = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const Acc hq = gH[i * hid + j] * qf[i * f + p];
-      uw += A[i] * hq;
-      if (mom) us += D[i] * hq;
-    }
-    gW0[item] += uw;
-    if (mom) gS0[item] += us;
-  }
-  MNEMO_FOR_LANES(item, N * hid, lanes) {
-    const int64_t r = item / hid, j = item % hid;
-    Acc u = 0;
-    for (int64_t i = 0; i < n; ++i) u += C[i * N + r] * QK[i * N + r] * gH[i * hid + j];
-    gc0[item] -= u;
-  }
+  readout_adjoint_terms<Acc>(lanes, n, N, hid, f, mom, /*first=*/false, gH, qf, c0, QK, A, D, C, gC, gSc, gW0, gS0,
+                             gc0);
   grid::barrier();
   // Ā += rowsum(PW ⊙ φq), D̄ += rowsum(PS ⊙ φq), φ̄q = A⊙PW + D⊙PS + S̄c' φk, φ̄k += S̄c'ᵀ φq.
   MNEMO_FOR_LANES(i, n, lanes) {

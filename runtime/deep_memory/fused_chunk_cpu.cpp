@@ -409,6 +409,44 @@ variable_list prepared(const variable_list& in) {
 
 }  // namespace
 
+Sizes sizes_of(const variable_list& in) {
+  return {in[Q].size(0),  in[Q].size(1),  in[Q].size(2),  in[KF].size(2),
+          in[Q].size(3),  in[QF].size(3), in[W0].size(2)};
+}
+
+Forward empty_forward(const Sizes& z, const torch::TensorOptions& opt, bool mom, double tau) {
+  auto mat = [&](int64_t r, int64_t c) { return torch::empty({z.B, z.H, r, c}, opt); };
+  auto vec = [&](int64_t r) { return torch::empty({z.B, z.H, r}, opt); };
+  Forward o;
+  o.y = mat(z.n, z.d), o.w0 = mat(z.hid, z.f), o.w1 = mat(z.d, z.hid);
+  if (mom) o.s0 = mat(z.hid, z.f), o.s1 = mat(z.d, z.hid), o.M1 = mat(z.n, z.d);
+  o.P0 = mat(z.N, z.hid), o.G0 = mat(z.N, z.hid), o.E = mat(z.N, z.d), o.RP0d = mat(z.N, z.hid);
+  o.Dl = mat(z.N, z.hid);
+  if (tau > 0) {
+    o.c0 = mat(z.N, z.hid), o.c1 = mat(z.N, z.d);
+    o.clip = {vec(z.N), vec(z.N), vec(z.N), vec(z.N), vec(z.N), vec(z.N)};
+  } else {
+    o.c0 = o.Dl, o.c1 = o.E;
+  }
+  o.QK = mat(z.n, z.N), o.X1 = mat(z.n, z.d), o.GG = mat(z.n, z.N), o.Ga = mat(z.n, z.hid), o.Pa = mat(z.n, z.hid);
+  return o;
+}
+
+variable_list empty_input_grads(const Sizes& z, const torch::TensorOptions& opt, bool mom, bool l2) {
+  auto mat = [&](int64_t r, int64_t c) { return torch::empty({z.B, z.H, r, c}, opt); };
+  auto vec = [&](int64_t r) { return torch::empty({z.B, z.H, r}, opt); };
+  variable_list g(kInputs);
+  g[QF] = mat(z.n, z.f), g[KF] = mat(z.N, z.f), g[V] = mat(z.N, z.d);
+  if (l2) g[K] = mat(z.N, z.d);
+  g[W0] = mat(z.hid, z.f), g[W1] = mat(z.d, z.hid), g[A0] = mat(z.hid, z.f), g[A1] = mat(z.d, z.hid);
+  g[CA] = vec(z.n), g[CC] = mat(z.n, z.N), g[AE] = torch::empty({z.B, z.H}, opt), g[CE] = vec(z.N);
+  if (mom) {
+    g[S0] = mat(z.hid, z.f), g[S1] = mat(z.d, z.hid), g[CD] = vec(z.n), g[DE] = torch::empty({z.B, z.H}, opt);
+    g[PE] = torch::empty({z.B, z.H}, opt), g[EE] = vec(z.N);
+  }
+  return g;
+}
+
 bool cpu_form_eligible(const variable_list& in, bool mom) {
   std::vector<Tensor> used;
   for (size_t i = 0; i < in.size(); ++i) {
@@ -424,21 +462,7 @@ Forward cpu_forward(const variable_list& in_raw, bool mom, bool l2, double tau) 
   RECORD_FUNCTION("mnemo::fused_chunk_forward", std::vector<c10::IValue>());
   const auto in = prepared(in_raw);
   const Dims z = dims_of(in, mom, l2);
-  const auto opt = in[Q].options();
-  auto mat = [&](int64_t r, int64_t c) { return torch::empty({z.B, z.H, r, c}, opt); };
-  auto vec = [&](int64_t r) { return torch::empty({z.B, z.H, r}, opt); };
-  Forward o;
-  o.y = mat(z.n, z.d), o.w0 = mat(z.hid, z.f), o.w1 = mat(z.d, z.hid);
-  if (mom) o.s0 = mat(z.hid, z.f), o.s1 = mat(z.d, z.hid), o.M1 = mat(z.n, z.d);
-  o.P0 = mat(z.N, z.hid), o.G0 = mat(z.N, z.hid), o.E = mat(z.N, z.d), o.RP0d = mat(z.N, z.hid);
-  o.Dl = mat(z.N, z.hid);
-  if (tau > 0) {
-    o.c0 = mat(z.N, z.hid), o.c1 = mat(z.N, z.d);
-    o.clip = {vec(z.N), vec(z.N), vec(z.N), vec(z.N), vec(z.N), vec(z.N)};
-  } else {
-    o.c0 = o.Dl, o.c1 = o.E;
-  }
-  o.QK = mat(z.n, z.N), o.X1 = mat(z.n, z.d), o.GG = mat(z.n, z.N), o.Ga = mat(z.n, z.hid), o.Pa = mat(z.n, z.hid);
+  Forward o = empty_forward(sizes_of(in), in[Q].options(), mom, tau);
   auto run = [&](auto zero) {
     using T = decltype(zero);
     auto P = input_parts<T>(in, mom);
@@ -457,18 +481,7 @@ variable_list cpu_backward(const variable_list& in_raw, const Forward& f, const 
   RECORD_FUNCTION("mnemo::fused_chunk_backward", std::vector<c10::IValue>());
   const auto in = prepared(in_raw);  // v is not kept (v̄ = -ḡ_y): its entry stays undefined
   const Dims z = dims_of(in, mom, l2);
-  const auto opt = in[Q].options();
-  auto mat = [&](int64_t r, int64_t c) { return torch::empty({z.B, z.H, r, c}, opt); };
-  auto vec = [&](int64_t r) { return torch::empty({z.B, z.H, r}, opt); };
-  variable_list g(kInputs);
-  g[QF] = mat(z.n, z.f), g[KF] = mat(z.N, z.f), g[V] = mat(z.N, z.d);
-  if (l2) g[K] = mat(z.N, z.d);
-  g[W0] = mat(z.hid, z.f), g[W1] = mat(z.d, z.hid), g[A0] = mat(z.hid, z.f), g[A1] = mat(z.d, z.hid);
-  g[CA] = vec(z.n), g[CC] = mat(z.n, z.N), g[AE] = torch::empty({z.B, z.H}, opt), g[CE] = vec(z.N);
-  if (mom) {
-    g[S0] = mat(z.hid, z.f), g[S1] = mat(z.d, z.hid), g[CD] = vec(z.n), g[DE] = torch::empty({z.B, z.H}, opt);
-    g[PE] = torch::empty({z.B, z.H}, opt), g[EE] = vec(z.N);
-  }
+  variable_list g = empty_input_grads(sizes_of(in), in[Q].options(), mom, l2);
   auto grad_in = [&](size_t i) { return i < go.size() ? rows_unit(go[i]) : Tensor(); };
   const Tensor gy = grad_in(0), gw0 = grad_in(1), gw1 = grad_in(2), gs0 = mom ? grad_in(3) : Tensor(),
                gs1 = mom ? grad_in(4) : Tensor();

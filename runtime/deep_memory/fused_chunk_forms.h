@@ -31,6 +31,17 @@ struct Forward {
   Tensor QK, X1, M1, GG, Ga, Pa;  // read-out
 };
 
+// The node's sizes read off its inputs: B, H, n read rows, N ≥ n term rows, widths d (q, k, v), f (φq, φk), hid.
+struct Sizes {
+  int64_t B, H, n, N, d, f, hid;
+};
+Sizes sizes_of(const variable_list& in);
+// Uninitialised tensors for what a pass writes, as the CPU and kernel forms fill them: the forward's outputs and
+// saved tensors (c0, c1 are Δ, g_y themselves without the clip), and the gradients of the inputs (undefined where
+// an input has none: q's is the output gradient itself, set by the caller).
+Forward empty_forward(const Sizes& z, const torch::TensorOptions& opt, bool mom, double tau);
+variable_list empty_input_grads(const Sizes& z, const torch::TensorOptions& opt, bool mom, bool l2);
+
 // Whether the CPU form takes these inputs (fp32/fp64 CPU tensors of one dtype, fused CPU kernels on).
 bool cpu_form_eligible(const variable_list& in, bool mom);
 Forward cpu_forward(const variable_list& in, bool mom, bool l2, double tau);

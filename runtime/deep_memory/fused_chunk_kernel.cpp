@@ -57,13 +57,11 @@ Acc* ptr(const Tensor& t) {
 }
 
 dmk::Dims dims_of(const variable_list& x, bool mom, bool l2, double tau) {
+  const Sizes s = sizes_of(x);
   dmk::Dims z{};
-  z.blocks = x[Q].size(0) * x[Q].size(1);
-  z.n = static_cast<int>(x[Q].size(2));
-  z.N = static_cast<int>(x[KF].size(2));
-  z.d = static_cast<int>(x[Q].size(3));
-  z.f = static_cast<int>(x[QF].size(3));
-  z.hid = static_cast<int>(x[W0].size(2));
+  z.blocks = s.B * s.H;
+  z.n = static_cast<int>(s.n), z.N = static_cast<int>(s.N), z.d = static_cast<int>(s.d);
+  z.f = static_cast<int>(s.f), z.hid = static_cast<int>(s.hid);
   z.mom = mom;
   z.l2 = l2;
   z.tau = tau;
@@ -151,22 +149,7 @@ bool kernel_form_eligible(const variable_list& in, bool mom) {
 Forward kernel_forward(const variable_list& in, bool mom, bool l2, double tau) {
   const auto x = contiguous_inputs(in, mom);
   const auto z = dims_of(x, mom, l2, tau);
-  const auto opt = x[Q].options();
-  const int64_t B = x[Q].size(0), H = x[Q].size(1);
-  auto mat = [&](int64_t r, int64_t c) { return torch::empty({B, H, r, c}, opt); };
-  auto vec = [&](int64_t r) { return torch::empty({B, H, r}, opt); };
-  Forward o;
-  o.y = mat(z.n, z.d), o.w0 = mat(z.hid, z.f), o.w1 = mat(z.d, z.hid);
-  if (mom) o.s0 = mat(z.hid, z.f), o.s1 = mat(z.d, z.hid), o.M1 = mat(z.n, z.d);
-  o.P0 = mat(z.N, z.hid), o.G0 = mat(z.N, z.hid), o.E = mat(z.N, z.d), o.RP0d = mat(z.N, z.hid);
-  o.Dl = mat(z.N, z.hid);
-  if (tau > 0) {
-    o.c0 = mat(z.N, z.hid), o.c1 = mat(z.N, z.d);
-    o.clip = {vec(z.N), vec(z.N), vec(z.N), vec(z.N), vec(z.N), vec(z.N)};
-  } else {
-    o.c0 = o.Dl, o.c1 = o.E;
-  }
-  o.QK = mat(z.n, z.N), o.X1 = mat(z.n, z.d), o.GG = mat(z.n, z.N), o.Ga = mat(z.n, z.hid), o.Pa = mat(z.n, z.hid);
+  Forward o = empty_forward(sizes_of(x), x[Q].options(), mom, tau);
   const Tensor work = workspace(dmk::forward_work(z), z, x[Q]);
   auto run = [&](auto zero) {
     using Acc = decltype(zero);
@@ -183,24 +166,12 @@ variable_list kernel_backward(const variable_list& in, const Forward& f, const v
                               double tau) {
   const auto x = contiguous_inputs(in, mom);  // v is not kept (v̄ = -ḡ_y)
   const auto z = dims_of(x, mom, l2, tau);
-  const auto opt = x[Q].options();
-  const int64_t B = x[Q].size(0), H = x[Q].size(1);
-  auto mat = [&](int64_t r, int64_t c) { return torch::empty({B, H, r, c}, opt); };
-  auto vec = [&](int64_t r) { return torch::empty({B, H, r}, opt); };
   auto grad_out = [&](size_t i, const Tensor& like) {
     return (i < go.size() && go[i].defined() ? go[i].to(like.scalar_type()) : torch::zeros_like(like)).contiguous();
   };
   const Tensor gy = grad_out(0, x[Q]), gw0 = grad_out(1, x[W0]), gw1 = grad_out(2, x[W1]);
   const Tensor gs0 = mom ? grad_out(3, x[S0]) : Tensor(), gs1 = mom ? grad_out(4, x[S1]) : Tensor();
-  variable_list g(kInputs);
-  g[QF] = mat(z.n, z.f), g[KF] = mat(z.N, z.f), g[V] = mat(z.N, z.d);
-  if (l2) g[K] = mat(z.N, z.d);
-  g[W0] = mat(z.hid, z.f), g[W1] = mat(z.d, z.hid), g[A0] = mat(z.hid, z.f), g[A1] = mat(z.d, z.hid);
-  g[CA] = vec(z.n), g[CC] = mat(z.n, z.N), g[AE] = torch::empty({B, H}, opt), g[CE] = vec(z.N);
-  if (mom) {
-    g[S0] = mat(z.hid, z.f), g[S1] = mat(z.d, z.hid), g[CD] = vec(z.n), g[DE] = torch::empty({B, H}, opt);
-    g[PE] = torch::empty({B, H}, opt), g[EE] = vec(z.N);
-  }
+  variable_list g = empty_input_grads(sizes_of(x), x[Q].options(), mom, l2);
   const Tensor work = workspace(dmk::backward_work(z), z, x[Q]);
   auto run = [&](auto zero) {
     using Acc = decltype(zero);
