@@ -20,7 +20,7 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs<Acc> ar
 }
 
 template <class Kernel, class Args>
-const char* launch(Kernel kernel, const Args& args, int64_t blocks, void* stream) {
+const char* launch_kernel(Kernel kernel, const Args& args, int64_t blocks, void* stream) {
   if (blocks == 0) return nullptr;
   kernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(args);
   const cudaError_t err = cudaGetLastError();
@@ -29,17 +29,17 @@ const char* launch(Kernel kernel, const Args& args, int64_t blocks, void* stream
 
 }  // namespace
 
-const char* launch_forward(const ForwardArgs<float>& a, void* stream) {
-  return launch(forward_kernel<float>, a, a.z.blocks, stream);
+const char* launch(const ForwardArgs<float>& a, void* stream) {
+  return launch_kernel(forward_kernel<float>, a, a.z.blocks, stream);
 }
-const char* launch_forward(const ForwardArgs<double>& a, void* stream) {
-  return launch(forward_kernel<double>, a, a.z.blocks, stream);
+const char* launch(const ForwardArgs<double>& a, void* stream) {
+  return launch_kernel(forward_kernel<double>, a, a.z.blocks, stream);
 }
-const char* launch_backward(const BackwardArgs<float>& a, void* stream) {
-  return launch(backward_kernel<float>, a, a.x.z.blocks, stream);
+const char* launch(const BackwardArgs<float>& a, void* stream) {
+  return launch_kernel(backward_kernel<float>, a, a.x.z.blocks, stream);
 }
-const char* launch_backward(const BackwardArgs<double>& a, void* stream) {
-  return launch(backward_kernel<double>, a, a.x.z.blocks, stream);
+const char* launch(const BackwardArgs<double>& a, void* stream) {
+  return launch_kernel(backward_kernel<double>, a, a.x.z.blocks, stream);
 }
 
 }  // namespace mnemo::deep_memory_kernel

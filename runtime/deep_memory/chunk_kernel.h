@@ -9,9 +9,10 @@ namespace mnemo::deep_memory_kernel {
 
 // The workspace is forward_work / backward_work Acc elements per block (z.blocks blocks). Returns null on success,
 // else the CUDA error's text.
-const char* launch_forward(const ForwardArgs<float>& args, void* stream);
-const char* launch_forward(const ForwardArgs<double>& args, void* stream);
-const char* launch_backward(const BackwardArgs<float>& args, void* stream);
-const char* launch_backward(const BackwardArgs<double>& args, void* stream);
+// The pass is the arguments' type: ForwardArgs runs the forward, BackwardArgs the backward.
+const char* launch(const ForwardArgs<float>& args, void* stream);
+const char* launch(const ForwardArgs<double>& args, void* stream);
+const char* launch(const BackwardArgs<float>& args, void* stream);
+const char* launch(const BackwardArgs<double>& args, void* stream);
 
 }  // namespace mnemo::deep_memory_kernel

@@ -90,39 +90,19 @@ Tensor workspace(int64_t per_block, const dmk::Dims& z, const Tensor& like) {
 }
 
 // One pass: the launcher on a CUDA tensor, else the block function over the host grid.
-template <class Args, class BlockFn, class Launch>
-void run_pass(const Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn, Launch launch, const char* what) {
+template <class Args, class BlockFn>
+void run_pass(const Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn, const char* what) {
   kernel_pass_count().fetch_add(1, std::memory_order_relaxed);
   if (like.is_cuda()) {
 #if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
-    if (const char* err = launch(args, torch_compat::current_cuda_stream(like.device())))
+    if (const char* err = dmk::launch(args, torch_compat::current_cuda_stream(like.device())))
       throw Error(std::string("deep-memory chunk kernel, ") + what + ": " + err);
     return;
 #else
-    (void)launch;
     throw Error("deep-memory chunk kernel: this build has no CUDA kernels (nvcc was not found at configure time)");
 #endif
   }
   grid::run_on_host(blocks, 0, [&](int64_t block, void* shared, grid::Lanes lanes) { block_fn(args, block, shared, lanes); });
-}
-
-template <class Acc>
-const char* device_forward(const dmk::ForwardArgs<Acc>& a, void* stream) {
-#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
-  return dmk::launch_forward(a, stream);
-#else
-  (void)a, (void)stream;
-  return "no CUDA kernels in this build";
-#endif
-}
-template <class Acc>
-const char* device_backward(const dmk::BackwardArgs<Acc>& a, void* stream) {
-#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
-  return dmk::launch_backward(a, stream);
-#else
-  (void)a, (void)stream;
-  return "no CUDA kernels in this build";
-#endif
 }
 
 }  // namespace
@@ -155,7 +135,7 @@ Forward kernel_forward(const variable_list& in, bool mom, bool l2, double tau) {
     using Acc = decltype(zero);
     auto a = forward_args<Acc>(z, x, o);
     a.work = work.data_ptr<Acc>();
-    run_pass(x[Q], a, z.blocks, dmk::forward_block<Acc>, device_forward<Acc>, "forward");
+    run_pass(x[Q], a, z.blocks, dmk::forward_block<Acc>, "forward");
   };
   if (x[Q].scalar_type() == torch::kFloat64) run(0.0);
   else run(0.f);
@@ -184,7 +164,7 @@ variable_list kernel_backward(const variable_list& in, const Forward& f, const v
     a.gC = ptr<Acc>(g[CC]), a.gae = ptr<Acc>(g[AE]), a.gde = ptr<Acc>(g[DE]), a.gce = ptr<Acc>(g[CE]);
     a.gpe = ptr<Acc>(g[PE]), a.gee = ptr<Acc>(g[EE]);
     a.work = work.data_ptr<Acc>();
-    run_pass(x[Q], a, z.blocks, dmk::backward_block<Acc>, device_backward<Acc>, "backward");
+    run_pass(x[Q], a, z.blocks, dmk::backward_block<Acc>, "backward");
   };
   if (x[Q].scalar_type() == torch::kFloat64) run(0.0);
   else run(0.f);
