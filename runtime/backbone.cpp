@@ -12,6 +12,9 @@ Backbone make_backbone(const std::string& kind, const ModelConfig& config) {
     b.language_model = m;
     b.module = m.ptr();
     b.forward = [p = m.ptr()](const torch::Tensor& ids) { return p->forward(ids); };
+    b.forward_packed = [p = m.ptr()](const torch::Tensor& ids, const torch::Tensor& starts) {
+      return p->forward_packed(ids, starts);
+    };
     b.aux_loss = [m] { return m->aux_loss(); };
     b.num_parameters = [m] { return m->num_parameters(); };
     b.config = [m]() -> const ModelConfig& { return m->config(); };

@@ -17,6 +17,9 @@ struct Backbone {
   std::string kind;  // "language_model" | "autoencoder"
   std::shared_ptr<torch::nn::Module> module;
   std::function<torch::Tensor(const torch::Tensor&)> forward;  // ids -> logits
+  // ids, sequence starts (bool [B, T]) -> logits, each sequence from the initial state (LanguageModelImpl::
+  // forward_packed); empty for a backbone without packed sequences (the autoencoder).
+  std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> forward_packed;
   std::function<torch::Tensor()> aux_loss;                     // undefined tensor when none
   std::function<int64_t()> num_parameters;
   std::function<const ModelConfig&()> config;

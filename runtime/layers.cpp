@@ -1,4 +1,5 @@
 #include "runtime/layers.h"
+#include "runtime/packed_sequences.h"
 
 #include <cmath>
 
@@ -114,6 +115,23 @@ torch::Tensor ShortConvImpl::forward(const torch::Tensor& x, LayerState* state,
   if (state) state->tensors[cache_key] = full.narrow(1, T, kernel - 1).transpose(1, 2).contiguous().detach();
   if (!silu) return y;
   return in_place ? torch::silu_(y) : torch::silu(y);
+}
+
+torch::Tensor ShortConvImpl::forward_packed(const torch::Tensor& x, const PackedSequences& seqs) {
+  // y_t = Σ_{j<K} w_j ⊙ x_{t-K+1+j} · [t-K+1+j >= start of t's sequence]: tap j reaches back s = K-1-j tokens, so it
+  // is kept where the token's position inside its sequence is at least s.
+  const int64_t N = x.size(1);
+  auto full = torch::cat({torch::zeros({1, kernel - 1, channels}, x.options()), x}, 1);  // [1, K-1+N, C]
+  auto w = weight.to(x.scalar_type()).squeeze(1).t().contiguous();                          // [K, C]
+  auto pos = seqs.positions.view({1, N, 1});
+  torch::Tensor y;
+  for (int64_t j = 0; j < kernel; ++j) {
+    auto tap = full.narrow(1, j, N) * w[j];
+    const int64_t reach = kernel - 1 - j;
+    if (reach > 0) tap = tap * (pos >= reach).to(x.scalar_type());
+    y = y.defined() ? y + tap : tap;
+  }
+  return silu ? torch::silu(y) : y;
 }
 
 GatedRMSNormImpl::GatedRMSNormImpl(int64_t head_dim, double eps_) : eps(eps_) {

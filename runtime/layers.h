@@ -62,6 +62,9 @@ struct ShortConvImpl : torch::nn::Module {
   ShortConvImpl(int64_t channels, int64_t kernel = 4, bool silu = true);
   torch::Tensor forward(const torch::Tensor& x, LayerState* state = nullptr,
                         const std::string& cache_key = "conv");
+  // Packed sequences (docs/models.md#packed-sequences), x [1, N, C]: a tap that would reach back past the start of
+  // its token's sequence reads zero, as the first K-1 tokens of a fresh sequence do.
+  torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs);
   torch::Tensor weight;  // [C, 1, K]
   int64_t channels, kernel;
   bool silu;

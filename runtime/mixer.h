@@ -10,6 +10,8 @@
 
 namespace mnemo {
 
+struct PackedSequences;  // runtime/packed_sequences.h
+
 // Per-layer recurrent/decode state: named tensors (KV cache, conv cache, memory state, ...)
 // plus `pos`, the number of tokens consumed before the current call (the model advances it
 // after each forward; mixers read it as their position offset). Copyable by value (tensors are cloned by clone()).
@@ -53,6 +55,15 @@ class Mixer : public torch::nn::Module {
   virtual torch::Tensor forward(const torch::Tensor& x, LayerState* state) = 0;
   // Auxiliary loss of the last forward (e.g. MoM load balancing); undefined tensor if none.
   virtual torch::Tensor aux_loss() const { return {}; }
+  // Packed sequences (docs/models.md#packed-sequences): x [1, N, D] holds seqs.count() sequences back to back, each
+  // from the initial state, and the result [1, N, D] equals forward(sequence, nullptr) of each one. A mixer with
+  // such a form (its fused chunk kernel takes cu_seqlens) says so for the tensors it would take it on; the model
+  // runs every other mixer on padded rows instead.
+  virtual bool packs_sequences(const torch::Tensor& x) const { return false; }
+  virtual torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) {
+    (void)x, (void)seqs;
+    throw Error("this mixer has no packed-sequence form (the model pads its sequences instead)");
+  }
 };
 
 }  // namespace mnemo

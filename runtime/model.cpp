@@ -199,6 +199,26 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& h, LayerState* state) {
   return x + mlp(mlp_norm(x));
 }
 
+namespace {
+// What a layer hands to later layers lives for one forward only (ModelScratch): empty before and after it.
+struct ModelScratchScope {
+  ModelScratch& s;
+  explicit ModelScratchScope(ModelScratch& scratch) : s(scratch) { s.tensors.clear(); }
+  ~ModelScratchScope() { s.tensors.clear(); }
+};
+}  // namespace
+
+bool BlockImpl::packs_sequences(const torch::Tensor& h) const {
+  // The feed-forward parts with a token shift or a state of their own (CMS, RWKV's channel mix) have no packed form.
+  return !cms && !channel_mix && mixer->packs_sequences(h);
+}
+
+torch::Tensor BlockImpl::forward_packed(const torch::Tensor& h, const PackedSequences& seqs) {
+  auto x = h + mixer->forward_packed(mixer_norm(h), seqs);
+  if (!mlp) return x;
+  return x + mlp(mlp_norm(x));
+}
+
 LanguageModelImpl::LanguageModelImpl(const ModelConfig& cfg) : cfg_(cfg) {
   embed_ = register_module("embed", torch::nn::Embedding(cfg.vocab_size, cfg.d_model));
   {
@@ -221,6 +241,45 @@ torch::Tensor LanguageModelImpl::forward_rows(const torch::Tensor& ids, const to
   return head(h.reshape({-1, h.size(-1)}).index_select(0, rows));
 }
 
+bool LanguageModelImpl::packs_sequences(const torch::Tensor& like) const {
+  for (const auto& b : blocks_)
+    if (!b->packs_sequences(like)) return false;
+  return true;
+}
+
+torch::Tensor LanguageModelImpl::forward_packed(const torch::Tensor& ids, const torch::Tensor& starts) {
+  if (ids.dim() != 2) throw Error("model input must be [batch, time] token ids");
+  if (!starts.defined() || starts.sizes() != ids.sizes())
+    throw Error("packed sequences: the sequence starts must be [batch, time] like the ids " + c10::str(ids.sizes()) +
+                ", got " + (starts.defined() ? c10::str(starts.sizes()) : std::string("none")));
+  const int64_t B = ids.size(0), T = ids.size(1);
+  const auto seqs = PackedSequences::from_starts(starts, ids.device());
+  auto h = embed(ids);
+  if (packs_sequences(h)) {
+    h = h.reshape({1, B * T, h.size(-1)});
+    ModelScratchScope scope{*scratch_};
+    for (auto& b : blocks_) h = b->forward_packed(h, seqs);
+    packed_aux_ = torch::Tensor();
+    return head(final_norm_(h).view({B, T, -1}));
+  }
+  // Padded groups: each a whole forward (what one layer hands to later ones stays inside its group).
+  auto flat_ids = ids.reshape({-1, 1});
+  std::vector<torch::Tensor> parts;
+  torch::Tensor aux;
+  for (const auto& bk : seqs.buckets) {
+    auto hb = hidden(padded_rows(flat_ids, bk).squeeze(-1), nullptr);
+    parts.push_back(unpad_rows(hb, bk));
+    auto a = aux_loss();
+    if (a.defined()) {
+      auto weighted = a * (double(bk.packed.size(0)) / double(seqs.total()));
+      aux = aux.defined() ? aux + weighted : weighted;
+    }
+  }
+  auto packed = unbucket_rows(parts, seqs);
+  packed_aux_ = aux;
+  return head(packed.view({B, T, -1}));
+}
+
 torch::Tensor LanguageModelImpl::head(const torch::Tensor& h) {
   return cfg_.tie_embeddings ? torch::matmul(h, embed_->weight.t()) : lm_head_(h);
 }
@@ -228,16 +287,9 @@ torch::Tensor LanguageModelImpl::head(const torch::Tensor& h) {
 torch::Tensor LanguageModelImpl::hidden(const torch::Tensor& ids, ModelState* state) {
   if (ids.dim() != 2) throw Error("model input must be [batch, time] token ids");
   if (state && state->size() != blocks_.size()) *state = initial_state();
-  auto h = embed_(ids);
-  auto dtype = embed_->weight.scalar_type();
-  h = h.to(dtype);
-  if (embed_norm_) h = embed_norm_(h);
-  // What a layer hands to later layers lives for this forward only (ModelScratch).
-  struct ScratchScope {
-    ModelScratch& s;
-    ~ScratchScope() { s.tensors.clear(); }
-  } scope{*scratch_};
-  scratch_->tensors.clear();
+  packed_aux_ = torch::Tensor();
+  auto h = embed(ids);
+  ModelScratchScope scope{*scratch_};
   for (size_t i = 0; i < blocks_.size(); ++i) {
     LayerState* ls = state ? &(*state)[i] : nullptr;
     h = blocks_[i]->forward(h, ls);
@@ -246,7 +298,13 @@ torch::Tensor LanguageModelImpl::hidden(const torch::Tensor& ids, ModelState* st
   return final_norm_(h);
 }
 
+torch::Tensor LanguageModelImpl::embed(const torch::Tensor& ids) {
+  auto h = embed_(ids).to(embed_->weight.scalar_type());
+  return embed_norm_ ? embed_norm_(h) : h;
+}
+
 torch::Tensor LanguageModelImpl::aux_loss() const {
+  if (packed_aux_.defined()) return packed_aux_;
   torch::Tensor total;
   for (const auto& b : blocks_) {
     auto a = b->mixer->aux_loss();

@@ -10,6 +10,7 @@
 
 #include "core/common.h"
 #include "runtime/mixer.h"
+#include "runtime/packed_sequences.h"
 #include "runtime/hope/cms.h"
 #include "runtime/rwkv7/channel_mix.h"
 #include "runtime/layers.h"
@@ -61,6 +62,9 @@ struct BlockImpl : torch::nn::Module {
   // The mixer of cfg.layer_mixers()[layer_index]; `scratch` is the model's (MixerContext::scratch).
   BlockImpl(const ModelConfig& cfg, int64_t layer_index, std::shared_ptr<ModelScratch> scratch = nullptr);
   torch::Tensor forward(const torch::Tensor& h, LayerState* state);
+  // Packed sequences, h [1, N, d] (docs/models.md#packed-sequences): where packs_sequences(h) holds.
+  bool packs_sequences(const torch::Tensor& h) const;
+  torch::Tensor forward_packed(const torch::Tensor& h, const PackedSequences& seqs);
   BlockNorm mixer_norm{nullptr}, mlp_norm{nullptr};
   std::shared_ptr<Mixer> mixer;
   SwiGLU mlp{nullptr};
@@ -79,6 +83,15 @@ class LanguageModelImpl : public torch::nn::Module {
   // forward(ids).reshape({-1, V}).index_select(0, rows), without the LM head's work at the other positions (a
   // log-likelihood request scores only its continuation, engine/evaluation/loglikelihood.cpp).
   torch::Tensor forward_rows(const torch::Tensor& ids, const torch::Tensor& rows);
+  // Packed sequences (docs/models.md#packed-sequences): ids [B, T] and `starts` (bool [B, T], true where a new
+  // sequence begins; every row begins one) -> logits [B, T, V], each sequence read from the initial state, as if
+  // it were given alone. One row of B·T tokens through the mixers' packed forms where every mixer has one for these
+  // tensors (the fused kernels on a GPU); otherwise the sequences as right-padded rows grouped by length
+  // (padded_buckets), one forward per group, whose auxiliary losses are averaged with the groups' token counts as
+  // weights.
+  torch::Tensor forward_packed(const torch::Tensor& ids, const torch::Tensor& starts);
+  // Whether forward_packed takes the single-row route for inputs of this device and dtype.
+  bool packs_sequences(const torch::Tensor& like) const;
   ModelState initial_state() const { return ModelState(blocks_.size()); }
   torch::Tensor aux_loss() const;  // sum of the mixers' auxiliary losses of the last forward
   int64_t num_parameters() const;
@@ -93,6 +106,8 @@ class LanguageModelImpl : public torch::nn::Module {
   std::shared_ptr<ModelScratch> scratch_ = std::make_shared<ModelScratch>();
   torch::nn::Linear lm_head_{nullptr};  // only when embeddings are not tied
   torch::Tensor hidden(const torch::Tensor& ids, ModelState* state);  // the final norm's output [B, T, d]
+  torch::Tensor embed(const torch::Tensor& ids);                       // embedding (and embed_norm) [B, T, d]
+  torch::Tensor packed_aux_;  // the groups' weighted auxiliary loss of the last padded forward_packed
   torch::Tensor head(const torch::Tensor& h);                          // tied embedding or lm_head
 };
 TORCH_MODULE(LanguageModel);

@@ -1,4 +1,5 @@
 #include "runtime/recurrent_block.h"
+#include "runtime/packed_sequences.h"
 
 #include <cmath>
 
@@ -33,6 +34,14 @@ torch::Tensor HeadProjectionImpl::forward_keyed(const torch::Tensor& x, LayerSta
     y = torch::silu(y);
   }
   y = y.view({B, T, opt.n_heads, opt.head_dim});
+  return opt.l2_normalize ? l2norm(y) : y;
+}
+
+torch::Tensor HeadProjectionImpl::forward_packed(const torch::Tensor& x, const PackedSequences& seqs) {
+  auto y = proj(x);
+  if (opt.short_conv) y = conv->forward_packed(y, seqs);
+  else if (opt.silu) y = torch::silu(y);
+  y = y.view({1, x.size(1), opt.n_heads, opt.head_dim});
   return opt.l2_normalize ? l2norm(y) : y;
 }
 

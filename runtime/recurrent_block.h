@@ -41,6 +41,8 @@ struct HeadProjectionImpl : torch::nn::Module {
   // The same with the conv cache under `key`; detach = false keeps that cache differentiable (the tail of
   // [cache | proj(x)]), so that a later call's gradient reaches this one (the Titans/ATLAS MAC segments).
   torch::Tensor forward_keyed(const torch::Tensor& x, LayerState* state, const std::string& key, bool detach);
+  // Packed sequences, x [1, N, D] -> [1, N, H, d] (the short conv restarts at every sequence).
+  torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs);
   HeadProjectionOptions opt;
   std::string name;
   torch::nn::Linear proj{nullptr};

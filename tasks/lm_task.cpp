@@ -165,7 +165,7 @@ json lm_help() {
           {"seq_len", "training context T (windows of T + 1 tokens)"},
           {"sampler", "random (seeded random windows) | sequential (consecutive windows, epoch after epoch)"},
           {"packing", "windows cross document boundaries (true) or lie inside one document (false)"},
-          {"reset_state_at_bos", "split packed windows at BOS so every document starts from a fresh state"},
+          {"reset_state_at_bos", "read every document of a packed window from a fresh state (BOS starts a sequence)"},
           {"val_tokens", "validation tokens scored at each evaluation (0 = all)"},
           {"cache_dir", "token shards and trained tokenizers (default $MNEMO_CACHE_DIR or out/cache)"}};
 }

@@ -14,6 +14,7 @@
 #include "engine/config/run_config.h"
 #include "engine/training/trainer.h"
 #include "results/db.h"
+#include "runtime/packed_sequences.h"
 #include "runtime/registry.h"
 #include "tasks/lm_metrics.h"
 #include "tasks/lm_task.h"
@@ -132,17 +133,19 @@ TEST_CASE("corpus windows: packed random and sequential windows are slices of th
   auto rnd = make_corpus_source(shard, w, torch::kCPU);
   REQUIRE(torch::equal(rnd->batch(3, 0).input_ids, rnd->batch(3, 0).input_ids));
   REQUIRE_FALSE(torch::equal(rnd->batch(3, 0).input_ids, rnd->batch(3, 1).input_ids));
-  // reset_state_at_bos: no row holds a BOS after its first position; all labelled tokens are kept.
+  // reset_state_at_bos: the same windows, with every BOS marked as the start of a sequence; all tokens labelled.
+  w.seq_len = 200;  // longer than a document: every window crosses a boundary
+  auto whole = make_corpus_source(shard, w, torch::kCPU)->batch(0, 0);
+  REQUIRE_FALSE(whole.sequence_starts.defined());
   w.reset_at_bos = true;
   w.bos_id = d.tokenizer->bos_id();
-  w.pad_id = d.tokenizer->pad_id();
-  w.seq_len = 200;  // longer than a document: every window crosses a boundary
   auto split = make_corpus_source(shard, w, torch::kCPU);
   TrainBatch b = split->batch(0, 0);
-  REQUIRE(b.input_ids.size(0) > 3);
+  REQUIRE(torch::equal(b.input_ids, whole.input_ids));
+  REQUIRE(torch::equal(b.labels, whole.labels));
   REQUIRE(b.labelled == 3 * 200);
-  auto later = b.input_ids.narrow(1, 1, 199);
-  REQUIRE((later == w.bos_id).sum().item<int64_t>() == 0);
+  REQUIRE(torch::equal(b.sequence_starts, b.input_ids == w.bos_id));
+  REQUIRE(b.sequence_starts.narrow(1, 1, 199).any().item<bool>());
   // Packing off: every window lies inside one document; too long a context is an error.
   w.reset_at_bos = false;
   w.packing = false;
@@ -180,6 +183,39 @@ TEST_CASE("gradient accumulation equals one big batch (fp64): 2 x 4 sequences ==
   }
   acc["grad_accum"] = 0;
   REQUIRE_THROWS_WITH(train(acc, opt), Catch::Contains("grad_accum"));
+}
+
+TEST_CASE("reset_state_at_bos trains every document from a fresh state: Gated DeltaNet's packed form and padded "
+          "groups give the same weights (fp64)",
+          "[lm][packed]") {
+  test::DefaultDtype f64(caffe2::TypeMeta::Make<double>());
+  auto corpus = write_corpus("lm_reset_bos", 12, 8);  // documents shorter than a window
+  auto dir = corpus.parent_path();
+  TrainOptions opt;
+  opt.db_path = (dir / "a.sqlite").string();
+  opt.quiet = true;
+  json cfg = lm_run("gated_deltanet", corpus);
+  cfg["reset_state_at_bos"] = true;
+  cfg["seq_len"] = 48;
+  cfg["steps"] = 3;
+  opt.out_dir = (dir / "padded").string();
+  auto padded = train(cfg, opt);
+  opt.out_dir = (dir / "packed").string();
+  TrainResult packed;
+  {
+    const PackedHostFormsScope host_forms;  // the route of a GPU: the fused chunk form with cu_seqlens
+    packed = train(cfg, opt);
+  }
+  REQUIRE(packed.final_train_loss == Approx(padded.final_train_loss).epsilon(1e-12));
+  auto wa = weights((dir / "packed").string()), wb = weights((dir / "padded").string());
+  for (const auto& [k, v] : wb) {
+    INFO(k);
+    REQUIRE(test::max_rel_err(wa.at(k), v, 1e-8) < 1e-10);
+  }
+  // The same run without the reset reads across documents: another loss.
+  cfg["reset_state_at_bos"] = false;
+  opt.out_dir = (dir / "across").string();
+  REQUIRE(train(cfg, opt).final_train_loss != Approx(padded.final_train_loss).epsilon(1e-9));
 }
 
 TEST_CASE("language-model resume is bit-exact on CPU (weights, metric rows)", "[lm][resume]") {

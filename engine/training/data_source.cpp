@@ -97,35 +97,18 @@ class CorpusSource : public DataSource {
 
   TrainBatch batch(int64_t step, int64_t micro) override {
     const int64_t T = o_.seq_len, B = o_.batch_size, row0 = (step * o_.grad_accum + micro) * B;
+    auto ids = torch::empty({B, T}, torch::kInt64), lab = torch::empty({B, T}, torch::kInt64);
     std::vector<int64_t> win(size_t(T + 1));
-    std::vector<std::vector<int64_t>> inputs, labels;
     for (int64_t j = 0; j < B; ++j) {
       shard_.read(window_start(row0 + j), T + 1, win.data());
-      if (!o_.reset_at_bos) {
-        inputs.emplace_back(win.begin(), win.end() - 1);
-        labels.emplace_back(win.begin() + 1, win.end());
-        continue;
-      }
-      // Segments [s, e) of the window's inputs, cut before every BOS after position 0.
-      int64_t s = 0;
-      for (int64_t p = 1; p <= T; ++p)
-        if (p == T || win[size_t(p)] == o_.bos_id) {
-          inputs.emplace_back(win.begin() + s, win.begin() + p);
-          labels.emplace_back(win.begin() + s + 1, win.begin() + p + 1);
-          s = p;
-        }
+      std::copy(win.begin(), win.end() - 1, ids.data_ptr<int64_t>() + j * T);
+      std::copy(win.begin() + 1, win.end(), lab.data_ptr<int64_t>() + j * T);
     }
-    const int64_t rows = int64_t(inputs.size());
-    auto ids = torch::full({rows, T}, o_.pad_id, torch::kInt64);
-    auto lab = torch::full({rows, T}, -100, torch::kInt64);
-    int64_t labelled = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t n = int64_t(inputs[r].size());
-      std::copy(inputs[r].begin(), inputs[r].end(), ids.data_ptr<int64_t>() + r * T);
-      std::copy(labels[r].begin(), labels[r].end(), lab.data_ptr<int64_t>() + r * T);
-      labelled += n;
-    }
-    return {to_device(ids, device_), to_device(lab, device_), B * T, labelled};
+    TrainBatch b{to_device(ids, device_), to_device(lab, device_), B * T, B * T};
+    // reset_state_at_bos: a document starts at every BOS (and every row starts a sequence); the last token before
+    // a BOS keeps its label, the BOS, as in the stream.
+    if (o_.reset_at_bos) b.sequence_starts = ids == o_.bos_id;
+    return b;
   }
 
   json position(int64_t steps) const override {
@@ -195,6 +178,7 @@ class RankShare : public DataSource {
     TrainBatch mine;
     mine.input_ids = all.input_ids.narrow(0, r0, r1 - r0);
     mine.labels = all.labels.narrow(0, r0, r1 - r0);
+    if (all.sequence_starts.defined()) mine.sequence_starts = all.sequence_starts.narrow(0, r0, r1 - r0);
     mine.tokens = all.tokens * (r1 - r0) / rows;
     mine.labelled = (mine.labels != -100).sum().item<int64_t>();
     mine.labelled_all_ranks = all.labelled;

@@ -21,6 +21,8 @@ struct TrainBatch {
   int64_t labelled = 0;     // positions with a label (the loss's denominator)
   int64_t labelled_all_ranks = -1;  // data-parallel: labelled positions of the whole micro-batch, every rank's
                                     // share together (-1: this batch is the whole micro-batch)
+  torch::Tensor sequence_starts;  // bool [B, T] on the CPU, true where a document starts (reset_state_at_bos);
+                                  // undefined: each row is one sequence
 };
 
 class DataSource {
@@ -40,13 +42,14 @@ std::unique_ptr<DataSource> make_token_task_source(const TokenTask& task, int64_
 // Corpus windows of seq_len + 1 tokens from `shard` (docs/tasks.md#language-modelling): `sampler` "random" (uniform
 // start positions, seeded per row) or "sequential" (consecutive windows [kT, kT + T], epoch after epoch);
 // packing off keeps every window inside one document (Error when no document has seq_len + 1 tokens);
-// reset_at_bos splits each window at its BOS tokens into right-padded rows that start from a fresh state.
+// reset_at_bos marks each window's BOS tokens as sequence starts: the model reads every document from a fresh state
+// (docs/models.md#packed-sequences).
 struct CorpusWindows {
   int64_t seq_len = 0, batch_size = 1, grad_accum = 1;
   uint64_t seed = 0;
   std::string sampler = "random";
   bool packing = true, reset_at_bos = false;
-  int64_t bos_id = -1, pad_id = 0;
+  int64_t bos_id = -1;
 };
 std::unique_ptr<DataSource> make_corpus_source(const TokenShard& shard, const CorpusWindows& opt,
                                                const torch::Device& device);

@@ -100,7 +100,6 @@ std::unique_ptr<DataSource> make_source(const RunData& d, const json& cfg, const
   w.packing = cfg.at("packing");
   w.reset_at_bos = cfg.at("reset_state_at_bos");
   w.bos_id = d.lm.tokenizer->bos_id();
-  w.pad_id = d.lm.tokenizer->pad_id();
   return make_corpus_source(*d.lm.train, w, device);
 }
 
@@ -121,6 +120,13 @@ struct StepResult {
   double data_s = 0;   // seconds spent drawing the micro-batches (the data-wait share of a step)
   bool stop = false;   // a rank was asked to stop (SIGINT / SIGTERM) during the step
 };
+// reset_state_at_bos: every document of the windows from the initial state (docs/models.md#packed-sequences).
+torch::Tensor packed_forward(Backbone& model, const TrainBatch& b) {
+  if (!model.forward_packed)
+    throw Error("reset_state_at_bos: the " + model.kind + " backbone cannot restart its state inside a row");
+  return model.forward_packed(b.input_ids, b.sequence_starts);
+}
+
 StepResult optimiser_step(Backbone& model, torch::optim::Optimizer& optimizer, DataSource& data, int64_t step,
                           int64_t accum, double clip, const torch::Device& device, Precision precision,
                           Distributed* dist) {
@@ -142,7 +148,7 @@ StepResult optimiser_step(Backbone& model, torch::optim::Optimizer& optimizer, D
     torch::Tensor loss, aux;
     {
       const AutocastScope autocast(device, precision);  // forward and loss; backward outside (as torch.amp)
-      auto logits = model.forward(b.input_ids);
+      auto logits = b.sequence_starts.defined() ? packed_forward(model, b) : model.forward(b.input_ids);
       // One rank, accum 1: the mean, as before gradient accumulation existed (identical numbers); else the sum over the step's labels.
       loss = accum == 1 && world == 1 ? token_loss(logits, b.labels)
                                       : token_loss_sum(logits, b.labels) / double(std::max<int64_t>(1, labelled));

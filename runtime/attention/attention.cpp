@@ -6,6 +6,7 @@
 #include "runtime/kernels/fused_cpu.h"
 #include "runtime/kernels/precision.h"
 #include "runtime/attention/fla_names.h"
+#include "runtime/packed_sequences.h"
 #include "runtime/registry.h"
 
 namespace mnemo {
@@ -170,6 +171,37 @@ torch::Tensor AttentionMixer::forward(const torch::Tensor& x, LayerState* state)
   }
   auto y = blocked_attention(q, k, v, offset, k_offset, args_.window, args_.q_block);
   return o_proj_(y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));
+}
+
+bool AttentionMixer::packs_sequences(const torch::Tensor& x) const { return packed_forms_enabled(x, true); }
+
+torch::Tensor AttentionMixer::forward_packed(const torch::Tensor& x, const PackedSequences& seqs) {
+  const int64_t N = x.size(1);
+  auto q = q_proj_(x), k = k_proj_(x), v = v_proj_(x);  // [1, N, H * D]
+  if (args_.short_conv) {
+    q = q_conv_->forward_packed(q, seqs);
+    k = k_conv_->forward_packed(k, seqs);
+    v = v_conv_->forward_packed(v, seqs);
+  }
+  q = q.view({N, -1}), k = k.view({N, -1}), v = v.view({N, -1});
+  std::vector<torch::Tensor> parts;
+  for (const auto& b : seqs.buckets) {
+    auto heads = [&](const torch::Tensor& t, int64_t h) {  // [rows, h, length, D], every row from position 0
+      return padded_rows(t, b).view({b.rows, b.length, h, head_dim_}).transpose(1, 2);
+    };
+    auto qb = heads(q, n_heads_), kb = heads(k, n_kv_heads_), vb = heads(v, n_kv_heads_);
+    if (args_.rope) {
+      qb = apply_rope(qb, 0, args_.rope_theta);
+      kb = apply_rope(kb, 0, args_.rope_theta);
+    }
+    if (n_kv_heads_ != n_heads_) {
+      kb = kb.repeat_interleave(n_heads_ / n_kv_heads_, 1);
+      vb = vb.repeat_interleave(n_heads_ / n_kv_heads_, 1);
+    }
+    auto y = blocked_attention(qb, kb, vb, 0, 0, args_.window, args_.q_block);  // [rows, H, length, D]
+    parts.push_back(unpad_rows(y.transpose(1, 2).reshape({b.rows, b.length, n_heads_ * head_dim_}), b));
+  }
+  return o_proj_(unbucket_rows(parts, seqs).view({1, N, n_heads_ * head_dim_}));
 }
 
 namespace {

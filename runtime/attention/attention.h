@@ -45,6 +45,11 @@ class AttentionMixer : public Mixer {
  public:
   AttentionMixer(const MixerContext& ctx, const AttentionArgs& args);
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override;
+  // Packed sequences (docs/models.md#packed-sequences): projections, short convs and the output over the packed
+  // row, the attention itself over each length group's right-padded rows. Taken on CUDA tensors, where it lets a
+  // hybrid's recurrent layers run their kernels on the packed row.
+  bool packs_sequences(const torch::Tensor& x) const override;
+  torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) override;
 
  private:
   // Keys/values of the cache in chronological order + the new ones; updates the cache.

@@ -12,6 +12,7 @@
 #include "runtime/delta_rule/delta_rule.h"
 #include "runtime/kernels/precision.h"
 #include "runtime/no_weight_decay.h"
+#include "runtime/packed_sequences.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/delta_rule/fla_names.h"
 #include "runtime/registry.h"
@@ -119,13 +120,9 @@ class DeltaRuleMixer : public Mixer, public DeclaresNoWeightDecay {
   }
 
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
-    const int64_t B = x.size(0), T = x.size(1);
+    const int64_t T = x.size(1);
     auto q = q_proj_(x, state), k = k_proj_(x, state), v = v_proj_(x, state);  // [B, T, H, d]
-    const auto dt = recurrence_dtype(x);
-    auto beta = torch::sigmoid(b_proj_(x).to(dt));  // [B, T, H]
-    if (opt_.allow_neg_eigval) beta = beta * 2.0;
-    torch::Tensor g;
-    if (gated_) g = -A_log_.to(dt).exp() * torch::softplus(a_proj_(x).to(dt) + dt_bias_.to(dt));
+    auto [beta, g] = gates(x);
 
     torch::Tensor h0;
     if (state && state->has("memory")) h0 = state->at("memory");
@@ -137,12 +134,40 @@ class DeltaRuleMixer : public Mixer, public DeclaresNoWeightDecay {
                                               : delta_rule_chunk(q, k, v, beta, g, h0, scale, opt_.chunk_size);
     if (state) state->tensors["memory"] = r.final_state.detach();
 
-    auto y = r.o.to(x.scalar_type());  // [B, T, H, d_v]
+    return output(r.o, x);
+  }
+
+  // Packed sequences: the fused chunk form with cu_seqlens (the CUDA kernel on a GPU, docs/models.md#packed-sequences).
+  bool packs_sequences(const torch::Tensor& x) const override {
+    return opt_.form == "chunk" && packed_forms_enabled(x, delta_rule_fused_on_device(x));
+  }
+  torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) override {
+    auto q = q_proj_->forward_packed(x, seqs), k = k_proj_->forward_packed(x, seqs),
+         v = v_proj_->forward_packed(x, seqs);
+    auto [beta, g] = gates(x);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(layout_.d_k));
+    auto r = delta_rule_chunk_fused(q, k, v, beta, g, {}, scale, opt_.chunk_size, seqs.cu_seqlens);
+    return output(r.o, x);
+  }
+
+ private:
+  // β [B, T, H] and the log decay g (undefined for DeltaNet), in the recurrence precision.
+  std::pair<torch::Tensor, torch::Tensor> gates(const torch::Tensor& x) {
+    const auto dt = recurrence_dtype(x);
+    auto beta = torch::sigmoid(b_proj_(x).to(dt));
+    if (opt_.allow_neg_eigval) beta = beta * 2.0;
+    torch::Tensor g;
+    if (gated_) g = -A_log_.to(dt).exp() * torch::softplus(a_proj_(x).to(dt) + dt_bias_.to(dt));
+    return {beta, g};
+  }
+  // The delta rule's output o [B, T, H, d_v] through the (gated) per-head norm and W_o.
+  torch::Tensor output(const torch::Tensor& o, const torch::Tensor& x) {
+    const int64_t B = x.size(0), T = x.size(1);
+    auto y = o.to(x.scalar_type());
     if (gated_output_) return gated_output_(y, x);
     return o_proj_(norm_(y).reshape({B, T, layout_.heads * layout_.d_v}));
   }
 
- private:
   struct Options {
     std::string family;
     int64_t num_heads, head_dim;

@@ -7,6 +7,7 @@
 
 #include "runtime/gla/gla.h"
 #include "runtime/blocks/mixer_common.h"
+#include "runtime/packed_sequences.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/gla/fla_names.h"
 #include "runtime/registry.h"
@@ -73,6 +74,19 @@ class GlaMixer : public Mixer {
                  ? gla_chunk_fused(q, k, v, gk, GlaGate::kKeyWise, scale, s0, args_.chunk_size)
                  : gla_chunk(q, k, v, gk, scale, s0, args_.chunk_size, args_.gla_sub_chunk);
     if (state) state->tensors["memory"] = r.final_state.detach();
+    return out_(r.o, x);
+  }
+
+  // Packed sequences: the fused chunk form with cu_seqlens (the CUDA kernel on a GPU, docs/models.md#packed-sequences).
+  bool packs_sequences(const torch::Tensor& x) const override {
+    return args_.form == "chunk" && packed_forms_enabled(x, gla_fused_kernel_available(x));
+  }
+  torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) override {
+    auto q = q_->forward_packed(x, seqs), k = k_->forward_packed(x, seqs), v = v_->forward_packed(x, seqs);
+    auto logits = gate_up_(gate_down_(x)).view({1, x.size(1), H_, dk_});
+    auto gk = torch::log_sigmoid(logits.to(recurrence_dtype(x))) / args_.gla_gate_normalizer;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
+    auto r = gla_chunk_fused(q, k, v, gk, GlaGate::kKeyWise, scale, {}, args_.chunk_size, seqs.cu_seqlens);
     return out_(r.o, x);
   }
 

@@ -9,6 +9,7 @@
 #include "runtime/blocks/mixer_common.h"
 #include "runtime/mamba2/mamba2.h"
 #include "runtime/no_weight_decay.h"
+#include "runtime/packed_sequences.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
 
@@ -96,41 +97,68 @@ class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
   std::vector<std::string> no_weight_decay() const override { return {"A_log", "dt_bias"}; }
 
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
-    const int64_t B = x.size(0), T = x.size(1);
-    auto zxbcdt = in_proj_(x);
-    auto z = zxbcdt.narrow(-1, 0, d_inner_);
-    auto xBC = zxbcdt.narrow(-1, d_inner_, d_inner_ + 2 * G_ * N_);
-    auto dt_raw = zxbcdt.narrow(-1, 2 * d_inner_ + 2 * G_ * N_, H_);
-    xBC = torch::silu(conv_(xBC, state, "conv_xBC") + conv_bias_.to(x.scalar_type()));
-    auto xs = xBC.narrow(-1, 0, d_inner_).view({B, T, H_, P_});
-    auto Bm = xBC.narrow(-1, d_inner_, G_ * N_).view({B, T, G_, N_});
-    auto Cm = xBC.narrow(-1, d_inner_ + G_ * N_, G_ * N_).view({B, T, G_, N_});
-    const auto ct = recurrence_dtype(x);
-    auto dt = torch::softplus(dt_raw.to(ct) + dt_bias_.to(ct));  // [B, T, H]
-    auto A = -torch::exp(A_log_.to(ct));
+    const int64_t T = x.size(1);
+    auto in = inputs(x, [&](const torch::Tensor& xBC) { return conv_(xBC, state, "conv_xBC"); });
     auto s0 = state_or_empty(state, "memory");
     RecurrentResult r;
-    if (use_chunked_kernel(args_.form, state, T) && xs.is_cuda() && mamba2_fused_kernel_available(xs)) {
+    if (use_chunked_kernel(args_.form, state, T) && in.xs.is_cuda() && mamba2_fused_kernel_available(in.xs)) {
       // On a GPU: the gated-linear-attention fused chunk kernel with the scalar gate a = A·dt.
-      r = mamba2_ssd_chunk_fused(xs, dt, A, Bm, Cm, s0, args_.chunk_size);
+      r = mamba2_ssd_chunk_fused(in.xs, in.dt, in.A, in.Bm, in.Cm, s0, args_.chunk_size);
     } else if (use_chunked_kernel(args_.form, state, T)) {
       // The chunked kernel takes B, C per group (C Bᵀ once per group, heads batched per group).
-      r = mamba2_ssd_chunk_grouped(xs, dt, A, Bm, Cm, s0, args_.chunk_size);
+      r = mamba2_ssd_chunk_grouped(in.xs, in.dt, in.A, in.Bm, in.Cm, s0, args_.chunk_size);
     } else {
+      auto Bm = in.Bm, Cm = in.Cm;
       if (G_ != H_) {
         Bm = Bm.repeat_interleave(H_ / G_, 2);
         Cm = Cm.repeat_interleave(H_ / G_, 2);
       }
-      r = mamba2_ssd_recurrent(xs, dt, A, Bm, Cm, s0);
+      r = mamba2_ssd_recurrent(in.xs, in.dt, in.A, Bm, Cm, s0);
     }
     if (state) state->tensors["memory"] = r.final_state.detach();
-    auto y = r.o;
-    if (D_.defined()) y = y + xs * D_.to(y.scalar_type()).view({1, 1, H_, 1});
-    // Gate then norm (docs/models.md#shared-building-blocks, Mamba2 variant).
-    return out_proj_(mamba_gated_norm(y.reshape({B, T, d_inner_}), z, norm_weight_, G_, args_.mamba_norm_eps));
+    return output(r.o, in);
+  }
+
+  // Packed sequences: the fused chunk form with cu_seqlens (the CUDA kernel on a GPU, docs/models.md#packed-sequences).
+  bool packs_sequences(const torch::Tensor& x) const override {
+    return args_.form == "chunk" && packed_forms_enabled(x, mamba2_fused_kernel_available(x));
+  }
+  torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) override {
+    auto in = inputs(x, [&](const torch::Tensor& xBC) { return conv_->forward_packed(xBC, seqs); });
+    auto r = mamba2_ssd_chunk_fused(in.xs, in.dt, in.A, in.Bm, in.Cm, {}, args_.chunk_size, seqs.cu_seqlens);
+    return output(r.o, in);
   }
 
  private:
+  // in_proj -> [z, xBC, dt]; SiLU(conv(xBC) + bias) -> x, B, C per head / group; dt = softplus(dt + dt_bias).
+  struct SsdInputs {
+    torch::Tensor z, xs, Bm, Cm, dt, A;
+  };
+  template <class Conv>
+  SsdInputs inputs(const torch::Tensor& x, Conv&& conv) {
+    const int64_t B = x.size(0), T = x.size(1);
+    auto zxbcdt = in_proj_(x);
+    SsdInputs in;
+    in.z = zxbcdt.narrow(-1, 0, d_inner_);
+    auto xBC = zxbcdt.narrow(-1, d_inner_, d_inner_ + 2 * G_ * N_);
+    auto dt_raw = zxbcdt.narrow(-1, 2 * d_inner_ + 2 * G_ * N_, H_);
+    xBC = torch::silu(conv(xBC) + conv_bias_.to(x.scalar_type()));
+    in.xs = xBC.narrow(-1, 0, d_inner_).view({B, T, H_, P_});
+    in.Bm = xBC.narrow(-1, d_inner_, G_ * N_).view({B, T, G_, N_});
+    in.Cm = xBC.narrow(-1, d_inner_ + G_ * N_, G_ * N_).view({B, T, G_, N_});
+    const auto ct = recurrence_dtype(x);
+    in.dt = torch::softplus(dt_raw.to(ct) + dt_bias_.to(ct));  // [B, T, H]
+    in.A = -torch::exp(A_log_.to(ct));
+    return in;
+  }
+  // y + D ⊙ x, then gate and norm (docs/models.md#shared-building-blocks, Mamba2 variant) and out_proj.
+  torch::Tensor output(const torch::Tensor& o, const SsdInputs& in) {
+    const int64_t B = in.xs.size(0), T = in.xs.size(1);
+    auto y = o;
+    if (D_.defined()) y = y + in.xs * D_.to(y.scalar_type()).view({1, 1, H_, 1});
+    return out_proj_(mamba_gated_norm(y.reshape({B, T, d_inner_}), in.z, norm_weight_, G_, args_.mamba_norm_eps));
+  }
+
   Mamba2Args args_;
   int64_t d_inner_ = 0, P_ = 0, H_ = 0, G_ = 0, N_ = 0;
   torch::nn::Linear in_proj_{nullptr}, out_proj_{nullptr};
