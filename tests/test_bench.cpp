@@ -128,6 +128,37 @@ TEST_CASE("bench: tiny fwd, fwdbwd and decode measurements", "[bench]") {
   CHECK(d16["prefill_ms"].get<double>() > 0);
 }
 
+TEST_CASE("bench: --doc-len times packed documents (each from a fresh state) and names what it cannot do",
+          "[bench][packed]") {
+  BenchOptions opt;
+  opt.model = "gated_deltanet";
+  opt.seq_lens = {64};
+  opt.modes = {"fwd", "fwdbwd"};
+  opt.batch = 2;
+  opt.d_model = 32;
+  opt.n_heads = 2;
+  opt.warmup = 1;
+  opt.repeats = 2;
+  opt.device = "cpu";
+  opt.doc_len = 16;
+  auto rows = run_benchmarks(opt, [](const BenchRow&) {});
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].mode == "fwd_packed");
+  CHECK(rows[1].mode == "fwdbwd_packed");
+  json c = json::parse(rows[1].config_json);
+  CHECK(c["doc_len"] == 16);
+  CHECK(c["packed_route"] == "padded groups");  // a CPU model: the tensor chunk forms over length groups
+  CHECK(bench_method_text(opt, torch::kCPU).find("mean 16") != std::string::npos);
+  opt.modes = {"decode"};
+  REQUIRE_THROWS_WITH(validate(opt), Catch::Contains("--doc-len times fwd and fwdbwd"));
+  opt.modes = {"fwd"};
+  opt.scope = "mixer";
+  REQUIRE_THROWS_WITH(validate(opt), Catch::Contains("--doc-len times whole models"));
+  opt.scope = "model";
+  opt.doc_len = -1;
+  REQUIRE_THROWS_WITH(validate(opt), Catch::Contains("--doc-len must be >= 0"));
+}
+
 TEST_CASE("bench: mixer scope times the first layer's mixer alone, decode state flat for a recurrent mixer",
           "[bench]") {
   BenchOptions opt;

@@ -172,6 +172,13 @@ void validate(const BenchOptions& opt) {
     for (const auto& m : opt.modes)
       if (m == "decode") throw Error("bench: --cuda-graph times fwd and fwdbwd, not --mode decode");
   }
+  if (opt.doc_len < 0) throw Error("bench: --doc-len must be >= 0 (0: one sequence a row), got " + std::to_string(opt.doc_len));
+  if (opt.doc_len > 0) {
+    if (opt.scope != "model") throw Error("bench: --doc-len times whole models (--scope model), not '" + opt.scope + "'");
+    if (opt.cuda_graph) throw Error("bench: --doc-len and --cuda-graph do not go together (the packed kernels read the document bounds on the host)");
+    for (const auto& m : opt.modes)
+      if (m == "decode") throw Error("bench: --doc-len times fwd and fwdbwd, not --mode decode");
+  }
   if (!opt.form.empty() && opt.form != "chunk" && opt.form != "recurrent")
     throw Error("bench: --form '" + opt.form + "' is not one of chunk, recurrent");
   if (opt.device != "auto" && opt.device != "cpu" && opt.device.rfind("cuda", 0) != 0)
@@ -234,6 +241,8 @@ MeasureSpec measure_spec(const BenchOptions& opt) {
   spec.precision = opt.precision;
   spec.on_timed = opt.on_timed;
   spec.cuda_graph = opt.cuda_graph;
+  spec.doc_len = opt.doc_len;
+  spec.seed = opt.seed;
   return spec;
 }
 
@@ -251,6 +260,10 @@ std::string bench_method_text(const BenchOptions& opt, const torch::Device& devi
       << (opt.scope == "mixer" ? ", scope mixer (first layer's mixer alone on random [B, T, d_model] input; "
                                  "fwdbwd = backward of mean(y^2), no optimiser step; no GFLOP/s estimate)"
                                : "")
+      << (opt.doc_len > 0 ? ", documents of 1 to " + std::to_string(2 * opt.doc_len - 1) +
+                                " tokens (mean " + std::to_string(opt.doc_len) +
+                                ") packed in each row, each from a fresh state (reset_state_at_bos)"
+                          : "")
       << "\n";
   }
   s << "  device " << device.str() << ", precision "
@@ -317,7 +330,7 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
       BenchRow r = timed_row(conditions, device, st, opt.repeats);
       if (opt.precision == "bf16") r.dtype = "bf16-autocast";
       r.model = opt.model;
-      r.mode = first_mixer ? "mixer_" + mode : (opt.cuda_graph ? mode + "_graph" : mode);
+      r.mode = first_mixer ? "mixer_" + mode : opt.cuda_graph ? mode + "_graph" : opt.doc_len > 0 ? mode + "_packed" : mode;
       r.form = opt.form;
       r.seq_len = T;
       r.batch = opt.batch;
@@ -336,6 +349,10 @@ std::vector<BenchRow> run_benchmarks(const BenchOptions& opt,
       extra["peak_mem_method"] = PeakMemoryProbe(device).method();
       extra["scope"] = opt.scope;
       extra["cuda_graph"] = opt.cuda_graph;
+      if (opt.doc_len > 0) {
+        extra["doc_len"] = opt.doc_len;
+        extra["packed_route"] = model->packs_sequences(torch::empty({0}, device)) ? "one row" : "padded groups";
+      }
       extra["cpu_allocator"] = conditions.cpu_allocator;
       extra["denormals"] = conditions.denormals;
       if (first_mixer) extra["mixer"] = mc.layer_mixers().front();

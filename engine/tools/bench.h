@@ -43,6 +43,10 @@ struct BenchOptions {
   // Model scope on CUDA, fwd and fwdbwd: capture the step once as a CUDA graph after the warm-up and time its
   // replays; rows get mode "fwd_graph" / "fwdbwd_graph".
   bool cuda_graph = false;
+  // Model scope, fwd and fwdbwd: > 0 cuts each row into documents of 1 to 2·doc_len − 1 tokens (mean doc_len, drawn
+  // from the seed) and runs them as packed sequences, each from the initial state, as reset_state_at_bos trains
+  // (LanguageModel::forward_packed, docs/models.md#packed-sequences); rows get mode "fwd_packed" / "fwdbwd_packed".
+  int64_t doc_len = 0;
   // Called with true just before the first timed repetition of each measurement and with false after its last
   // (bench --profile profiles only these); empty = nothing.
   std::function<void(bool begin)> on_timed;

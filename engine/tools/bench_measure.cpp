@@ -4,6 +4,7 @@
 #include "engine/tools/bench_measure.h"
 
 #include <algorithm>
+#include <random>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -63,6 +64,17 @@ Measured measure_model(LanguageModel& model, const MeasureSpec& opt, const std::
     model->eval();
   }
   torch::Tensor targets = torch::randint(0, opt.vocab_size, {opt.batch, T}, long_opts);
+  // --doc-len: documents of 1 .. 2·doc_len − 1 tokens back to back in every row (a row's start begins one too).
+  torch::Tensor starts;
+  if (opt.doc_len > 0) {
+    starts = torch::zeros({opt.batch, T}, torch::kBool);
+    auto* s = starts.data_ptr<bool>();
+    std::mt19937_64 rng(opt.seed);
+    std::uniform_int_distribution<int64_t> len(1, 2 * opt.doc_len - 1);
+    for (int64_t b = 0; b < opt.batch; ++b)
+      for (int64_t t = len(rng); t < T; t += len(rng)) s[b * T + t] = true;
+  }
+  auto forward = [&]() { return starts.defined() ? model->forward_packed(tokens, starts) : model->forward(tokens); };
 
   const Precision precision = parse_precision(opt.precision);
   const bool graphed = opt.cuda_graph && mode != "decode";
@@ -72,7 +84,7 @@ Measured measure_model(LanguageModel& model, const MeasureSpec& opt, const std::
     if (mode == "fwd") {
       torch::NoGradGuard no_grad;
       const AutocastScope autocast(device, precision);
-      model->forward(tokens);
+      forward();
       return;
     }
     if (graphed)
@@ -82,7 +94,7 @@ Measured measure_model(LanguageModel& model, const MeasureSpec& opt, const std::
     torch::Tensor loss, aux;
     {
       const AutocastScope autocast(device, precision);
-      torch::Tensor logits = model->forward(tokens);
+      torch::Tensor logits = forward();
       loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
                                                   targets.reshape({-1}));
       aux = model->aux_loss();

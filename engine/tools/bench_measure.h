@@ -22,6 +22,8 @@ struct MeasureSpec {
   // Model scope, fwd and fwdbwd on CUDA: the step captured once as a CUDA graph (engine/training/cuda_graph.h)
   // after the warm-up, each repetition one replay.
   bool cuda_graph = false;
+  int64_t doc_len = 0;  // > 0: packed documents of this mean length (BenchOptions::doc_len)
+  uint64_t seed = 0;    // of the document lengths
 };
 
 // Peak memory of a measurement: CPU = growth of VmHWM over the starting VmRSS (VmHWM is reset
