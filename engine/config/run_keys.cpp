@@ -53,6 +53,10 @@ std::vector<RunKey> make_run_keys() {
        "micro-batches per optimiser step (each of batch_size sequences; equal to one batch of batch_size x "
        "grad_accum)",
        Group::training, count_from(1)},
+      {"cuda_graph", false,
+       "CUDA: capture the training step (forward, backward, clip, AdamW) once as a CUDA graph and replay it every "
+       "step; one batch shape, grad_accum 1, one process, no reset_state_at_bos (docs/gpu.md#cuda-graphs)",
+       Group::training, std::nullopt, kWatching},
       {"warmup_steps", -1, "linear warm-up in steps (-1 = use warmup_frac)", Group::training, count_from(-1)},
       {"primary_metric", "",
        "held-out metric for best_* and the progress line (default: accuracy for token tasks, ppl for lm)",

@@ -45,6 +45,21 @@ namespace {
 
 }  // namespace
 
+torch::optim::AdamWParamState& adamw_state(torch::optim::AdamW& optimizer, const torch::Tensor& p) {
+  auto& states = optimizer.state();
+  using Key = std::decay_t<decltype(states)>::key_type;
+  const Key key = state_key(p, Key{});
+  auto it = states.find(key);
+  if (it == states.end()) {
+    auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+    fresh->step(0);
+    fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    it = states.emplace(key, std::move(fresh)).first;
+  }
+  return static_cast<torch::optim::AdamWParamState&>(*it->second);
+}
+
 bool MultiTensorAdamW::fusable() const {
   if (!torch_compat::has_fused_adamw()) return false;
   for (const auto& group : param_groups()) {

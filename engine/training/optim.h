@@ -40,6 +40,10 @@ class MultiTensorAdamW : public torch::optim::AdamW {
   bool last_step_fused_ = false;
 };
 
+// The AdamW state of parameter `p` (step, exp_avg, exp_avg_sq), made (step 0, zero moments) where the optimiser has
+// none yet: what the first step would make.
+torch::optim::AdamWParamState& adamw_state(torch::optim::AdamW& optimizer, const torch::Tensor& p);
+
 // AdamW (a MultiTensorAdamW) over the model's trainable parameters: two groups, with and without weight decay.
 std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, const json& cfg);
 

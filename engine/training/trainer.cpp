@@ -24,6 +24,7 @@
 #include "engine/evaluation/token_eval.h"
 #include "results/db.h"
 #include "runtime/device.h"
+#include "engine/training/static_step.h"
 #include "runtime/mixed_precision.h"
 #include "runtime/model.h"
 #include "tasks/lm_task.h"
@@ -120,6 +121,22 @@ struct StepResult {
   double data_s = 0;   // seconds spent drawing the micro-batches (the data-wait share of a step)
   bool stop = false;   // a rank was asked to stop (SIGINT / SIGTERM) during the step
 };
+StepResult graphed_step(StaticTrainStep& graphed, DataSource& data, int64_t step, double lr) {
+  StepResult r;
+  const double t0 = wall_seconds();
+  const TrainBatch b = data.batch(step, 0);
+  r.data_s = wall_seconds() - t0;
+  const auto v = graphed.run(b, lr);
+  r.loss = v.loss;
+  if (std::isfinite(v.aux)) r.aux = v.aux;
+  r.grad_norm = v.grad_norm;
+  r.tokens = b.tokens;
+  if (!std::isfinite(r.loss))
+    throw Error("loss is " + std::to_string(r.loss) + " at step " + std::to_string(step + 1) +
+                "; lower lr or check the model");
+  return r;
+}
+
 // reset_state_at_bos: every document of the windows from the initial state (docs/models.md#packed-sequences).
 torch::Tensor packed_forward(Backbone& model, const TrainBatch& b) {
   if (!model.forward_packed)
@@ -297,6 +314,24 @@ void start_run_row(RunRecord& rec, ResultsDB& db, const json& cfg, const std::st
                                                              "run start")[0]);
 }
 
+// cuda_graph: the step on static tensors, captured once (engine/training/static_step.h); the checks name what a
+// captured step cannot do.
+std::unique_ptr<StaticTrainStep> make_graphed_step(const json& cfg, RunParts& p, int64_t step, double clip,
+                                                   const torch::Device& device, Precision precision,
+                                                   const Distributed* dist) {
+  if (!cfg.at("cuda_graph").get<bool>()) return nullptr;
+  if (!device.is_cuda())
+    throw Error("cuda_graph: needs a CUDA device, the run's device is " + device.str() + " (set device cuda)");
+  if (cfg.at("grad_accum").get<int64_t>() != 1)
+    throw Error("cuda_graph: captures one micro-batch a step; grad_accum is " +
+                std::to_string(cfg.at("grad_accum").get<int64_t>()) + " (raise batch_size instead)");
+  if (dist) throw Error("cuda_graph: a data-parallel run's gradients are reduced between ranks; not captured");
+  if (cfg.contains("reset_state_at_bos") && cfg.at("reset_state_at_bos").get<bool>())
+    throw Error("cuda_graph: reset_state_at_bos gives each batch its own document bounds; not captured");
+  return std::make_unique<StaticTrainStep>(p.model, *p.optimizer, p.source->batch(step, 0), clip, device, precision,
+                                           /*capture=*/true);
+}
+
 // ---- the loop and what it writes: metrics log, checkpoints, progress line, summary rows ----
 
 class TrainingLoop {
@@ -322,6 +357,7 @@ class TrainingLoop {
     int64_t step = state_.step;
     bool job_stop = false;  // data-parallel: a rank was signalled (the step's control message says so to all)
     p_.model.module->train();
+    const auto graphed = make_graphed_step(cfg_, p_, step, clip_, device_, precision_, dist_);
     while (step < steps_) {
       if (dist_ ? job_stop : stop_requested()) {  // SIGINT / SIGTERM: between two steps
         finish_stopped(step, std::string("interrupted by ") +
@@ -334,7 +370,8 @@ class TrainingLoop {
       set_lr(*p_.optimizer, lr);
       StepResult sr;
       try {
-        sr = optimiser_step(p_.model, *p_.optimizer, *p_.source, step, accum_, clip_, device_, precision_, dist_);
+        sr = graphed ? graphed_step(*graphed, *p_.source, step, lr)
+                     : optimiser_step(p_.model, *p_.optimizer, *p_.source, step, accum_, clip_, device_, precision_, dist_);
       } catch (const Error& e) {
         throw Error(std::string(e.what()) + " (run " + std::to_string(state_.run_id) + ")");
       }
