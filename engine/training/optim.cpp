@@ -85,22 +85,12 @@ torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
     loss = closure();
   }
   torch::NoGradGuard no_grad;
-  using Key = std::decay_t<decltype(state_)>::key_type;
   for (auto& group : param_groups()) {
     const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
     std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const Key key = state_key(p, Key{});
-      auto it = state_.find(key);
-      if (it == state_.end()) {
-        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
-        fresh->step(0);
-        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        it = state_.emplace(key, std::move(fresh)).first;
-      }
-      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      auto& st = adamw_state(*this, p);
       StepCount& count = step_counts_[p.unsafeGetTensorImpl()];
       if (count.at != st.step() || !count.value.defined())
         count.value = torch::full({}, static_cast<double>(st.step()), p.options().dtype(torch::kFloat32));
