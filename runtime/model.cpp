@@ -247,6 +247,12 @@ bool LanguageModelImpl::packs_sequences(const torch::Tensor& like) const {
   return true;
 }
 
+bool LanguageModelImpl::decode_step_is_static() const {
+  for (const auto& b : blocks_)
+    if (b->cms || !b->mixer->decode_step_is_static()) return false;
+  return true;
+}
+
 torch::Tensor LanguageModelImpl::forward_packed(const torch::Tensor& ids, const torch::Tensor& starts) {
   if (ids.dim() != 2) throw Error("model input must be [batch, time] token ids");
   if (!starts.defined() || starts.sizes() != ids.sizes())

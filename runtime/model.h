@@ -92,6 +92,9 @@ class LanguageModelImpl : public torch::nn::Module {
   torch::Tensor forward_packed(const torch::Tensor& ids, const torch::Tensor& starts);
   // Whether forward_packed takes the single-row route for inputs of this device and dtype.
   bool packs_sequences(const torch::Tensor& like) const;
+  // Whether every block's decode step is static (Mixer::decode_step_is_static; the CMS feed-forward counts its
+  // position), so that the model's decode step can be captured as a CUDA graph.
+  bool decode_step_is_static() const;
   ModelState initial_state() const { return ModelState(blocks_.size()); }
   torch::Tensor aux_loss() const;  // sum of the mixers' auxiliary losses of the last forward
   int64_t num_parameters() const;

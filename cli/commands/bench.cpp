@@ -130,7 +130,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--seed", a->opt.seed, "Seed of the model initialisation and random tokens")->capture_default_str();
   sub->add_flag("--cuda-graph", a->opt.cuda_graph,
                 "CUDA: capture the fwd / fwdbwd step once as a CUDA graph after the warm-up and time its replays "
-                "(rows fwd_graph, fwdbwd_graph): what the launch-bound small models of the synthetic sweeps gain");
+                "(rows fwd_graph, fwdbwd_graph): what the launch-bound small models of the synthetic sweeps gain; "
+                "decode: the one-token step captured after the prompt (rows decode_graph; Gated DeltaNet, DeltaNet, "
+                "GLA, Mamba2)");
   sub->add_option("--doc-len", a->opt.doc_len,
                   "Model scope, fwd/fwdbwd: cut each row into documents of mean length N (1 to 2N-1 tokens) and run "
                   "them as packed sequences, each from a fresh state, as reset_state_at_bos trains (rows "

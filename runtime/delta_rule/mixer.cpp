@@ -137,6 +137,9 @@ class DeltaRuleMixer : public Mixer, public DeclaresNoWeightDecay {
     return output(r.o, x);
   }
 
+  // Decode: the conv caches and the recurrent state, fixed shapes, no position.
+  bool decode_step_is_static() const override { return true; }
+
   // Packed sequences: the fused chunk form with cu_seqlens (the CUDA kernel on a GPU, docs/models.md#packed-sequences).
   bool packs_sequences(const torch::Tensor& x) const override {
     return opt_.form == "chunk" && packed_forms_enabled(x, delta_rule_fused_on_device(x));

@@ -77,6 +77,9 @@ class GlaMixer : public Mixer {
     return out_(r.o, x);
   }
 
+  // Decode: the conv caches and the recurrent state, fixed shapes, no position.
+  bool decode_step_is_static() const override { return true; }
+
   // Packed sequences: the fused chunk form with cu_seqlens (the CUDA kernel on a GPU, docs/models.md#packed-sequences).
   bool packs_sequences(const torch::Tensor& x) const override {
     return args_.form == "chunk" && packed_forms_enabled(x, gla_fused_kernel_available(x));

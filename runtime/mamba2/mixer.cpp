@@ -119,6 +119,9 @@ class Mamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
     return output(r.o, in);
   }
 
+  // Decode: the conv caches and the recurrent state, fixed shapes, no position.
+  bool decode_step_is_static() const override { return true; }
+
   // Packed sequences: the fused chunk form with cu_seqlens (the CUDA kernel on a GPU, docs/models.md#packed-sequences).
   bool packs_sequences(const torch::Tensor& x) const override {
     return args_.form == "chunk" && packed_forms_enabled(x, mamba2_fused_kernel_available(x));
