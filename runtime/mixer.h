@@ -63,7 +63,7 @@ class Mixer : public torch::nn::Module {
   // Whether a decode step (T = 1 with a state) reads nothing from the host but its input and state tensors and
   // keeps every state tensor's shape: no LayerState::pos (RoPE offsets, chunk-aligned anchors), no growing cache,
   // no value read back to the host. Such a step can be captured once as a CUDA graph and replayed per token
-  // (engine/evaluation/static_decode.h); false where that is not known to hold.
+  // (engine/training/static_decode.h); false where that is not known to hold.
   virtual bool decode_step_is_static() const { return false; }
   virtual torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) {
     (void)x, (void)seqs;

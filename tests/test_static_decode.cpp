@@ -1,4 +1,4 @@
-// Greedy decoding on static tensors (engine/evaluation/static_decode.h), the step `bench --mode decode --cuda-graph`
+// Greedy decoding on static tensors (engine/training/static_decode.h), the step `bench --mode decode --cuda-graph`
 // captures: run eagerly on the CPU it must give the tokens and the state of the model's own decode, token by token;
 // a model whose decode step is not static is refused. The captured form runs on a GPU ([.cuda-decode_graph]).
 #include <catch2/catch.hpp>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/evaluation/static_decode.h"
+#include "engine/training/static_decode.h"
 #include "runtime/model.h"
 #include "tests/model_test_util.h"
 #include "tests/test_util.h"
@@ -65,7 +65,7 @@ TEST_CASE("static decode step (bench's captured decode, run eagerly) gives the m
   auto prompt = torch::randint(48, {1, 9});
   for (const std::string family : {"gated_deltanet", "deltanet", "gla", "mamba2"}) {
     CAPTURE(family);
-    auto model = test::small_model(family, 16, 48, 3);
+    auto model = test::small_model(family, 32, 48, 3);  // d 32: Mamba2's d_inner 64, one head of 64
     REQUIRE(model->decode_step_is_static());
     const auto eager = decode(*model, prompt, 12, false, false, torch::kCPU);
     const auto stat = decode(*model, prompt, 12, true, false, torch::kCPU);

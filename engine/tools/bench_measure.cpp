@@ -14,7 +14,7 @@
 #include <malloc.h>
 #endif
 
-#include "engine/evaluation/static_decode.h"
+#include "engine/training/static_decode.h"
 #include "engine/tools/op_profile.h"
 #include "engine/training/cuda_graph.h"
 #include "engine/training/optim.h"

@@ -1,4 +1,4 @@
-#include "engine/evaluation/static_decode.h"
+#include "engine/training/static_decode.h"
 
 #include <string>
 
