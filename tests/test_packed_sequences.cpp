@@ -174,5 +174,19 @@ TEST_CASE("packed sequences: a model's forward over documents packed in rows equ
   REQUIRE(test::max_rel_err(packed, padded) < 1e-12);
   REQUIRE(test::max_rel_err_all(g_packed, g_padded) < 1e-10);
 
+  // The papers' hybrids of these with sliding-window attention take the one-row route too.
+  for (const std::string family : {"gdn_h1", "samba"}) {
+    CAPTURE(family);
+    auto hybrid = test::small_model(family, 32, V, 11);  // d 32: Mamba2's d_inner 64, one head of 64
+    hybrid->to(torch::kFloat64);
+    REQUIRE(hybrid->packs_sequences(ids));
+    auto logits = hybrid->forward_packed(ids, starts);
+    for (const auto& d : docs) {
+      CAPTURE(d[0], d[1]);
+      auto alone = hybrid->forward(ids[d[0]].slice(0, d[1], d[2]).unsqueeze(0))[0];
+      REQUIRE(test::max_rel_err(logits[d[0]].slice(0, d[1], d[2]), alone) < 1e-12);
+    }
+  }
+
   REQUIRE_THROWS_WITH(model->forward_packed(ids, starts.narrow(1, 0, 5)), Catch::Contains("sequence starts"));
 }
