@@ -17,6 +17,7 @@ StaticTrainStep::StaticTrainStep(Backbone& model, torch::optim::AdamW& optimizer
     Group g{{}, {}, {}, o.weight_decay(), o.eps(), std::get<0>(o.betas()), std::get<1>(o.betas())};
     for (auto& p : group.params()) {
       auto& st = adamw_state(optimizer, p);
+      steps_done_ = std::max(steps_done_, st.step());  // shared by every parameter the optimiser has stepped
       g.params.push_back(p);
       g.exp_avg.push_back(st.exp_avg());
       g.exp_avg_sq.push_back(st.exp_avg_sq());
@@ -58,11 +59,7 @@ void StaticTrainStep::load(const TrainBatch& batch, double lr) {
   ids_.copy_(batch.input_ids, /*non_blocking=*/true);
   labels_.copy_(batch.labels, /*non_blocking=*/true);
   lr_.fill_(lr);
-  // AdamW's step number of this update: the state's count (shared by every parameter the optimiser has stepped).
-  int64_t done = 0;
-  for (auto& group : optimizer_.param_groups())
-    for (auto& p : group.params()) done = std::max(done, adamw_state(optimizer_, p).step());
-  t_.fill_(static_cast<double>(done + 1));
+  t_.fill_(static_cast<double>(steps_done_ + 1));  // AdamW's step number of this update
 }
 
 void StaticTrainStep::device_step() {
@@ -126,6 +123,7 @@ StaticTrainStep::Values StaticTrainStep::run(const TrainBatch& batch, double lr)
   else
     device_step();
   advance_host_steps();
+  ++steps_done_;
   auto host = torch::stack({loss_, aux_, norm_}).to(torch::kCPU);
   const double* v = host.data_ptr<double>();
   Values out;

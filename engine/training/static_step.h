@@ -61,6 +61,7 @@ class StaticTrainStep {
   std::vector<Group> groups_;
   torch::Tensor ids_, labels_;  // static inputs
   torch::Tensor lr_, t_;        // device scalars: learning rate, AdamW's step number (1-based)
+  int64_t steps_done_ = 0;      // AdamW steps taken before the next run (the optimiser state's count)
   torch::Tensor loss_, aux_, norm_;
   std::unique_ptr<CapturedStep> graph_;
 };
