@@ -1,5 +1,5 @@
-// One Miras dual-form segment as one autograd node (fused_segment.h). The backward is the adjoint of each line of
-// the forward, in reverse.
+// One Miras dual-form segment as one autograd node (fused_segment.h): the node and its tensor form (the kernel form
+// is fused_segment_kernel.cpp). The backward is the adjoint of each line of the forward, in reverse.
 #include "runtime/miras/fused_segment.h"
 
 #include <cmath>
@@ -76,6 +76,14 @@ Forward run_forward(const variable_list& in, const Params& pr) {
   return f;
 }
 
+// The node's inputs by name (the kernel form's view); the placeholders of absent inputs stay undefined.
+MirasSegmentInputs segment_inputs(const variable_list& in, const MirasOptions& o, bool scaled) {
+  MirasSegmentInputs x{in[Q],   in[K],   in[V],   in[LA],  in[ETA], o.bias == "huber" ? in[DELTA] : Tensor(),
+                       in[GAM], in[BET], {in[AN0], in[AN1]},       {in[W0], in[W1]},
+                       scaled ? in[SC0] : Tensor(),                scaled ? in[SC1] : Tensor()};
+  return x;
+}
+
 struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs, const std::string& bias, double p,
                                double lp_eps, double huber_eps, double ln_eps, bool scaled) {
@@ -83,9 +91,19 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
     Params pr;
     pr.o.bias = bias, pr.o.p = p, pr.o.lp_eps = lp_eps, pr.o.huber_eps = huber_eps, pr.o.ln_eps = ln_eps;
     pr.scaled = scaled;
-    auto f = run_forward(in, pr);
     miras_node::save_bias_options(ctx, pr.o);
     ctx->saved_data["scaled"] = scaled;
+    const auto x = segment_inputs(in, pr.o, scaled);
+    const bool kernel = miras_segment_kernel::eligible(x, pr.o);
+    ctx->saved_data["kernel"] = kernel;
+    if (kernel) {  // the CUDA kernel (or its block code over the host grid) keeps its own intermediates
+      auto k = miras_segment_kernel::forward(x, pr.o);
+      variable_list save(in);
+      save.insert(save.end(), k.saved.begin(), k.saved.end());
+      ctx->save_for_backward(save);
+      return {k.out.out, k.out.end[0], k.out.end[1]};
+    }
+    auto f = run_forward(in, pr);
     variable_list save(in);
     for (const auto& t : f.a.saved()) save.push_back(t);
     for (const Tensor* t : {&f.bn, &f.eb, &f.ebi, &f.Qe, &f.ke, &f.kei, &f.ge, &f.gei, &f.mask, &f.A0, &f.h, &f.Ga,
@@ -100,6 +118,15 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
     const bool scaled = ctx->saved_data["scaled"].toBool();
     const auto sv = ctx->get_saved_variables();
     const variable_list in(sv.begin(), sv.begin() + kInputs);
+    if (ctx->saved_data["kernel"].toBool()) {
+      const std::vector<Tensor> saved(sv.begin() + kInputs, sv.end());
+      const auto k = miras_segment_kernel::backward(segment_inputs(in, o, scaled), saved, go[0], go[1], go[2], o);
+      variable_list g(kInputs + 6);  // + bias, p, lp_eps, huber_eps, ln_eps, scaled
+      g[Q] = k.q, g[K] = k.k, g[V] = k.v, g[LA] = k.log_alpha, g[ETA] = k.eta, g[DELTA] = k.delta;
+      g[GAM] = k.gamma, g[BET] = k.beta, g[AN0] = k.anchor[0], g[AN1] = k.anchor[1], g[W0] = k.cur[0];
+      g[W1] = k.cur[1], g[SC0] = k.scale0, g[SC1] = k.scale1;
+      return g;
+    }
     Forward f;
     f.a = AnchorPass::from_saved(sv, kInputs);
     size_t i = kInputs + AnchorPass::kSaved;
@@ -204,6 +231,8 @@ MirasSegmentOutput miras_fused_segment(const MirasSegmentInputs& x, const MirasO
   variable_list out;
   if (torch::GradMode::is_enabled()) {
     out = MirasSegmentFn::apply(at::TensorList(in), o.bias, o.p, o.lp_eps, o.huber_eps, o.ln_eps, scaled);
+  } else if (miras_segment_kernel::eligible(x, o)) {
+    return miras_segment_kernel::forward(x, o).out;
   } else {
     auto f = run_forward(in, Params{o, scaled});
     out = {f.out, f.w0, f.w1};

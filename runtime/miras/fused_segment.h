@@ -39,4 +39,41 @@ struct MirasSegmentOutput {
 // o: the bias ("l2" | "lp" | "huber") with its constants and the memory's ln_eps, as miras_chunk checked them.
 MirasSegmentOutput miras_fused_segment(const MirasSegmentInputs& in, const MirasOptions& o);
 
+// The node's forms: on CUDA tensors (fp32/fp64) its CUDA kernel (segment_kernel.cuh) in builds that link the kernels
+// (unless MNEMO_FUSED_CUDA=0, runtime/kernels/fused_layers.h); elsewhere the tensor form above. Inside a
+// MirasKernelHostScope(true), CPU tensors run the kernel's block code over a sequential host grid instead (the CPU
+// tests prove the kernel's decomposition that way, tests/test_cuda_kernels_miras.cpp).
+bool miras_kernel_on_host();
+void set_miras_kernel_on_host(bool on);
+// Passes (forward or backward) the kernel form has run in this process, on the host grid or the device.
+int64_t miras_kernel_passes();
+class MirasKernelHostScope {
+ public:
+  explicit MirasKernelHostScope(bool on) : previous_(miras_kernel_on_host()) { set_miras_kernel_on_host(on); }
+  ~MirasKernelHostScope() { set_miras_kernel_on_host(previous_); }
+  MirasKernelHostScope(const MirasKernelHostScope&) = delete;
+  MirasKernelHostScope& operator=(const MirasKernelHostScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+namespace miras_segment_kernel {
+
+// The kernel form (fused_segment_kernel.cpp). Whether it takes these inputs: fp32/fp64 of one dtype on one device
+// (CUDA in builds that link the kernels, the CPU inside a MirasKernelHostScope), gates per channel or per head.
+bool eligible(const MirasSegmentInputs& in, const MirasOptions& o);
+struct Forward {
+  MirasSegmentOutput out;
+  std::vector<torch::Tensor> saved;  // the kernel's intermediates, read by backward()
+};
+Forward forward(const MirasSegmentInputs& in, const MirasOptions& o);
+// The gradient of each input in the same fields (delta: Huber only; scale0, scale1: when given), shaped as the
+// inputs (gamma, beta, anchor and cur summed over what they broadcast).
+MirasSegmentInputs backward(const MirasSegmentInputs& in, const std::vector<torch::Tensor>& saved,
+                            const torch::Tensor& grad_out, const torch::Tensor& grad_w0, const torch::Tensor& grad_w1,
+                            const MirasOptions& o);
+
+}  // namespace miras_segment_kernel
+
 }  // namespace mnemo

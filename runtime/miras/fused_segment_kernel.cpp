@@ -1,0 +1,238 @@
+// The kernel form of the fused Miras segment node (fused_segment.h): the block code of segment_kernel.cuh on CUDA
+// tensors through the launchers of segment_kernel.cu (builds with MNEMO_CUDA_KERNELS), and on CPU tensors over a
+// sequential host grid (grid::run_on_host) inside a MirasKernelHostScope: the CPU tests run the kernel's own
+// decomposition that way against the node's tensor form (tests/test_cuda_kernels_miras.cpp).
+#include <atomic>
+#include <string>
+
+#include "core/common.h"
+#include "core/torch_compat.h"
+#include "runtime/kernels/fused_layers.h"
+#include "runtime/kernels/host_grid.h"
+#include "runtime/miras/fused_segment.h"
+#include "runtime/miras/segment_kernel.h"
+
+namespace mnemo {
+
+namespace {
+
+std::atomic<int>& miras_kernel_on_host_switch() {
+  static std::atomic<int> on{0};
+  return on;
+}
+
+std::atomic<int64_t>& miras_kernel_pass_count() {
+  static std::atomic<int64_t> passes{0};
+  return passes;
+}
+
+}  // namespace
+
+bool miras_kernel_on_host() { return miras_kernel_on_host_switch().load(std::memory_order_relaxed) != 0; }
+void set_miras_kernel_on_host(bool on) { miras_kernel_on_host_switch().store(on ? 1 : 0); }
+int64_t miras_kernel_passes() { return miras_kernel_pass_count().load(std::memory_order_relaxed); }
+
+namespace miras_segment_kernel {
+
+namespace {
+
+namespace mk = miras_kernel;
+using torch::Tensor;
+
+bool huber(const MirasOptions& o) { return o.bias == "huber"; }
+
+// The kernel's view of the inputs: every tensor contiguous in the one dtype, the weights expanded over the batch,
+// γ and β as [H, d], σ0 and σ1 as [B·H].
+struct KernelInputs {
+  int64_t B, H, n, d, hid, G;
+  Tensor q, k, v, la, eta, delta, gam, bet, an0, an1, w0, w1, sc0, sc1;
+};
+
+KernelInputs kernel_inputs(const MirasSegmentInputs& x, const MirasOptions& o) {
+  KernelInputs c;
+  c.B = x.q.size(0), c.H = x.q.size(1), c.n = x.q.size(2), c.d = x.q.size(3);
+  c.hid = x.anchor[0].size(2), c.G = x.log_alpha.size(3);
+  const int64_t B = c.B, H = c.H, n = c.n, d = c.d, hid = c.hid;
+  c.q = x.q.contiguous(), c.k = x.k.contiguous(), c.v = x.v.contiguous();
+  c.la = x.log_alpha.expand({B, H, n, c.G}).contiguous(), c.eta = x.eta.expand({B, H, n, c.G}).contiguous();
+  if (huber(o)) c.delta = x.delta.expand({B, H, n}).contiguous();
+  c.gam = x.gamma.expand({1, H, 1, d}).reshape({H, d}).contiguous();
+  c.bet = x.beta.expand({1, H, 1, d}).reshape({H, d}).contiguous();
+  c.an0 = x.anchor[0].expand({B, H, hid, d}).contiguous(), c.an1 = x.anchor[1].expand({B, H, d, hid}).contiguous();
+  c.w0 = x.cur[0].expand({B, H, hid, d}).contiguous(), c.w1 = x.cur[1].expand({B, H, d, hid}).contiguous();
+  if (x.scale0.defined()) {
+    c.sc0 = x.scale0.expand({B, H, 1, 1}).reshape({B * H}).contiguous();
+    c.sc1 = x.scale1.expand({B, H, 1, 1}).reshape({B * H}).contiguous();
+  }
+  return c;
+}
+
+mk::Dims dims_of(const KernelInputs& c, const MirasOptions& o) {
+  mk::Dims z{};
+  z.blocks = c.B * c.H;
+  z.H = static_cast<int>(c.H), z.n = static_cast<int>(c.n), z.d = static_cast<int>(c.d);
+  z.hid = static_cast<int>(c.hid), z.G = static_cast<int>(c.G);
+  z.bias = o.bias == "l2" ? mk::kL2 : o.bias == "lp" ? mk::kLp : mk::kHuber;
+  z.scaled = c.sc0.defined();
+  z.p = o.p, z.lp_eps = o.lp_eps, z.huber_eps = o.huber_eps, z.ln_eps = o.ln_eps;
+  return z;
+}
+
+template <class Acc>
+Acc* ptr(const Tensor& t) {
+  return t.defined() && t.numel() > 0 ? t.data_ptr<Acc>() : nullptr;
+}
+
+// Saved intermediates, in this order (segment_kernel.cuh ForwardArgs).
+enum Saved { kG0, kP0, kP0d, kR, kN0, kE, kGy, kGu, kS0, kHub, kB, kA0m, kS1, kH, kGa, kPa, kUu, kNrm, kS, kSaved };
+
+std::vector<Tensor> empty_saved(const KernelInputs& c) {
+  const auto opt = c.q.options();
+  const int64_t B = c.B, H = c.H, n = c.n, d = c.d, hid = c.hid;
+  std::vector<Tensor> s(kSaved);
+  for (int i : {kG0, kP0, kP0d, kR, kH, kGa, kPa}) s[i] = torch::empty({B, H, n, hid}, opt);
+  for (int i : {kN0, kE, kGy, kGu, kUu, kNrm}) s[i] = torch::empty({B, H, n, d}, opt);
+  for (int i : {kS0, kHub, kS}) s[i] = torch::empty({B, H, n}, opt);
+  s[kB] = torch::empty({B, H, n, c.G}, opt);
+  s[kA0m] = torch::empty({B, H, n, n}, opt), s[kS1] = torch::empty({B, H, n, n}, opt);
+  return s;
+}
+
+template <class Acc>
+mk::ForwardArgs<Acc> forward_args(const mk::Dims& z, const KernelInputs& c, const std::vector<Tensor>& s) {
+  mk::ForwardArgs<Acc> a{};
+  a.z = z;
+  a.q = ptr<Acc>(c.q), a.k = ptr<Acc>(c.k), a.v = ptr<Acc>(c.v), a.la = ptr<Acc>(c.la), a.eta = ptr<Acc>(c.eta);
+  a.delta = ptr<Acc>(c.delta), a.gam = ptr<Acc>(c.gam), a.bet = ptr<Acc>(c.bet), a.A0 = ptr<Acc>(c.an0);
+  a.A1 = ptr<Acc>(c.an1), a.W0 = ptr<Acc>(c.w0), a.W1 = ptr<Acc>(c.w1), a.sc0 = ptr<Acc>(c.sc0);
+  a.sc1 = ptr<Acc>(c.sc1);
+  a.G0 = ptr<Acc>(s[kG0]), a.P0 = ptr<Acc>(s[kP0]), a.P0d = ptr<Acc>(s[kP0d]), a.R = ptr<Acc>(s[kR]);
+  a.N0 = ptr<Acc>(s[kN0]), a.E = ptr<Acc>(s[kE]), a.Gy = ptr<Acc>(s[kGy]), a.Gu = ptr<Acc>(s[kGu]);
+  a.s0 = ptr<Acc>(s[kS0]), a.hub = ptr<Acc>(s[kHub]), a.b = ptr<Acc>(s[kB]), a.A0m = ptr<Acc>(s[kA0m]);
+  a.S1 = ptr<Acc>(s[kS1]), a.h = ptr<Acc>(s[kH]), a.Ga = ptr<Acc>(s[kGa]), a.Pa = ptr<Acc>(s[kPa]);
+  a.uu = ptr<Acc>(s[kUu]), a.nrm = ptr<Acc>(s[kNrm]), a.s = ptr<Acc>(s[kS]);
+  return a;
+}
+
+Tensor workspace(int64_t per_block, const mk::Dims& z, const Tensor& like) {
+  return torch::empty({std::max<int64_t>(1, z.blocks * per_block)}, like.options());
+}
+
+// One pass: the launcher on a CUDA tensor, else the block function over the host grid.
+template <class Args, class BlockFn>
+void run_pass(const Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn, const char* what) {
+  miras_kernel_pass_count().fetch_add(1, std::memory_order_relaxed);
+  if (like.is_cuda()) {
+#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
+    if (const char* err = mk::launch(args, torch_compat::current_cuda_stream(like.device())))
+      throw Error(std::string("miras segment kernel, ") + what + ": " + err);
+    return;
+#else
+    throw Error("miras segment kernel: this build has no CUDA kernels (nvcc was not found at configure time)");
+#endif
+  }
+  grid::run_on_host(blocks, 0, [&](int64_t block, void* shared, grid::Lanes lanes) { block_fn(args, block, shared, lanes); });
+}
+
+// Calls run(zero) with zero of the inputs' Acc type.
+template <class Run>
+void dispatch(const Tensor& like, Run&& run) {
+  if (like.scalar_type() == torch::kFloat64) run(0.0);
+  else run(0.f);
+}
+
+}  // namespace
+
+bool eligible(const MirasSegmentInputs& x, const MirasOptions& o) {
+  if (!x.q.defined() || x.q.dim() != 4 || x.q.numel() == 0) return false;
+  if (x.anchor.size() != 2 || x.cur.size() != 2) return false;
+  const auto dtype = x.q.scalar_type();
+  if (dtype != torch::kFloat32 && dtype != torch::kFloat64) return false;
+  const int64_t G = x.log_alpha.size(-1);
+  if (G != 1 && G != x.q.size(3)) return false;
+  std::vector<Tensor> all = {x.k, x.v, x.log_alpha, x.eta, x.gamma, x.beta, x.anchor[0], x.anchor[1], x.cur[0],
+                             x.cur[1]};
+  if (huber(o)) all.push_back(x.delta);
+  if (x.scale0.defined()) all.push_back(x.scale0), all.push_back(x.scale1);
+  for (const auto& t : all)
+    if (!t.defined() || t.scalar_type() != dtype || t.device() != x.q.device()) return false;
+  if (x.q.is_cuda()) {
+#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
+    return fused_cuda_layers_enabled();  // MNEMO_FUSED_CUDA=0: the tensor form (before/after on one binary)
+#else
+    return false;
+#endif
+  }
+  return x.q.device().is_cpu() && miras_kernel_on_host();
+}
+
+Forward forward(const MirasSegmentInputs& x, const MirasOptions& o) {
+  const KernelInputs c = kernel_inputs(x, o);
+  const mk::Dims z = dims_of(c, o);
+  Forward f;
+  f.saved = empty_saved(c);
+  f.out.out = torch::empty_like(c.q);
+  f.out.end = {torch::empty_like(c.w0), torch::empty_like(c.w1)};
+  const Tensor work = workspace(mk::forward_work(z), z, c.q);
+  dispatch(c.q, [&](auto zero) {
+    using Acc = decltype(zero);
+    auto a = forward_args<Acc>(z, c, f.saved);
+    a.out = ptr<Acc>(f.out.out), a.w0 = ptr<Acc>(f.out.end[0]), a.w1 = ptr<Acc>(f.out.end[1]);
+    a.work = work.data_ptr<Acc>();
+    run_pass(c.q, a, z.blocks, mk::forward_block<Acc>, "forward");
+  });
+  return f;
+}
+
+MirasSegmentInputs backward(const MirasSegmentInputs& x, const std::vector<Tensor>& saved, const Tensor& grad_out,
+                            const Tensor& grad_w0, const Tensor& grad_w1, const MirasOptions& o) {
+  const KernelInputs c = kernel_inputs(x, o);
+  const mk::Dims z = dims_of(c, o);
+  auto grad_or_zeros = [&](const Tensor& g, const Tensor& like) {
+    return (g.defined() ? g.to(like.scalar_type()) : torch::zeros_like(like)).contiguous();
+  };
+  const Tensor gout = grad_or_zeros(grad_out, c.q), gw0 = grad_or_zeros(grad_w0, c.w0),
+               gw1 = grad_or_zeros(grad_w1, c.w1);
+  const auto opt = c.q.options();
+  const int64_t B = c.B, H = c.H;
+  MirasSegmentInputs g;
+  g.q = torch::empty_like(c.q), g.k = torch::empty_like(c.q), g.v = torch::empty_like(c.q);
+  g.log_alpha = torch::empty_like(c.la), g.eta = torch::empty_like(c.eta);
+  if (huber(o)) g.delta = torch::empty_like(c.delta);
+  Tensor ggam = torch::empty({B, H, c.d}, opt), gbet = torch::empty({B, H, c.d}, opt);
+  g.anchor = {torch::empty_like(c.an0), torch::empty_like(c.an1)};
+  g.cur = {torch::empty_like(c.w0), torch::empty_like(c.w1)};
+  if (z.scaled) g.scale0 = torch::empty({B * H}, opt), g.scale1 = torch::empty({B * H}, opt);
+  const Tensor work = workspace(mk::backward_work(z), z, c.q);
+  dispatch(c.q, [&](auto zero) {
+    using Acc = decltype(zero);
+    mk::BackwardArgs<Acc> a{};
+    a.x = forward_args<Acc>(z, c, saved);
+    a.gout = ptr<Acc>(gout), a.gw0 = ptr<Acc>(gw0), a.gw1 = ptr<Acc>(gw1);
+    a.gq = ptr<Acc>(g.q), a.gk = ptr<Acc>(g.k), a.gv = ptr<Acc>(g.v), a.gla = ptr<Acc>(g.log_alpha);
+    a.geta = ptr<Acc>(g.eta), a.gdelta = ptr<Acc>(g.delta), a.ggam = ptr<Acc>(ggam), a.gbet = ptr<Acc>(gbet);
+    a.gA0 = ptr<Acc>(g.anchor[0]), a.gA1 = ptr<Acc>(g.anchor[1]), a.gW0 = ptr<Acc>(g.cur[0]);
+    a.gW1 = ptr<Acc>(g.cur[1]), a.gsc0 = ptr<Acc>(g.scale0), a.gsc1 = ptr<Acc>(g.scale1);
+    a.work = work.data_ptr<Acc>();
+    run_pass(c.q, a, z.blocks, mk::backward_block<Acc>, "backward");
+  });
+  // Back to the inputs' shapes: what broadcast over the batch (or a head) takes the summed gradient.
+  g.log_alpha = g.log_alpha.sum_to_size(x.log_alpha.sizes());
+  g.eta = g.eta.sum_to_size(x.eta.sizes());
+  if (huber(o)) g.delta = g.delta.sum_to_size(x.delta.sizes());
+  g.gamma = ggam.sum(0).view({1, H, 1, c.d}).sum_to_size(x.gamma.sizes());
+  g.beta = gbet.sum(0).view({1, H, 1, c.d}).sum_to_size(x.beta.sizes());
+  for (size_t l = 0; l < 2; ++l) {
+    g.anchor[l] = g.anchor[l].sum_to_size(x.anchor[l].sizes());
+    g.cur[l] = g.cur[l].sum_to_size(x.cur[l].sizes());
+  }
+  if (z.scaled) {
+    g.scale0 = g.scale0.view({B, H, 1, 1}).sum_to_size(x.scale0.sizes());
+    g.scale1 = g.scale1.view({B, H, 1, 1}).sum_to_size(x.scale1.sizes());
+  }
+  return g;
+}
+
+}  // namespace miras_segment_kernel
+
+}  // namespace mnemo

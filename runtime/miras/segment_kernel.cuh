@@ -1,0 +1,564 @@
+// CUDA kernel of one Miras dual-form segment (fused_segment.h), forward and backward, as block code
+// (runtime/kernels/block_grid.cuh): the same functions run as CUDA kernels (segment_kernel.cu) and, over a
+// sequential grid, on the host (fused_segment_kernel.cpp), where the CPU tests check them against the node's tensor
+// form in fp64 and fp32 (tests/test_cuda_kernels_miras.cpp). Moneta, Yaad and Memora (arXiv:2504.13173 §5) read and
+// write their residual MLP + LayerNorm memory with it; fla has no counterpart.
+//
+// One block is one (batch, head); the caller runs the segments in order (the weights carry from one to the next).
+// Per block, tokens as rows (n tokens, width d, hidden width hid), gates [n, G] with G = d (channel-wise) or 1
+// (per head), anchor Â0 [hid, d], Â1 [d, hid], start weights W0 [hid, d], W1 [d, hid]:
+//   anchor pass  H0 = K Â0ᵀ, G0 = GELU(H0), U0 = G0 Â1ᵀ, N0 = LN(U0) (scale s0), E = K + N0 ⊙ γ + β - V,
+//                g_y = φ(E), Gu = (γ g_y - mean(γ g_y) - N0 mean(γ g_y N0)) / s0, R = Gu Â1, Dl = R ⊙ GELU'(H0)
+//   decays       b = cumsum(log α) over the segment; e^{±b} per token and channel
+//   read-out     A0 = (Q e^b)(K ⊙ η e^{-b})ᵀ ⊙ M,  h = (Q e^b) W0ᵀ - A0 Dl,  Ga = GELU(σ0 h),
+//                S1 = Ga G0ᵀ ⊙ M,  uu = Ga W1ᵀ - S1 (Gu ⊙ η e^{-b}),  u = e^b ⊙ uu,  out = Q + LN(σ1 u) ⊙ γ + β
+//   segment end  W0' = W0 ⊙ e^{b_n} (input axis) - Dlᵀ (K ⊙ η e^{b_n - b}),
+//                W1' = e^{b_n} ⊙ W1 (output axis) - (Gu ⊙ η e^{b_n - b})ᵀ G0
+// φ: ℓ2 (identity), ℓp (p E (E² + ε)^{(p-2)/2}) or Huber (the ℓ2 branch where RMS(E) ≤ δ, else δ E / sqrt(E² + ε));
+// σ0, σ1: Moneta's frozen ℓq scales (1 otherwise). The backward is the adjoint of each line in reverse, as
+// fused_segment.cpp and anchor_pass.cpp state it; it reads the forward's saved intermediates (SavedArgs).
+//
+// Every tensor is [blocks, rows, cols] contiguous in Acc (fp32 or fp64, docs/models.md#numerical-stability);
+// γ, β are [H, d] (the block's head is block % H); σ0, σ1 are [blocks]. Each phase's work items are independent
+// output elements, each computed whole by one lane (its sums in a fixed order), so a phase has no race and the
+// host run computes every element as the device does; phases are separated by grid::barrier(). Intermediates live
+// in a global workspace slice per block (forward_work / backward_work elements).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "runtime/deep_memory/chunk_kernel.cuh"  // gelu, dot, slice, block_sum, sqrt_acc (the memory's own helpers)
+#include "runtime/kernels/bf16.cuh"
+#include "runtime/kernels/block_grid.cuh"
+
+namespace mnemo::miras_kernel {
+
+using deep_memory_kernel::block_sum;
+using deep_memory_kernel::dot;
+using deep_memory_kernel::Gelu;
+using deep_memory_kernel::gelu;
+using deep_memory_kernel::slice;
+using deep_memory_kernel::sqrt_acc;
+using grid::Lanes;
+
+constexpr int kThreads = 256;
+
+enum Bias : int { kL2 = 0, kLp = 1, kHuber = 2 };
+
+struct Dims {
+  int64_t blocks;  // B·H
+  int H, n, d, hid, G;
+  int bias;     // Bias
+  bool scaled;  // σ0, σ1 given (Moneta)
+  double p, lp_eps, huber_eps, ln_eps;
+};
+
+MNEMO_HD int64_t forward_work(const Dims& z) { return static_cast<int64_t>(z.n) * z.hid; }
+MNEMO_HD int64_t backward_work(const Dims& z) {
+  const int64_t n = z.n, d = z.d, hid = z.hid;
+  return 3 * n * hid + 8 * n * d + 2 * n * n + n * z.G + z.G + d + n + kThreads;
+}
+
+template <class Acc>
+MNEMO_HD Acc pow_acc(Acc x, Acc y) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(Acc) == sizeof(float)) return powf(x, y);
+  else return pow(x, y);
+#else
+  return std::pow(x, y);
+#endif
+}
+
+// The forward's inputs (δ: Huber only; σ0, σ1: scaled only), outputs and saved intermediates.
+template <class Acc>
+struct ForwardArgs {
+  Dims z;
+  const Acc *q, *k, *v, *la, *eta, *delta, *gam, *bet, *A0, *A1, *W0, *W1, *sc0, *sc1;
+  Acc *out, *w0, *w1;
+  // saved: G0, P0 = GELU'(H0), P0d = GELU''(H0), R [n, hid]; N0, E, Gy = g_y, Gu [n, d]; s0, hub (Huber's switch)
+  // [n]; b [n, G]; A0m = A0, S1 [n, n]; h, Ga, Pa = GELU'(σ0 h) [n, hid]; uu, nrm [n, d]; s (output LN scale) [n]
+  Acc *G0, *P0, *P0d, *R, *N0, *E, *Gy, *Gu, *s0, *hub, *b, *A0m, *S1, *h, *Ga, *Pa, *uu, *nrm, *s;
+  Acc* work;  // forward_work(z) per block
+};
+
+template <class Acc>
+struct BackwardArgs {
+  ForwardArgs<Acc> x;                // inputs and saved intermediates (outputs and x.work unused)
+  const Acc *gout, *gw0, *gw1;       // output gradients (zeros where none)
+  Acc *gq, *gk, *gv, *gla, *geta, *gdelta;  // [n, d] / [n, G] / [n]
+  Acc *ggam, *gbet;                  // per block [d] (the caller sums over the batch)
+  Acc *gA0, *gA1, *gW0, *gW1, *gsc0, *gsc1;
+  Acc* work;  // backward_work(z) per block
+};
+
+// ---- forward ------------------------------------------------------------------------------------------------
+template <class Acc>
+MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*shared*/, Lanes lanes) {
+  const Dims& z = a.z;
+  const int64_t n = z.n, d = z.d, hid = z.hid, G = z.G, head = block % z.H;
+  const bool cw = G != 1;  // channel-wise gates
+  const Acc ln_eps = static_cast<Acc>(z.ln_eps);
+  const Acc *q = slice(a.q, block, n * d), *k = slice(a.k, block, n * d), *v = slice(a.v, block, n * d),
+            *la = slice(a.la, block, n * G), *eta = slice(a.eta, block, n * G),
+            *delta = z.bias == kHuber ? slice(a.delta, block, n) : nullptr, *gam = a.gam + head * d,
+            *bet = a.bet + head * d, *A0 = slice(a.A0, block, hid * d), *A1 = slice(a.A1, block, d * hid),
+            *W0 = slice(a.W0, block, hid * d), *W1 = slice(a.W1, block, d * hid);
+  const Acc sc0 = z.scaled ? *slice(a.sc0, block, 1) : Acc(1), sc1 = z.scaled ? *slice(a.sc1, block, 1) : Acc(1);
+  Acc *G0 = slice(a.G0, block, n * hid), *P0 = slice(a.P0, block, n * hid), *P0d = slice(a.P0d, block, n * hid),
+      *R = slice(a.R, block, n * hid), *N0 = slice(a.N0, block, n * d), *E = slice(a.E, block, n * d),
+      *Gy = slice(a.Gy, block, n * d), *Gu = slice(a.Gu, block, n * d), *s0 = slice(a.s0, block, n),
+      *hub = slice(a.hub, block, n), *b = slice(a.b, block, n * G), *A0m = slice(a.A0m, block, n * n),
+      *S1 = slice(a.S1, block, n * n), *h = slice(a.h, block, n * hid), *Ga = slice(a.Ga, block, n * hid),
+      *Pa = slice(a.Pa, block, n * hid), *uu = slice(a.uu, block, n * d), *nrm = slice(a.nrm, block, n * d),
+      *s = slice(a.s, block, n);
+  Acc* H0 = slice(a.work, block, forward_work(z));
+  // Gate index of token t, channel j; e^{b} and e^{-b} there.
+  auto gi = [&](int64_t t, int64_t j) { return cw ? t * d + j : t; };
+  auto eb = [&](int64_t t, int64_t j) { return grid::exp_acc(b[gi(t, j)]); };
+  auto ebi = [&](int64_t t, int64_t j) { return grid::exp_acc(-b[gi(t, j)]); };
+
+  // Anchor pass: H0 = K Â0ᵀ; GELU and its two derivatives; U0 = G0 Â1ᵀ (into N0); b = cumsum(log α).
+  deep_memory_kernel::block_gemm<Acc>(lanes, false, true, n, hid, d, 1, k, d, A0, d, 0, H0, hid);
+  MNEMO_FOR_LANES(c, G, lanes) {
+    Acc acc = 0;
+    for (int64_t t = 0; t < n; ++t) b[t * G + c] = acc += la[t * G + c];
+  }
+  grid::barrier();
+  MNEMO_FOR_LANES(i, n * hid, lanes) {
+    const Gelu<Acc> g = gelu(H0[i]);
+    G0[i] = g.value, P0[i] = g.grad, P0d[i] = g.second;
+  }
+  grid::barrier();
+  MNEMO_FOR_LANES(item, n * d, lanes) {
+    const int64_t t = item / d, j = item % d;
+    N0[item] = dot(G0 + t * hid, A1 + j * hid, hid);
+  }
+  grid::barrier();
+  // N0 = LN(U0), E, g_y = φ(E) and Gu, one token per work item.
+  MNEMO_FOR_LANES(t, n, lanes) {
+    Acc *u0 = N0 + t * d, *e = E + t * d, *gy = Gy + t * d, *gu = Gu + t * d;
+    Acc m = 0, var = 0;
+    for (int64_t j = 0; j < d; ++j) m += u0[j];
+    m /= Acc(d);
+    for (int64_t j = 0; j < d; ++j) var += (u0[j] - m) * (u0[j] - m);
+    const Acc sd = s0[t] = sqrt_acc(var / Acc(d) + ln_eps);
+    Acc ms = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      u0[j] = (u0[j] - m) / sd;
+      e[j] = k[t * d + j] + u0[j] * gam[j] + bet[j] - v[t * d + j];
+      ms += e[j] * e[j];
+    }
+    Acc sw = 1;
+    if (z.bias == kHuber) sw = hub[t] = sqrt_acc(ms / Acc(d)) <= delta[t] ? Acc(1) : Acc(0);
+    else hub[t] = 0;
+    Acc mg = 0, mgn = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      const Acc x = e[j];
+      Acc g = x;
+      if (z.bias == kLp) {
+        g = static_cast<Acc>(z.p) * x * pow_acc<Acc>(x * x + static_cast<Acc>(z.lp_eps), static_cast<Acc>((z.p - 2.0) / 2.0));
+      } else if (z.bias == kHuber) {
+        g = sw * x + (Acc(1) - sw) * delta[t] * x / sqrt_acc(x * x + static_cast<Acc>(z.huber_eps));
+      }
+      gy[j] = g;
+      mg += g * gam[j];
+      mgn += g * gam[j] * u0[j];
+    }
+    mg /= Acc(d), mgn /= Acc(d);
+    for (int64_t j = 0; j < d; ++j) gu[j] = (gy[j] * gam[j] - mg - u0[j] * mgn) / sd;
+  }
+  grid::barrier();
+  // R = Gu Â1, Dl = R ⊙ GELU'(H0) (Dl kept in H0's slot); A0 = (Q e^b)(K η e^{-b})ᵀ ⊙ M.
+  Acc* Dl = H0;
+  MNEMO_FOR_LANES(item, n * hid, lanes) {
+    const int64_t t = item / hid, i = item % hid;
+    Acc r = 0;
+    for (int64_t p = 0; p < d; ++p) r += Gu[t * d + p] * A1[p * hid + i];
+    R[item] = r;
+    Dl[item] = r * P0[item];
+  }
+  MNEMO_FOR_LANES(item, n * n, lanes) {
+    const int64_t t = item / n, r = item % n;
+    Acc x = 0;
+    if (r <= t)
+      for (int64_t j = 0; j < d; ++j)
+        x += (q[t * d + j] * eb(t, j)) * (k[r * d + j] * eta[gi(r, j)] * ebi(r, j));
+    A0m[item] = x;
+  }
+  grid::barrier();
+  // h = (Q e^b) W0ᵀ - A0 Dl, Ga = GELU(σ0 h).
+  MNEMO_FOR_LANES(item, n * hid, lanes) {
+    const int64_t t = item / hid, i = item % hid;
+    Acc x = 0;
+    for (int64_t j = 0; j < d; ++j) x += (q[t * d + j] * eb(t, j)) * W0[i * d + j];
+    for (int64_t r = 0; r <= t; ++r) x -= A0m[t * n + r] * Dl[r * hid + i];
+    h[item] = x;
+    const Gelu<Acc> g = gelu(sc0 * x);
+    Ga[item] = g.value, Pa[item] = g.grad;
+  }
+  grid::barrier();
+  MNEMO_FOR_LANES(item, n * n, lanes) {
+    const int64_t t = item / n, r = item % n;
+    S1[item] = r <= t ? dot(Ga + t * hid, G0 + r * hid, hid) : Acc(0);
+  }
+  // Segment end (reads the anchor pass and the inputs only): Γ_end,s = exp(min(b_end - b_s, 0)).
+  Acc *w0 = slice(a.w0, block, hid * d), *w1 = slice(a.w1, block, d * hid);
+  MNEMO_FOR_LANES(item, hid * d, lanes) {
+    const int64_t i = item / d, j = item % d;
+    const Acc bl = b[gi(n - 1, j)];
+    Acc x = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      const Acc dif = bl - b[gi(r, j)];
+      x += Dl[r * hid + i] * (k[r * d + j] * eta[gi(r, j)] * grid::exp_acc(dif < 0 ? dif : Acc(0)));
+    }
+    w0[item] = W0[item] * grid::exp_acc(bl) - x;
+  }
+  MNEMO_FOR_LANES(item, d * hid, lanes) {
+    const int64_t j = item / hid, i = item % hid;
+    const Acc bl = b[gi(n - 1, j)];
+    Acc x = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      const Acc dif = bl - b[gi(r, j)];
+      x += (Gu[r * d + j] * eta[gi(r, j)] * grid::exp_acc(dif < 0 ? dif : Acc(0))) * G0[r * hid + i];
+    }
+    w1[item] = grid::exp_acc(bl) * W1[item] - x;
+  }
+  grid::barrier();
+  // uu = Ga W1ᵀ - S1 (Gu η e^{-b}).
+  MNEMO_FOR_LANES(item, n * d, lanes) {
+    const int64_t t = item / d, j = item % d;
+    Acc x = dot(Ga + t * hid, W1 + j * hid, hid);
+    for (int64_t r = 0; r <= t; ++r) x -= S1[t * n + r] * (Gu[r * d + j] * eta[gi(r, j)] * ebi(r, j));
+    uu[item] = x;
+  }
+  grid::barrier();
+  // out = Q + LN(σ1 e^b ⊙ uu) ⊙ γ + β, one token per work item.
+  Acc* out = slice(a.out, block, n * d);
+  MNEMO_FOR_LANES(t, n, lanes) {
+    Acc* c = nrm + t * d;
+    Acc m = 0, var = 0;
+    for (int64_t j = 0; j < d; ++j) m += c[j] = sc1 * (eb(t, j) * uu[t * d + j]);
+    m /= Acc(d);
+    for (int64_t j = 0; j < d; ++j) var += (c[j] - m) * (c[j] - m);
+    const Acc sd = s[t] = sqrt_acc(var / Acc(d) + ln_eps);
+    for (int64_t j = 0; j < d; ++j) {
+      c[j] = (c[j] - m) / sd;
+      out[t * d + j] = q[t * d + j] + c[j] * gam[j] + bet[j];
+    }
+  }
+}
+
+// ---- backward -----------------------------------------------------------------------------------------------
+template <class Acc>
+MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*shared*/, Lanes lanes) {
+  const ForwardArgs<Acc>& x = a.x;
+  const Dims& z = x.z;
+  const int64_t n = z.n, d = z.d, hid = z.hid, G = z.G, head = block % z.H;
+  const bool cw = G != 1;
+  const Acc *q = slice(x.q, block, n * d), *k = slice(x.k, block, n * d), *eta = slice(x.eta, block, n * G),
+            *delta = z.bias == kHuber ? slice(x.delta, block, n) : nullptr, *gam = x.gam + head * d,
+            *A0 = slice(x.A0, block, hid * d), *A1 = slice(x.A1, block, d * hid), *W0 = slice(x.W0, block, hid * d),
+            *W1 = slice(x.W1, block, d * hid);
+  const Acc sc0 = z.scaled ? *slice(x.sc0, block, 1) : Acc(1), sc1 = z.scaled ? *slice(x.sc1, block, 1) : Acc(1);
+  const Acc *G0 = slice(x.G0, block, n * hid), *P0 = slice(x.P0, block, n * hid),
+            *P0d = slice(x.P0d, block, n * hid), *R = slice(x.R, block, n * hid), *N0 = slice(x.N0, block, n * d),
+            *E = slice(x.E, block, n * d), *Gy = slice(x.Gy, block, n * d), *Gu = slice(x.Gu, block, n * d),
+            *s0 = slice(x.s0, block, n), *hub = slice(x.hub, block, n), *b = slice(x.b, block, n * G),
+            *A0m = slice(x.A0m, block, n * n), *S1 = slice(x.S1, block, n * n), *h = slice(x.h, block, n * hid),
+            *Ga = slice(x.Ga, block, n * hid), *Pa = slice(x.Pa, block, n * hid), *uu = slice(x.uu, block, n * d),
+            *nrm = slice(x.nrm, block, n * d), *s = slice(x.s, block, n);
+  const Acc *gout = slice(a.gout, block, n * d), *gw0 = slice(a.gw0, block, hid * d),
+            *gw1 = slice(a.gw1, block, d * hid);
+  Acc *gq = slice(a.gq, block, n * d), *gk = slice(a.gk, block, n * d), *gv = slice(a.gv, block, n * d),
+      *gla = slice(a.gla, block, n * G), *geta = slice(a.geta, block, n * G),
+      *gdelta = z.bias == kHuber ? slice(a.gdelta, block, n) : nullptr, *ggam = slice(a.ggam, block, d),
+      *gbet = slice(a.gbet, block, d), *gA0 = slice(a.gA0, block, hid * d), *gA1 = slice(a.gA1, block, d * hid),
+      *gW0 = slice(a.gW0, block, hid * d), *gW1 = slice(a.gW1, block, d * hid);
+  // Workspace: adjoints of Dl, G0 (then H0), h [n, hid]; Gu, K η, Gu η, e^b, e^{-b}, e^b ⊙ uu's input (guu),
+  // a [n, d] scratch (T: b̄'s end terms, then γ̄'s), E [n, d]; S1, A0 [n, n]; b̄ [n, G]; b̄_end [G]; the weights'
+  // ⟨W̄, W⟩ per input channel [d]; a per-token scratch [n]; the lanes' partial sums.
+  Acc* w = slice(a.work, block, backward_work(z));
+  Acc *gDl = w, *gG0 = gDl + n * hid, *gh = gG0 + n * hid, *gGu = gh + n * hid, *gke = gGu + n * d,
+      *gge = gke + n * d, *geb = gge + n * d, *gebi = geb + n * d, *guu = gebi + n * d, *T = guu + n * d,
+      *gE = T + n * d, *gS1 = gE + n * d, *gA0m = gS1 + n * n, *gb = gA0m + n * n, *gbl = gb + n * G,
+      *gel = gbl + G, *row = gel + d, *red = row + n;
+  auto gi = [&](int64_t t, int64_t j) { return cw ? t * d + j : t; };
+  auto eb = [&](int64_t t, int64_t j) { return grid::exp_acc(b[gi(t, j)]); };
+  auto ebi = [&](int64_t t, int64_t j) { return grid::exp_acc(-b[gi(t, j)]); };
+  // Γ_end,t = exp(min(b_end - b_t, 0)) and whether b_end - b_t ≤ 0 (where the min passes the gradient).
+  auto gl = [&](int64_t t, int64_t j) {
+    const Acc dif = b[gi(n - 1, j)] - b[gi(t, j)];
+    return grid::exp_acc(dif < 0 ? dif : Acc(0));
+  };
+  auto keep = [&](int64_t t, int64_t j) { return b[gi(n - 1, j)] - b[gi(t, j)] <= 0 ? Acc(1) : Acc(0); };
+
+  // Segment end, in reverse: W̄ scaled by e^{b_end}; D̄l = -T0 W̄0ᵀ, Ḡ0 = -T1 W̄1 with T0 = K η Γ, T1 = Gu η Γ;
+  // T̄0 = -Dl W̄0, T̄1 = -G0 W̄1ᵀ give k̄η, ḡuη and the Γ term of b̄ (into T); ⟨W̄, W⟩ per input channel (gel).
+  // Output LN, in reverse: ū = σ1 LN-adjoint(ō γ) per token, then guu = ū e^b, ē^b = ū uu; γ̄, β̄ per channel.
+  MNEMO_FOR_LANES(item, hid * d, lanes) gW0[item] = gw0[item] * eb(n - 1, item % d);
+  MNEMO_FOR_LANES(item, d * hid, lanes) gW1[item] = eb(n - 1, item / hid) * gw1[item];
+  MNEMO_FOR_LANES(item, n * hid, lanes) {
+    const int64_t t = item / hid, i = item % hid;
+    Acc x0 = 0, x1 = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      const Acc g = eta[gi(t, j)] * gl(t, j);
+      x0 += (k[t * d + j] * g) * gw0[i * d + j];
+      x1 += (Gu[t * d + j] * g) * gw1[j * hid + i];
+    }
+    gDl[item] = -x0;
+    gG0[item] = -x1;
+  }
+  MNEMO_FOR_LANES(item, n * d, lanes) {
+    const int64_t t = item / d, j = item % d;
+    // Dl = R ⊙ GELU'(H0) is recomputed from the saved R and P0.
+    Acc t0 = 0, t1 = 0;
+    for (int64_t i = 0; i < hid; ++i) {
+      t0 -= (R[t * hid + i] * P0[t * hid + i]) * gw0[i * d + j];
+      t1 -= G0[t * hid + i] * gw1[j * hid + i];
+    }
+    const Acc g = gl(t, j), ke = k[item] * eta[gi(t, j)], ge = Gu[item] * eta[gi(t, j)];
+    gke[item] = t0 * g;
+    gge[item] = t1 * g;
+    T[item] = (t0 * ke + t1 * ge) * g * keep(t, j);
+  }
+  MNEMO_FOR_LANES(j, d, lanes) {
+    Acc u = 0;
+    for (int64_t i = 0; i < hid; ++i) u += gw0[i * d + j] * W0[i * d + j];
+    for (int64_t i = 0; i < hid; ++i) u += gw1[j * hid + i] * W1[j * hid + i];
+    gel[j] = u;
+    Acc sg = 0, sb = 0;
+    for (int64_t t = 0; t < n; ++t) sg += gout[t * d + j] * nrm[t * d + j], sb += gout[t * d + j];
+    ggam[j] = sg, gbet[j] = sb;
+  }
+  MNEMO_FOR_LANES(t, n, lanes) {
+    const Acc *go = gout + t * d, *nr = nrm + t * d;
+    Acc m = 0, mn = 0;
+    for (int64_t j = 0; j < d; ++j) m += go[j] * gam[j], mn += go[j] * gam[j] * nr[j];
+    m /= Acc(d), mn /= Acc(d);
+    Acc su = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      const Acc gus = (go[j] * gam[j] - m - nr[j] * mn) / s[t];
+      su += gus * (eb(t, j) * uu[t * d + j]);
+      const Acc gu = gus * sc1;
+      guu[t * d + j] = gu * eb(t, j);
+      geb[t * d + j] = gu * uu[t * d + j];
+    }
+    row[t] = su;
+  }
+  grid::barrier();
+  // b̄ from the segment end: b̄_end = to_gate(gel e^{b_end}) + Σ_t to_gate(T), b̄_t = -to_gate(T_t); σ̄1.
+  MNEMO_FOR_LANES(c, G, lanes) {
+    Acc be = 0;
+    for (int64_t j = cw ? c : 0; j < (cw ? c + 1 : d); ++j) be += gel[j] * eb(n - 1, j);
+    for (int64_t t = 0; t < n; ++t) {
+      Acc bt = 0;
+      for (int64_t j = cw ? c : 0; j < (cw ? c + 1 : d); ++j) bt += T[t * d + j];
+      gb[t * G + c] = -bt;
+      be += bt;
+    }
+    gbl[c] = be;
+  }
+  if (z.scaled && lanes.lane == 0) {
+    Acc su = 0;
+    for (int64_t t = 0; t < n; ++t) su += row[t];
+    *slice(a.gsc1, block, 1) = su;
+  }
+  // uu = Ga W1ᵀ - S1 gei:  S̄1 = -guu geiᵀ ⊙ M,  ḡei = -S1ᵀ guu → ḡe += ḡei e^{-b}, ē^{-b} = ḡei ge.
+  MNEMO_FOR_LANES(item, n * n, lanes) {
+    const int64_t t = item / n, r = item % n;
+    Acc x0 = 0;
+    if (r <= t)
+      for (int64_t j = 0; j < d; ++j) x0 -= guu[t * d + j] * (Gu[r * d + j] * eta[gi(r, j)] * ebi(r, j));
+    gS1[item] = x0;
+  }
+  MNEMO_FOR_LANES(item, n * d, lanes) {
+    const int64_t r = item / d, j = item % d;
+    Acc g = 0;
+    for (int64_t t = r; t < n; ++t) g -= S1[t * n + r] * guu[t * d + j];
+    gge[item] += g * ebi(r, j);
+    gebi[item] = g * (Gu[item] * eta[gi(r, j)]);
+  }
+  grid::barrier();
+  // Ḡa = guu W1 + S̄1 G0, h̄ = Ḡa ⊙ GELU'(σ0 h) (σ0 applied below); W̄1 += guuᵀ Ga; Ḡ0 += S̄1ᵀ Ga.
+  MNEMO_FOR_LANES(item, n * hid, lanes) {
+    const int64_t t = item / hid, i = item % hid;
+    Acc g = 0;
+    for (int64_t j = 0; j < d; ++j) g += guu[t * d + j] * W1[j * hid + i];
+    for (int64_t r = 0; r <= t; ++r) g += gS1[t * n + r] * G0[r * hid + i];
+    gh[item] = g * Pa[item];
+  }
+  MNEMO_FOR_LANES(item, d * hid, lanes) {
+    const int64_t j = item / hid, i = item % hid;
+    Acc g = 0;
+    for (int64_t t = 0; t < n; ++t) g += guu[t * d + j] * Ga[t * hid + i];
+    gW1[item] += g;
+  }
+  MNEMO_FOR_LANES(item, n * hid, lanes) {
+    const int64_t r = item / hid, i = item % hid;
+    Acc g = 0;
+    for (int64_t t = r; t < n; ++t) g += gS1[t * n + r] * Ga[t * hid + i];
+    gG0[item] += g;
+  }
+  grid::barrier();
+  if (z.scaled) {  // σ̄0 = Σ h̄ h, then h̄ ← σ0 h̄
+    const Acc sg = block_sum<Acc>(lanes, red, n * hid, [&](int64_t i) { return gh[i] * h[i]; });
+    if (lanes.lane == 0) *slice(a.gsc0, block, 1) = sg;
+    MNEMO_FOR_LANES(i, n * hid, lanes) gh[i] *= sc0;
+    grid::barrier();
+  }
+  // h = Qe W0ᵀ - A0 Dl:  Ā0 = -h̄ Dlᵀ ⊙ M,  D̄l -= A0ᵀ h̄,  W̄0 += h̄ᵀ Qe.
+  MNEMO_FOR_LANES(item, n * n, lanes) {
+    const int64_t t = item / n, r = item % n;
+    Acc g = 0;
+    if (r <= t)
+      for (int64_t i = 0; i < hid; ++i) g -= gh[t * hid + i] * (R[r * hid + i] * P0[r * hid + i]);
+    gA0m[item] = g;
+  }
+  MNEMO_FOR_LANES(item, n * hid, lanes) {
+    const int64_t r = item / hid, i = item % hid;
+    Acc g = 0;
+    for (int64_t t = r; t < n; ++t) g += A0m[t * n + r] * gh[t * hid + i];
+    gDl[item] -= g;
+  }
+  MNEMO_FOR_LANES(item, hid * d, lanes) {
+    const int64_t i = item / d, j = item % d;
+    Acc g = 0;
+    for (int64_t t = 0; t < n; ++t) g += gh[t * hid + i] * (q[t * d + j] * eb(t, j));
+    gW0[item] += g;
+  }
+  grid::barrier();
+  // Q̄e = h̄ W0 + Ā0 kei → q̄ = ō + Q̄e e^b, ē^b += Q̄e q;  k̄ei = Ā0ᵀ Qe → k̄e += k̄ei e^{-b}, ē^{-b} += k̄ei ke.
+  MNEMO_FOR_LANES(item, n * d, lanes) {
+    const int64_t t = item / d, j = item % d;
+    Acc gQe = 0, gkei = 0;
+    for (int64_t i = 0; i < hid; ++i) gQe += gh[t * hid + i] * W0[i * d + j];
+    for (int64_t r = 0; r <= t; ++r) gQe += gA0m[t * n + r] * (k[r * d + j] * eta[gi(r, j)] * ebi(r, j));
+    for (int64_t u = t; u < n; ++u) gkei += gA0m[u * n + t] * (q[u * d + j] * eb(u, j));
+    gq[item] = gout[item] + gQe * eb(t, j);
+    geb[item] += gQe * q[item];
+    gke[item] += gkei * ebi(t, j);
+    gebi[item] += gkei * (k[item] * eta[gi(t, j)]);
+  }
+  grid::barrier();
+  // Gates, one token per work item: ḡu = ḡe η, k̄ = k̄e η, η̄ = to_gate(ḡe Gu + k̄e K),
+  // b̄ += to_gate(ē^b e^b - ē^{-b} e^{-b}).
+  MNEMO_FOR_LANES(t, n, lanes) {
+    if (!cw) geta[t] = 0;
+    Acc bsum = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      const int64_t e = t * d + j;
+      const Acc et = eta[gi(t, j)];
+      gGu[e] = gge[e] * et;
+      gk[e] = gke[e] * et;
+      const Acc ge = gge[e] * Gu[e] + gke[e] * k[e], gbt = geb[e] * eb(t, j) - gebi[e] * ebi(t, j);
+      if (cw) {
+        geta[e] = ge;
+        gb[e] += gbt;
+      } else {
+        geta[t] += ge;
+        bsum += gbt;
+      }
+    }
+    if (!cw) gb[t] += bsum;
+  }
+  grid::barrier();
+  // log ᾱ = reverse cumsum of b̄ (b_end's adjoint on the last token); anchor pass in reverse from here:
+  // R̄ = D̄l ⊙ P0, ḡu += R̄ Â1ᵀ, Â1̄ = Guᵀ R̄.
+  MNEMO_FOR_LANES(c, G, lanes) {
+    Acc acc = gbl[c];
+    for (int64_t t = n - 1; t >= 0; --t) gla[t * G + c] = acc += gb[t * G + c];
+  }
+  MNEMO_FOR_LANES(item, n * d, lanes) {
+    const int64_t t = item / d, p = item % d;
+    Acc g = 0;
+    for (int64_t i = 0; i < hid; ++i) g += (gDl[t * hid + i] * P0[t * hid + i]) * A1[p * hid + i];
+    gGu[item] += g;
+  }
+  MNEMO_FOR_LANES(item, d * hid, lanes) {
+    const int64_t p = item / hid, i = item % hid;
+    Acc g = 0;
+    for (int64_t t = 0; t < n; ++t) g += Gu[t * d + p] * (gDl[t * hid + i] * P0[t * hid + i]);
+    gA1[item] = g;
+  }
+  grid::barrier();
+  // Gu = LN-adjoint of γ g_y at N0, φ, E = K + N0 γ + β - V and N0 = LN(U0), in reverse, one token per work item;
+  // Ū0 goes into gGu's row, the γ̄ terms into T, Ē into gE.
+  MNEMO_FOR_LANES(t, n, lanes) {
+    Acc *gu = gGu + t * d, *tg = T + t * d, *ge = gE + t * d;
+    const Acc *gy = Gy + t * d, *n0 = N0 + t * d, *e = E + t * d;
+    const Acc sd = s0[t];
+    Acc mz = 0, mzn = 0, mhn = 0, gs = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      const Acc gz = gu[j] / sd;
+      mz += gz, mzn += gz * n0[j], mhn += gy[j] * gam[j] * n0[j];
+      gs -= gu[j] * Gu[t * d + j];
+    }
+    mz /= Acc(d), mzn /= Acc(d), mhn /= Acc(d);
+    gs /= sd;
+    Acc gd = 0, sn = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      const Acc gz = gu[j] / sd;
+      const Acc ggh = gz - mz - n0[j] * mzn;
+      Acc gn = -mhn * gz - mzn * (gy[j] * gam[j]);
+      const Acc ggy = ggh * gam[j];
+      Acc g = ggy;  // Ē
+      if (z.bias == kLp) {
+        const Acc pp = static_cast<Acc>(z.p), wv = e[j] * e[j] + static_cast<Acc>(z.lp_eps);
+        g = ggy * pp * pow_acc<Acc>(wv, static_cast<Acc>((z.p - 4.0) / 2.0)) * (wv + (pp - Acc(2)) * e[j] * e[j]);
+      } else if (z.bias == kHuber) {
+        const Acc wv = e[j] * e[j] + static_cast<Acc>(z.huber_eps), sw = hub[t];
+        g = ggy * (sw + (Acc(1) - sw) * delta[t] * static_cast<Acc>(z.huber_eps) / (wv * sqrt_acc(wv)));
+        gd += ggy * (Acc(1) - sw) * e[j] / sqrt_acc(wv);
+      }
+      ge[j] = g;
+      gv[t * d + j] = -g;
+      gk[t * d + j] += g;
+      gn += g * gam[j];
+      tg[j] = ggh * gy[j] + g * n0[j];
+      gu[j] = gn;  // N̄0 for now
+      sn += gn * n0[j];
+    }
+    if (gdelta) gdelta[t] = gd;
+    const Acc gst = gs - sn / sd;
+    Acc mc = 0;
+    for (int64_t j = 0; j < d; ++j) mc += gu[j] = gu[j] / sd + gst * n0[j] / Acc(d);
+    mc /= Acc(d);
+    for (int64_t j = 0; j < d; ++j) gu[j] -= mc;  // Ū0
+  }
+  grid::barrier();
+  // γ̄, β̄ per channel; Ḡ0 += Ū0 Â1, H̄0 = Ḡ0 ⊙ GELU'(H0) + D̄l ⊙ R ⊙ GELU''(H0) (into gG0); Â1̄ += Ū0ᵀ G0.
+  MNEMO_FOR_LANES(j, d, lanes) {
+    Acc sg = 0, sb = 0;
+    for (int64_t t = 0; t < n; ++t) sg += T[t * d + j], sb += gE[t * d + j];
+    ggam[j] += sg, gbet[j] += sb;
+  }
+  MNEMO_FOR_LANES(item, n * hid, lanes) {
+    const int64_t t = item / hid, i = item % hid;
+    Acc g = gG0[item];
+    for (int64_t p = 0; p < d; ++p) g += gGu[t * d + p] * A1[p * hid + i];
+    gG0[item] = g * P0[item] + gDl[item] * (R[item] * P0d[item]);
+  }
+  MNEMO_FOR_LANES(item, d * hid, lanes) {
+    const int64_t p = item / hid, i = item % hid;
+    Acc g = 0;
+    for (int64_t t = 0; t < n; ++t) g += gGu[t * d + p] * G0[t * hid + i];
+    gA1[item] += g;
+  }
+  grid::barrier();
+  // K̄ += H̄0 Â0, Â0̄ = H̄0ᵀ K.
+  MNEMO_FOR_LANES(item, n * d, lanes) {
+    const int64_t t = item / d, j = item % d;
+    Acc g = 0;
+    for (int64_t i = 0; i < hid; ++i) g += gG0[t * hid + i] * A0[i * d + j];
+    gk[item] += g;
+  }
+  MNEMO_FOR_LANES(item, hid * d, lanes) {
+    const int64_t i = item / d, j = item % d;
+    Acc g = 0;
+    for (int64_t t = 0; t < n; ++t) g += gG0[t * hid + i] * k[t * d + j];
+    gA0[item] = g;
+  }
+}
+
+}  // namespace mnemo::miras_kernel
