@@ -289,7 +289,8 @@ std::string bench_method_text(const BenchOptions& opt, const torch::Device& devi
     if (opt.cuda_graph)
       s << "  CUDA graph: the step captured once after the warm-up (forward, backward, AdamW), each timed repetition "
            "one replay (rows fwd_graph, fwdbwd_graph); decode: the one-token step captured after the prompt, one "
-           "replay per token (rows decode_graph; static decode steps only: Gated DeltaNet, DeltaNet, GLA, Mamba2)\n";
+           "replay per token (rows decode_graph; static decode steps only: Gated DeltaNet, DeltaNet, GLA, Mamba2, "
+           "linear attention, RWKV-7, Kimi Delta Attention, Gated DeltaProduct, Mamba-3, MesaNet)\n";
     s << "  tokens/s = B*T / median (decode: B / median per-token time)\n";
     s << "  GFLOP/s estimate: " << bench_flop_formula() << "\n";
   }

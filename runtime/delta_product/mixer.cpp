@@ -84,6 +84,9 @@ class GatedDeltaProductMixer : public Mixer, public DeclaresNoWeightDecay {
     return args_.use_forget_gate ? std::vector<std::string>{"A_log", "dt_bias"} : std::vector<std::string>{};
   }
 
+  // Decode: the conv caches and the recurrent state: fixed shapes, no position.
+  bool decode_step_is_static() const override { return true; }
+
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);
     auto q = q_proj_(x, state);                                      // [B, T, H, d_k]

@@ -83,6 +83,9 @@ class KdaMixer : public Mixer, public DeclaresNoWeightDecay {
 
   std::vector<std::string> no_weight_decay() const override { return {"A_log", "dt_bias"}; }
 
+  // Decode: the conv caches and the recurrent state: fixed shapes, no position.
+  bool decode_step_is_static() const override { return true; }
+
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);
     auto q = q_proj_(x, state), k = k_proj_(x, state), v = v_proj_(x, state);  // [B, T, H, d]

@@ -59,6 +59,9 @@ class LinearAttnMixer : public Mixer {
     out_ = register_module("out", GatedOutput(ctx.d_model, H, dv_));
   }
 
+  // Decode: the conv caches, the recurrent state and its normaliser: fixed shapes, no position.
+  bool decode_step_is_static() const override { return true; }
+
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     auto q = q_(x, state), k = k_(x, state), v = v_(x, state);
     if (args_.la_normalize) {  // positive features so that q · z > 0

@@ -90,6 +90,9 @@ class Mamba3Mixer : public Mixer, public DeclaresNoWeightDecay {
 
   std::vector<std::string> no_weight_decay() const override { return {"dt_bias", "D"}; }
 
+  // Decode: the recurrent state, the previous token's k and v and the cumulative rotation angle: fixed shapes, no position.
+  bool decode_step_is_static() const override { return true; }
+
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1), K = ranks_;
     auto proj = in_proj_(x);

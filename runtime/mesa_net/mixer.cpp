@@ -77,6 +77,9 @@ class MesaNetMixer : public Mixer, public DeclaresNoWeightDecay {
 
   std::vector<std::string> no_weight_decay() const override { return {"lambda_params"}; }
 
+  // Decode: the conv caches and the two states, a fixed number of CG steps (no tolerance read back): fixed shapes, no position.
+  bool decode_step_is_static() const override { return true; }
+
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t T = x.size(1);
     auto q = q_proj_(x, state), k = k_proj_(x, state), v = v_proj_(x, state);  // [B, T, H, d]

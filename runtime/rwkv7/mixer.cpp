@@ -101,6 +101,9 @@ class Rwkv7Mixer : public Mixer, public DeclaresNoWeightDecay {
 
   std::vector<std::string> no_weight_decay() const override { return {"r_k", "g_norm_weight"}; }
 
+  // Decode: the token shifts and the recurrent state (the value residual passes within the step): fixed shapes, no position.
+  bool decode_step_is_static() const override { return true; }
+
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);
     // Token shift: x_{-1} is the carried last input (zero at the start).
