@@ -19,6 +19,7 @@ LatticeResult lattice_chunk(const torch::Tensor& q, const torch::Tensor& k, cons
   if (chunk < 1 || st.pos < 0 || st.pos >= chunk)
     throw Error("lattice: need chunk >= 1 and 0 <= pos < chunk, got chunk " + std::to_string(chunk) + ", pos " +
                 std::to_string(st.pos));
+  if (lattice_scan_eligible(q)) return lattice_scan(q, k, v, gamma, mu, st, chunk, dec);
   auto p = prepare(q, k, v, gamma, mu);
   auto S = st.S.to(p.dt), S0 = (st.pos == 0 ? st.S : st.S0).to(p.dt);
   int64_t pos = st.pos;

@@ -34,8 +34,32 @@ LatticeResult lattice_recurrent(const torch::Tensor& q, const torch::Tensor& k, 
                                 int64_t chunk, bool dec);
 
 // Approximation (17), parallel inside each chunk (explicit gate products, no log space: docs/models.md#lattice, docs/models.md#numerical-stability).
+// Where the scan kernel takes the inputs (below) it runs the whole sequence instead.
 LatticeResult lattice_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const torch::Tensor& gamma, const torch::Tensor& mu, const LatticeState& st,
                             int64_t chunk, bool dec);
+
+// The same recurrence as one CUDA kernel a pass over the whole sequence (scan_kernel.cuh, fused_scan.cpp), with a
+// hand-written backward that recomputes the states from checkpoints: lattice_chunk takes it on CUDA tensors in builds
+// that link the kernels (unless MNEMO_FUSED_CUDA=0), and on CPU tensors over a sequential host grid inside a
+// LatticeKernelHostScope(true) (the CPU tests prove the kernel's decomposition that way).
+LatticeResult lattice_scan(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                           const torch::Tensor& gamma, const torch::Tensor& mu, const LatticeState& st, int64_t chunk,
+                           bool dec);
+bool lattice_scan_eligible(const torch::Tensor& q);
+bool lattice_kernel_on_host();
+void set_lattice_kernel_on_host(bool on);
+// Passes (forward or backward) the scan kernel has run in this process, on the host grid or the device.
+int64_t lattice_kernel_passes();
+class LatticeKernelHostScope {
+ public:
+  explicit LatticeKernelHostScope(bool on) : previous_(lattice_kernel_on_host()) { set_lattice_kernel_on_host(on); }
+  ~LatticeKernelHostScope() { set_lattice_kernel_on_host(previous_); }
+  LatticeKernelHostScope(const LatticeKernelHostScope&) = delete;
+  LatticeKernelHostScope& operator=(const LatticeKernelHostScope&) = delete;
+
+ private:
+  bool previous_;
+};
 
 }  // namespace mnemo
