@@ -2,37 +2,27 @@
 // CUDA tensors through the launchers of chunk_kernel.cu (builds with MNEMO_CUDA_KERNELS), and on CPU tensors over a
 // sequential host grid (grid::run_on_host) inside a DeepMemoryKernelHostScope: the CPU tests run the kernel's own
 // decomposition that way against the tensor form (tests/test_fused_chunk.cpp).
-#include <atomic>
-#include <string>
-
 #include "core/common.h"
-#include "core/torch_compat.h"
 #include "runtime/deep_memory/chunk_kernel.h"
 #include "runtime/deep_memory/fused_chunk.h"
 #include "runtime/deep_memory/fused_chunk_forms.h"
-#include "runtime/kernels/fused_layers.h"
-#include "runtime/kernels/host_grid.h"
+#include "runtime/kernels/block_pass.h"
 
 namespace mnemo {
 
 namespace {
 
-std::atomic<int>& kernel_on_host_switch() {
-  static std::atomic<int> on{0};
-  return on;
-}
-
-std::atomic<int64_t>& kernel_pass_count() {
-  static std::atomic<int64_t> passes{0};
-  return passes;
+grid::KernelForm& deep_memory_kernel_form() {
+  static grid::KernelForm form;
+  return form;
 }
 
 }  // namespace
 
-int64_t deep_memory_kernel_passes() { return kernel_pass_count().load(std::memory_order_relaxed); }
+int64_t deep_memory_kernel_passes() { return deep_memory_kernel_form().passes(); }
 
-bool deep_memory_kernel_on_host() { return kernel_on_host_switch().load(std::memory_order_relaxed) != 0; }
-void set_deep_memory_kernel_on_host(bool on) { kernel_on_host_switch().store(on ? 1 : 0); }
+bool deep_memory_kernel_on_host() { return deep_memory_kernel_form().on_host(); }
+void set_deep_memory_kernel_on_host(bool on) { deep_memory_kernel_form().set_on_host(on); }
 
 namespace fused_chunk_forms {
 
@@ -92,17 +82,8 @@ Tensor workspace(int64_t per_block, const dmk::Dims& z, const Tensor& like) {
 // One pass: the launcher on a CUDA tensor, else the block function over the host grid.
 template <class Args, class BlockFn>
 void run_pass(const Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn, const char* what) {
-  kernel_pass_count().fetch_add(1, std::memory_order_relaxed);
-  if (like.is_cuda()) {
-#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
-    if (const char* err = dmk::launch(args, torch_compat::current_cuda_stream(like.device())))
-      throw Error(std::string("deep-memory chunk kernel, ") + what + ": " + err);
-    return;
-#else
-    throw Error("deep-memory chunk kernel: this build has no CUDA kernels (nvcc was not found at configure time)");
-#endif
-  }
-  grid::run_on_host(blocks, 0, [&](int64_t block, void* shared, grid::Lanes lanes) { block_fn(args, block, shared, lanes); });
+  deep_memory_kernel_form().run(like, args, blocks, block_fn, MNEMO_DEVICE_LAUNCHER(dmk::launch),
+                                std::string("deep-memory chunk kernel, ") + what);
 }
 
 }  // namespace
@@ -116,13 +97,7 @@ bool kernel_form_eligible(const variable_list& in, bool mom) {
     const auto& t = in[i];
     if (!t.defined() || t.scalar_type() != dtype || t.device() != in[Q].device()) return false;
   }
-  if (in[Q].is_cuda()) {
-#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
-    return fused_cuda_layers_enabled();  // MNEMO_FUSED_CUDA=0: the tensor form (before/after on one binary)
-#else
-    return false;
-#endif
-  }
+  if (in[Q].is_cuda()) return grid::device_kernels_enabled();  // MNEMO_FUSED_CUDA=0: the tensor form
   return in[Q].device().is_cpu() && deep_memory_kernel_on_host();
 }
 

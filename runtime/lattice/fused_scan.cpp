@@ -2,13 +2,10 @@
 // tensors through the launchers of scan_kernel.cu (builds with MNEMO_CUDA_KERNELS), and on CPU tensors over a
 // sequential host grid (grid::run_on_host) inside a LatticeKernelHostScope, as one autograd node whose backward is the
 // kernel's backward pass (tests/test_cuda_kernels_lattice.cpp checks it against the chunk form).
-#include <atomic>
 #include <string>
 
 #include "core/common.h"
-#include "core/torch_compat.h"
-#include "runtime/kernels/fused_layers.h"
-#include "runtime/kernels/host_grid.h"
+#include "runtime/kernels/block_pass.h"
 #include "runtime/kernels/precision.h"
 #include "runtime/lattice/gates.h"
 #include "runtime/lattice/lattice.h"
@@ -23,14 +20,9 @@ using torch::Tensor;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-std::atomic<int>& lattice_kernel_on_host_switch() {
-  static std::atomic<int> on{0};
-  return on;
-}
-
-std::atomic<int64_t>& lattice_kernel_pass_count() {
-  static std::atomic<int64_t> passes{0};
-  return passes;
+grid::KernelForm& lattice_kernel_form() {
+  static grid::KernelForm form;
+  return form;
 }
 
 template <class Acc>
@@ -41,17 +33,8 @@ Acc* data_of(const Tensor& t) {
 // One pass: the launcher on a CUDA tensor, else the block function over the host grid.
 template <class Args, class BlockFn>
 void run_scan_pass(const Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn, const char* what) {
-  lattice_kernel_pass_count().fetch_add(1, std::memory_order_relaxed);
-  if (like.is_cuda()) {
-#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
-    if (const char* err = lk::launch(args, torch_compat::current_cuda_stream(like.device())))
-      throw Error(std::string("lattice scan kernel, ") + what + ": " + err);
-    return;
-#else
-    throw Error("lattice scan kernel: this build has no CUDA kernels (nvcc was not found at configure time)");
-#endif
-  }
-  grid::run_on_host(blocks, 0, [&](int64_t block, void* shared, grid::Lanes lanes) { block_fn(args, block, shared, lanes); });
+  lattice_kernel_form().run(like, args, blocks, block_fn, MNEMO_DEVICE_LAUNCHER(lk::launch),
+                            std::string("lattice scan kernel, ") + what);
 }
 
 lk::Dims scan_dims(const Tensor& q, const Tensor& v, int64_t chunk, int64_t p0, bool dec) {
@@ -151,19 +134,13 @@ struct LatticeScanFn : torch::autograd::Function<LatticeScanFn> {
 
 }  // namespace
 
-bool lattice_kernel_on_host() { return lattice_kernel_on_host_switch().load(std::memory_order_relaxed) != 0; }
-void set_lattice_kernel_on_host(bool on) { lattice_kernel_on_host_switch().store(on ? 1 : 0); }
-int64_t lattice_kernel_passes() { return lattice_kernel_pass_count().load(std::memory_order_relaxed); }
+bool lattice_kernel_on_host() { return lattice_kernel_form().on_host(); }
+void set_lattice_kernel_on_host(bool on) { lattice_kernel_form().set_on_host(on); }
+int64_t lattice_kernel_passes() { return lattice_kernel_form().passes(); }
 
 bool lattice_scan_eligible(const torch::Tensor& q) {
   if (!q.defined() || q.dim() != 4 || q.size(1) == 0) return false;
-  if (q.is_cuda()) {
-#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
-    return fused_cuda_layers_enabled();  // MNEMO_FUSED_CUDA=0: the chunk form (before/after on one binary)
-#else
-    return false;
-#endif
-  }
+  if (q.is_cuda()) return grid::device_kernels_enabled();  // MNEMO_FUSED_CUDA=0: the chunk form
   return q.device().is_cpu() && lattice_kernel_on_host();
 }
 

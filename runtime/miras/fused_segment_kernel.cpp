@@ -2,13 +2,10 @@
 // tensors through the launchers of segment_kernel.cu (builds with MNEMO_CUDA_KERNELS), and on CPU tensors over a
 // sequential host grid (grid::run_on_host) inside a MirasKernelHostScope: the CPU tests run the kernel's own
 // decomposition that way against the node's tensor form (tests/test_cuda_kernels_miras.cpp).
-#include <atomic>
 #include <string>
 
 #include "core/common.h"
-#include "core/torch_compat.h"
-#include "runtime/kernels/fused_layers.h"
-#include "runtime/kernels/host_grid.h"
+#include "runtime/kernels/block_pass.h"
 #include "runtime/miras/fused_segment.h"
 #include "runtime/miras/segment_kernel.h"
 
@@ -16,21 +13,16 @@ namespace mnemo {
 
 namespace {
 
-std::atomic<int>& miras_kernel_on_host_switch() {
-  static std::atomic<int> on{0};
-  return on;
-}
-
-std::atomic<int64_t>& miras_kernel_pass_count() {
-  static std::atomic<int64_t> passes{0};
-  return passes;
+grid::KernelForm& miras_kernel_form() {
+  static grid::KernelForm form;
+  return form;
 }
 
 }  // namespace
 
-bool miras_kernel_on_host() { return miras_kernel_on_host_switch().load(std::memory_order_relaxed) != 0; }
-void set_miras_kernel_on_host(bool on) { miras_kernel_on_host_switch().store(on ? 1 : 0); }
-int64_t miras_kernel_passes() { return miras_kernel_pass_count().load(std::memory_order_relaxed); }
+bool miras_kernel_on_host() { return miras_kernel_form().on_host(); }
+void set_miras_kernel_on_host(bool on) { miras_kernel_form().set_on_host(on); }
+int64_t miras_kernel_passes() { return miras_kernel_form().passes(); }
 
 namespace miras_segment_kernel {
 
@@ -121,17 +113,8 @@ Tensor workspace(int64_t per_block, const mk::Dims& z, const Tensor& like) {
 // One pass: the launcher on a CUDA tensor, else the block function over the host grid.
 template <class Args, class BlockFn>
 void run_pass(const Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn, const char* what) {
-  miras_kernel_pass_count().fetch_add(1, std::memory_order_relaxed);
-  if (like.is_cuda()) {
-#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
-    if (const char* err = mk::launch(args, torch_compat::current_cuda_stream(like.device())))
-      throw Error(std::string("miras segment kernel, ") + what + ": " + err);
-    return;
-#else
-    throw Error("miras segment kernel: this build has no CUDA kernels (nvcc was not found at configure time)");
-#endif
-  }
-  grid::run_on_host(blocks, 0, [&](int64_t block, void* shared, grid::Lanes lanes) { block_fn(args, block, shared, lanes); });
+  miras_kernel_form().run(like, args, blocks, block_fn, MNEMO_DEVICE_LAUNCHER(mk::launch),
+                          std::string("miras segment kernel, ") + what);
 }
 
 // Calls run(zero) with zero of the inputs' Acc type.
@@ -156,13 +139,7 @@ bool eligible(const MirasSegmentInputs& x, const MirasOptions& o) {
   if (x.scale0.defined()) all.push_back(x.scale0), all.push_back(x.scale1);
   for (const auto& t : all)
     if (!t.defined() || t.scalar_type() != dtype || t.device() != x.q.device()) return false;
-  if (x.q.is_cuda()) {
-#if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
-    return fused_cuda_layers_enabled();  // MNEMO_FUSED_CUDA=0: the tensor form (before/after on one binary)
-#else
-    return false;
-#endif
-  }
+  if (x.q.is_cuda()) return grid::device_kernels_enabled();  // MNEMO_FUSED_CUDA=0: the tensor form
   return x.q.device().is_cpu() && miras_kernel_on_host();
 }
 
