@@ -32,6 +32,12 @@ inline bool device_kernels_enabled() {
 #endif
 }
 
+// A kernel family's launcher type for the arguments Args (not deduced from the launcher, which may be nullptr).
+template <class Args>
+struct Launcher {
+  using type = const char* (*)(const Args&, void*);
+};
+
 // A kernel form's state: whether CPU tensors run its block code over the host grid (the tests' scope), and how many
 // passes it has run in this process.
 class KernelForm {
@@ -44,7 +50,7 @@ class KernelForm {
   // grid. `what` names the kernel and the pass in errors.
   template <class Args, class BlockFn>
   void run(const torch::Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn,
-           const char* (*launch)(const Args&, void*), const std::string& what) {
+           typename Launcher<Args>::type launch, const std::string& what) {
     passes_.fetch_add(1, std::memory_order_relaxed);
     if (like.is_cuda()) {
       if (!launch) throw Error(what + ": this build has no CUDA kernels (nvcc was not found at configure time)");
