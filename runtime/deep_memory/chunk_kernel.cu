@@ -6,34 +6,6 @@
 
 namespace mnemo::deep_memory_kernel {
 
-namespace {
-
-struct Forward {
-  template <class Acc>
-  static __device__ void run(const ForwardArgs<Acc>& a, int64_t block, void* shared, grid::Lanes lanes) {
-    forward_block<Acc>(a, block, shared, lanes);
-  }
-};
-struct Backward {
-  template <class Acc>
-  static __device__ void run(const BackwardArgs<Acc>& a, int64_t block, void* shared, grid::Lanes lanes) {
-    backward_block<Acc>(a, block, shared, lanes);
-  }
-};
-
-}  // namespace
-
-const char* launch(const ForwardArgs<float>& a, void* stream) {
-  return grid::launch_blocks<kThreads, Forward>(a, a.z.blocks, stream);
-}
-const char* launch(const ForwardArgs<double>& a, void* stream) {
-  return grid::launch_blocks<kThreads, Forward>(a, a.z.blocks, stream);
-}
-const char* launch(const BackwardArgs<float>& a, void* stream) {
-  return grid::launch_blocks<kThreads, Backward>(a, a.x.z.blocks, stream);
-}
-const char* launch(const BackwardArgs<double>& a, void* stream) {
-  return grid::launch_blocks<kThreads, Backward>(a, a.x.z.blocks, stream);
-}
+MNEMO_DEFINE_BLOCK_LAUNCHERS(kThreads)
 
 }  // namespace mnemo::deep_memory_kernel

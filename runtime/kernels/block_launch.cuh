@@ -30,3 +30,36 @@ const char* launch_blocks(const Args& args, int64_t blocks, void* stream) {
 }
 
 }  // namespace mnemo::grid
+
+// The four launchers of a kernel family with one forward and one backward pass (a .cu file's whole body, inside the
+// family's namespace): `const char* launch(const ForwardArgs<Acc>&, void*)` and `launch(const BackwardArgs<Acc>&,
+// void*)` for Acc = float, double, running the namespace's forward_block / backward_block with THREADS threads a block
+// over args.z.blocks (forward) or args.x.z.blocks (backward) blocks.
+#define MNEMO_DEFINE_BLOCK_LAUNCHERS(THREADS)                                                                       \
+  namespace {                                                                                                     \
+  struct ForwardBlock {                                                                                           \
+    template <class Acc>                                                                                          \
+    static __device__ void run(const ForwardArgs<Acc>& a, int64_t block, void* shared, ::mnemo::grid::Lanes lanes) { \
+      forward_block<Acc>(a, block, shared, lanes);                                                                \
+    }                                                                                                             \
+  };                                                                                                              \
+  struct BackwardBlock {                                                                                          \
+    template <class Acc>                                                                                          \
+    static __device__ void run(const BackwardArgs<Acc>& a, int64_t block, void* shared,                           \
+                               ::mnemo::grid::Lanes lanes) {                                                      \
+      backward_block<Acc>(a, block, shared, lanes);                                                               \
+    }                                                                                                             \
+  };                                                                                                              \
+  }                                                                                                               \
+  const char* launch(const ForwardArgs<float>& a, void* stream) {                                                 \
+    return ::mnemo::grid::launch_blocks<THREADS, ForwardBlock>(a, a.z.blocks, stream);                            \
+  }                                                                                                               \
+  const char* launch(const ForwardArgs<double>& a, void* stream) {                                                \
+    return ::mnemo::grid::launch_blocks<THREADS, ForwardBlock>(a, a.z.blocks, stream);                            \
+  }                                                                                                               \
+  const char* launch(const BackwardArgs<float>& a, void* stream) {                                                \
+    return ::mnemo::grid::launch_blocks<THREADS, BackwardBlock>(a, a.x.z.blocks, stream);                         \
+  }                                                                                                               \
+  const char* launch(const BackwardArgs<double>& a, void* stream) {                                               \
+    return ::mnemo::grid::launch_blocks<THREADS, BackwardBlock>(a, a.x.z.blocks, stream);                         \
+  }
