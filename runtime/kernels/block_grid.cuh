@@ -9,8 +9,11 @@
 // whole block (lane 0 of 1), so each loop covers all of its items in order and a barrier has nothing to wait for.
 // The host run therefore executes the kernel's own decomposition — tiles, chunk loop, shared-memory layout,
 // accumulation order per work item — and the CPU tests check it against the reference forms in fp64 and fp32
-// (docs/gpu.md, "Kernels proven on the CPU"). What it cannot show is a data race between threads of one phase:
-// `compute-sanitizer --tool racecheck` covers that on a GPU (scripts/gpu-check).
+// (docs/gpu.md, "Kernels proven on the CPU"). A data race between threads of one phase shows in a host run with
+// several lanes (host_grid.h HostLanesScope): the lanes take turns phase by phase, in lane order or in reverse, so a
+// value one lane writes and another reads (or writes) in the same phase differs between the two orders
+// (tests/test_block_lanes.cpp); `compute-sanitizer --tool racecheck` covers shared memory on a GPU
+// (scripts/gpu-check).
 //
 // Rules for block code: no warp intrinsics outside helpers that have a host form here; every cross-thread
 // exchange goes through shared memory and a barrier; a reduction writes per-lane partials, barrier, then lane 0
@@ -36,10 +39,25 @@ struct Lanes {
   int count;  // threads in the block (host: 1)
 };
 
-// Phase separator: __syncthreads() on the device; nothing on the host (phases run one after another).
+#if !defined(__CUDA_ARCH__)
+// The host's barrier while a block runs with several lanes (host_grid.h, HostLanesScope): the calling lane hands the
+// turn on and waits for its turn in the next phase. Unset (one lane) there is nothing to wait for.
+namespace host_barrier {
+struct Hook {
+  void (*wait)(void* context);
+  void* context;
+};
+inline thread_local Hook current{nullptr, nullptr};
+}  // namespace host_barrier
+#endif
+
+// Phase separator: __syncthreads() on the device; on the host nothing with one lane (phases run one after another),
+// the turn scheduler's hand-over with several (host_grid.h).
 MNEMO_HD void barrier() {
 #if defined(__CUDA_ARCH__)
   __syncthreads();
+#else
+  if (host_barrier::current.wait) host_barrier::current.wait(host_barrier::current.context);
 #endif
 }
 

@@ -72,7 +72,7 @@ void run(const torch::Tensor& like, lk::Element element, int64_t blocks, bool ro
   }
   auto host = [&](auto e, auto acc) {
     using Acc = decltype(acc);
-    const std::size_t bytes = row_sums ? lk::rms_norm_shared_bytes<Acc>(1) : 16;
+    const std::size_t bytes = row_sums ? lk::rms_norm_shared_bytes<Acc>(grid::host_lanes().count) : 16;
     grid::run_on_host(blocks, bytes,
                       [&](int64_t b, void* shared, grid::Lanes lanes) { block(e, acc, b, shared, lanes); });
   };

@@ -1,0 +1,196 @@
+// Data races between the threads of one phase, looked for on the CPU (runtime/kernels/host_grid.h HostLanesScope):
+// every block-code kernel's host run with 8 lanes taking turns phase by phase in lane order, and again in reverse
+// order, gives the same outputs and gradients (a value one lane writes and another reads or writes within a phase
+// would differ between the two orders), and the same as its one-lane run. A deliberately racy block function is told
+// apart, which shows the check can fail. Tags [cuda-kernel][lanes].
+#include <catch2/catch.hpp>
+
+#include <functional>
+
+#include "runtime/deep_memory/fused_chunk.h"
+#include "runtime/delta_rule/delta_rule.h"
+#include "runtime/gla/gla.h"
+#include "runtime/kernels/fused_cpu.h"
+#include "runtime/kernels/fused_layers.h"
+#include "runtime/kernels/host_grid.h"
+#include "runtime/lattice/lattice.h"
+#include "runtime/layers.h"
+#include "runtime/miras/fused_segment.h"
+#include "tests/test_util.h"
+
+using namespace mnemo;
+
+// Helpers in a named namespace: unity builds compile this file with other test files.
+namespace block_lanes_tests {
+
+using mnemo::test::max_rel_err;
+using torch::Tensor;
+using Outputs = std::vector<Tensor>;
+
+Tensor f64_randn(std::vector<int64_t> shape, double scale = 1.0) {
+  return (scale * torch::randn(shape, torch::kFloat64)).requires_grad_();
+}
+
+// The outputs (detached) and the gradients of Σ_o o ⊙ r_o with respect to `leaves` (fixed r).
+Outputs with_grads(const Outputs& outs, const Outputs& leaves) {
+  torch::manual_seed(99);
+  Tensor loss = torch::zeros({}, torch::kFloat64);
+  Outputs all;
+  for (const auto& o : outs) {
+    loss = loss + (o * torch::randn(o.sizes(), torch::kFloat64)).sum();
+    all.push_back(o.detach());
+  }
+  for (const auto& g : torch::autograd::grad({loss}, leaves, {}, false, false, /*allow_unused=*/true))
+    if (g.defined()) all.push_back(g);
+  return all;
+}
+
+// run() under one lane, eight lanes in order and eight in reverse: the three agree within `tol`.
+void check_lane_orders(const std::function<Outputs()>& run, double tol = 1e-12) {
+  Outputs one, forward, reverse;
+  {
+    const grid::HostLanesScope lanes(1, false);
+    one = run();
+  }
+  {
+    const grid::HostLanesScope lanes(8, false);
+    forward = run();
+  }
+  {
+    const grid::HostLanesScope lanes(8, true);
+    reverse = run();
+  }
+  REQUIRE(forward.size() == one.size());
+  REQUIRE(reverse.size() == one.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    CAPTURE(i);
+    CHECK(max_rel_err(forward[i], reverse[i]) <= tol);
+    CHECK(max_rel_err(forward[i], one[i]) <= tol);
+  }
+}
+
+}  // namespace block_lanes_tests
+
+using namespace block_lanes_tests;
+
+TEST_CASE("host lanes: a block function with a race within a phase gives different results in the two lane orders",
+          "[cuda-kernel][lanes]") {
+  auto run = [](bool reverse, bool racy) {
+    std::vector<double> buf(8, 0.0), out(8, 0.0);
+    const grid::HostLanesScope lanes(8, reverse);
+    grid::run_on_host(1, 0, [&](int64_t, void*, grid::Lanes l) {
+      buf[l.lane] = l.lane + 1.0;
+      if (!racy) grid::barrier();              // the correct form: write, barrier, read
+      out[l.lane] = buf[(l.lane + 1) % l.count];  // reads a neighbour's write
+      grid::barrier();
+    });
+    return out;
+  };
+  CHECK(run(false, false) == run(true, false));
+  CHECK(run(false, true) != run(true, true));
+}
+
+TEST_CASE("host lanes: the deep-memory, Miras and Lattice kernels have no race within a phase (8 lanes, both orders)",
+          "[cuda-kernel][lanes]") {
+  torch::manual_seed(1);
+  SECTION("deep-memory chunk node (momentum, clip, window N > n)") {
+    const int64_t B = 1, H = 2, n = 3, N = 5, d = 4, f = 5, hid = 7;
+    Outputs x = {f64_randn({B, H, n, d}, 0.5),  f64_randn({B, H, n, f}, 0.5),   f64_randn({B, H, N, d}, 0.5),
+                 f64_randn({B, H, N, f}, 0.5),  f64_randn({B, H, N, d}),        f64_randn({B, H, hid, f}, 0.4),
+                 f64_randn({B, H, d, hid}, 0.4), f64_randn({B, H, hid, f}, 0.05), f64_randn({B, H, d, hid}, 0.05),
+                 f64_randn({B, H, hid, f}, 0.4), f64_randn({B, H, d, hid}, 0.4)};
+    auto unit = [](std::vector<int64_t> s, double lo, double hi) {
+      return (lo + (hi - lo) * torch::rand(s, torch::kFloat64)).requires_grad_();
+    };
+    Outputs g = {unit({B, H, n}, 0.5, 1.0), unit({B, H, n}, -0.3, 0.3), unit({B, H, n, N}, 0.0, 0.3),
+                 unit({B, H}, 0.8, 1.0),    unit({B, H}, -0.2, 0.2),    unit({B, H, N}, 0.0, 0.3),
+                 unit({B, H}, 0.5, 0.9),    unit({B, H, N}, 0.0, 0.3)};
+    FusedChunkInputs in;
+    in.q = x[0], in.qf = x[1], in.k = x[2], in.kf = x[3], in.v = x[4], in.w = {x[5], x[6]}, in.s = {x[7], x[8]};
+    in.anchor = {x[9], x[10]}, in.A = g[0], in.D = g[1], in.C = g[2], in.a_end = g[3], in.d_end = g[4];
+    in.c_end = g[5], in.p_end = g[6], in.e_end = g[7];
+    Outputs leaves = x;
+    leaves.insert(leaves.end(), g.begin(), g.end());
+    check_lane_orders([&] {
+      const FusedCpuScope cpu(false);
+      const DeepMemoryKernelHostScope kernel(true);
+      auto r = fused_mlp_chunk(in, true, 0.3);
+      return with_grads({r.y, r.w[0], r.w[1], r.s[0], r.s[1]}, leaves);
+    });
+  }
+  SECTION("Miras segment node (Huber bias, channel-wise gates)") {
+    const int64_t B = 2, H = 2, n = 5, d = 4, hid = 16;
+    Outputs x = {f64_randn({B, H, n, d}, 0.5), f64_randn({B, H, n, d}, 0.5), f64_randn({B, H, n, d}),
+                 torch::log_sigmoid(torch::randn({B, H, n, d}, torch::kFloat64) + 3.0).requires_grad_(),
+                 (0.3 * torch::rand({B, H, n, d}, torch::kFloat64)).requires_grad_(),
+                 (0.4 + 1.2 * torch::rand({B, H, n}, torch::kFloat64)).requires_grad_(),
+                 (1.0 + f64_randn({1, H, 1, d}, 0.2)).detach().requires_grad_(), f64_randn({1, H, 1, d}, 0.2),
+                 f64_randn({B, H, hid, d}, 0.5), f64_randn({B, H, d, hid}, 0.25), f64_randn({B, H, hid, d}, 0.5),
+                 f64_randn({B, H, d, hid}, 0.25)};
+    MirasSegmentInputs in{x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], {x[8], x[9]}, {x[10], x[11]}, {}, {}};
+    MirasOptions o;
+    o.bias = "huber";
+    check_lane_orders([&] {
+      const MirasKernelHostScope kernel(true);
+      auto r = miras_fused_segment(in, o);
+      return with_grads({r.out, r.end[0], r.end[1]}, x);
+    });
+  }
+  SECTION("Lattice scan (DEC, two checkpoint segments, a partial last chunk)") {
+    const int64_t B = 1, T = 70, H = 2, m = 5, d = 4;
+    Outputs x = {f64_randn({B, T, H, m}, 0.5), f64_randn({B, T, H, m}, 0.5), f64_randn({B, T, H, d}),
+                 torch::sigmoid(torch::randn({B, T, H}, torch::kFloat64)).requires_grad_(),
+                 torch::sigmoid(torch::randn({B, T, H}, torch::kFloat64) + 2.0).requires_grad_(),
+                 f64_randn({B, H, m, d}, 0.5)};
+    LatticeState st;
+    st.S = x[5];
+    check_lane_orders([&] {
+      const LatticeKernelHostScope kernel(true);
+      auto r = lattice_chunk(x[0], x[1], x[2], x[3], x[4], st, 4, true);
+      return with_grads({r.y, r.state.S}, x);
+    });
+  }
+}
+
+TEST_CASE("host lanes: the GLA, delta-rule and layer kernels have no race within a phase (8 lanes, both orders)",
+          "[cuda-kernel][lanes]") {
+  torch::manual_seed(2);
+  SECTION("GLA chunk kernel (key-wise gates, a value tile, an initial state)") {
+    const int64_t B = 1, T = 21, H = 2, K = 8, V = 12;
+    Outputs x = {f64_randn({B, T, H, K}), f64_randn({B, T, H, K}), f64_randn({B, T, H, V}),
+                 torch::log_sigmoid(torch::randn({B, T, H, K}, torch::kFloat64) + 2.0).requires_grad_(),
+                 f64_randn({B, H, K, V})};
+    GlaFusedTiling tiling;
+    tiling.sub_chunk = 4, tiling.tile_v = 8;
+    check_lane_orders([&] {
+      auto r = gla_chunk_fused(x[0], x[1], x[2], x[3], GlaGate::kKeyWise, 0.3, x[4], 8, {}, tiling);
+      return with_grads({r.o, r.final_state}, x);
+    });
+  }
+  SECTION("delta-rule chunk kernel (gated, a value tile, an initial state)") {
+    const int64_t B = 1, T = 21, H = 2, K = 8, V = 12;
+    Outputs x = {l2norm(torch::randn({B, T, H, K}, torch::kFloat64)).requires_grad_(),
+                 l2norm(torch::randn({B, T, H, K}, torch::kFloat64)).requires_grad_(), f64_randn({B, T, H, V}),
+                 torch::sigmoid(torch::randn({B, T, H}, torch::kFloat64)).requires_grad_(),
+                 torch::log_sigmoid(torch::randn({B, T, H}, torch::kFloat64) + 2.0).requires_grad_(),
+                 f64_randn({B, H, K, V})};
+    // Its backward adds row sums with atomic_add, whose order follows the lanes': rounding only.
+    check_lane_orders(
+        [&] {
+          auto r = delta_rule_chunk_fused(x[0], x[1], x[2], x[3], x[4], x[5], 0.3, 8, {}, 8);
+          return with_grads({r.o, r.final_state}, x);
+        },
+        1e-11);
+  }
+  SECTION("RMSNorm, SwiGLU gate and RoPE kernels") {
+    Outputs x = {f64_randn({5, 24}), f64_randn({24}), f64_randn({5, 24}), f64_randn({5, 24}),
+                 f64_randn({1, 2, 6, 8})};
+    auto angles = torch::arange(6, torch::kFloat64).unsqueeze(1) * torch::rand({1, 4}, torch::kFloat64);
+    auto cos = torch::cat({angles.cos(), angles.cos()}, 1), sin = torch::cat({angles.sin(), angles.sin()}, 1);
+    check_lane_orders([&] {
+      return with_grads({rms_norm_fused_kernel(x[0], x[1], 1e-6), swiglu_gate_fused_kernel(x[2], x[3]),
+                         rope_fused_kernel(x[4], cos, sin)},
+                        x);
+    });
+  }
+}
