@@ -147,7 +147,8 @@ bool lattice_scan_eligible(const torch::Tensor& q) {
 LatticeResult lattice_scan(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                            const torch::Tensor& gamma, const torch::Tensor& mu, const LatticeState& st, int64_t chunk,
                            bool dec) {
-  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
+  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast.
+  const AutocastOff autocast_off;
   lattice_detail::check_inputs(q, k, v, gamma, mu, st.S);
   if (chunk < 1 || st.pos < 0 || st.pos >= chunk)
     throw Error("lattice: need chunk >= 1 and 0 <= pos < chunk, got chunk " + std::to_string(chunk) + ", pos " +

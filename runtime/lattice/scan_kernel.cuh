@@ -184,7 +184,8 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
   const Dims& z = x.z;
   const int64_t T = z.T, m = z.m, d = z.d, md = m * d, C = z.C;
   const Acc *q = slice(x.q, block, T * m), *k = slice(x.k, block, T * m), *v = slice(x.v, block, T * d),
-            *ga = slice(x.ga, block, T), *mu = slice(x.mu, block, T), *ckpt = slice(x.ckpt, block, 2 * md * segment_count(z));
+            *ga = slice(x.ga, block, T), *mu = slice(x.mu, block, T),
+            *ckpt = slice(x.ckpt, block, 2 * md * segment_count(z));
   const Acc *dy = slice(a.dy, block, T * d), *dS_fin = slice(a.dS_fin, block, md), *dA_fin = slice(a.dA_fin, block, md);
   Acc *dq = slice(a.dq, block, T * m), *dk = slice(a.dk, block, T * m), *dv = slice(a.dv, block, T * d),
       *dga = slice(a.dga, block, T), *dmu = slice(a.dmu, block, T);
@@ -278,7 +279,8 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
         // The gates in reverse, per slot (the row's S̄ ← g_i S̄ for the token before):
         //   β̄ = ḡ (μ + γ ĥ κ) - w̄ γ κ,  B̄ = -β̄ n / (2 B^{3/2}),  x̄ = B̄ γ² [x ≥ 0],
         //   ĥ̄ = ḡ β γ κ - 2 x̄ κ² n² ĥ,  κ̄ = ḡ β γ ĥ - w̄ β γ + 2 x̄ κ (‖h‖² - n² ĥ²),
-        //   n̄ += β̄ / sqrt(B) + 2 B̄ μ² n - 2 x̄ κ² n ĥ² - 2 ĥ̄ ĥ / n;  μ̄, γ̄ and ‖h‖²'s adjoint summed over the slots.
+        //   n̄ += β̄ / sqrt(B) + 2 B̄ μ² n - 2 x̄ κ² n ĥ² - 2 ĥ̄ ĥ / n;
+        // μ̄, γ̄ and ‖h‖²'s adjoint are summed over the slots.
         MNEMO_FOR_LANES(i, m, lanes) {
           const Acc ni = n[i], kp = kap[i], hv = hh[i], bt = beta[i], Bi = Bv[i], sB = sqrt_acc(Bi);
           const Acc hsq = dot(h, h, d);
@@ -314,7 +316,8 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
           const Acc ni = n[i];
           Acc dkp = dkap[i];
           if (z.dec) dkp += dot(A + i * d, dh, d);
-          for (int64_t j = 0; j < d; ++j) dA[i * d + j] += dhh[i] * h[j] / (ni * ni) + (z.dec ? kap[i] * dh[j] : Acc(0));
+          for (int64_t j = 0; j < d; ++j)
+            dA[i * d + j] += dhh[i] * h[j] / (ni * ni) + (z.dec ? kap[i] * dh[j] : Acc(0));
           dk[t * m + i] = dkp / ni;
           dn[i] -= dkp * kt[i] / (ni * ni);
         }

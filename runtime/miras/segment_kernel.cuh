@@ -28,12 +28,14 @@
 #include <cmath>
 #include <cstdint>
 
-#include "runtime/deep_memory/chunk_kernel.cuh"  // gelu, dot, slice, block_sum, sqrt_acc (the memory's own helpers)
+// The memory's own helpers: gelu, dot, slice, block_gemm, block_sum, sqrt_acc.
+#include "runtime/deep_memory/chunk_kernel.cuh"
 #include "runtime/kernels/bf16.cuh"
 #include "runtime/kernels/block_grid.cuh"
 
 namespace mnemo::miras_kernel {
 
+using deep_memory_kernel::block_gemm;
 using deep_memory_kernel::block_sum;
 using deep_memory_kernel::dot;
 using deep_memory_kernel::Gelu;
@@ -119,7 +121,7 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
   auto ebi = [&](int64_t t, int64_t j) { return grid::exp_acc(-b[gi(t, j)]); };
 
   // Anchor pass: H0 = K Â0ᵀ; GELU and its two derivatives; U0 = G0 Â1ᵀ (into N0); b = cumsum(log α).
-  deep_memory_kernel::block_gemm<Acc>(lanes, false, true, n, hid, d, 1, k, d, A0, d, 0, H0, hid);
+  block_gemm<Acc>(lanes, false, true, n, hid, d, 1, k, d, A0, d, 0, H0, hid);
   MNEMO_FOR_LANES(c, G, lanes) {
     Acc acc = 0;
     for (int64_t t = 0; t < n; ++t) b[t * G + c] = acc += la[t * G + c];
@@ -130,10 +132,7 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
     G0[i] = g.value, P0[i] = g.grad, P0d[i] = g.second;
   }
   grid::barrier();
-  MNEMO_FOR_LANES(item, n * d, lanes) {
-    const int64_t t = item / d, j = item % d;
-    N0[item] = dot(G0 + t * hid, A1 + j * hid, hid);
-  }
+  block_gemm<Acc>(lanes, false, true, n, d, hid, 1, G0, hid, A1, hid, 0, N0, d);  // U0 = G0 Â1ᵀ
   grid::barrier();
   // N0 = LN(U0), E, g_y = φ(E) and Gu, one token per work item.
   MNEMO_FOR_LANES(t, n, lanes) {
@@ -157,7 +156,8 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
       const Acc x = e[j];
       Acc g = x;
       if (z.bias == kLp) {
-        g = static_cast<Acc>(z.p) * x * pow_acc<Acc>(x * x + static_cast<Acc>(z.lp_eps), static_cast<Acc>((z.p - 2.0) / 2.0));
+        const Acc pp = static_cast<Acc>(z.p), half_exponent = static_cast<Acc>((z.p - 2.0) / 2.0);
+        g = pp * x * pow_acc<Acc>(x * x + static_cast<Acc>(z.lp_eps), half_exponent);
       } else if (z.bias == kHuber) {
         g = sw * x + (Acc(1) - sw) * delta[t] * x / sqrt_acc(x * x + static_cast<Acc>(z.huber_eps));
       }
@@ -388,12 +388,7 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     for (int64_t r = 0; r <= t; ++r) g += gS1[t * n + r] * G0[r * hid + i];
     gh[item] = g * Pa[item];
   }
-  MNEMO_FOR_LANES(item, d * hid, lanes) {
-    const int64_t j = item / hid, i = item % hid;
-    Acc g = 0;
-    for (int64_t t = 0; t < n; ++t) g += guu[t * d + j] * Ga[t * hid + i];
-    gW1[item] += g;
-  }
+  block_gemm<Acc>(lanes, true, false, d, hid, n, 1, guu, d, Ga, hid, 1, gW1, hid);  // W̄1 += guuᵀ Ga
   MNEMO_FOR_LANES(item, n * hid, lanes) {
     const int64_t r = item / hid, i = item % hid;
     Acc g = 0;
@@ -539,26 +534,11 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     for (int64_t p = 0; p < d; ++p) g += gGu[t * d + p] * A1[p * hid + i];
     gG0[item] = g * P0[item] + gDl[item] * (R[item] * P0d[item]);
   }
-  MNEMO_FOR_LANES(item, d * hid, lanes) {
-    const int64_t p = item / hid, i = item % hid;
-    Acc g = 0;
-    for (int64_t t = 0; t < n; ++t) g += gGu[t * d + p] * G0[t * hid + i];
-    gA1[item] += g;
-  }
+  block_gemm<Acc>(lanes, true, false, d, hid, n, 1, gGu, d, G0, hid, 1, gA1, hid);  // Â1̄ += Ū0ᵀ G0
   grid::barrier();
   // K̄ += H̄0 Â0, Â0̄ = H̄0ᵀ K.
-  MNEMO_FOR_LANES(item, n * d, lanes) {
-    const int64_t t = item / d, j = item % d;
-    Acc g = 0;
-    for (int64_t i = 0; i < hid; ++i) g += gG0[t * hid + i] * A0[i * d + j];
-    gk[item] += g;
-  }
-  MNEMO_FOR_LANES(item, hid * d, lanes) {
-    const int64_t i = item / d, j = item % d;
-    Acc g = 0;
-    for (int64_t t = 0; t < n; ++t) g += gG0[t * hid + i] * k[t * d + j];
-    gA0[item] = g;
-  }
+  block_gemm<Acc>(lanes, false, false, n, d, hid, 1, gG0, hid, A0, d, 1, gk, d);
+  block_gemm<Acc>(lanes, true, false, hid, d, n, 1, gG0, hid, k, d, 0, gA0, d);
 }
 
 }  // namespace mnemo::miras_kernel
