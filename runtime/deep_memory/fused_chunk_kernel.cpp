@@ -29,6 +29,7 @@ namespace fused_chunk_forms {
 namespace {
 
 namespace dmk = deep_memory_kernel;
+using grid::data_of;
 
 bool momentum_only(size_t i) { return i == S0 || i == S1 || i == CD || i == DE || i == PE || i == EE; }
 
@@ -39,11 +40,6 @@ variable_list contiguous_inputs(const variable_list& in, bool mom) {
   for (size_t i = 0; i < in.size(); ++i)
     if (in[i].defined() && (!momentum_only(i) || mom)) x[i] = in[i].contiguous();
   return x;
-}
-
-template <class Acc>
-Acc* ptr(const Tensor& t) {
-  return t.defined() && t.numel() > 0 ? t.data_ptr<Acc>() : nullptr;
 }
 
 dmk::Dims dims_of(const variable_list& x, bool mom, bool l2, double tau) {
@@ -62,21 +58,24 @@ template <class Acc>
 dmk::ForwardArgs<Acc> forward_args(const dmk::Dims& z, const variable_list& x, const Forward& o) {
   dmk::ForwardArgs<Acc> a{};
   a.z = z;
-  a.q = ptr<Acc>(x[Q]), a.qf = ptr<Acc>(x[QF]), a.k = ptr<Acc>(x[K]), a.kf = ptr<Acc>(x[KF]), a.v = ptr<Acc>(x[V]);
-  a.W0 = ptr<Acc>(x[W0]), a.W1 = ptr<Acc>(x[W1]), a.S0 = ptr<Acc>(x[S0]), a.S1 = ptr<Acc>(x[S1]);
-  a.A0 = ptr<Acc>(x[A0]), a.A1 = ptr<Acc>(x[A1]), a.A = ptr<Acc>(x[CA]), a.D = ptr<Acc>(x[CD]), a.C = ptr<Acc>(x[CC]);
-  a.ae = ptr<Acc>(x[AE]), a.de = ptr<Acc>(x[DE]), a.ce = ptr<Acc>(x[CE]), a.pe = ptr<Acc>(x[PE]), a.ee = ptr<Acc>(x[EE]);
-  a.y = ptr<Acc>(o.y), a.w0 = ptr<Acc>(o.w0), a.w1 = ptr<Acc>(o.w1), a.s0 = ptr<Acc>(o.s0), a.s1 = ptr<Acc>(o.s1);
-  a.P0 = ptr<Acc>(o.P0), a.G0 = ptr<Acc>(o.G0), a.E = ptr<Acc>(o.E), a.RP0d = ptr<Acc>(o.RP0d), a.Dl = ptr<Acc>(o.Dl);
-  a.c0 = ptr<Acc>(o.c0), a.c1 = ptr<Acc>(o.c1), a.QK = ptr<Acc>(o.QK), a.X1 = ptr<Acc>(o.X1), a.M1 = ptr<Acc>(o.M1);
-  a.GG = ptr<Acc>(o.GG), a.Ga = ptr<Acc>(o.Ga), a.Pa = ptr<Acc>(o.Pa);
-  a.kk = ptr<Acc>(o.clip.kk), a.dd = ptr<Acc>(o.clip.dd), a.eev = ptr<Acc>(o.clip.ee), a.gg = ptr<Acc>(o.clip.gg);
-  a.sv = ptr<Acc>(o.clip.s), a.fv = ptr<Acc>(o.clip.f);
+  a.q = data_of<Acc>(x[Q]), a.qf = data_of<Acc>(x[QF]), a.k = data_of<Acc>(x[K]), a.kf = data_of<Acc>(x[KF]);
+  a.v = data_of<Acc>(x[V]);
+  a.W0 = data_of<Acc>(x[W0]), a.W1 = data_of<Acc>(x[W1]), a.S0 = data_of<Acc>(x[S0]), a.S1 = data_of<Acc>(x[S1]);
+  a.A0 = data_of<Acc>(x[A0]), a.A1 = data_of<Acc>(x[A1]), a.A = data_of<Acc>(x[CA]), a.D = data_of<Acc>(x[CD]);
+  a.C = data_of<Acc>(x[CC]);
+  a.ae = data_of<Acc>(x[AE]), a.de = data_of<Acc>(x[DE]), a.ce = data_of<Acc>(x[CE]), a.pe = data_of<Acc>(x[PE]);
+  a.ee = data_of<Acc>(x[EE]);
+  a.y = data_of<Acc>(o.y), a.w0 = data_of<Acc>(o.w0), a.w1 = data_of<Acc>(o.w1), a.s0 = data_of<Acc>(o.s0);
+  a.s1 = data_of<Acc>(o.s1);
+  a.P0 = data_of<Acc>(o.P0), a.G0 = data_of<Acc>(o.G0), a.E = data_of<Acc>(o.E), a.RP0d = data_of<Acc>(o.RP0d);
+  a.Dl = data_of<Acc>(o.Dl);
+  a.c0 = data_of<Acc>(o.c0), a.c1 = data_of<Acc>(o.c1), a.QK = data_of<Acc>(o.QK), a.X1 = data_of<Acc>(o.X1);
+  a.M1 = data_of<Acc>(o.M1);
+  a.GG = data_of<Acc>(o.GG), a.Ga = data_of<Acc>(o.Ga), a.Pa = data_of<Acc>(o.Pa);
+  a.kk = data_of<Acc>(o.clip.kk), a.dd = data_of<Acc>(o.clip.dd), a.eev = data_of<Acc>(o.clip.ee);
+  a.gg = data_of<Acc>(o.clip.gg);
+  a.sv = data_of<Acc>(o.clip.s), a.fv = data_of<Acc>(o.clip.f);
   return a;
-}
-
-Tensor workspace(int64_t per_block, const dmk::Dims& z, const Tensor& like) {
-  return torch::empty({std::max<int64_t>(1, z.blocks * per_block)}, like.options());
 }
 
 // One pass: the launcher on a CUDA tensor, else the block function over the host grid.
@@ -105,15 +104,14 @@ Forward kernel_forward(const variable_list& in, bool mom, bool l2, double tau) {
   const auto x = contiguous_inputs(in, mom);
   const auto z = dims_of(x, mom, l2, tau);
   Forward o = empty_forward(sizes_of(x), x[Q].options(), mom, tau);
-  const Tensor work = workspace(dmk::forward_work(z), z, x[Q]);
+  const Tensor work = grid::workspace(dmk::forward_work(z), z.blocks, x[Q]);
   auto run = [&](auto zero) {
     using Acc = decltype(zero);
     auto a = forward_args<Acc>(z, x, o);
     a.work = work.data_ptr<Acc>();
     run_pass(x[Q], a, z.blocks, dmk::forward_block<Acc>, "forward");
   };
-  if (x[Q].scalar_type() == torch::kFloat64) run(0.0);
-  else run(0.f);
+  grid::with_acc_type(x[Q], run);
   return o;
 }
 
@@ -127,22 +125,22 @@ variable_list kernel_backward(const variable_list& in, const Forward& f, const v
   const Tensor gy = grad_out(0, x[Q]), gw0 = grad_out(1, x[W0]), gw1 = grad_out(2, x[W1]);
   const Tensor gs0 = mom ? grad_out(3, x[S0]) : Tensor(), gs1 = mom ? grad_out(4, x[S1]) : Tensor();
   variable_list g = empty_input_grads(sizes_of(x), x[Q].options(), mom, l2);
-  const Tensor work = workspace(dmk::backward_work(z), z, x[Q]);
+  const Tensor work = grid::workspace(dmk::backward_work(z), z.blocks, x[Q]);
   auto run = [&](auto zero) {
     using Acc = decltype(zero);
     dmk::BackwardArgs<Acc> a{};
     a.x = forward_args<Acc>(z, x, f);
-    a.gy = ptr<Acc>(gy), a.gw0 = ptr<Acc>(gw0), a.gw1 = ptr<Acc>(gw1), a.gs0 = ptr<Acc>(gs0), a.gs1 = ptr<Acc>(gs1);
-    a.gqf = ptr<Acc>(g[QF]), a.gk = ptr<Acc>(g[K]), a.gkf = ptr<Acc>(g[KF]), a.gv = ptr<Acc>(g[V]);
-    a.gW0 = ptr<Acc>(g[W0]), a.gW1 = ptr<Acc>(g[W1]), a.gS0 = ptr<Acc>(g[S0]), a.gS1 = ptr<Acc>(g[S1]);
-    a.gA0 = ptr<Acc>(g[A0]), a.gA1 = ptr<Acc>(g[A1]), a.gA = ptr<Acc>(g[CA]), a.gD = ptr<Acc>(g[CD]);
-    a.gC = ptr<Acc>(g[CC]), a.gae = ptr<Acc>(g[AE]), a.gde = ptr<Acc>(g[DE]), a.gce = ptr<Acc>(g[CE]);
-    a.gpe = ptr<Acc>(g[PE]), a.gee = ptr<Acc>(g[EE]);
+    a.gy = data_of<Acc>(gy), a.gw0 = data_of<Acc>(gw0), a.gw1 = data_of<Acc>(gw1), a.gs0 = data_of<Acc>(gs0);
+    a.gs1 = data_of<Acc>(gs1);
+    a.gqf = data_of<Acc>(g[QF]), a.gk = data_of<Acc>(g[K]), a.gkf = data_of<Acc>(g[KF]), a.gv = data_of<Acc>(g[V]);
+    a.gW0 = data_of<Acc>(g[W0]), a.gW1 = data_of<Acc>(g[W1]), a.gS0 = data_of<Acc>(g[S0]), a.gS1 = data_of<Acc>(g[S1]);
+    a.gA0 = data_of<Acc>(g[A0]), a.gA1 = data_of<Acc>(g[A1]), a.gA = data_of<Acc>(g[CA]), a.gD = data_of<Acc>(g[CD]);
+    a.gC = data_of<Acc>(g[CC]), a.gae = data_of<Acc>(g[AE]), a.gde = data_of<Acc>(g[DE]), a.gce = data_of<Acc>(g[CE]);
+    a.gpe = data_of<Acc>(g[PE]), a.gee = data_of<Acc>(g[EE]);
     a.work = work.data_ptr<Acc>();
     run_pass(x[Q], a, z.blocks, dmk::backward_block<Acc>, "backward");
   };
-  if (x[Q].scalar_type() == torch::kFloat64) run(0.0);
-  else run(0.f);
+  grid::with_acc_type(x[Q], run);
   g[Q] = go[0].defined() ? go[0] : torch::zeros_like(in[Q]);
   return g;
 }

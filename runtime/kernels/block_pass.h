@@ -32,6 +32,24 @@ inline bool device_kernels_enabled() {
 #endif
 }
 
+// A tensor's data as Acc*, null for an undefined or empty tensor (the absent inputs of a kernel's arguments).
+template <class Acc>
+Acc* data_of(const torch::Tensor& t) {
+  return t.defined() && t.numel() > 0 ? t.data_ptr<Acc>() : nullptr;
+}
+
+// A pass's global workspace: per_block Acc elements for each of `blocks` blocks (at least one element).
+inline torch::Tensor workspace(int64_t per_block, int64_t blocks, const torch::Tensor& like) {
+  return torch::empty({std::max<int64_t>(1, blocks * per_block)}, like.options());
+}
+
+// run(Acc{}) with the kernels' accumulation type for `like`: double for fp64, else float.
+template <class Run>
+void with_acc_type(const torch::Tensor& like, Run&& run) {
+  if (like.scalar_type() == torch::kFloat64) run(0.0);
+  else run(0.f);
+}
+
 // A kernel family's launcher type for the arguments Args (not deduced from the launcher, which may be nullptr).
 template <class Args>
 struct Launcher {

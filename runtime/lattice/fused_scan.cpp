@@ -16,6 +16,7 @@ namespace mnemo {
 namespace {
 
 namespace lk = lattice_kernel;
+using grid::data_of;
 using torch::Tensor;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
@@ -23,11 +24,6 @@ using torch::autograd::variable_list;
 grid::KernelForm& lattice_kernel_form() {
   static grid::KernelForm form;
   return form;
-}
-
-template <class Acc>
-Acc* data_of(const Tensor& t) {
-  return t.defined() && t.numel() > 0 ? t.data_ptr<Acc>() : nullptr;
 }
 
 // One pass: the launcher on a CUDA tensor, else the block function over the host grid.
@@ -54,16 +50,6 @@ lk::ForwardArgs<Acc> scan_args(const lk::Dims& z, const variable_list& x) {
   return a;
 }
 
-Tensor workspace(int64_t per_block, const lk::Dims& z, const Tensor& like) {
-  return torch::empty({std::max<int64_t>(1, z.blocks * per_block)}, like.options());
-}
-
-template <class Run>
-void with_acc(const Tensor& like, Run&& run) {
-  if (like.scalar_type() == torch::kFloat64) run(0.0);
-  else run(0.f);
-}
-
 // Inputs q, k [B, H, T, m], v [B, H, T, d], γ, μ [B, H, T], S, A [B, H, m, d] (contiguous, one dtype); outputs y
 // [B, H, T, d], the final state and anchor; the checkpoints kept for the backward.
 struct ScanForward {
@@ -76,8 +62,8 @@ ScanForward scan_forward(const variable_list& x, const lk::Dims& z) {
   f.y = torch::empty({B, H, z.T, z.d}, x[0].options());
   f.S_fin = torch::empty_like(x[5]), f.A_fin = torch::empty_like(x[5]);
   f.ckpt = torch::empty({B, H, lk::segment_count(z), 2, z.m, z.d}, x[0].options());
-  const Tensor work = workspace(lk::forward_work(z), z, x[0]);
-  with_acc(x[0], [&](auto zero) {
+  const Tensor work = grid::workspace(lk::forward_work(z), z.blocks, x[0]);
+  grid::with_acc_type(x[0], [&](auto zero) {
     using Acc = decltype(zero);
     auto a = scan_args<Acc>(z, x);
     a.y = data_of<Acc>(f.y), a.S_fin = data_of<Acc>(f.S_fin), a.A_fin = data_of<Acc>(f.A_fin);
@@ -115,8 +101,8 @@ struct LatticeScanFn : torch::autograd::Function<LatticeScanFn> {
     variable_list g = {torch::empty_like(x[0]), torch::empty_like(x[1]), torch::empty_like(x[2]),
                        torch::empty_like(x[3]), torch::empty_like(x[4]), torch::empty_like(x[5]),
                        torch::empty_like(x[5])};
-    const Tensor work = workspace(lk::backward_work(z), z, x[0]);
-    with_acc(x[0], [&](auto zero) {
+    const Tensor work = grid::workspace(lk::backward_work(z), z.blocks, x[0]);
+    grid::with_acc_type(x[0], [&](auto zero) {
       using Acc = decltype(zero);
       lk::BackwardArgs<Acc> a{};
       a.x = scan_args<Acc>(z, x);

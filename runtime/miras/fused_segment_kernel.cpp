@@ -29,6 +29,7 @@ namespace miras_segment_kernel {
 namespace {
 
 namespace mk = miras_kernel;
+using grid::data_of;
 using torch::Tensor;
 
 bool huber(const MirasOptions& o) { return o.bias == "huber"; }
@@ -70,11 +71,6 @@ mk::Dims dims_of(const KernelInputs& c, const MirasOptions& o) {
   return z;
 }
 
-template <class Acc>
-Acc* ptr(const Tensor& t) {
-  return t.defined() && t.numel() > 0 ? t.data_ptr<Acc>() : nullptr;
-}
-
 // Saved intermediates, in this order (segment_kernel.cuh ForwardArgs).
 enum Saved { kG0, kP0, kP0d, kR, kN0, kE, kGy, kGu, kS0, kHub, kB, kA0m, kS1, kH, kGa, kPa, kUu, kNrm, kS, kSaved };
 
@@ -94,20 +90,17 @@ template <class Acc>
 mk::ForwardArgs<Acc> forward_args(const mk::Dims& z, const KernelInputs& c, const std::vector<Tensor>& s) {
   mk::ForwardArgs<Acc> a{};
   a.z = z;
-  a.q = ptr<Acc>(c.q), a.k = ptr<Acc>(c.k), a.v = ptr<Acc>(c.v), a.la = ptr<Acc>(c.la), a.eta = ptr<Acc>(c.eta);
-  a.delta = ptr<Acc>(c.delta), a.gam = ptr<Acc>(c.gam), a.bet = ptr<Acc>(c.bet), a.A0 = ptr<Acc>(c.an0);
-  a.A1 = ptr<Acc>(c.an1), a.W0 = ptr<Acc>(c.w0), a.W1 = ptr<Acc>(c.w1), a.sc0 = ptr<Acc>(c.sc0);
-  a.sc1 = ptr<Acc>(c.sc1);
-  a.G0 = ptr<Acc>(s[kG0]), a.P0 = ptr<Acc>(s[kP0]), a.P0d = ptr<Acc>(s[kP0d]), a.R = ptr<Acc>(s[kR]);
-  a.N0 = ptr<Acc>(s[kN0]), a.E = ptr<Acc>(s[kE]), a.Gy = ptr<Acc>(s[kGy]), a.Gu = ptr<Acc>(s[kGu]);
-  a.s0 = ptr<Acc>(s[kS0]), a.hub = ptr<Acc>(s[kHub]), a.b = ptr<Acc>(s[kB]), a.A0m = ptr<Acc>(s[kA0m]);
-  a.S1 = ptr<Acc>(s[kS1]), a.h = ptr<Acc>(s[kH]), a.Ga = ptr<Acc>(s[kGa]), a.Pa = ptr<Acc>(s[kPa]);
-  a.uu = ptr<Acc>(s[kUu]), a.nrm = ptr<Acc>(s[kNrm]), a.s = ptr<Acc>(s[kS]);
+  a.q = data_of<Acc>(c.q), a.k = data_of<Acc>(c.k), a.v = data_of<Acc>(c.v), a.la = data_of<Acc>(c.la);
+  a.eta = data_of<Acc>(c.eta);
+  a.delta = data_of<Acc>(c.delta), a.gam = data_of<Acc>(c.gam), a.bet = data_of<Acc>(c.bet), a.A0 = data_of<Acc>(c.an0);
+  a.A1 = data_of<Acc>(c.an1), a.W0 = data_of<Acc>(c.w0), a.W1 = data_of<Acc>(c.w1), a.sc0 = data_of<Acc>(c.sc0);
+  a.sc1 = data_of<Acc>(c.sc1);
+  a.G0 = data_of<Acc>(s[kG0]), a.P0 = data_of<Acc>(s[kP0]), a.P0d = data_of<Acc>(s[kP0d]), a.R = data_of<Acc>(s[kR]);
+  a.N0 = data_of<Acc>(s[kN0]), a.E = data_of<Acc>(s[kE]), a.Gy = data_of<Acc>(s[kGy]), a.Gu = data_of<Acc>(s[kGu]);
+  a.s0 = data_of<Acc>(s[kS0]), a.hub = data_of<Acc>(s[kHub]), a.b = data_of<Acc>(s[kB]), a.A0m = data_of<Acc>(s[kA0m]);
+  a.S1 = data_of<Acc>(s[kS1]), a.h = data_of<Acc>(s[kH]), a.Ga = data_of<Acc>(s[kGa]), a.Pa = data_of<Acc>(s[kPa]);
+  a.uu = data_of<Acc>(s[kUu]), a.nrm = data_of<Acc>(s[kNrm]), a.s = data_of<Acc>(s[kS]);
   return a;
-}
-
-Tensor workspace(int64_t per_block, const mk::Dims& z, const Tensor& like) {
-  return torch::empty({std::max<int64_t>(1, z.blocks * per_block)}, like.options());
 }
 
 // One pass: the launcher on a CUDA tensor, else the block function over the host grid.
@@ -115,13 +108,6 @@ template <class Args, class BlockFn>
 void run_pass(const Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn, const char* what) {
   miras_kernel_form().run(like, args, blocks, block_fn, MNEMO_DEVICE_LAUNCHER(mk::launch),
                           std::string("miras segment kernel, ") + what);
-}
-
-// Calls run(zero) with zero of the inputs' Acc type.
-template <class Run>
-void dispatch(const Tensor& like, Run&& run) {
-  if (like.scalar_type() == torch::kFloat64) run(0.0);
-  else run(0.f);
 }
 
 }  // namespace
@@ -150,11 +136,11 @@ Forward forward(const MirasSegmentInputs& x, const MirasOptions& o) {
   f.saved = empty_saved(c);
   f.out.out = torch::empty_like(c.q);
   f.out.end = {torch::empty_like(c.w0), torch::empty_like(c.w1)};
-  const Tensor work = workspace(mk::forward_work(z), z, c.q);
-  dispatch(c.q, [&](auto zero) {
+  const Tensor work = grid::workspace(mk::forward_work(z), z.blocks, c.q);
+  grid::with_acc_type(c.q, [&](auto zero) {
     using Acc = decltype(zero);
     auto a = forward_args<Acc>(z, c, f.saved);
-    a.out = ptr<Acc>(f.out.out), a.w0 = ptr<Acc>(f.out.end[0]), a.w1 = ptr<Acc>(f.out.end[1]);
+    a.out = data_of<Acc>(f.out.out), a.w0 = data_of<Acc>(f.out.end[0]), a.w1 = data_of<Acc>(f.out.end[1]);
     a.work = work.data_ptr<Acc>();
     run_pass(c.q, a, z.blocks, mk::forward_block<Acc>, "forward");
   });
@@ -180,16 +166,17 @@ MirasSegmentInputs backward(const MirasSegmentInputs& x, const std::vector<Tenso
   g.anchor = {torch::empty_like(c.an0), torch::empty_like(c.an1)};
   g.cur = {torch::empty_like(c.w0), torch::empty_like(c.w1)};
   if (z.scaled) g.scale0 = torch::empty({B * H}, opt), g.scale1 = torch::empty({B * H}, opt);
-  const Tensor work = workspace(mk::backward_work(z), z, c.q);
-  dispatch(c.q, [&](auto zero) {
+  const Tensor work = grid::workspace(mk::backward_work(z), z.blocks, c.q);
+  grid::with_acc_type(c.q, [&](auto zero) {
     using Acc = decltype(zero);
     mk::BackwardArgs<Acc> a{};
     a.x = forward_args<Acc>(z, c, saved);
-    a.gout = ptr<Acc>(gout), a.gw0 = ptr<Acc>(gw0), a.gw1 = ptr<Acc>(gw1);
-    a.gq = ptr<Acc>(g.q), a.gk = ptr<Acc>(g.k), a.gv = ptr<Acc>(g.v), a.gla = ptr<Acc>(g.log_alpha);
-    a.geta = ptr<Acc>(g.eta), a.gdelta = ptr<Acc>(g.delta), a.ggam = ptr<Acc>(ggam), a.gbet = ptr<Acc>(gbet);
-    a.gA0 = ptr<Acc>(g.anchor[0]), a.gA1 = ptr<Acc>(g.anchor[1]), a.gW0 = ptr<Acc>(g.cur[0]);
-    a.gW1 = ptr<Acc>(g.cur[1]), a.gsc0 = ptr<Acc>(g.scale0), a.gsc1 = ptr<Acc>(g.scale1);
+    a.gout = data_of<Acc>(gout), a.gw0 = data_of<Acc>(gw0), a.gw1 = data_of<Acc>(gw1);
+    a.gq = data_of<Acc>(g.q), a.gk = data_of<Acc>(g.k), a.gv = data_of<Acc>(g.v), a.gla = data_of<Acc>(g.log_alpha);
+    a.geta = data_of<Acc>(g.eta), a.gdelta = data_of<Acc>(g.delta), a.ggam = data_of<Acc>(ggam);
+    a.gbet = data_of<Acc>(gbet);
+    a.gA0 = data_of<Acc>(g.anchor[0]), a.gA1 = data_of<Acc>(g.anchor[1]), a.gW0 = data_of<Acc>(g.cur[0]);
+    a.gW1 = data_of<Acc>(g.cur[1]), a.gsc0 = data_of<Acc>(g.scale0), a.gsc1 = data_of<Acc>(g.scale1);
     a.work = work.data_ptr<Acc>();
     run_pass(c.q, a, z.blocks, mk::backward_block<Acc>, "backward");
   });
