@@ -182,6 +182,21 @@ TEST_CASE("host lanes: the GLA, delta-rule and layer kernels have no race within
         },
         1e-11);
   }
+  SECTION("delta-rule chunk kernel, bf16 forward on tensor cores (padded tiles, a value tile)") {
+    const int64_t B = 1, T = 21, H = 2, K = 20, V = 12;
+    auto bf = [](const Tensor& t) { return t.to(torch::kBFloat16); };
+    const Tensor q = bf(l2norm(torch::randn({B, T, H, K}, torch::kFloat64))),
+                 k = bf(l2norm(torch::randn({B, T, H, K}, torch::kFloat64))), v = bf(torch::randn({B, T, H, V}));
+    const Tensor beta = torch::sigmoid(torch::randn({B, T, H})),
+                 g = torch::log_sigmoid(torch::randn({B, T, H}) + 2.0), h0 = torch::randn({B, H, K, V});
+    check_lane_orders(
+        [&] {
+          torch::NoGradGuard no_grad;
+          auto r = delta_rule_chunk_fused(q, k, v, beta, g, h0, 0.3, 8, {}, 8);
+          return Outputs{r.o, r.final_state};
+        },
+        0.0);
+  }
   SECTION("RMSNorm, SwiGLU gate and RoPE kernels") {
     Outputs x = {f64_randn({5, 24}), f64_randn({24}), f64_randn({5, 24}), f64_randn({5, 24}),
                  f64_randn({1, 2, 6, 8})};

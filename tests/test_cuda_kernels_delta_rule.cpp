@@ -3,7 +3,8 @@
 // recurrence — outputs, final states and every gradient (q, k, v, β, g, initial state) through autograd on both
 // sides — in fp64 (1e-10) and fp32 (the fp32 tolerances of test_delta_rule.cpp: 1e-5 of the fp64 truth for outputs),
 // with and without g, T not a multiple of the chunk, K != V, several V tiles, packed sequences (cu_seqlens) against
-// the reference run per sequence, bf16 element I/O, and the oracle fixtures.
+// the reference run per sequence, bf16 element I/O (the forward on tensor cores: block_mma's host form), and the
+// oracle fixtures.
 //  [.cuda-kernels_delta_rule]  on a CUDA device: the CUDA kernels against the host run and the eager chunk form in
 //                              fp32 and bf16 (CTest cuda.kernels_delta_rule, skipped without a GPU).
 #include <catch2/catch.hpp>
@@ -198,12 +199,55 @@ TEST_CASE("fused delta rule kernel: bf16 inputs keep an fp32 state and return bf
   CHECK(fused.o.scalar_type() == torch::kBFloat16);
   CHECK(fused.state.scalar_type() == torch::kFloat32);
   CHECK(fused.grads[0].scalar_type() == torch::kBFloat16);
-  // The truth on the bf16-rounded inputs; bf16 output rounding (2^-8) bounds the error.
+  // The truth on the bf16-rounded inputs. The forward's products take bf16 operands (the state, L⁻¹, R, U' and P
+  // rounded where they enter a product, as flash-linear-attention's kernels), so each carries about 2^-9 of
+  // relative rounding; the state itself is summed in fp32.
   auto rounded = cast(in_bf, torch::kFloat64);
   auto truth = run(Form::recurrent, rounded, 0.25, 0);
   CHECK(max_rel_err(fused.o, truth.o) <= 1e-2);
-  CHECK(max_rel_err(fused.state, truth.state) <= 1e-5);
+  CHECK(max_rel_err(fused.state, truth.state) <= 1e-2);
   for (size_t i = 0; i < fused.grads.size(); ++i) CHECK(max_rel_err(fused.grads[i], truth.grads[i], 1e-6) <= 2e-2);
+}
+
+// flash-linear-attention's measure of a low-precision result: ‖a − b‖₂ / ‖b‖₂ over all entries.
+double error_ratio(const torch::Tensor& a, const torch::Tensor& b) {
+  auto a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
+  return ((a64 - b64).norm() / b64.norm()).item<double>();
+}
+
+TEST_CASE("fused delta rule kernel: the bf16 forward on tensor cores with padded tiles, V tiles and packed sequences",
+          "[cuda-kernel][delta_rule]") {
+  // K = 40 and V tiles of 16 + 8 columns pad to the 16-wide tiles; two packed sequences of 37 and 70 rows in chunks
+  // of 32 end in partial chunks; each sequence has its own initial state.
+  const int64_t T = 107, H = 2, K = 40, V = 24;
+  auto cu = torch::tensor(std::vector<int32_t>{0, 37, 107}, torch::kInt32);
+  for (bool gated : {false, true}) {
+    CAPTURE(gated);
+    auto in64 = make_inputs(1, T, H, K, V, gated, true, 71 + gated, 2);
+    auto in_bf = cast(in64, torch::kBFloat16);
+    in_bf.beta = in64.beta.detach().to(torch::kFloat32).requires_grad_();
+    if (gated) in_bf.g = in64.g.detach().to(torch::kFloat32).requires_grad_();
+    in_bf.h0 = in64.h0.detach().to(torch::kFloat32).requires_grad_();
+    auto fused = with_grads(in_bf, delta_rule_chunk_fused(in_bf.q, in_bf.k, in_bf.v, in_bf.beta, in_bf.g, in_bf.h0,
+                                                          1.0 / std::sqrt(K), 32, cu, 16));
+    // The truth: the same kernels in fp64 (the scalar stages, equal to the recurrence above) on the rounded inputs.
+    auto rounded = cast(in_bf, torch::kFloat64);
+    auto truth = with_grads(rounded, delta_rule_chunk_fused(rounded.q, rounded.k, rounded.v, rounded.beta, rounded.g,
+                                                            rounded.h0, 1.0 / std::sqrt(K), 32, cu, 16));
+    const double eo = error_ratio(fused.o, truth.o), es = error_ratio(fused.state, truth.state);
+    CHECK(eo <= 5e-3);
+    CHECK(es <= 5e-3);
+    double worst_grad = 0;
+    const auto names = leaf_names(in_bf);
+    for (size_t i = 0; i < fused.grads.size(); ++i) {
+      CAPTURE(names[i]);
+      const double e = error_ratio(fused.grads[i], truth.grads[i]);
+      CHECK(e <= 1e-2);
+      worst_grad = std::max(worst_grad, e);
+    }
+    WARN("bf16 tensor-core forward" << (gated ? " gated" : "") << ": error ratio o " << eo << ", state " << es
+                                    << ", gradients ≤ " << worst_grad);
+  }
 }
 
 TEST_CASE("fused delta rule kernel: the oracle fixtures in fp64 and fp32", "[cuda-kernel][delta_rule]") {
@@ -286,8 +330,10 @@ TEST_CASE("cuda: the fused delta rule kernels == their host run and the eager ch
     auto dev = to_device(host);
     auto on_host = run(Form::fused, host, 0.125, 64);
     auto on_device = run(Form::fused, dev, 0.125, 64);
+    // The forward's tensor-core products sum in another order than the host's; an fp32 value rounded to bf16
+    // before the next product may then land one bf16 step apart.
     CHECK(max_rel_err(on_device.o.cpu(), on_host.o) <= 1e-2);
-    CHECK(max_rel_err(on_device.state.cpu(), on_host.state) <= 1e-4);
+    CHECK(max_rel_err(on_device.state.cpu(), on_host.state) <= 2e-3);
     for (size_t i = 0; i < on_host.grads.size(); ++i)
       CHECK(max_rel_err(on_device.grads[i].cpu(), on_host.grads[i], 1e-6) <= 2e-2);
   }

@@ -87,9 +87,9 @@ Packing make_packing(const Tensor& q, const Tensor& v, const Tensor& cu_host, do
 }
 
 // One stage's block function over a sequential host grid.
-template <class Acc, class Args, class BlockFn>
+template <class T, class Acc, class Args, class BlockFn>
 void stage_on_host(dk::Stage stage, const Args& a, BlockFn block_fn) {
-  grid::run_on_host(dk::stage_blocks(stage, a.p), dk::stage_bytes<Acc>(stage, a.p),
+  grid::run_on_host(dk::stage_blocks(stage, a.p), dk::stage_bytes<T, Acc>(stage, a.p),
                     [&](int64_t block, void* shared, grid::Lanes lanes) { block_fn(a, block, shared, lanes); });
 }
 
@@ -99,9 +99,9 @@ void forward_on_host(const dk::ForwardLaunch& l) {
     using T = typename decltype(types)::element;
     using Acc = typename decltype(types)::acc;
     const auto a = dk::typed_args<T, Acc>(l);
-    stage_on_host<Acc>(dk::Stage::prepare, a, dk::prepare_block<T, Acc>);
-    stage_on_host<Acc>(dk::Stage::state_forward, a, dk::state_forward_block<T, Acc>);
-    if (l.o) stage_on_host<Acc>(dk::Stage::output, a, dk::output_block<T, Acc>);
+    stage_on_host<T, Acc>(dk::Stage::prepare, a, dk::prepare_block<T, Acc>);
+    stage_on_host<T, Acc>(dk::Stage::state_forward, a, dk::state_forward_block<T, Acc>);
+    if (l.o) stage_on_host<T, Acc>(dk::Stage::output, a, dk::output_block<T, Acc>);
   });
 }
 
@@ -110,9 +110,9 @@ void backward_on_host(const dk::BackwardLaunch& l) {
     using T = typename decltype(types)::element;
     using Acc = typename decltype(types)::acc;
     const auto a = dk::typed_args<T, Acc>(l);
-    stage_on_host<Acc>(dk::Stage::local_backward, a, dk::local_backward_block<T, Acc>);
-    stage_on_host<Acc>(dk::Stage::state_backward, a, dk::state_backward_block<T, Acc>);
-    stage_on_host<Acc>(dk::Stage::gradients, a, dk::gradient_block<T, Acc>);
+    stage_on_host<T, Acc>(dk::Stage::local_backward, a, dk::local_backward_block<T, Acc>);
+    stage_on_host<T, Acc>(dk::Stage::state_backward, a, dk::state_backward_block<T, Acc>);
+    stage_on_host<T, Acc>(dk::Stage::gradients, a, dk::gradient_block<T, Acc>);
   });
 }
 

@@ -10,13 +10,13 @@ namespace mnemo::delta_rule_kernel {
 namespace {
 
 #define MNEMO_DELTA_RULE_STAGE_KERNEL(name, block_fn, Args)                                                      \
-  template <class T, class Acc>                                                                               \
-  __global__ void __launch_bounds__(kThreads) name(Args<T, Acc> args, unsigned char* workspace,               \
-                                                   std::size_t block_bytes) {                                 \
-    extern __shared__ __align__(16) unsigned char shared[];                                                   \
-    void* tiles = workspace ? workspace + static_cast<std::size_t>(blockIdx.x) * block_bytes : shared;        \
-    block_fn<T, Acc>(args, blockIdx.x, tiles,                                                                 \
-                     grid::Lanes{static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)});              \
+  template <class T, class Acc>                                                                                  \
+  __global__ void __launch_bounds__(kThreads) name(Args<T, Acc> args, unsigned char* workspace,                  \
+                                                   std::size_t block_stride) {                                   \
+    extern __shared__ __align__(128) unsigned char shared[];                                                     \
+    void* tiles = workspace ? workspace + static_cast<std::size_t>(blockIdx.x) * block_stride : shared;          \
+    block_fn<T, Acc>(args, blockIdx.x, tiles,                                                                    \
+                     grid::Lanes{static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)});                  \
   }
 MNEMO_DELTA_RULE_STAGE_KERNEL(prepare_kernel, prepare_block, ForwardArgs)
 MNEMO_DELTA_RULE_STAGE_KERNEL(state_forward_kernel, state_forward_block, ForwardArgs)
@@ -41,7 +41,7 @@ const char* launch(Kernel kernel, const Args& args, int64_t blocks, std::size_t 
     if (err != cudaSuccess) return cudaGetErrorString(err);
   }
   kernel<<<static_cast<unsigned>(blocks), kThreads, dynamic, static_cast<cudaStream_t>(stream)>>>(
-      args, in_shared ? nullptr : static_cast<unsigned char*>(workspace), block_bytes);
+      args, in_shared ? nullptr : static_cast<unsigned char*>(workspace), workspace_stride(block_bytes));
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
@@ -55,13 +55,13 @@ const char* launch_forward(const ForwardLaunch& l, void* workspace, void* stream
     const auto args = typed_args<T, Acc>(l);
     const Problem& p = l.p;
     if (const char* e = launch(prepare_kernel<T, Acc>, args, stage_blocks(Stage::prepare, p),
-                               stage_bytes<Acc>(Stage::prepare, p), workspace, stream))
+                               stage_bytes<T, Acc>(Stage::prepare, p), workspace, stream))
       return e;
     if (const char* e = launch(state_forward_kernel<T, Acc>, args, stage_blocks(Stage::state_forward, p),
-                               stage_bytes<Acc>(Stage::state_forward, p), workspace, stream))
+                               stage_bytes<T, Acc>(Stage::state_forward, p), workspace, stream))
       return e;
     if (l.o == nullptr) return nullptr;  // the backward's recompute: states, L⁻¹ and U' only
-    return launch(output_kernel<T, Acc>, args, stage_blocks(Stage::output, p), stage_bytes<Acc>(Stage::output, p),
+    return launch(output_kernel<T, Acc>, args, stage_blocks(Stage::output, p), stage_bytes<T, Acc>(Stage::output, p),
                   workspace, stream);
   });
 }
@@ -73,13 +73,13 @@ const char* launch_backward(const BackwardLaunch& l, void* workspace, void* stre
     const auto args = typed_args<T, Acc>(l);
     const Problem& p = l.p;
     if (const char* e = launch(local_backward_kernel<T, Acc>, args, stage_blocks(Stage::local_backward, p),
-                               stage_bytes<Acc>(Stage::local_backward, p), workspace, stream))
+                               stage_bytes<T, Acc>(Stage::local_backward, p), workspace, stream))
       return e;
     if (const char* e = launch(state_backward_kernel<T, Acc>, args, stage_blocks(Stage::state_backward, p),
-                               stage_bytes<Acc>(Stage::state_backward, p), workspace, stream))
+                               stage_bytes<T, Acc>(Stage::state_backward, p), workspace, stream))
       return e;
     return launch(gradient_kernel<T, Acc>, args, stage_blocks(Stage::gradients, p),
-                  stage_bytes<Acc>(Stage::gradients, p), workspace, stream);
+                  stage_bytes<T, Acc>(Stage::gradients, p), workspace, stream);
   });
 }
 

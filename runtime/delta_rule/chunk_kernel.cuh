@@ -52,7 +52,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include <type_traits>
+
 #include "runtime/kernels/block_grid.cuh"
+#include "runtime/kernels/block_mma.cuh"
 #include "runtime/kernels/bf16.cuh"
 
 namespace mnemo::delta_rule_kernel {
@@ -227,6 +230,17 @@ MNEMO_HD Acc dot_rows(const Problem& p, const T* x, const T* y, int64_t ri, int6
   return acc;
 }
 
+// bf16 inputs run the forward stages on tensor cores (chunk_kernel_mma.cuh); fp32 and fp64 inputs the scalar
+// stages below, whose sums are all in Acc.
+template <class T>
+constexpr bool kTensorCoreForward = std::is_same<T, bf16>::value;
+
+}  // namespace mnemo::delta_rule_kernel
+
+#include "runtime/delta_rule/chunk_kernel_mma.cuh"
+
+namespace mnemo::delta_rule_kernel {
+
 // ---- Forward --------------------------------------------------------------------------------------------------
 
 // prepare: L⁻¹ = (I + A)⁻¹ of one (chunk, head). Tiles: gates; A and X = L⁻¹ [C, C].
@@ -241,6 +255,10 @@ struct PrepareTiles {
 
 template <class T, class Acc>
 MNEMO_HD void prepare_block(const ForwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
+  if constexpr (kTensorCoreForward<T>) {
+    prepare_block_mma(a, block, shared, lanes);
+    return;
+  }
   const Problem& p = a.p;
   const ChunkPlace at(p, block, false);
   SharedArena arena(shared);
@@ -285,6 +303,10 @@ struct StateTiles {
 
 template <class T, class Acc>
 MNEMO_HD void state_forward_block(const ForwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
+  if constexpr (kTensorCoreForward<T>) {
+    state_forward_block_mma(a, block, shared, lanes);
+    return;
+  }
   const Problem& p = a.p;
   const Place at(p, block);
   SharedArena arena(shared);
@@ -372,6 +394,10 @@ struct OutputTiles {
 
 template <class T, class Acc>
 MNEMO_HD void output_block(const ForwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
+  if constexpr (kTensorCoreForward<T>) {
+    output_block_mma(a, block, shared, lanes);
+    return;
+  }
   const Problem& p = a.p;
   const ChunkPlace at(p, block, true);
   SharedArena arena(shared);

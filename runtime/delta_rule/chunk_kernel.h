@@ -47,8 +47,16 @@ inline int64_t stage_blocks(Stage s, const Problem& p) {
   }
 }
 
-template <class Acc>
+template <class T, class Acc>
 std::size_t stage_bytes(Stage s, const Problem& p) {
+  if constexpr (kTensorCoreForward<T>) {
+    switch (s) {
+      case Stage::prepare: return tile_bytes<PrepareMmaTiles<Acc>>(p);
+      case Stage::state_forward: return tile_bytes<StateMmaTiles<Acc>>(p);
+      case Stage::output: return tile_bytes<OutputMmaTiles<Acc>>(p);
+      default: break;
+    }
+  }
   switch (s) {
     case Stage::prepare: return tile_bytes<PrepareTiles<Acc>>(p);
     case Stage::state_forward:
@@ -61,7 +69,19 @@ std::size_t stage_bytes(Stage s, const Problem& p) {
 }
 
 inline std::size_t stage_bytes(Stage s, const Problem& p, Dtype d) {
-  return d == Dtype::f64 ? stage_bytes<double>(s, p) : stage_bytes<float>(s, p);
+  switch (d) {
+    case Dtype::f64: return stage_bytes<double, double>(s, p);
+    case Dtype::bf16: return stage_bytes<grid::bf16, float>(s, p);
+    case Dtype::f32: break;
+  }
+  return stage_bytes<float, float>(s, p);
+}
+
+// A block's slice of the global workspace starts at a multiple of this many bytes (the tiles' alignment,
+// block_mma.cuh's included).
+constexpr std::size_t kWorkspaceAlign = 128;
+inline std::size_t workspace_stride(std::size_t block_bytes) {
+  return (block_bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
 }
 
 // Global workspace a pass needs: the largest of its stages' (0 where a stage's tiles fit the shared memory).
@@ -70,7 +90,8 @@ std::size_t workspace_bytes(const Stage (&stages)[N], const Problem& p, Dtype d)
   std::size_t most = 0;
   for (Stage s : stages) {
     const std::size_t bytes = stage_bytes(s, p, d);
-    if (bytes > kMaxSharedBytes) most = std::max(most, bytes * static_cast<std::size_t>(stage_blocks(s, p)));
+    if (bytes > kMaxSharedBytes)
+      most = std::max(most, workspace_stride(bytes) * static_cast<std::size_t>(stage_blocks(s, p)));
   }
   return most;
 }

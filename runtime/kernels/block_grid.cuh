@@ -83,6 +83,13 @@ class SharedArena {
     used_ += (count * sizeof(T) + 15) / 16 * 16;
     return slice;
   }
+  // A slice whose start is aligned to `align` bytes (a power of two), e.g. wmma's 32 (block_mma.cuh); the buffer's
+  // base must be as aligned (the kernels' dynamic shared memory and workspace slices are 128-byte aligned).
+  template <class T>
+  MNEMO_HD T* take_aligned(std::size_t count, std::size_t align) {
+    used_ = (used_ + align - 1) / align * align;
+    return take<T>(count);
+  }
   MNEMO_HD std::size_t used() const { return used_; }
 
  private:

@@ -1,0 +1,111 @@
+// Tensor-core tile products for block code (block_grid.cuh): C (+)= A·B with A [M×K] and B [K×N] in bf16 and C in
+// fp32, all three in shared memory (or a block's global workspace slice), M, N and K multiples of 16.
+//
+// On the device (sm_80 and later) the block's warps take the 16×16 tiles of C in turn; each tile is K/16 steps of
+// nvcuda::wmma m16n16k16 (bf16 operands, fp32 accumulation), the products flash-linear-attention's Triton kernels
+// run through tl.dot. On the host a lane stands for a warp and computes the same tiles, each element an fp32 sum of
+// the exact bf16 products (a bf16 × bf16 product is exact in fp32), so the host run has the kernel's roundings
+// (operands rounded to bf16 where the block code rounds them, fp32 sums); only the order of each sum may differ.
+//
+// Layouts: Layout::row puts element (r, c) of a matrix at r·ld + c, Layout::col at c·ld + r, so a transposed operand
+// is the same buffer read in the other layout (Kᵀ of a row-major K [n×d] is Layout::col with ld = d). The device
+// needs every tile start 32-byte aligned: the buffers come from SharedArena::take_aligned and each ld is a multiple
+// of 16 elements (mma_ld).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "runtime/kernels/bf16.cuh"
+#include "runtime/kernels/block_grid.cuh"
+
+#if defined(__CUDACC__)
+#include <mma.h>
+#endif
+
+namespace mnemo::grid {
+
+enum class Layout { row, col };
+
+constexpr int kMmaTile = 16;
+constexpr std::size_t kMmaAlign = 32;  // bytes: wmma's pointer alignment
+
+// n rounded up to the tile (the padded extent of a dimension; padding rows and columns hold zeros).
+MNEMO_HD int mma_ld(int n) { return (n + kMmaTile - 1) / kMmaTile * kMmaTile; }
+
+// The warps of a block as block code sees them: on the device warp lane/32 of count/32; on the host each lane
+// stands for a warp.
+struct Warps {
+  int warp;
+  int count;
+};
+MNEMO_HD Warps warps_of(Lanes lanes) {
+#if defined(__CUDA_ARCH__)
+  return {lanes.lane / 32, lanes.count / 32};
+#else
+  return {lanes.lane, lanes.count};
+#endif
+}
+
+template <Layout L>
+MNEMO_HD int64_t mma_at(int r, int c, int ld) {
+  return L == Layout::row ? static_cast<int64_t>(r) * ld + c : static_cast<int64_t>(c) * ld + r;
+}
+
+// Element (r, c) of C (+)= A·B as one fp32 sum over k.
+template <Layout LA, Layout LB>
+MNEMO_HD void mma_element(int r, int c, int K, const bf16* A, int lda, const bf16* B, int ldb, float* C, int ldc,
+                          bool accumulate) {
+  float acc = accumulate ? C[static_cast<int64_t>(r) * ldc + c] : 0.0f;
+  for (int k = 0; k < K; ++k) acc += bf16_to_float(A[mma_at<LA>(r, k, lda)]) * bf16_to_float(B[mma_at<LB>(k, c, ldb)]);
+  C[static_cast<int64_t>(r) * ldc + c] = acc;
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+template <Layout L>
+using wmma_layout = typename std::conditional<L == Layout::row, nvcuda::wmma::row_major,
+                                              nvcuda::wmma::col_major>::type;
+#endif
+
+// C[M×N] = A·B, or C += A·B when `accumulate`; one phase (the caller's barriers separate it from the writes of A, B
+// and C before and the reads of C after).
+template <Layout LA, Layout LB>
+MNEMO_HD void block_mma(Lanes lanes, int M, int N, int K, const bf16* A, int lda, const bf16* B, int ldb, float* C,
+                        int ldc, bool accumulate) {
+  const Warps warps = warps_of(lanes);
+  const int tiles_n = N / kMmaTile, tiles = (M / kMmaTile) * tiles_n;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  namespace wmma = nvcuda::wmma;
+  for (int t = warps.warp; t < tiles; t += warps.count) {
+    const int r0 = (t / tiles_n) * kMmaTile, c0 = (t % tiles_n) * kMmaTile;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    if (accumulate)
+      wmma::load_matrix_sync(acc, C + static_cast<int64_t>(r0) * ldc + c0, ldc, wmma::mem_row_major);
+    else
+      wmma::fill_fragment(acc, 0.0f);
+    for (int k0 = 0; k0 < K; k0 += kMmaTile) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma_layout<LA>> a;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma_layout<LB>> b;
+      wmma::load_matrix_sync(a, reinterpret_cast<const __nv_bfloat16*>(A + mma_at<LA>(r0, k0, lda)), lda);
+      wmma::load_matrix_sync(b, reinterpret_cast<const __nv_bfloat16*>(B + mma_at<LB>(k0, c0, ldb)), ldb);
+      wmma::mma_sync(acc, a, b, acc);
+    }
+    wmma::store_matrix_sync(C + static_cast<int64_t>(r0) * ldc + c0, acc, ldc, wmma::mem_row_major);
+  }
+#elif defined(__CUDA_ARCH__)
+  // A device without bf16 tensor cores: one element per thread.
+  (void)warps, (void)tiles;
+  for (int e = lanes.lane; e < M * N; e += lanes.count)
+    mma_element<LA, LB>(e / N, e % N, K, A, lda, B, ldb, C, ldc, accumulate);
+#else
+  // The host: the same tiles, one element after another.
+  for (int t = warps.warp; t < tiles; t += warps.count) {
+    const int r0 = (t / tiles_n) * kMmaTile, c0 = (t % tiles_n) * kMmaTile;
+    for (int r = r0; r < r0 + kMmaTile; ++r)
+      for (int c = c0; c < c0 + kMmaTile; ++c) mma_element<LA, LB>(r, c, K, A, lda, B, ldb, C, ldc, accumulate);
+  }
+#endif
+}
+
+}  // namespace mnemo::grid
