@@ -196,6 +196,16 @@ TEST_CASE("host lanes: the GLA, delta-rule and layer kernels have no race within
           return Outputs{r.o, r.final_state};
         },
         0.0);
+    // The backward: its gradient stage adds row sums with atomic_add in the lanes' order, and dq, dk, dv are
+    // rounded to bf16, so a last-bit difference there may move an entry by one bf16 step (2^-8 of its size).
+    Outputs x = {q.detach().requires_grad_(), k.detach().requires_grad_(), v.detach().requires_grad_(),
+                 beta.detach().requires_grad_(), g.detach().requires_grad_(), h0.detach().requires_grad_()};
+    check_lane_orders(
+        [&] {
+          auto r = delta_rule_chunk_fused(x[0], x[1], x[2], x[3], x[4], x[5], 0.3, 8, {}, 8);
+          return with_grads({r.o, r.final_state}, x);
+        },
+        1e-2);
   }
   SECTION("RMSNorm, SwiGLU gate and RoPE kernels") {
     Outputs x = {f64_randn({5, 24}), f64_randn({24}), f64_randn({5, 24}), f64_randn({5, 24}),

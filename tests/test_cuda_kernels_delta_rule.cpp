@@ -215,7 +215,7 @@ double error_ratio(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a64 - b64).norm() / b64.norm()).item<double>();
 }
 
-TEST_CASE("fused delta rule kernel: the bf16 forward on tensor cores with padded tiles, V tiles and packed sequences",
+TEST_CASE("fused delta rule kernel: bf16 on tensor cores with padded tiles, V tiles and packed sequences",
           "[cuda-kernel][delta_rule]") {
   // K = 40 and V tiles of 16 + 8 columns pad to the 16-wide tiles; two packed sequences of 37 and 70 rows in chunks
   // of 32 end in partial chunks; each sequence has its own initial state.
@@ -231,6 +231,7 @@ TEST_CASE("fused delta rule kernel: the bf16 forward on tensor cores with padded
     auto fused = with_grads(in_bf, delta_rule_chunk_fused(in_bf.q, in_bf.k, in_bf.v, in_bf.beta, in_bf.g, in_bf.h0,
                                                           1.0 / std::sqrt(K), 32, cu, 16));
     // The truth: the same kernels in fp64 (the scalar stages, equal to the recurrence above) on the rounded inputs.
+    // Every stage but the gradient stage runs on tensor cores here (forward, and the backward's local and state).
     auto rounded = cast(in_bf, torch::kFloat64);
     auto truth = with_grads(rounded, delta_rule_chunk_fused(rounded.q, rounded.k, rounded.v, rounded.beta, rounded.g,
                                                             rounded.h0, 1.0 / std::sqrt(K), 32, cu, 16));
@@ -245,7 +246,7 @@ TEST_CASE("fused delta rule kernel: the bf16 forward on tensor cores with padded
       CHECK(e <= 1e-2);
       worst_grad = std::max(worst_grad, e);
     }
-    WARN("bf16 tensor-core forward" << (gated ? " gated" : "") << ": error ratio o " << eo << ", state " << es
+    WARN("bf16 on tensor cores" << (gated ? " gated" : "") << ": error ratio o " << eo << ", state " << es
                                     << ", gradients ≤ " << worst_grad);
   }
 }

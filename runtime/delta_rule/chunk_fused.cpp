@@ -49,8 +49,24 @@ struct Packing {
   int64_t chunks = 0;
 };
 
+// The V tile when none is asked for: kDefaultValueTile, halved (down to 16 columns) while a stage's tiles pass the
+// shared memory of a block. The tensor-core stages of bf16 inputs keep an fp32 and a bf16 copy of the state tile:
+// at K = 128 and C = 64 the backward's state stage fits with 32 columns (80 KiB), not with 64 (120 KiB).
+int default_value_tile(dk::Problem p, dk::Dtype dtype) {
+  p.bv = static_cast<int>(std::min<int64_t>(p.value_dim, kDefaultValueTile));
+  auto fits = [&] {
+    for (dk::Stage s : dk::kForwardStages)
+      if (dk::stage_bytes(s, p, dtype) > dk::kMaxSharedBytes) return false;
+    for (dk::Stage s : dk::kBackwardStages)
+      if (dk::stage_bytes(s, p, dtype) > dk::kMaxSharedBytes) return false;
+    return true;
+  };
+  while (p.bv > 16 && !fits()) p.bv /= 2;
+  return p.bv;
+}
+
 Packing make_packing(const Tensor& q, const Tensor& v, const Tensor& cu_host, double scale, int64_t chunk,
-                     int64_t value_tile) {
+                     int64_t value_tile, dk::Dtype dtype) {
   Packing pk;
   const int64_t H = q.size(2), Kd = q.size(3), Vd = v.size(3);
   const int64_t seqs = cu_host.size(0) - 1;
@@ -79,7 +95,7 @@ Packing make_packing(const Tensor& q, const Tensor& v, const Tensor& cu_host, do
   pk.p.key_dim = static_cast<int>(Kd);
   pk.p.value_dim = static_cast<int>(Vd);
   pk.p.chunk = static_cast<int>(chunk);
-  pk.p.bv = static_cast<int>(std::min<int64_t>(Vd, value_tile > 0 ? value_tile : kDefaultValueTile));
+  pk.p.bv = value_tile > 0 ? static_cast<int>(std::min<int64_t>(Vd, value_tile)) : default_value_tile(pk.p, dtype);
   pk.p.scale = scale;
   pk.p.cu_seqlens = pk.cu_seqlens.data_ptr<int32_t>();
   pk.p.chunk_offsets = pk.chunk_offsets.data_ptr<int32_t>();
@@ -168,7 +184,7 @@ struct DeltaRuleChunkFn : torch::autograd::Function<DeltaRuleChunkFn> {
     const auto acc = recurrence_dtype({in[Q], in[K], in[V], in[BETA], in[G], in[H0]});
     const auto el = element_dtype(in[Q], in[K], in[V], acc);
     const int64_t B = in[Q].size(0), T = in[Q].size(1), H = in[Q].size(2), Vd = in[V].size(3);
-    auto pk = make_packing(in[Q], in[V], cu_host, scale, chunk, value_tile);
+    auto pk = make_packing(in[Q], in[V], cu_host, scale, chunk, value_tile, kernel_dtype(el));
     auto q = packed(in[Q], el), k = packed(in[K], el), v = packed(in[V], el);
     auto beta = in[BETA].to(acc).contiguous(), g = in[G].defined() ? in[G].to(acc).contiguous() : Tensor();
     auto h0 = in[H0].defined() ? in[H0].to(acc).contiguous() : Tensor();
@@ -206,7 +222,8 @@ struct DeltaRuleChunkFn : torch::autograd::Function<DeltaRuleChunkFn> {
     const Tensor &q_in = sv[6], &k_in = sv[7], &v_in = sv[8], &beta_in = sv[9], &g_in = sv[10], &h0_in = sv[11];
     const auto acc = beta.scalar_type();
     const int64_t B = q_in.size(0), T = q_in.size(1), H = q_in.size(2), Kd = q_in.size(3), Vd = v_in.size(3);
-    auto pk = make_packing(q_in, v_in, cu_host, scale, chunk, ctx->saved_data["value_tile"].toInt());
+    auto pk = make_packing(q_in, v_in, cu_host, scale, chunk, ctx->saved_data["value_tile"].toInt(),
+                           kernel_dtype(q.scalar_type()));
     const int64_t tiles = pk.p.value_tiles(), rows = B * T;
     // The forward's prepare and state stages again: h, L⁻¹ and U' (no output).
     const auto state_opts = q.options().dtype(acc);

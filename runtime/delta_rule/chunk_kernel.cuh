@@ -230,10 +230,10 @@ MNEMO_HD Acc dot_rows(const Problem& p, const T* x, const T* y, int64_t ri, int6
   return acc;
 }
 
-// bf16 inputs run the forward stages on tensor cores (chunk_kernel_mma.cuh); fp32 and fp64 inputs the scalar
-// stages below, whose sums are all in Acc.
+// bf16 inputs run every stage but the gradient stage on tensor cores (chunk_kernel_mma.cuh); fp32 and fp64 inputs
+// the scalar stages below, whose sums are all in Acc.
 template <class T>
-constexpr bool kTensorCoreForward = std::is_same<T, bf16>::value;
+constexpr bool kTensorCores = std::is_same<T, bf16>::value;
 
 }  // namespace mnemo::delta_rule_kernel
 
@@ -255,7 +255,7 @@ struct PrepareTiles {
 
 template <class T, class Acc>
 MNEMO_HD void prepare_block(const ForwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
-  if constexpr (kTensorCoreForward<T>) {
+  if constexpr (kTensorCores<T>) {
     prepare_block_mma(a, block, shared, lanes);
     return;
   }
@@ -303,7 +303,7 @@ struct StateTiles {
 
 template <class T, class Acc>
 MNEMO_HD void state_forward_block(const ForwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
-  if constexpr (kTensorCoreForward<T>) {
+  if constexpr (kTensorCores<T>) {
     state_forward_block_mma(a, block, shared, lanes);
     return;
   }
@@ -394,7 +394,7 @@ struct OutputTiles {
 
 template <class T, class Acc>
 MNEMO_HD void output_block(const ForwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
-  if constexpr (kTensorCoreForward<T>) {
+  if constexpr (kTensorCores<T>) {
     output_block_mma(a, block, shared, lanes);
     return;
   }
@@ -438,6 +438,10 @@ struct LocalTiles {
 
 template <class T, class Acc>
 MNEMO_HD void local_backward_block(const BackwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
+  if constexpr (kTensorCores<T>) {
+    local_backward_block_mma(a, block, shared, lanes);
+    return;
+  }
   const Problem& p = a.p;
   const ChunkPlace at(p, block, true);
   SharedArena arena(shared);
@@ -464,6 +468,10 @@ MNEMO_HD void local_backward_block(const BackwardArgs<T, Acc>& a, int64_t block,
 // state (backward): the reverse chunk loop of one (sequence, head, V tile). Tiles: gates; L⁻¹ [C, C]; dU', dR [C, bv].
 template <class T, class Acc>
 MNEMO_HD void state_backward_block(const BackwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
+  if constexpr (kTensorCores<T>) {
+    state_backward_block_mma(a, block, shared, lanes);
+    return;
+  }
   const Problem& p = a.p;
   const Place at(p, block);
   SharedArena arena(shared);

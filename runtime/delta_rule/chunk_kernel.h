@@ -49,12 +49,14 @@ inline int64_t stage_blocks(Stage s, const Problem& p) {
 
 template <class T, class Acc>
 std::size_t stage_bytes(Stage s, const Problem& p) {
-  if constexpr (kTensorCoreForward<T>) {
+  if constexpr (kTensorCores<T>) {
     switch (s) {
       case Stage::prepare: return tile_bytes<PrepareMmaTiles<Acc>>(p);
       case Stage::state_forward: return tile_bytes<StateMmaTiles<Acc>>(p);
       case Stage::output: return tile_bytes<OutputMmaTiles<Acc>>(p);
-      default: break;
+      case Stage::local_backward: return tile_bytes<LocalMmaTiles<Acc>>(p);
+      case Stage::state_backward: return tile_bytes<StateBackwardMmaTiles<Acc>>(p);
+      case Stage::gradients: break;
     }
   }
   switch (s) {
