@@ -251,6 +251,29 @@ TEST_CASE("fused delta rule kernel: bf16 on tensor cores with padded tiles, V ti
   }
 }
 
+TEST_CASE("fused delta rule kernel: bf16 on tensor cores at the production tile (C = 64, K = V = 64)",
+          "[cuda-kernel][delta_rule]") {
+  // Two K slabs in the gradient stage, one V tile of 64, a 2-row tail chunk.
+  auto in64 = make_inputs(1, 130, 1, 64, 64, true, true, 83);
+  auto in_bf = cast(in64, torch::kBFloat16);
+  in_bf.beta = in64.beta.detach().to(torch::kFloat32).requires_grad_();
+  in_bf.g = in64.g.detach().to(torch::kFloat32).requires_grad_();
+  in_bf.h0 = in64.h0.detach().to(torch::kFloat32).requires_grad_();
+  auto fused = run(Form::fused, in_bf, 0.125, 64);
+  auto truth = run(Form::fused, cast(in_bf, torch::kFloat64), 0.125, 64);
+  CHECK(error_ratio(fused.o, truth.o) <= 5e-3);
+  CHECK(error_ratio(fused.state, truth.state) <= 5e-3);
+  const auto names = leaf_names(in_bf);
+  std::string ratios;
+  for (size_t i = 0; i < fused.grads.size(); ++i) {
+    CAPTURE(names[i]);
+    const double e = error_ratio(fused.grads[i], truth.grads[i]);
+    CHECK(e <= 1e-2);
+    ratios += " " + names[i] + " " + std::to_string(e);
+  }
+  WARN("bf16 on tensor cores, C = K = V = 64: gradient error ratios" << ratios);
+}
+
 TEST_CASE("fused delta rule kernel: the oracle fixtures in fp64 and fp32", "[cuda-kernel][delta_rule]") {
   int64_t checked = 0;
   for (const auto& file : list_fixture_files(fixtures_dir())) {

@@ -46,6 +46,8 @@
 // grid::barrier(); row sums that many items feed go through grid::atomic_add on shared accumulators.
 // Shared memory holds only C×C and C×bv tiles (q, k, S and dS are read from global memory), so a block's tiles do
 // not grow with K; a layout past the device's dynamic shared memory (fp64 on the device) runs from a global workspace.
+// bf16 inputs run each stage on tensor cores instead (chunk_kernel_mma.cuh: the same equations, products through
+// block_mma on bf16 tiles in shared memory).
 #pragma once
 
 #include <cmath>
@@ -230,8 +232,8 @@ MNEMO_HD Acc dot_rows(const Problem& p, const T* x, const T* y, int64_t ri, int6
   return acc;
 }
 
-// bf16 inputs run every stage but the gradient stage on tensor cores (chunk_kernel_mma.cuh); fp32 and fp64 inputs
-// the scalar stages below, whose sums are all in Acc.
+// bf16 inputs run every stage on tensor cores (chunk_kernel_mma.cuh); fp32 and fp64 inputs the scalar stages
+// below, whose sums are all in Acc.
 template <class T>
 constexpr bool kTensorCores = std::is_same<T, bf16>::value;
 
@@ -560,6 +562,10 @@ struct GradientTiles {
 
 template <class T, class Acc>
 MNEMO_HD void gradient_block(const BackwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
+  if constexpr (kTensorCores<T>) {
+    gradient_block_mma(a, block, shared, lanes);
+    return;
+  }
   const Problem& p = a.p;
   const ChunkPlace at(p, block, true);
   SharedArena arena(shared);

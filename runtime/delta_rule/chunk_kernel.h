@@ -56,7 +56,7 @@ std::size_t stage_bytes(Stage s, const Problem& p) {
       case Stage::output: return tile_bytes<OutputMmaTiles<Acc>>(p);
       case Stage::local_backward: return tile_bytes<LocalMmaTiles<Acc>>(p);
       case Stage::state_backward: return tile_bytes<StateBackwardMmaTiles<Acc>>(p);
-      case Stage::gradients: break;
+      case Stage::gradients: return tile_bytes<GradientMmaTiles<Acc>>(p);
     }
   }
   switch (s) {

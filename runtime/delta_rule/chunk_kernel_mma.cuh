@@ -1,18 +1,21 @@
-// The delta-rule chunk kernels' forward stages and the backward's local and state stages on tensor cores, for bf16
-// q, k, v (included by chunk_kernel.cuh; the stages there dispatch to these when T is bf16). Same grids, equations
-// and buffers (L⁻¹, the chunk-start states h, U', dR, the state adjoints dh and the final states in fp32; o in bf16)
-// as the scalar stages, with every matrix product a block_mma (runtime/kernels/block_mma.cuh): bf16 operands, fp32
-// accumulation. As in flash-linear-attention's chunk kernels, an fp32 operand (the state S, L⁻¹, R, U', P, dS, dU',
-// dR) is rounded to bf16 where it enters a product (x̃: x rounded), while the state and its adjoint are carried in
-// fp32 from chunk to chunk:
+// The delta-rule chunk kernels' stages on tensor cores, for bf16 q, k, v (included by chunk_kernel.cuh; the stages
+// there dispatch to these when T is bf16). Same grids, equations and buffers (L⁻¹, the chunk-start states h, U', dR,
+// the state adjoints dh and the final states in fp32; o in bf16) as the scalar stages, with every matrix product a
+// block_mma (runtime/kernels/block_mma.cuh): bf16 operands, fp32 accumulation. As in flash-linear-attention's chunk
+// kernels, an fp32 operand (the state S, L⁻¹, R, U', P, dS, dU', dR, the score adjoints) is rounded to bf16 where it
+// enters a product (x̃: x rounded), while the state and its adjoint are carried in fp32 from chunk to chunk:
 //   prepare  A = stril(diag(β) (K Kᵀ) ⊙ Γ)                        K Kᵀ on tensor cores, the substitution in fp32
 //   state    R = diag(β) (V − diag(e^b) (K S̃)),  U' = L̃⁻¹ R̃,  S ← e^{b_c} S + K̃dᵀ Ũ'
 //   output   O = diag(e^b) scale (Q S̃) + P̃ Ũ'  with P = scale (Q Kᵀ ⊙ Γ), lower triangle
 //   local    D = P̃ᵀ dO
 //   state⁻   dU' = D + K̃d dS̃,  dR = L̃⁻ᵀ dŨ',  dS ← e^{b_c} dS + (Q̃ e^b scale)ᵀ dÕ − (β e^b K̃)ᵀ dR̃
-// The gradient stage stays scalar (chunk_kernel.cuh), reading h, U', dR and dh from these; the gradients are those of
-// the function this forward computes, up to the same roundings. Tiles are padded to multiples of 16 rows and columns
-// (mma_ld) with zeros, so a partial last chunk, K or a V tile that is not a multiple of 16 runs the same products.
+//   grads    dP = dÕ Ũ'ᵀ, dA = −dR̃ Ũ'ᵀ, Q̃s K̃ᵀ and K̃ K̃ᵀ (Q̃s = bf16(scale q)); then, a slab of K columns at a time,
+//            Y = dÕ S̃ᵀ, Z = dR̃ S̃ᵀ, W = Ũ' dS̃ᵀ,
+//            dq = scale (e^b Y + G K̃),  dk = e^{b_c−b} W − β e^b Z + Gᵀ Q̃s + Gsym K̃
+//            with G = dP ⊙ Γ (on and below the diagonal) and Gsym = Ga + Gaᵀ, Ga = dA ⊙ β Γ (below it)
+// The gradients are those of the function this forward computes, up to the same roundings. Tiles are padded to
+// multiples of 16 rows and columns (mma_ld) with zeros, so a partial last chunk, K or a V tile that is not a multiple
+// of 16 runs the same products.
 #pragma once
 
 namespace mnemo::delta_rule_kernel {
@@ -398,6 +401,241 @@ MNEMO_HD void state_backward_block_mma(const BackwardArgs<T, Acc>& a, int64_t bl
   MNEMO_FOR_LANES(e, K * bvn, lanes) {
     const int d = e / bvn, col = e % bvn;
     dh0[static_cast<int64_t>(d) * V + col] = s.dsf[d * Bp + col];
+  }
+}
+
+// ---- Backward: the gradient stage --------------------------------------------------------------------------------
+
+// K columns per slab of the gradient stage: its [rows, K] products run slab by slab, so its tiles do not grow with K.
+constexpr int kGradientSlab = 32;
+
+// gradients: tiles gates; [dÕ; dR̃] [2Cp, Bp]; Ũ' [Cp, Bp]; G = bf16(dP ⊙ Γ) and Gsym = bf16(Ga + Gaᵀ) [Cp, Cp]
+// (Ga = dA ⊙ β Γ below the diagonal); slabs of Q̃s = bf16(scale q) and K̃ [Cp, KS] and of S̃ and dS̃ [KS, Bp]; one
+// fp32 region holding first (Q̃s K̃ᵀ or K̃ K̃ᵀ, dP or dA) [Cp, Cp] each, then a slab's (Y; Z) [2Cp, KS] and W [Cp, KS];
+// per-row sums.
+template <class Acc>
+struct GradientMmaTiles {
+  Gates<Acc> gates;
+  bf16 *y2, *ub, *g1, *gsym, *qs, *ks, *sb, *dsb;
+  Acc *scores, *adjoints, *yz, *w;
+  Acc *drv, *mdiff, *dbkk, *qy, *kz, *kw, *db, *t, *sds;
+  MNEMO_HD GradientMmaTiles(SharedArena& s, const Problem& p) : gates(s, p) {
+    const std::size_t cp = mma_ld(p.chunk), kp = mma_ld(p.key_dim), bp = mma_ld(p.bv), ks_w = kGradientSlab;
+    y2 = s.take_aligned<bf16>(2 * cp * bp, grid::kMmaAlign);
+    ub = s.take_aligned<bf16>(cp * bp, grid::kMmaAlign);
+    g1 = s.take_aligned<bf16>(cp * cp, grid::kMmaAlign);
+    gsym = s.take_aligned<bf16>(cp * cp, grid::kMmaAlign);
+    qs = s.take_aligned<bf16>(cp * ks_w, grid::kMmaAlign);
+    ks = s.take_aligned<bf16>(cp * ks_w, grid::kMmaAlign);
+    sb = s.take_aligned<bf16>(ks_w * bp, grid::kMmaAlign);
+    dsb = s.take_aligned<bf16>(ks_w * bp, grid::kMmaAlign);
+    const std::size_t region = 2 * cp * cp > 3 * cp * ks_w ? 2 * cp * cp : 3 * cp * ks_w;
+    scores = s.take_aligned<Acc>(region, grid::kMmaAlign);
+    adjoints = scores + cp * cp;
+    yz = scores;
+    w = scores + 2 * cp * ks_w;
+    drv = s.take<Acc>(cp);
+    mdiff = s.take<Acc>(cp);
+    dbkk = s.take<Acc>(cp);
+    qy = s.take<Acc>(cp);
+    kz = s.take<Acc>(cp);
+    kw = s.take<Acc>(cp);
+    db = s.take<Acc>(cp);
+    t = s.take<Acc>(cp);
+    sds = s.take<Acc>(kp);
+  }
+};
+
+// Columns [k0, k0 + KS) of rows r0.. of a [T, H, K] buffer, times `factor`, into a zero-padded bf16 slab [Cp, KS].
+template <class Acc, class T>
+MNEMO_HD void load_slab_bf16(const Problem& p, const T* x, int64_t r0, int head, int k0, int c, Acc factor,
+                             bf16* slab, Lanes lanes) {
+  const int Cp = mma_ld(p.chunk), K = p.key_dim;
+  MNEMO_FOR_LANES(e, Cp * kGradientSlab, lanes) {
+    const int i = e / kGradientSlab, d = k0 + e % kGradientSlab;
+    const Acc value = i < c && d < K ? factor * load<Acc>(x[row_at(p, r0 + i, head, K, d)]) : Acc(0);
+    slab[e] = grid::float_to_bf16(static_cast<float>(value));
+  }
+}
+
+// Pass over K's slabs accumulating X Kᵀ into `out` [Cp, Cp] (X = Q̃s when with_q, else K̃).
+template <class T, class Acc>
+MNEMO_HD void slab_scores(const BackwardArgs<T, Acc>& a, const ChunkPlace& at, GradientMmaTiles<Acc>& s, bool with_q,
+                          Acc* out, Lanes lanes) {
+  const Problem& p = a.p;
+  const int Cp = mma_ld(p.chunk), Kp = mma_ld(p.key_dim);
+  for (int k0 = 0; k0 < Kp; k0 += kGradientSlab) {
+    const int width = Kp - k0 < kGradientSlab ? Kp - k0 : kGradientSlab;
+    if (with_q) load_slab_bf16<Acc>(p, a.q, at.r0, at.head, k0, at.c, static_cast<Acc>(p.scale), s.qs, lanes);
+    load_slab_bf16<Acc>(p, a.k, at.r0, at.head, k0, at.c, Acc(1), s.ks, lanes);
+    grid::barrier();
+    block_mma<Layout::row, Layout::col>(lanes, Cp, Cp, width, with_q ? s.qs : s.ks, kGradientSlab, s.ks,
+                                        kGradientSlab, out, Cp, k0 > 0);
+    grid::barrier();
+  }
+}
+
+template <class T, class Acc>
+MNEMO_HD void gradient_block_mma(const BackwardArgs<T, Acc>& a, int64_t block, void* shared, Lanes lanes) {
+  const Problem& p = a.p;
+  const ChunkPlace at(p, block, true);
+  SharedArena arena(shared);
+  GradientMmaTiles<Acc> s(arena, p);
+  const Gates<Acc>& f = s.gates;
+  const int K = p.key_dim, V = p.value_dim, H = p.heads, bvn = at.bvn, c = at.c;
+  const int Cp = mma_ld(p.chunk), Kp = mma_ld(K), Bp = mma_ld(p.bv), KS = kGradientSlab;
+  const int64_t total_rows = p.cu_seqlens[p.num_seqs], r0 = at.r0;
+  const Acc scale = static_cast<Acc>(p.scale);
+  const Acc* S = state_at(a.h, p, at.chunk, at.head, at.v0);
+  const Acc* dS = state_at(a.dh, p, at.chunk, at.head, at.v0);
+  Acc* dq = a.dq + static_cast<int64_t>(at.vt) * total_rows * H * K;
+  Acc* dk = a.dk + static_cast<int64_t>(at.vt) * total_rows * H * K;
+  Acc* dbeta = a.dbeta + static_cast<int64_t>(at.vt) * total_rows * H;
+  Acc* dg = a.g ? a.dg + static_cast<int64_t>(at.vt) * total_rows * H : nullptr;
+  bf16* const dob = s.y2;
+  bf16* const drb = s.y2 + static_cast<std::size_t>(Cp) * Bp;
+  auto gamma = [&](int i, int j) { return exp_acc(f.b[i] - f.b[j]); };
+  // Phase: gates; dÕ, dR̃, Ũ'; dR·v per row; ⟨S, dS⟩ per state row (dg only).
+  load_gates_raw<Acc>(p, at.head, a.beta, a.g, r0, c, s.gates, lanes);
+  load_rows_bf16<Acc>(p, a.dout, r0, at.head, V, at.v0, bvn, c, Cp, Bp, dob, lanes);
+  load_rows_bf16<Acc>(p, a.dr, r0, at.head, V, at.v0, bvn, c, Cp, Bp, drb, lanes);
+  load_rows_bf16<Acc>(p, a.u, r0, at.head, V, at.v0, bvn, c, Cp, Bp, s.ub, lanes);
+  MNEMO_FOR_LANES(i, c, lanes) {
+    Acc acc = 0;
+    for (int col = 0; col < bvn; ++col) {
+      const int64_t at_v = row_at(p, r0 + i, at.head, V, at.v0 + col);
+      acc += a.dr[at_v] * load<Acc>(a.v[at_v]);
+    }
+    s.drv[i] = acc;
+    s.qy[i] = s.kz[i] = s.kw[i] = Acc(0);
+  }
+  if (dg) {
+    MNEMO_FOR_LANES(d, K, lanes) {
+      Acc acc = 0;
+      for (int col = 0; col < bvn; ++col)
+        acc += S[static_cast<int64_t>(d) * V + col] * dS[static_cast<int64_t>(d) * V + col];
+      s.sds[d] = acc;
+    }
+  }
+  grid::barrier();
+  prefix_gates<Acc>(c, s.gates, lanes);
+  block_mma<Layout::row, Layout::col>(lanes, Cp, Cp, Bp, dob, Bp, s.ub, Bp, s.adjoints, Cp, false);  // dP = dÕ Ũ'ᵀ
+  grid::barrier();
+  slab_scores(a, at, s, true, s.scores, lanes);  // Q̃s K̃ᵀ
+  // Phase: G = bf16(dP ⊙ Γ) on and below the diagonal; M = dP Γ ⊙ Q̃s K̃ᵀ: row sum minus column sum per index.
+  MNEMO_FOR_LANES(e, Cp * Cp, lanes) {
+    const int i = e / Cp, j = e % Cp;
+    s.g1[e] = grid::float_to_bf16(j <= i && i < c ? static_cast<float>(s.adjoints[e] * gamma(i, j)) : 0.0f);
+  }
+  MNEMO_FOR_LANES(i, c, lanes) {
+    Acc m = 0;
+    for (int j = 0; j <= i; ++j) m += s.adjoints[i * Cp + j] * gamma(i, j) * s.scores[i * Cp + j];
+    for (int i2 = i; i2 < c; ++i2) m -= s.adjoints[i2 * Cp + i] * gamma(i2, i) * s.scores[i2 * Cp + i];
+    s.mdiff[i] = m;
+  }
+  grid::barrier();
+  block_mma<Layout::row, Layout::col>(lanes, Cp, Cp, Bp, drb, Bp, s.ub, Bp, s.adjoints, Cp, false);  // −dA = dR̃ Ũ'ᵀ
+  grid::barrier();
+  slab_scores(a, at, s, false, s.scores, lanes);  // K̃ K̃ᵀ
+  // Phase: Gsym = bf16(Ga + Gaᵀ) with Ga = dA β Γ below the diagonal; M's K K̃ᵀ part; dβ's Σ_{j<i} dA Γ kk.
+  auto ga = [&](int i, int j) { return j < i && i < c ? -s.adjoints[i * Cp + j] * f.beta[i] * gamma(i, j) : Acc(0); };
+  MNEMO_FOR_LANES(e, Cp * Cp, lanes) {
+    const int i = e / Cp, j = e % Cp;
+    s.gsym[e] = grid::float_to_bf16(static_cast<float>(ga(i, j) + ga(j, i)));
+  }
+  MNEMO_FOR_LANES(i, c, lanes) {
+    Acc m = 0, dbk = 0;
+    for (int j = 0; j < i; ++j) {
+      m += ga(i, j) * s.scores[i * Cp + j];
+      dbk -= s.adjoints[i * Cp + j] * gamma(i, j) * s.scores[i * Cp + j];
+    }
+    for (int i2 = i + 1; i2 < c; ++i2) m -= ga(i2, i) * s.scores[i2 * Cp + i];
+    s.mdiff[i] += m;
+    s.dbkk[i] = dbk;
+  }
+  grid::barrier();
+  // K's slabs: Y = dÕ S̃ᵀ and Z = dR̃ S̃ᵀ (one product of the stacked rows), W = Ũ' dS̃ᵀ; their row terms; then
+  //   dq = scale (e^b ⊙ Y + G K̃),   dk = e^{b_c − b} ⊙ W − β e^b ⊙ Z + Gᵀ Q̃s + Gsym K̃.
+  Acc* const y = s.yz;
+  Acc* const z = s.yz + static_cast<std::size_t>(Cp) * KS;
+  for (int k0 = 0; k0 < Kp; k0 += KS) {
+    const int width = Kp - k0 < KS ? Kp - k0 : KS;
+    load_slab_bf16<Acc>(p, a.q, r0, at.head, k0, c, scale, s.qs, lanes);
+    load_slab_bf16<Acc>(p, a.k, r0, at.head, k0, c, Acc(1), s.ks, lanes);
+    MNEMO_FOR_LANES(e, KS * Bp, lanes) {
+      const int d = k0 + e / Bp, col = e % Bp;
+      const bool in = d < K && col < bvn;
+      const int64_t at_s = static_cast<int64_t>(d) * V + col;
+      s.sb[e] = grid::float_to_bf16(in ? static_cast<float>(S[at_s]) : 0.0f);
+      s.dsb[e] = grid::float_to_bf16(in ? static_cast<float>(dS[at_s]) : 0.0f);
+    }
+    grid::barrier();
+    block_mma<Layout::row, Layout::col>(lanes, 2 * Cp, width, Bp, s.y2, Bp, s.sb, Bp, s.yz, KS, false);
+    block_mma<Layout::row, Layout::col>(lanes, Cp, width, Bp, s.ub, Bp, s.dsb, Bp, s.w, KS, false);
+    grid::barrier();
+    MNEMO_FOR_LANES(i, c, lanes) {
+      Acc qy = 0, kz = 0, kw = 0;
+      for (int d = 0; d < width; ++d) {
+        const Acc qd = grid::bf16_to_float(s.qs[i * KS + d]), kd = grid::bf16_to_float(s.ks[i * KS + d]);
+        qy += qd * y[i * KS + d];
+        kz += kd * z[i * KS + d];
+        kw += kd * s.w[i * KS + d];
+      }
+      s.qy[i] += qy;
+      s.kz[i] += kz;
+      s.kw[i] += kw;
+    }
+    grid::barrier();
+    const Acc bc = f.b[c - 1];
+    MNEMO_FOR_LANES(e, c * KS, lanes) {
+      const int i = e / KS;
+      const Acc ebi = exp_acc(f.b[i]);
+      y[e] *= ebi;
+      s.w[e] = exp_acc(bc - f.b[i]) * s.w[e] - f.beta[i] * ebi * z[e];
+    }
+    grid::barrier();
+    block_mma<Layout::row, Layout::row>(lanes, Cp, width, Cp, s.g1, Cp, s.ks, KS, y, KS, true);   // + G K̃
+    block_mma<Layout::col, Layout::row>(lanes, Cp, width, Cp, s.g1, Cp, s.qs, KS, s.w, KS, true);  // + Gᵀ Q̃s
+    block_mma<Layout::row, Layout::row>(lanes, Cp, width, Cp, s.gsym, Cp, s.ks, KS, s.w, KS, true);  // + Gsym K̃
+    grid::barrier();
+    MNEMO_FOR_LANES(e, c * KS, lanes) {
+      const int i = e / KS, d = k0 + e % KS;
+      if (d < K) {
+        const int64_t out = row_at(p, r0 + i, at.head, K, d);
+        dq[out] = scale * y[e];
+        dk[out] = s.w[e];
+      }
+    }
+    grid::barrier();
+  }
+  // Phase: dv = β dR; dβ; db_i − t_i.
+  const Acc bc = f.b[c - 1];
+  MNEMO_FOR_LANES(e, c * bvn, lanes) {
+    const int i = e / bvn, col = e % bvn;
+    const int64_t at_v = row_at(p, r0 + i, at.head, V, at.v0 + col);
+    a.dv[at_v] = f.beta[i] * a.dr[at_v];
+  }
+  MNEMO_FOR_LANES(i, c, lanes) {
+    const Acc ebi = exp_acc(f.b[i]);
+    dbeta[(r0 + i) * H + at.head] = s.drv[i] - ebi * s.kz[i] + s.dbkk[i];
+    s.t[i] = exp_acc(bc - f.b[i]) * s.kw[i];
+    s.db[i] = ebi * (s.qy[i] - f.beta[i] * s.kz[i]) + s.mdiff[i] - s.t[i];
+  }
+  grid::barrier();
+  // Phase (one item): the chunk-end terms of db_c, then dg_r = Σ_{i>=r} db_i.
+  if (dg) {
+    MNEMO_FOR_LANES(one, 1, lanes) {
+      (void)one;
+      Acc extra = 0, sds = 0;
+      for (int j = 0; j < c; ++j) extra += s.t[j];
+      for (int d = 0; d < K; ++d) sds += s.sds[d];
+      s.db[c - 1] += extra + exp_acc(bc) * sds;
+      Acc acc = 0;
+      for (int r = c - 1; r >= 0; --r) {
+        acc += s.db[r];
+        dg[(r0 + r) * H + at.head] = acc;
+      }
+    }
   }
 }
 
