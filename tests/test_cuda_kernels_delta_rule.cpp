@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/torch_compat.h"
 #include "runtime/delta_rule/delta_rule.h"
 #include "runtime/kernels/op_helpers.h"
 #include "runtime/layers.h"
@@ -360,6 +361,17 @@ TEST_CASE("cuda: the fused delta rule kernels == their host run and the eager ch
     CHECK(max_rel_err(on_device.state.cpu(), on_host.state) <= 2e-3);
     for (size_t i = 0; i < on_host.grads.size(); ++i)
       CHECK(max_rel_err(on_device.grads[i].cpu(), on_host.grads[i], 1e-6) <= 2e-2);
+    // Under bf16 autocast fp32 q and k (the mixers' l2norm output there) run the bf16 tensor-core stages, as fla.
+    {
+      Inputs mixed = to_device(host);
+      mixed.q = mixed.q.detach().to(torch::kFloat32).requires_grad_();
+      mixed.k = mixed.k.detach().to(torch::kFloat32).requires_grad_();
+      torch_compat::set_autocast(c10::DeviceType::CUDA, true, torch::kBFloat16);
+      auto under_autocast = run(Form::fused, mixed, 0.125, 64);
+      torch_compat::set_autocast(c10::DeviceType::CUDA, false, torch::kBFloat16);
+      CHECK(torch::equal(under_autocast.o, on_device.o));
+      CHECK(torch::equal(under_autocast.state, on_device.state));
+    }
   }
 }
 

@@ -27,12 +27,16 @@ enum Input { Q = 0, K, V, BETA, G, H0, kInputs };
 // V columns per block: fla's BV for head dims up to 64 (two blocks per (sequence, head) at V = 128).
 constexpr int64_t kDefaultValueTile = 64;
 
-// The kernels' element type: fp64 when any input is (then Acc is fp64 too), bf16 when q, k and v all are, else fp32.
+// The kernels' element type: fp64 when any input is (then Acc is fp64 too); bf16 when q, k and v all are, or when
+// they are CUDA tensors under bf16 autocast (the mixers' l2norm returns fp32 q and k there, where fla's kernels take
+// them in bf16: the tensor-core stages); else fp32.
 torch::ScalarType element_dtype(const Tensor& q, const Tensor& k, const Tensor& v, torch::ScalarType acc) {
   if (acc == torch::kFloat64) return torch::kFloat64;
   const bool bf16 = q.scalar_type() == torch::kBFloat16 && k.scalar_type() == torch::kBFloat16 &&
                     v.scalar_type() == torch::kBFloat16;
-  return bf16 ? torch::kBFloat16 : torch::kFloat32;
+  const bool bf16_policy = q.is_cuda() && torch_compat::autocast_enabled(c10::DeviceType::CUDA) &&
+                           torch_compat::autocast_dtype(c10::DeviceType::CUDA) == torch::kBFloat16;
+  return bf16 || bf16_policy ? torch::kBFloat16 : torch::kFloat32;
 }
 
 dk::Dtype kernel_dtype(torch::ScalarType t) {
