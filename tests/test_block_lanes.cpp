@@ -167,6 +167,23 @@ TEST_CASE("host lanes: the GLA, delta-rule and layer kernels have no race within
       return with_grads({r.o, r.final_state}, x);
     });
   }
+  SECTION("GLA chunk kernel on tensor cores (bf16, a scalar gate, a value tile, an initial state)") {
+    const int64_t B = 1, T = 21, H = 2, K = 20, V = 12;
+    auto bf16_leaf = [](const Tensor& t) { return t.to(torch::kBFloat16).requires_grad_(); };
+    Outputs x = {bf16_leaf(torch::randn({B, T, H, K})), bf16_leaf(torch::randn({B, T, H, K})),
+                 bf16_leaf(torch::randn({B, T, H, V})),
+                 torch::log_sigmoid(torch::randn({B, T, H}) + 2.0).requires_grad_(),
+                 torch::randn({B, H, K, V}).requires_grad_()};
+    GlaFusedTiling tiling;
+    tiling.sub_chunk = 4, tiling.tile_v = 8;
+    // Each row's sums are one lane's: the same bits in any order.
+    check_lane_orders(
+        [&] {
+          auto r = gla_chunk_fused(x[0], x[1], x[2], x[3], GlaGate::kScalar, 0.3, x[4], 8, {}, tiling);
+          return with_grads({r.o, r.final_state}, x);
+        },
+        0.0);
+  }
   SECTION("delta-rule chunk kernel (gated, a value tile, an initial state)") {
     const int64_t B = 1, T = 21, H = 2, K = 8, V = 12;
     Outputs x = {l2norm(torch::randn({B, T, H, K}, torch::kFloat64)).requires_grad_(),

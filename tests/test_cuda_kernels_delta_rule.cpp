@@ -26,6 +26,7 @@ using namespace mnemo;
 // Helpers and test cases in a named namespace: unity builds compile this file with other test files.
 namespace delta_rule_kernel_tests {
 
+using mnemo::test::error_ratio;
 using mnemo::test::max_rel_err;
 
 struct Inputs {
@@ -208,12 +209,6 @@ TEST_CASE("fused delta rule kernel: bf16 inputs keep an fp32 state and return bf
   CHECK(max_rel_err(fused.o, truth.o) <= 1e-2);
   CHECK(max_rel_err(fused.state, truth.state) <= 1e-2);
   for (size_t i = 0; i < fused.grads.size(); ++i) CHECK(max_rel_err(fused.grads[i], truth.grads[i], 1e-6) <= 2e-2);
-}
-
-// flash-linear-attention's measure of a low-precision result: ‖a − b‖₂ / ‖b‖₂ over all entries.
-double error_ratio(const torch::Tensor& a, const torch::Tensor& b) {
-  auto a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
-  return ((a64 - b64).norm() / b64.norm()).item<double>();
 }
 
 TEST_CASE("fused delta rule kernel: bf16 on tensor cores with padded tiles, V tiles and packed sequences",

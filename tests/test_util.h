@@ -54,6 +54,12 @@ inline double max_rel_err(const torch::Tensor& a, const torch::Tensor& b, double
   return d / std::max(s, floor);
 }
 
+// flash-linear-attention's measure of a low-precision result: ‖a − b‖₂ / ‖b‖₂ over all entries, in fp64.
+inline double error_ratio(const torch::Tensor& a, const torch::Tensor& b) {
+  auto a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
+  return ((a64 - b64).norm() / b64.norm()).item<double>();
+}
+
 // Standard normal fp64 tensor of `shape` (from the global torch generator).
 inline torch::Tensor randn_f64(std::vector<int64_t> shape) {
   return torch::randn(shape, torch::TensorOptions().dtype(torch::kFloat64));

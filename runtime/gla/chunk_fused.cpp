@@ -73,7 +73,7 @@ void run_forward(const Launch& l, const gk::ForwardPointers& ptr, const torch::T
   on_host(l.element, [&](auto e, auto acc) {
     using E = decltype(e);
     using Acc = decltype(acc);
-    const std::size_t bytes = gk::shared_bytes<Acc>(l.problem, false);
+    const std::size_t bytes = gk::pass_shared_bytes<E, Acc>(l.problem, false);
     grid::run_on_host(gk::blocks(l.problem), bytes, [&](int64_t block, void* shared, grid::Lanes lanes) {
       gk::state_forward_block<E, Acc>(l.problem, ptr, block, shared, lanes);
     });
@@ -95,7 +95,7 @@ void run_backward(const Launch& l, const gk::BackwardPointers& ptr, const torch:
   on_host(l.element, [&](auto e, auto acc) {
     using E = decltype(e);
     using Acc = decltype(acc);
-    const std::size_t bytes = gk::shared_bytes<Acc>(l.problem, true);
+    const std::size_t bytes = gk::pass_shared_bytes<E, Acc>(l.problem, true);
     grid::run_on_host(gk::blocks(l.problem), bytes, [&](int64_t block, void* shared, grid::Lanes lanes) {
       gk::state_backward_block<E, Acc>(l.problem, ptr, block, shared, lanes);
     });

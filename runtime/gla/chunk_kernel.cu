@@ -17,9 +17,9 @@ constexpr int kThreads = 256;
 #define MNEMO_GLA_STAGE_KERNEL(name, block_fn, Pointers)                                                      \
   template <class E, class Acc>                                                                               \
   __global__ void __launch_bounds__(kThreads) name(Problem p, Pointers ptr) {                                 \
-    extern __shared__ __align__(16) unsigned char shared[];                                                   \
+    extern __shared__ __align__(128) unsigned char shared[];                                                  \
     block_fn<E, Acc>(p, ptr, blockIdx.x, shared,                                                              \
-                     grid::Lanes{static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)});              \
+                     grid::Lanes{static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)});               \
   }
 MNEMO_GLA_STAGE_KERNEL(state_forward_kernel, state_forward_block, ForwardPointers)
 MNEMO_GLA_STAGE_KERNEL(output_kernel, output_block, ForwardPointers)
@@ -58,9 +58,11 @@ Tiling device_tiling(const Problem& problem, Element element) {
   Problem p = problem;
   for (const auto& cv : candidates) {
     p.tiling = Tiling{cv[0], cv[0] < 16 ? cv[0] : 16, cv[1]};
-    const std::size_t need = is_fp64(element)
-                                 ? std::max(shared_bytes<double>(p, false), shared_bytes<double>(p, true))
-                                 : std::max(shared_bytes<float>(p, false), shared_bytes<float>(p, true));
+    const std::size_t need =
+        is_fp64(element)                    ? std::max(shared_bytes<double>(p, false), shared_bytes<double>(p, true))
+        : element == Element::kBFloat16 ? std::max(pass_shared_bytes<grid::bf16, float>(p, false),
+                                                   pass_shared_bytes<grid::bf16, float>(p, true))
+                                        : std::max(shared_bytes<float>(p, false), shared_bytes<float>(p, true));
     if (need > limit) continue;
     // Fewer blocks than multiprocessors leaves the device idle: narrower value tiles give more blocks (each
     // recomputes the chunk's A, which is cheap next to the idle SMs).
@@ -76,14 +78,14 @@ Tiling device_tiling(const Problem& problem, Element element) {
 
 template <class E, class Acc>
 void forward_stages(const Problem& p, const ForwardPointers& ptr, void* stream) {
-  const std::size_t bytes = shared_bytes<Acc>(p, false);
+  const std::size_t bytes = pass_shared_bytes<E, Acc>(p, false);
   launch(state_forward_kernel<E, Acc>, blocks(p), p, ptr, bytes, stream);
   if (ptr.o) launch(output_kernel<E, Acc>, chunk_blocks(p), p, ptr, bytes, stream);  // o null: the states only
 }
 
 template <class E, class Acc>
 void backward_stages(const Problem& p, const BackwardPointers& ptr, void* stream) {
-  const std::size_t bytes = shared_bytes<Acc>(p, true);
+  const std::size_t bytes = pass_shared_bytes<E, Acc>(p, true);
   launch(state_backward_kernel<E, Acc>, blocks(p), p, ptr, bytes, stream);
   launch(gradient_kernel<E, Acc>, chunk_blocks(p), p, ptr, bytes, stream);
 }

@@ -43,6 +43,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "runtime/gla/chunk_kernel.h"
 #include "runtime/kernels/bf16.cuh"
@@ -246,9 +247,28 @@ MNEMO_HD bool chunk_coords(const Problem& p, int64_t block, ChunkCoords& cc) {
   return cc.ci < chunks_of(cc.len, p.tiling.chunk);
 }
 
+}  // namespace mnemo::gla_kernel
+
+#include "runtime/gla/chunk_kernel_mma.cuh"
+
+namespace mnemo::gla_kernel {
+
+// The dynamic shared memory of a pass's blocks: the tensor-core stages' tiles for bf16 with a scalar gate or none,
+// else the scalar stages'.
+template <class E, class Acc>
+std::size_t pass_shared_bytes(const Problem& p, bool backward) {
+  return uses_tensor_cores<E>(p) ? mma_shared_bytes<Acc>(p, backward) : shared_bytes<Acc>(p, backward);
+}
+
 template <class E, class Acc>
 MNEMO_HD void state_forward_block(const Problem& p, const ForwardPointers& ptr, int64_t block, void* shared,
                             grid::Lanes lanes) {
+  if constexpr (std::is_same<E, grid::bf16>::value) {
+    if (uses_tensor_cores<E>(p)) {
+      state_forward_block_mma<E, Acc>(p, ptr, block, shared, lanes);
+      return;
+    }
+  }
   grid::SharedArena arena(shared);
   const Tiles<Acc> t = carve<Acc>(arena, p, false);
   const E* q = static_cast<const E*>(ptr.q);
@@ -310,6 +330,12 @@ MNEMO_HD void state_forward_block(const Problem& p, const ForwardPointers& ptr, 
 template <class E, class Acc>
 MNEMO_HD void output_block(const Problem& p, const ForwardPointers& ptr, int64_t block, void* shared,
                            grid::Lanes lanes) {
+  if constexpr (std::is_same<E, grid::bf16>::value) {
+    if (uses_tensor_cores<E>(p)) {
+      output_block_mma<E, Acc>(p, ptr, block, shared, lanes);
+      return;
+    }
+  }
   ChunkCoords cc;
   if (!chunk_coords(p, block, cc)) return;
   grid::SharedArena arena(shared);
@@ -359,6 +385,12 @@ MNEMO_HD void output_block(const Problem& p, const ForwardPointers& ptr, int64_t
 template <class E, class Acc>
 MNEMO_HD void state_backward_block(const Problem& p, const BackwardPointers& ptr, int64_t block, void* shared,
                                    grid::Lanes lanes) {
+  if constexpr (std::is_same<E, grid::bf16>::value) {
+    if (uses_tensor_cores<E>(p)) {
+      state_backward_block_mma<E, Acc>(p, ptr, block, shared, lanes);
+      return;
+    }
+  }
   grid::SharedArena arena(shared);
   const Tiles<Acc> t = carve<Acc>(arena, p, true);
   const E* q = static_cast<const E*>(ptr.q);
@@ -419,6 +451,12 @@ MNEMO_HD void state_backward_block(const Problem& p, const BackwardPointers& ptr
 template <class E, class Acc>
 MNEMO_HD void gradient_block(const Problem& p, const BackwardPointers& ptr, int64_t block, void* shared,
                              grid::Lanes lanes) {
+  if constexpr (std::is_same<E, grid::bf16>::value) {
+    if (uses_tensor_cores<E>(p)) {
+      gradient_block_mma<E, Acc>(p, ptr, block, shared, lanes);
+      return;
+    }
+  }
   ChunkCoords cc;
   if (!chunk_coords(p, block, cc)) return;
   grid::SharedArena arena(shared);

@@ -1,0 +1,456 @@
+// The gated-linear-attention chunk kernels on tensor cores, for bf16 q, k, v with a per-head scalar gate (simple GLA,
+// RetNet, Mamba2's SSD) or none (linear attention); included by chunk_kernel.cuh, whose stages dispatch to these
+// (key-wise gates keep the scalar stages). Same grids, buffers and equations as the scalar stages (chunk_kernel.cuh's
+// header) with B_i = Σ_{r<=i} g_r one number a row, so Γ_ij = e^{B_i − B_j} and every product is a block_mma
+// (runtime/kernels/block_mma.cuh: bf16 operands, fp32 sums). As in flash-linear-attention's kernels an fp32 operand
+// (the state S, its adjoint dS', the scores A, dA) is rounded to bf16 where it enters a product (x̃), while the state
+// and its adjoint are carried in fp32 from chunk to chunk:
+//   state    S ← e^{B_L} S + K̃dᵀ Ṽ,  Kd_j = k_j e^{B_L − B_j}                        (chunk after chunk)
+//   output   O = scale e^B ⊙ (Q̃ S̃) + Ã Ṽ,  A = scale (Q̃ K̃ᵀ) ⊙ Γ on and below the diagonal
+//   state⁻   dS ← e^{B_L} dS' + (Q̃ e^B scale)ᵀ dÕ                                     (chunks in reverse)
+//   grads    dA = dÕ Ṽᵀ, G = dA ⊙ Γ (lower), dV = Ãᵀ dÕ + K̃d dS̃'; then, a slab of K columns at a time,
+//            dQ = e^B ⊙ (dÕ S̃ᵀ) + G̃ K̃,  dK = e^{B_L − B} ⊙ (Ṽ dS̃'ᵀ) + G̃ᵀ Q̃s  (Q̃s = bf16(scale q)),
+//            dB_i = Σ_c (scale q_ic dQ_ic − k_ic dK_ic) + [i = L − 1] ⟨dS', S'⟩,  dg_r = Σ_{i>=r} dB_i,  dq = scale dQ
+// Tiles are padded to multiples of 16 rows and columns (mma_ld) with zeros; each row's sums are one lane's.
+#pragma once
+
+#include <type_traits>
+
+#include "runtime/kernels/block_mma.cuh"
+
+namespace mnemo::gla_kernel {
+
+using grid::bf16;
+using grid::block_mma;
+using grid::Layout;
+using grid::mma_ld;
+
+// The tensor-core stages run bf16 elements with a scalar gate or none.
+template <class E>
+MNEMO_HD bool uses_tensor_cores(const Problem& p) {
+  return std::is_same<E, bf16>::value && p.gate != Gate::kKeyWise;
+}
+
+constexpr int kMmaSlab = 32;  // K columns per slab of the gradient stage
+
+// Tiles of the four stages, carved by one template over a SharedArena (the kernel) or a byte count.
+template <class Acc>
+struct MmaTiles {
+  Acc* b;           // [Cp] B_i (the raw gate first)
+  Acc* rows;        // [Cp] per-row sums (dB)
+  Acc* sds;         // [Kp] ⟨dS', S'⟩ per state row
+  bf16 *qa, *ka;    // [Cp, Kp] (state and output stages), [Cp, KS] slabs (gradient stage)
+  bf16 *kd;         // [Cp, KS] slab of K̃d (gradient stage)
+  bf16 *sb, *dsb;   // [Kp, Bp] (output), [KS, Bp] slabs (gradient)
+  bf16 *vb, *dob;   // [Cp, Bp]
+  bf16 *ab, *gb;    // [Cp, Cp] Ã, G̃
+  Acc *sf;          // [Kp, Bp] the carried state or its adjoint (state stages)
+  Acc *scores, *adj;  // [Cp, Cp] Q K̃ᵀ, dA (output: scores only)
+  Acc *out;         // [Cp, Bp] O (output), dV (gradient)
+  Acc *y, *w;       // [Cp, KS] slabs of dQ and dK (gradient)
+};
+
+enum class MmaStage { state_forward, output, state_backward, gradients };
+
+template <class Acc, class Arena>
+MNEMO_HD MmaTiles<Acc> carve_mma(Arena& arena, const Problem& p, MmaStage stage) {
+  const std::size_t cp = mma_ld(p.tiling.chunk), kp = mma_ld(static_cast<int>(p.key_dim)),
+                    bp = mma_ld(p.tiling.tile_v), ks = kMmaSlab;
+  constexpr std::size_t A = grid::kMmaAlign;
+  MmaTiles<Acc> t{};
+  t.b = arena.template take<Acc>(cp);
+  t.rows = arena.template take<Acc>(cp);
+  switch (stage) {
+    case MmaStage::state_forward:
+      t.ka = arena.template take_aligned<bf16>(cp * kp, A);
+      t.vb = arena.template take_aligned<bf16>(cp * bp, A);
+      t.sf = arena.template take_aligned<Acc>(kp * bp, A);
+      break;
+    case MmaStage::output:
+      t.qa = arena.template take_aligned<bf16>(cp * kp, A);
+      t.ka = arena.template take_aligned<bf16>(cp * kp, A);
+      t.sb = arena.template take_aligned<bf16>(kp * bp, A);
+      t.vb = arena.template take_aligned<bf16>(cp * bp, A);
+      t.ab = arena.template take_aligned<bf16>(cp * cp, A);
+      t.scores = arena.template take_aligned<Acc>(cp * cp, A);
+      t.out = arena.template take_aligned<Acc>(cp * bp, A);
+      break;
+    case MmaStage::state_backward:
+      t.qa = arena.template take_aligned<bf16>(cp * kp, A);
+      t.dob = arena.template take_aligned<bf16>(cp * bp, A);
+      t.sf = arena.template take_aligned<Acc>(kp * bp, A);
+      break;
+    case MmaStage::gradients:
+      t.sds = arena.template take<Acc>(kp);
+      t.qa = arena.template take_aligned<bf16>(cp * ks, A);
+      t.ka = arena.template take_aligned<bf16>(cp * ks, A);
+      t.kd = arena.template take_aligned<bf16>(cp * ks, A);
+      t.sb = arena.template take_aligned<bf16>(ks * bp, A);
+      t.dsb = arena.template take_aligned<bf16>(ks * bp, A);
+      t.vb = arena.template take_aligned<bf16>(cp * bp, A);
+      t.dob = arena.template take_aligned<bf16>(cp * bp, A);
+      t.ab = arena.template take_aligned<bf16>(cp * cp, A);
+      t.gb = arena.template take_aligned<bf16>(cp * cp, A);
+      t.out = arena.template take_aligned<Acc>(cp * bp, A);
+      // Q K̃ᵀ and dA until Ã and G̃ are made, then the slabs' dQ and dK in the same bytes.
+      t.scores = arena.template take_aligned<Acc>(2 * cp * cp > 2 * cp * ks ? 2 * cp * cp : 2 * cp * ks, A);
+      t.adj = t.scores + cp * cp;
+      t.y = t.scores;
+      t.w = t.scores + cp * ks;
+      break;
+  }
+  return t;
+}
+
+// A byte-counting arena with take_aligned (the launch size of carve_mma).
+struct MmaByteCounter {
+  std::size_t used_bytes = 0;
+  template <class T>
+  MNEMO_HD T* take(std::size_t count) {
+    used_bytes += (count * sizeof(T) + 15) / 16 * 16;
+    return nullptr;
+  }
+  template <class T>
+  MNEMO_HD T* take_aligned(std::size_t count, std::size_t align) {
+    used_bytes = (used_bytes + align - 1) / align * align;
+    return take<T>(count);
+  }
+};
+
+template <class Acc>
+std::size_t mma_shared_bytes(const Problem& p, bool backward) {
+  const MmaStage stages[2] = {backward ? MmaStage::state_backward : MmaStage::state_forward,
+                              backward ? MmaStage::gradients : MmaStage::output};
+  std::size_t most = 0;
+  for (MmaStage s : stages) {
+    MmaByteCounter counter;
+    carve_mma<Acc>(counter, p, s);
+    most = counter.used_bytes > most ? counter.used_bytes : most;
+  }
+  return most;
+}
+
+// Rows [row0, row0 + L) of a [tokens, H, width] buffer, columns [col0, col0 + cols) times `factor`, into a
+// zero-padded bf16 tile [rows_padded, ld] (one phase).
+template <class Acc, class T>
+MNEMO_HD void load_tile_bf16(const T* x, int64_t row0, int64_t H, int64_t h, int64_t width, int64_t col0, int cols,
+                             int L, int rows_padded, int ld, Acc factor, bf16* tile, grid::Lanes lanes) {
+  MNEMO_FOR_LANES(e, rows_padded * ld, lanes) {
+    const int i = e / ld, d = e % ld;
+    const Acc value = i < L && d < cols ? factor * grid::load_as<Acc>(x + ((row0 + i) * H + h) * width + col0 + d)
+                                        : Acc(0);
+    tile[e] = grid::float_to_bf16(static_cast<float>(value));
+  }
+}
+
+// B_i = Σ_{r<=i} g_r of the chunk's rows from the raw gates in b (each row sums its prefix; zero without a gate).
+template <class Acc>
+MNEMO_HD void gate_prefix(const Problem& p, const Acc* gate, int64_t row0, int64_t h, int L, Acc* b,
+                          grid::Lanes lanes) {
+  MNEMO_FOR_LANES(i, L, lanes) {
+    Acc acc = 0;
+    if (p.gate == Gate::kScalar)
+      for (int r = 0; r <= i; ++r) acc += gate[(row0 + r) * p.heads + h];
+    b[i] = acc;
+  }
+}
+
+template <class E, class Acc>
+MNEMO_HD void state_forward_block_mma(const Problem& p, const ForwardPointers& ptr, int64_t block, void* shared,
+                                      grid::Lanes lanes) {
+  grid::SharedArena arena(shared);
+  const MmaTiles<Acc> t = carve_mma<Acc>(arena, p, MmaStage::state_forward);
+  const E* k = static_cast<const E*>(ptr.k);
+  const E* v = static_cast<const E*>(ptr.v);
+  const Acc* gate = static_cast<const Acc*>(ptr.gate);
+  const Acc* s0 = static_cast<const Acc*>(ptr.s0);
+  Acc* chunk_states = static_cast<Acc*>(ptr.chunk_states);
+  const BlockCoords bc = block_coords(p, block);
+  int64_t bos, len, slot0;
+  sequence_span(p, bc.n, bos, len, slot0);
+  const int64_t H = p.heads, V = p.value_dim, h = bc.h, v0 = bc.v0;
+  const int K = static_cast<int>(p.key_dim), C = p.tiling.chunk, bv = bc.bv;
+  const int Cp = mma_ld(C), Kp = mma_ld(K), Bp = mma_ld(p.tiling.tile_v);
+  auto state_at = [&](int64_t slot, int row, int col) { return ((slot * H + h) * K + row) * V + v0 + col; };
+  MNEMO_FOR_LANES(e, Kp * Bp, lanes) {
+    const int row = e / Bp, col = e % Bp;
+    t.sf[e] = s0 && row < K && col < bv ? s0[state_at(bc.n, row, col)] : Acc(0);
+  }
+  grid::barrier();
+  const int64_t N = chunks_of(len, C);
+  for (int64_t ci = 0; ci < N; ++ci) {
+    const int64_t row0 = bos + ci * C;
+    const int L = static_cast<int>(len - ci * C < C ? len - ci * C : C);
+    // Phase: the chunk-start state out; B; Ṽ.
+    MNEMO_FOR_LANES(e, K * bv, lanes) {
+      const int row = e / bv, col = e % bv;
+      chunk_states[state_at(slot0 + ci, row, col)] = t.sf[row * Bp + col];
+    }
+    gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
+    load_tile_bf16<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
+    grid::barrier();
+    // Phase: K̃d = bf16(k_j e^{B_L − B_j}); S ← e^{B_L} S.
+    const Acc bl = t.b[L - 1];
+    MNEMO_FOR_LANES(e, Cp * Kp, lanes) {
+      const int j = e / Kp, d = e % Kp;
+      const Acc kd = j < L && d < K ? grid::exp_acc(bl - t.b[j]) * grid::load_as<Acc>(k + ((row0 + j) * H + h) * K + d)
+                                    : Acc(0);
+      t.ka[e] = grid::float_to_bf16(static_cast<float>(kd));
+    }
+    MNEMO_FOR_LANES(e, Kp * Bp, lanes) { t.sf[e] *= grid::exp_acc(bl); }
+    grid::barrier();
+    block_mma<Layout::col, Layout::row>(lanes, Kp, Bp, Cp, t.ka, Kp, t.vb, Bp, t.sf, Bp, true);  // S += K̃dᵀ Ṽ
+    grid::barrier();
+  }
+  Acc* final_state = static_cast<Acc*>(ptr.final_state);
+  MNEMO_FOR_LANES(e, K * bv, lanes) {
+    const int row = e / bv, col = e % bv;
+    final_state[state_at(bc.n, row, col)] = t.sf[row * Bp + col];
+    chunk_states[state_at(slot0 + N, row, col)] = t.sf[row * Bp + col];
+  }
+}
+
+template <class E, class Acc>
+MNEMO_HD void output_block_mma(const Problem& p, const ForwardPointers& ptr, int64_t block, void* shared,
+                               grid::Lanes lanes) {
+  ChunkCoords cc;
+  if (!chunk_coords(p, block, cc)) return;
+  grid::SharedArena arena(shared);
+  const MmaTiles<Acc> t = carve_mma<Acc>(arena, p, MmaStage::output);
+  const E* q = static_cast<const E*>(ptr.q);
+  const E* k = static_cast<const E*>(ptr.k);
+  const E* v = static_cast<const E*>(ptr.v);
+  const Acc* gate = static_cast<const Acc*>(ptr.gate);
+  const Acc* chunk_states = static_cast<const Acc*>(ptr.chunk_states);
+  E* o = static_cast<E*>(ptr.o);
+  const BlockCoords& bc = cc.bc;
+  const int64_t H = p.heads, V = p.value_dim, h = bc.h, v0 = bc.v0;
+  const int K = static_cast<int>(p.key_dim), C = p.tiling.chunk, bv = bc.bv;
+  const int Cp = mma_ld(C), Kp = mma_ld(K), Bp = mma_ld(p.tiling.tile_v);
+  const Acc scale = static_cast<Acc>(p.scale);
+  const int64_t row0 = cc.bos + cc.ci * C;
+  const int L = static_cast<int>(cc.len - cc.ci * C < C ? cc.len - cc.ci * C : C);
+  const Acc* S = chunk_states + ((cc.slot0 + cc.ci) * H + h) * K * V + v0;
+  // Phase: B; Q̃, K̃, Ṽ, S̃.
+  gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
+  load_tile_bf16<Acc>(q, row0, H, h, K, 0, K, L, Cp, Kp, Acc(1), t.qa, lanes);
+  load_tile_bf16<Acc>(k, row0, H, h, K, 0, K, L, Cp, Kp, Acc(1), t.ka, lanes);
+  load_tile_bf16<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
+  MNEMO_FOR_LANES(e, Kp * Bp, lanes) {
+    const int row = e / Bp, col = e % Bp;
+    t.sb[e] = grid::float_to_bf16(row < K && col < bv ? static_cast<float>(S[row * V + col]) : 0.0f);
+  }
+  grid::barrier();
+  block_mma<Layout::row, Layout::col>(lanes, Cp, Cp, Kp, t.qa, Kp, t.ka, Kp, t.scores, Cp, false);  // Q̃ K̃ᵀ
+  block_mma<Layout::row, Layout::row>(lanes, Cp, Bp, Kp, t.qa, Kp, t.sb, Bp, t.out, Bp, false);     // Q̃ S̃
+  grid::barrier();
+  // Phase: Ã = bf16(scale Γ ⊙ Q̃ K̃ᵀ) on and below the diagonal; O = scale e^B ⊙ Q̃ S̃.
+  MNEMO_FOR_LANES(e, Cp * Cp, lanes) {
+    const int i = e / Cp, j = e % Cp;
+    const Acc a = j <= i && i < L ? scale * grid::exp_acc(t.b[i] - t.b[j]) * t.scores[e] : Acc(0);
+    t.ab[e] = grid::float_to_bf16(static_cast<float>(a));
+  }
+  MNEMO_FOR_LANES(e, L * Bp, lanes) { t.out[e] *= scale * grid::exp_acc(t.b[e / Bp]); }
+  grid::barrier();
+  block_mma<Layout::row, Layout::row>(lanes, Cp, Bp, Cp, t.ab, Cp, t.vb, Bp, t.out, Bp, true);  // O += Ã Ṽ
+  grid::barrier();
+  MNEMO_FOR_LANES(e, L * bv, lanes) {
+    const int i = e / bv, col = e % bv;
+    grid::store_as<Acc>(o + ((row0 + i) * H + h) * V + v0 + col, t.out[i * Bp + col]);
+  }
+}
+
+template <class E, class Acc>
+MNEMO_HD void state_backward_block_mma(const Problem& p, const BackwardPointers& ptr, int64_t block, void* shared,
+                                       grid::Lanes lanes) {
+  grid::SharedArena arena(shared);
+  const MmaTiles<Acc> t = carve_mma<Acc>(arena, p, MmaStage::state_backward);
+  const E* q = static_cast<const E*>(ptr.q);
+  const E* d_o = static_cast<const E*>(ptr.d_o);
+  const Acc* gate = static_cast<const Acc*>(ptr.gate);
+  const Acc* d_final = static_cast<const Acc*>(ptr.d_final_state);
+  Acc* d_states = static_cast<Acc*>(ptr.d_states);
+  const BlockCoords bc = block_coords(p, block);
+  int64_t bos, len, slot0;
+  sequence_span(p, bc.n, bos, len, slot0);
+  const int64_t H = p.heads, V = p.value_dim, h = bc.h, v0 = bc.v0;
+  const int K = static_cast<int>(p.key_dim), C = p.tiling.chunk, bv = bc.bv;
+  const int Cp = mma_ld(C), Kp = mma_ld(K), Bp = mma_ld(p.tiling.tile_v);
+  const Acc scale = static_cast<Acc>(p.scale);
+  auto state_at = [&](int64_t slot, int row, int col) { return ((slot * H + h) * K + row) * V + v0 + col; };
+  MNEMO_FOR_LANES(e, Kp * Bp, lanes) {
+    const int row = e / Bp, col = e % Bp;
+    t.sf[e] = d_final && row < K && col < bv ? d_final[state_at(bc.n, row, col)] : Acc(0);
+  }
+  grid::barrier();
+  const int64_t N = chunks_of(len, C);
+  for (int64_t ci = N - 1; ci >= 0; --ci) {
+    const int64_t row0 = bos + ci * C;
+    const int L = static_cast<int>(len - ci * C < C ? len - ci * C : C);
+    // Phase: dS' of this chunk out (the adjoint of its end state); B; dÕ.
+    MNEMO_FOR_LANES(e, K * bv, lanes) {
+      const int row = e / bv, col = e % bv;
+      d_states[state_at(slot0 + ci + 1, row, col)] = t.sf[row * Bp + col];
+    }
+    gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
+    load_tile_bf16<Acc>(d_o, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.dob, lanes);
+    grid::barrier();
+    // Phase: Q̃e = bf16(scale e^{B_i} q_i); dS ← e^{B_L} dS'.
+    const Acc bl = t.b[L - 1];
+    MNEMO_FOR_LANES(e, Cp * Kp, lanes) {
+      const int i = e / Kp, d = e % Kp;
+      const Acc qe = i < L && d < K
+                         ? scale * grid::exp_acc(t.b[i]) * grid::load_as<Acc>(q + ((row0 + i) * H + h) * K + d)
+                         : Acc(0);
+      t.qa[e] = grid::float_to_bf16(static_cast<float>(qe));
+    }
+    MNEMO_FOR_LANES(e, Kp * Bp, lanes) { t.sf[e] *= grid::exp_acc(bl); }
+    grid::barrier();
+    block_mma<Layout::col, Layout::row>(lanes, Kp, Bp, Cp, t.qa, Kp, t.dob, Bp, t.sf, Bp, true);  // += Q̃eᵀ dÕ
+    grid::barrier();
+  }
+  Acc* ds0 = static_cast<Acc*>(ptr.ds0);
+  MNEMO_FOR_LANES(e, K * bv, lanes) {
+    const int row = e / bv, col = e % bv;
+    ds0[state_at(bc.n, row, col)] = t.sf[row * Bp + col];
+  }
+}
+
+template <class E, class Acc>
+MNEMO_HD void gradient_block_mma(const Problem& p, const BackwardPointers& ptr, int64_t block, void* shared,
+                                 grid::Lanes lanes) {
+  ChunkCoords cc;
+  if (!chunk_coords(p, block, cc)) return;
+  grid::SharedArena arena(shared);
+  const MmaTiles<Acc> t = carve_mma<Acc>(arena, p, MmaStage::gradients);
+  const E* q = static_cast<const E*>(ptr.q);
+  const E* k = static_cast<const E*>(ptr.k);
+  const E* v = static_cast<const E*>(ptr.v);
+  const E* d_o = static_cast<const E*>(ptr.d_o);
+  const Acc* gate = static_cast<const Acc*>(ptr.gate);
+  const Acc* chunk_states = static_cast<const Acc*>(ptr.chunk_states);
+  const Acc* d_states = static_cast<const Acc*>(ptr.d_states);
+  Acc* dq = static_cast<Acc*>(ptr.dq);
+  Acc* dk = static_cast<Acc*>(ptr.dk);
+  Acc* dv = static_cast<Acc*>(ptr.dv);
+  Acc* dgate = static_cast<Acc*>(ptr.dgate);
+  const BlockCoords& bc = cc.bc;
+  const int64_t H = p.heads, V = p.value_dim, h = bc.h, v0 = bc.v0;
+  const int K = static_cast<int>(p.key_dim), C = p.tiling.chunk, bv = bc.bv, KS = kMmaSlab;
+  const int Cp = mma_ld(C), Kp = mma_ld(K), Bp = mma_ld(p.tiling.tile_v);
+  const int64_t tokens = p.cu_seqlens ? p.cu_seqlens[p.sequences] : p.sequences * p.seq_len;
+  const int64_t partial = (bc.v0 / p.tiling.tile_v) * tokens * H;  // this value tile's slice of dq, dk, dgate
+  const Acc scale = static_cast<Acc>(p.scale);
+  const int64_t row0 = cc.bos + cc.ci * C;
+  const int L = static_cast<int>(cc.len - cc.ci * C < C ? cc.len - cc.ci * C : C);
+  const int64_t state_row = H * K * V;
+  const Acc* S = chunk_states + (cc.slot0 + cc.ci) * state_row + h * K * V + v0;
+  const Acc* S_end = S + state_row;
+  const Acc* dS = d_states + (cc.slot0 + cc.ci + 1) * state_row + h * K * V + v0;
+  const bool gated = p.gate == Gate::kScalar;
+  // Phase: B; dÕ, Ṽ; zeroed row sums; ⟨dS', S'⟩ per state row (a scalar gate only).
+  gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
+  load_tile_bf16<Acc>(d_o, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.dob, lanes);
+  load_tile_bf16<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
+  MNEMO_FOR_LANES(i, Cp, lanes) { t.rows[i] = Acc(0); }
+  if (gated) {
+    MNEMO_FOR_LANES(d, K, lanes) {
+      Acc acc = 0;
+      for (int col = 0; col < bv; ++col) acc += dS[d * V + col] * S_end[d * V + col];
+      t.sds[d] = acc;
+    }
+  }
+  grid::barrier();
+  block_mma<Layout::row, Layout::col>(lanes, Cp, Cp, Bp, t.dob, Bp, t.vb, Bp, t.adj, Cp, false);  // dA = dÕ Ṽᵀ
+  // Q̃ K̃ᵀ over K's slabs (the first slab's loads share this phase).
+  for (int k0 = 0; k0 < Kp; k0 += KS) {
+    const int width = Kp - k0 < KS ? Kp - k0 : KS;
+    load_tile_bf16<Acc>(q, row0, H, h, K, k0, K - k0, L, Cp, KS, Acc(1), t.qa, lanes);
+    load_tile_bf16<Acc>(k, row0, H, h, K, k0, K - k0, L, Cp, KS, Acc(1), t.ka, lanes);
+    grid::barrier();
+    block_mma<Layout::row, Layout::col>(lanes, Cp, Cp, width, t.qa, KS, t.ka, KS, t.scores, Cp, k0 > 0);
+    grid::barrier();
+  }
+  // Phase: Ã = bf16(scale Γ ⊙ Q̃ K̃ᵀ) and G̃ = bf16(Γ ⊙ dA), on and below the diagonal.
+  MNEMO_FOR_LANES(e, Cp * Cp, lanes) {
+    const int i = e / Cp, j = e % Cp;
+    const bool in = j <= i && i < L;
+    const Acc gamma = in ? grid::exp_acc(t.b[i] - t.b[j]) : Acc(0);
+    t.ab[e] = grid::float_to_bf16(static_cast<float>(scale * gamma * t.scores[e]));
+    t.gb[e] = grid::float_to_bf16(static_cast<float>(gamma * t.adj[e]));
+  }
+  grid::barrier();
+  block_mma<Layout::col, Layout::row>(lanes, Cp, Bp, Cp, t.ab, Cp, t.dob, Bp, t.out, Bp, false);  // dV = Ãᵀ dÕ
+  grid::barrier();
+  const Acc bl = t.b[L - 1];
+  for (int k0 = 0; k0 < Kp; k0 += KS) {
+    const int width = Kp - k0 < KS ? Kp - k0 : KS;
+    // Phase: the slab's Q̃s, K̃, K̃d (k_j e^{B_L − B_j}), S̃ and dS̃' rows.
+    load_tile_bf16<Acc>(q, row0, H, h, K, k0, K - k0, L, Cp, KS, scale, t.qa, lanes);
+    load_tile_bf16<Acc>(k, row0, H, h, K, k0, K - k0, L, Cp, KS, Acc(1), t.ka, lanes);
+    MNEMO_FOR_LANES(e, Cp * KS, lanes) {
+      const int j = e / KS, d = k0 + e % KS;
+      const Acc kd = j < L && d < K ? grid::exp_acc(bl - t.b[j]) * grid::load_as<Acc>(k + ((row0 + j) * H + h) * K + d)
+                                    : Acc(0);
+      t.kd[e] = grid::float_to_bf16(static_cast<float>(kd));
+    }
+    MNEMO_FOR_LANES(e, KS * Bp, lanes) {
+      const int d = k0 + e / Bp, col = e % Bp;
+      const bool in = d < K && col < bv;
+      t.sb[e] = grid::float_to_bf16(in ? static_cast<float>(S[d * V + col]) : 0.0f);
+      t.dsb[e] = grid::float_to_bf16(in ? static_cast<float>(dS[d * V + col]) : 0.0f);
+    }
+    grid::barrier();
+    block_mma<Layout::row, Layout::col>(lanes, Cp, width, Bp, t.dob, Bp, t.sb, Bp, t.y, KS, false);  // dÕ S̃ᵀ
+    block_mma<Layout::row, Layout::col>(lanes, Cp, width, Bp, t.vb, Bp, t.dsb, Bp, t.w, KS, false);  // Ṽ dS̃'ᵀ
+    block_mma<Layout::row, Layout::row>(lanes, Cp, Bp, width, t.kd, KS, t.dsb, Bp, t.out, Bp, true);  // + K̃d dS̃'
+    grid::barrier();
+    MNEMO_FOR_LANES(e, L * KS, lanes) {
+      const int i = e / KS;
+      t.y[e] *= grid::exp_acc(t.b[i]);
+      t.w[e] *= grid::exp_acc(bl - t.b[i]);
+    }
+    grid::barrier();
+    block_mma<Layout::row, Layout::row>(lanes, Cp, width, Cp, t.gb, Cp, t.ka, KS, t.y, KS, true);  // + G̃ K̃
+    block_mma<Layout::col, Layout::row>(lanes, Cp, width, Cp, t.gb, Cp, t.qa, KS, t.w, KS, true);  // + G̃ᵀ Q̃s
+    grid::barrier();
+    // Phase: dq, dk out; dB_i's share Σ_c (Q̃s_ic dQ_ic − K̃_ic dK_ic).
+    MNEMO_FOR_LANES(e, L * KS, lanes) {
+      const int i = e / KS, d = k0 + e % KS;
+      if (d < K) {
+        const int64_t at = (partial + (row0 + i) * H + h) * K + d;
+        dq[at] = scale * t.y[e];
+        dk[at] = t.w[e];
+      }
+    }
+    if (gated) {
+      MNEMO_FOR_LANES(i, L, lanes) {
+        Acc acc = 0;
+        for (int d = 0; d < width; ++d)
+          acc += grid::bf16_to_float(t.qa[i * KS + d]) * t.y[i * KS + d] -
+                 grid::bf16_to_float(t.ka[i * KS + d]) * t.w[i * KS + d];
+        t.rows[i] += acc;
+      }
+    }
+    grid::barrier();
+  }
+  // Phase: dV out; dg_r = Σ_{i>=r} dB_i with the chunk-end term on the last row (one item).
+  MNEMO_FOR_LANES(e, L * bv, lanes) {
+    const int j = e / bv, col = e % bv;
+    dv[((row0 + j) * H + h) * V + v0 + col] = t.out[j * Bp + col];
+  }
+  if (gated) {
+    MNEMO_FOR_LANES(one, 1, lanes) {
+      (void)one;
+      Acc end = 0;
+      for (int d = 0; d < K; ++d) end += t.sds[d];
+      Acc run = end;
+      for (int i = L - 1; i >= 0; --i) {
+        run += t.rows[i];
+        dgate[partial + (row0 + i) * H + h] = run;
+      }
+    }
+  }
+}
+
+}  // namespace mnemo::gla_kernel
