@@ -232,6 +232,25 @@ MNEMO_HD Acc dot_rows(const Problem& p, const T* x, const T* y, int64_t ri, int6
   return acc;
 }
 
+// X = L⁻¹ = (I + A)⁻¹ of a chunk's c rows (A strictly lower, leading dimension ld; X the same layout) by forward
+// substitution, one column per item: x_i = [i = col] − Σ_{col<=j<i} A_ij x_j (zero above the diagonal). Then
+// (after a barrier) X into the [C, C] block of L⁻¹ in global memory.
+template <class Acc>
+MNEMO_HD void invert_unit_lower(const Acc* a, int ld, int c, Acc* x, Lanes lanes) {
+  MNEMO_FOR_LANES(col, c, lanes) {
+    for (int i = 0; i < c; ++i) {
+      Acc acc = i == col ? Acc(1) : Acc(0);
+      if (i > col)
+        for (int j = col; j < i; ++j) acc -= a[i * ld + j] * x[j * ld + col];
+      x[i * ld + col] = acc;
+    }
+  }
+}
+template <class Acc>
+MNEMO_HD void store_linv(const Acc* x, int ld, int c, int C, Acc* out, Lanes lanes) {
+  MNEMO_FOR_LANES(e, c * c, lanes) { out[(e / c) * C + e % c] = x[(e / c) * ld + e % c]; }
+}
+
 // bf16 inputs run every stage on tensor cores (chunk_kernel_mma.cuh); fp32 and fp64 inputs the scalar stages
 // below, whose sums are all in Acc.
 template <class T>
@@ -278,18 +297,9 @@ MNEMO_HD void prepare_block(const ForwardArgs<T, Acc>& a, int64_t block, void* s
                            : Acc(0);
   }
   grid::barrier();
-  // Phase: column `col` of X = L⁻¹: x_i = [i = col] - Σ_{col<=j<i} A_ij x_j (zero above the diagonal).
-  MNEMO_FOR_LANES(col, c, lanes) {
-    for (int i = 0; i < c; ++i) {
-      Acc acc = i == col ? Acc(1) : Acc(0);
-      if (i > col)
-        for (int j = col; j < i; ++j) acc -= s.a[i * C + j] * s.x[j * C + col];
-      s.x[i * C + col] = acc;
-    }
-  }
+  invert_unit_lower<Acc>(s.a, C, c, s.x, lanes);
   grid::barrier();
-  Acc* out = linv_at(a.linv, p, at.chunk, at.head);
-  MNEMO_FOR_LANES(e, c * c, lanes) { out[(e / c) * C + e % c] = s.x[(e / c) * C + e % c]; }
+  store_linv<Acc>(s.x, C, c, C, linv_at(a.linv, p, at.chunk, at.head), lanes);
 }
 
 // state (forward): the chunk loop of one (sequence, head, V tile). Tiles: gates; L⁻¹ [C, C]; R, U' [C, bv].

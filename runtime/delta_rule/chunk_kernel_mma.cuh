@@ -71,18 +71,9 @@ MNEMO_HD void prepare_block_mma(const ForwardArgs<T, Acc>& a, int64_t block, voi
     entry = j < i ? s.gates.beta[i] * exp_acc(s.gates.b[i] - s.gates.b[j]) * entry : Acc(0);
   }
   grid::barrier();
-  // Phase: column `col` of X = L⁻¹ by forward substitution, as the scalar stage.
-  MNEMO_FOR_LANES(col, c, lanes) {
-    for (int i = 0; i < c; ++i) {
-      Acc acc = i == col ? Acc(1) : Acc(0);
-      if (i > col)
-        for (int j = col; j < i; ++j) acc -= s.a[i * Cp + j] * s.x[j * Cp + col];
-      s.x[i * Cp + col] = acc;
-    }
-  }
+  invert_unit_lower<Acc>(s.a, Cp, c, s.x, lanes);
   grid::barrier();
-  Acc* out = linv_at(a.linv, p, at.chunk, at.head);
-  MNEMO_FOR_LANES(e, c * c, lanes) { out[(e / c) * C + e % c] = s.x[(e / c) * Cp + e % c]; }
+  store_linv<Acc>(s.x, Cp, c, C, linv_at(a.linv, p, at.chunk, at.head), lanes);
 }
 
 // state (forward): tiles gates; L̃⁻¹ [Cp, Cp]; K̃ then K̃d [Cp, Kp]; S̃ [Kp, Bp]; S [Kp, Bp] (fp32, the carried
