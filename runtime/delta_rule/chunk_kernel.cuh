@@ -45,7 +45,8 @@
 // Acc. Each stage is a sequence of MNEMO_FOR_LANES phases over independent work items separated by
 // grid::barrier(); row sums that many items feed go through grid::atomic_add on shared accumulators.
 // Shared memory holds only C×C and C×bv tiles (q, k, S and dS are read from global memory), so a block's tiles do
-// not grow with K; a layout past the device's dynamic shared memory (fp64 on the device) runs from a global workspace.
+// not grow with K; a layout past the device's dynamic shared memory (a V tile asked for that is too wide) runs from
+// a global workspace.
 // bf16 inputs run each stage on tensor cores instead (chunk_kernel_mma.cuh: the same equations, products through
 // block_mma on bf16 tiles in shared memory).
 #pragma once
