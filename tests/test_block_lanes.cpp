@@ -167,7 +167,7 @@ TEST_CASE("host lanes: the GLA, delta-rule and layer kernels have no race within
       return with_grads({r.o, r.final_state}, x);
     });
   }
-  SECTION("GLA chunk kernel on tensor cores (bf16, a scalar gate, a value tile, an initial state)") {
+  SECTION("GLA chunk kernel on tensor cores (bf16, scalar and key-wise gates, a value tile, an initial state)") {
     const int64_t B = 1, T = 21, H = 2, K = 20, V = 12;
     auto bf16_leaf = [](const Tensor& t) { return t.to(torch::kBFloat16).requires_grad_(); };
     Outputs x = {bf16_leaf(torch::randn({B, T, H, K})), bf16_leaf(torch::randn({B, T, H, K})),
@@ -181,6 +181,14 @@ TEST_CASE("host lanes: the GLA, delta-rule and layer kernels have no race within
         [&] {
           auto r = gla_chunk_fused(x[0], x[1], x[2], x[3], GlaGate::kScalar, 0.3, x[4], 8, {}, tiling);
           return with_grads({r.o, r.final_state}, x);
+        },
+        0.0);
+    // Key-wise gates: the state stages on tensor cores, the output and gradient stages scalar.
+    Outputs xk = {x[0], x[1], x[2], torch::log_sigmoid(torch::randn({B, T, H, K}) + 2.0).requires_grad_(), x[4]};
+    check_lane_orders(
+        [&] {
+          auto r = gla_chunk_fused(xk[0], xk[1], xk[2], xk[3], GlaGate::kKeyWise, 0.3, xk[4], 8, {}, tiling);
+          return with_grads({r.o, r.final_state}, xk);
         },
         0.0);
   }

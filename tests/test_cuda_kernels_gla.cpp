@@ -122,10 +122,11 @@ TEST_CASE("gla fused kernel (host run) in fp32 and bf16 against the fp64 recurre
   CHECK(r.o.scalar_type() == torch::kBFloat16);
   CHECK(r.final_state.scalar_type() == torch::kFloat32);
   CHECK(max_rel_err(r.o.to(torch::kFloat64), ref.o) <= 1e-2);  // bf16 output rounding (2^-8)
-  CHECK(max_rel_err(r.final_state.to(torch::kFloat64), ref.final_state) <= 1e-4);
+  // The state stage runs on tensor cores: K ⊙ F enters its product rounded to bf16 (2^-9).
+  CHECK(max_rel_err(r.final_state.to(torch::kFloat64), ref.final_state) <= 5e-3);
 }
 
-TEST_CASE("gla fused kernel (host run): bf16 with a scalar gate or none on tensor cores, against the fp64 truth",
+TEST_CASE("gla fused kernel (host run): bf16 on tensor cores, every gate, against the fp64 truth",
           "[cuda-kernel][gla]") {
   // K = 40 and value tiles of 16 + 8 columns pad to the 16-wide tiles; T = 77 in chunks of 32 ends in a partial
   // chunk; the gradient stage takes K in slabs of 32 + 8 (padded to 16).
@@ -133,11 +134,12 @@ TEST_CASE("gla fused kernel (host run): bf16 with a scalar gate or none on tenso
   auto c = make_case(77, 2, 2, 40, 24);
   auto bf16_leaf = [](const torch::Tensor& t) { return t.detach().to(torch::kBFloat16).requires_grad_(); };
   auto f32_leaf = [](const torch::Tensor& t) { return t.detach().to(torch::kFloat32).requires_grad_(); };
-  for (GlaGate gate : {GlaGate::kScalar, GlaGate::kNone}) {
+  // A scalar gate or none: every stage on tensor cores; key-wise gates (GLA): the state stages.
+  for (GlaGate gate : {GlaGate::kScalar, GlaGate::kNone, GlaGate::kKeyWise}) {
     CAPTURE(static_cast<int>(gate));
-    const bool gated = gate == GlaGate::kScalar;
+    const bool gated = gate != GlaGate::kNone;
     std::vector<torch::Tensor> in = {bf16_leaf(c.q), bf16_leaf(c.k), bf16_leaf(c.v), f32_leaf(c.s0)};
-    if (gated) in.push_back(f32_leaf(c.g));
+    if (gated) in.push_back(f32_leaf(gate == GlaGate::kScalar ? c.g : c.gk));
     std::vector<torch::Tensor> rounded;
     for (const auto& t : in) rounded.push_back(t.detach().to(torch::kFloat64).requires_grad_());
     auto outputs_and_grads = [&](const std::vector<torch::Tensor>& x) {
@@ -161,7 +163,9 @@ TEST_CASE("gla fused kernel (host run): bf16 with a scalar gate or none on tenso
       CHECK(e <= (i < 2 ? 5e-3 : 1e-2));
       ratios += " " + names[i] + " " + std::to_string(e);
     }
-    WARN("gla bf16 on tensor cores, " << (gated ? "scalar gate" : "no gate") << ": error ratios" << ratios);
+    WARN("gla bf16 on tensor cores, "
+         << (gate == GlaGate::kScalar ? "scalar gate" : gate == GlaGate::kNone ? "no gate" : "key-wise gates")
+         << ": error ratios" << ratios);
   }
 }
 

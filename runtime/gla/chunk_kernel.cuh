@@ -253,18 +253,25 @@ MNEMO_HD bool chunk_coords(const Problem& p, int64_t block, ChunkCoords& cc) {
 
 namespace mnemo::gla_kernel {
 
-// The dynamic shared memory of a pass's blocks: the tensor-core stages' tiles for bf16 with a scalar gate or none,
-// else the scalar stages'.
+// The dynamic shared memory of a pass's blocks: the most its two stages take, each with the tiles of the form it runs
+// (tensor cores or scalar).
 template <class E, class Acc>
 std::size_t pass_shared_bytes(const Problem& p, bool backward) {
-  return uses_tensor_cores<E>(p) ? mma_shared_bytes<Acc>(p, backward) : shared_bytes<Acc>(p, backward);
+  const std::size_t scalar = shared_bytes<Acc>(p, backward);
+  const std::size_t state = state_on_tensor_cores<E>(p)
+                                ? mma_stage_bytes<Acc>(p, backward ? MmaStage::state_backward : MmaStage::state_forward)
+                                : scalar;
+  const std::size_t chunk = uses_tensor_cores<E>(p)
+                                ? mma_stage_bytes<Acc>(p, backward ? MmaStage::gradients : MmaStage::output)
+                                : scalar;
+  return state > chunk ? state : chunk;
 }
 
 template <class E, class Acc>
 MNEMO_HD void state_forward_block(const Problem& p, const ForwardPointers& ptr, int64_t block, void* shared,
                             grid::Lanes lanes) {
   if constexpr (std::is_same<E, grid::bf16>::value) {
-    if (uses_tensor_cores<E>(p)) {
+    if (state_on_tensor_cores<E>(p)) {
       state_forward_block_mma<E, Acc>(p, ptr, block, shared, lanes);
       return;
     }
@@ -386,7 +393,7 @@ template <class E, class Acc>
 MNEMO_HD void state_backward_block(const Problem& p, const BackwardPointers& ptr, int64_t block, void* shared,
                                    grid::Lanes lanes) {
   if constexpr (std::is_same<E, grid::bf16>::value) {
-    if (uses_tensor_cores<E>(p)) {
+    if (state_on_tensor_cores<E>(p)) {
       state_backward_block_mma<E, Acc>(p, ptr, block, shared, lanes);
       return;
     }

@@ -1,7 +1,9 @@
-// The gated-linear-attention chunk kernels on tensor cores, for bf16 q, k, v with a per-head scalar gate (simple GLA,
-// RetNet, Mamba2's SSD) or none (linear attention); included by chunk_kernel.cuh, whose stages dispatch to these
-// (key-wise gates keep the scalar stages). Same grids, buffers and equations as the scalar stages (chunk_kernel.cuh's
-// header) with B_i = Σ_{r<=i} g_r one number a row, so Γ_ij = e^{B_i − B_j} and every product is a block_mma
+// The gated-linear-attention chunk kernels on tensor cores, for bf16 q, k, v: the state stages for every gate, the
+// output and gradient stages for a per-head scalar gate (simple GLA, RetNet) or none (linear attention); included by
+// chunk_kernel.cuh, whose stages dispatch to these (GLA's key-wise gates keep the scalar output and gradient stages,
+// and there the state stages scale row c of the state by e^{B_Lc} and k, q by their column's factors). Same grids,
+// buffers and equations as the scalar stages (chunk_kernel.cuh's header) with B_i = Σ_{r<=i} g_r one number a row,
+// so Γ_ij = e^{B_i − B_j} and every product is a block_mma
 // (runtime/kernels/block_mma.cuh: bf16 operands, fp32 sums). As in flash-linear-attention's kernels an fp32 operand
 // (the state S, its adjoint dS', the scores A, dA) is rounded to bf16 where it enters a product (x̃), while the state
 // and its adjoint are carried in fp32 from chunk to chunk:
@@ -25,7 +27,12 @@ using grid::block_mma;
 using grid::Layout;
 using grid::mma_ld;
 
-// The tensor-core stages run bf16 elements with a scalar gate or none.
+// The state stages run on tensor cores for bf16 elements with any gate; the output and gradient stages with a
+// scalar gate or none (GLA's key-wise gates keep the scalar ones, whose off-diagonal sub-blocks are factorised).
+template <class E>
+MNEMO_HD bool state_on_tensor_cores(const Problem&) {
+  return std::is_same<E, bf16>::value;
+}
 template <class E>
 MNEMO_HD bool uses_tensor_cores(const Problem& p) {
   return std::is_same<E, bf16>::value && p.gate != Gate::kKeyWise;
@@ -36,7 +43,7 @@ constexpr int kMmaSlab = 32;  // K columns per slab of the gradient stage
 // Tiles of the four stages, carved by one template over a SharedArena (the kernel) or a byte count.
 template <class Acc>
 struct MmaTiles {
-  Acc* b;           // [Cp] B_i (the raw gate first)
+  Acc* b;           // [Cp] B_i; key-wise gates (state stages): [Cp, Kp] B_ic
   Acc* rows;        // [Cp] per-row sums (dB)
   Acc* sds;         // [Kp] ⟨dS', S'⟩ per state row
   bf16 *qa, *ka;    // [Cp, Kp] (state and output stages), [Cp, KS] slabs (gradient stage)
@@ -58,7 +65,9 @@ MNEMO_HD MmaTiles<Acc> carve_mma(Arena& arena, const Problem& p, MmaStage stage)
                     bp = mma_ld(p.tiling.tile_v), ks = kMmaSlab;
   constexpr std::size_t A = grid::kMmaAlign;
   MmaTiles<Acc> t{};
-  t.b = arena.template take<Acc>(cp);
+  const bool key_wise = p.gate == Gate::kKeyWise &&
+                        (stage == MmaStage::state_forward || stage == MmaStage::state_backward);
+  t.b = arena.template take<Acc>(key_wise ? cp * kp : cp);
   t.rows = arena.template take<Acc>(cp);
   switch (stage) {
     case MmaStage::state_forward:
@@ -117,17 +126,12 @@ struct MmaByteCounter {
   }
 };
 
+// Bytes of one tensor-core stage's tiles.
 template <class Acc>
-std::size_t mma_shared_bytes(const Problem& p, bool backward) {
-  const MmaStage stages[2] = {backward ? MmaStage::state_backward : MmaStage::state_forward,
-                              backward ? MmaStage::gradients : MmaStage::output};
-  std::size_t most = 0;
-  for (MmaStage s : stages) {
-    MmaByteCounter counter;
-    carve_mma<Acc>(counter, p, s);
-    most = counter.used_bytes > most ? counter.used_bytes : most;
-  }
-  return most;
+std::size_t mma_stage_bytes(const Problem& p, MmaStage stage) {
+  MmaByteCounter counter;
+  carve_mma<Acc>(counter, p, stage);
+  return counter.used_bytes;
 }
 
 // Rows [row0, row0 + L) of a [tokens, H, width] buffer, columns [col0, col0 + cols) times `factor`, into a
@@ -143,7 +147,8 @@ MNEMO_HD void load_tile_bf16(const T* x, int64_t row0, int64_t H, int64_t h, int
   }
 }
 
-// B_i = Σ_{r<=i} g_r of the chunk's rows from the raw gates in b (each row sums its prefix; zero without a gate).
+// B_i = Σ_{r<=i} g_r of the chunk's rows (each row sums its prefix; zero without a gate); key-wise gates: B_ic in
+// b [Cp, Kp], each key column summed down by one item. gate_at(b, i, c) reads either.
 template <class Acc>
 MNEMO_HD void gate_prefix(const Problem& p, const Acc* gate, int64_t row0, int64_t h, int L, Acc* b,
                           grid::Lanes lanes) {
@@ -153,6 +158,30 @@ MNEMO_HD void gate_prefix(const Problem& p, const Acc* gate, int64_t row0, int64
       for (int r = 0; r <= i; ++r) acc += gate[(row0 + r) * p.heads + h];
     b[i] = acc;
   }
+}
+template <class Acc>
+MNEMO_HD void gate_prefix_key_wise(const Problem& p, const Acc* gate, int64_t row0, int64_t h, int L, Acc* b,
+                                   grid::Lanes lanes) {
+  const int K = static_cast<int>(p.key_dim), Kp = mma_ld(K);
+  MNEMO_FOR_LANES(col, K, lanes) {
+    Acc acc = 0;
+    for (int i = 0; i < L; ++i) {
+      acc += gate[((row0 + i) * p.heads + h) * K + col];
+      b[i * Kp + col] = acc;
+    }
+  }
+}
+template <class Acc>
+MNEMO_HD void state_gate_prefix(const Problem& p, const Acc* gate, int64_t row0, int64_t h, int L, Acc* b,
+                                grid::Lanes lanes) {
+  if (p.gate == Gate::kKeyWise)
+    gate_prefix_key_wise<Acc>(p, gate, row0, h, L, b, lanes);
+  else
+    gate_prefix<Acc>(p, gate, row0, h, L, b, lanes);
+}
+template <class Acc>
+MNEMO_HD Acc gate_at(const Problem& p, const Acc* b, int i, int col) {
+  return p.gate == Gate::kKeyWise ? b[i * mma_ld(static_cast<int>(p.key_dim)) + col] : b[i];
 }
 
 template <class E, class Acc>
@@ -186,18 +215,18 @@ MNEMO_HD void state_forward_block_mma(const Problem& p, const ForwardPointers& p
       const int row = e / bv, col = e % bv;
       chunk_states[state_at(slot0 + ci, row, col)] = t.sf[row * Bp + col];
     }
-    gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
+    state_gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
     load_tile_bf16<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
     grid::barrier();
-    // Phase: K̃d = bf16(k_j e^{B_L − B_j}); S ← e^{B_L} S.
-    const Acc bl = t.b[L - 1];
+    // Phase: K̃d = bf16(k_jc e^{B_Lc − B_jc}); S ← e^{B_L} S (row c of the state by e^{B_Lc}).
     MNEMO_FOR_LANES(e, Cp * Kp, lanes) {
       const int j = e / Kp, d = e % Kp;
-      const Acc kd = j < L && d < K ? grid::exp_acc(bl - t.b[j]) * grid::load_as<Acc>(k + ((row0 + j) * H + h) * K + d)
+      const Acc kd = j < L && d < K ? grid::exp_acc(gate_at(p, t.b, L - 1, d) - gate_at(p, t.b, j, d)) *
+                                          grid::load_as<Acc>(k + ((row0 + j) * H + h) * K + d)
                                     : Acc(0);
       t.ka[e] = grid::float_to_bf16(static_cast<float>(kd));
     }
-    MNEMO_FOR_LANES(e, Kp * Bp, lanes) { t.sf[e] *= grid::exp_acc(bl); }
+    MNEMO_FOR_LANES(e, K * Bp, lanes) { t.sf[e] *= grid::exp_acc(gate_at(p, t.b, L - 1, e / Bp)); }
     grid::barrier();
     block_mma<Layout::col, Layout::row>(lanes, Kp, Bp, Cp, t.ka, Kp, t.vb, Bp, t.sf, Bp, true);  // S += K̃dᵀ Ṽ
     grid::barrier();
@@ -292,19 +321,18 @@ MNEMO_HD void state_backward_block_mma(const Problem& p, const BackwardPointers&
       const int row = e / bv, col = e % bv;
       d_states[state_at(slot0 + ci + 1, row, col)] = t.sf[row * Bp + col];
     }
-    gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
+    state_gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
     load_tile_bf16<Acc>(d_o, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.dob, lanes);
     grid::barrier();
-    // Phase: Q̃e = bf16(scale e^{B_i} q_i); dS ← e^{B_L} dS'.
-    const Acc bl = t.b[L - 1];
+    // Phase: Q̃e = bf16(scale e^{B_ic} q_ic); dS ← e^{B_L} dS' (row c by e^{B_Lc}).
     MNEMO_FOR_LANES(e, Cp * Kp, lanes) {
       const int i = e / Kp, d = e % Kp;
-      const Acc qe = i < L && d < K
-                         ? scale * grid::exp_acc(t.b[i]) * grid::load_as<Acc>(q + ((row0 + i) * H + h) * K + d)
-                         : Acc(0);
+      const Acc qe = i < L && d < K ? scale * grid::exp_acc(gate_at(p, t.b, i, d)) *
+                                          grid::load_as<Acc>(q + ((row0 + i) * H + h) * K + d)
+                                    : Acc(0);
       t.qa[e] = grid::float_to_bf16(static_cast<float>(qe));
     }
-    MNEMO_FOR_LANES(e, Kp * Bp, lanes) { t.sf[e] *= grid::exp_acc(bl); }
+    MNEMO_FOR_LANES(e, K * Bp, lanes) { t.sf[e] *= grid::exp_acc(gate_at(p, t.b, L - 1, e / Bp)); }
     grid::barrier();
     block_mma<Layout::col, Layout::row>(lanes, Kp, Bp, Cp, t.qa, Kp, t.dob, Bp, t.sf, Bp, true);  // += Q̃eᵀ dÕ
     grid::barrier();
