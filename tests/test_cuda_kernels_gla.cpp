@@ -289,9 +289,8 @@ TEST_CASE("cuda: gla fused kernel on the device == host run == eager chunk form,
                                    gated ? g32.to(cuda) : torch::Tensor(), gate, 0.3,
                                    c.s0.to(torch::kFloat32).to(cuda), 64);
       CHECK(max_rel_err(r_dev.o.cpu().to(torch::kFloat64), r_host.o.to(torch::kFloat64)) <= 2e-2);
-      // (A scalar gate or none runs on tensor cores: another summation order, then bf16 operands of later products.)
-      CHECK(max_rel_err(r_dev.final_state.cpu().to(torch::kFloat64), r_host.final_state.to(torch::kFloat64)) <=
-            (gate == GlaGate::kKeyWise ? 1e-4 : 2e-3));
+      // (The state stage runs on tensor cores: another summation order, then bf16 operands of later products.)
+      CHECK(max_rel_err(r_dev.final_state.cpu().to(torch::kFloat64), r_host.final_state.to(torch::kFloat64)) <= 2e-3);
     }
   }
 }
