@@ -128,22 +128,24 @@ TEST_CASE("gla fused kernel (host run) in fp32 and bf16 against the fp64 recurre
 
 TEST_CASE("gla fused kernel (host run): bf16 on tensor cores, every gate, against the fp64 truth",
           "[cuda-kernel][gla]") {
-  // K = 40 and value tiles of 16 + 8 columns pad to the 16-wide tiles; T = 77 in chunks of 32 ends in a partial
-  // chunk; the gradient stage takes K in slabs of 32 + 8 (padded to 16).
+  // K = 40 and value tiles of 16 + 8 columns pad to the 16-wide tiles; T = 77 in chunks of 32 or 64 ends in a
+  // partial chunk (with 64, key-wise gates take three rows of 16-row sub-blocks below the diagonal on tensor cores);
+  // the gradient stage takes K in slabs of 32 + 8 (padded to 16).
   torch::manual_seed(16);
   auto c = make_case(77, 2, 2, 40, 24);
   auto bf16_leaf = [](const torch::Tensor& t) { return t.detach().to(torch::kBFloat16).requires_grad_(); };
   auto f32_leaf = [](const torch::Tensor& t) { return t.detach().to(torch::kFloat32).requires_grad_(); };
-  // A scalar gate or none: every stage on tensor cores; key-wise gates (GLA): the state stages.
-  for (GlaGate gate : {GlaGate::kScalar, GlaGate::kNone, GlaGate::kKeyWise}) {
-    CAPTURE(static_cast<int>(gate));
+  // A scalar gate or none: every stage on tensor cores; key-wise gates (GLA): all but the gradient stage.
+  for (const auto& [gate, chunk] : std::vector<std::pair<GlaGate, int64_t>>{
+           {GlaGate::kScalar, 32}, {GlaGate::kNone, 32}, {GlaGate::kKeyWise, 32}, {GlaGate::kKeyWise, 64}}) {
+    CAPTURE(static_cast<int>(gate), chunk);
     const bool gated = gate != GlaGate::kNone;
     std::vector<torch::Tensor> in = {bf16_leaf(c.q), bf16_leaf(c.k), bf16_leaf(c.v), f32_leaf(c.s0)};
     if (gated) in.push_back(f32_leaf(gate == GlaGate::kScalar ? c.g : c.gk));
     std::vector<torch::Tensor> rounded;
     for (const auto& t : in) rounded.push_back(t.detach().to(torch::kFloat64).requires_grad_());
     auto outputs_and_grads = [&](const std::vector<torch::Tensor>& x) {
-      auto r = gla_chunk_fused(x[0], x[1], x[2], gated ? x[4] : torch::Tensor(), gate, 0.3, x[3], 32, {},
+      auto r = gla_chunk_fused(x[0], x[1], x[2], gated ? x[4] : torch::Tensor(), gate, 0.3, x[3], chunk, {},
                                GlaFusedTiling{16, 16});
       torch::manual_seed(5);
       auto loss = (r.o.to(torch::kFloat64) * torch::randn(r.o.sizes(), torch::kFloat64)).sum() +
@@ -165,7 +167,7 @@ TEST_CASE("gla fused kernel (host run): bf16 on tensor cores, every gate, agains
     }
     WARN("gla bf16 on tensor cores, "
          << (gate == GlaGate::kScalar ? "scalar gate" : gate == GlaGate::kNone ? "no gate" : "key-wise gates")
-         << ": error ratios" << ratios);
+         << ", chunk " << chunk << ": error ratios" << ratios);
   }
 }
 

@@ -258,12 +258,12 @@ namespace mnemo::gla_kernel {
 template <class E, class Acc>
 std::size_t pass_shared_bytes(const Problem& p, bool backward) {
   const std::size_t scalar = shared_bytes<Acc>(p, backward);
-  const std::size_t state = state_on_tensor_cores<E>(p)
+  const std::size_t state = on_tensor_cores<E>(p)
                                 ? mma_stage_bytes<Acc>(p, backward ? MmaStage::state_backward : MmaStage::state_forward)
                                 : scalar;
-  const std::size_t chunk = uses_tensor_cores<E>(p)
-                                ? mma_stage_bytes<Acc>(p, backward ? MmaStage::gradients : MmaStage::output)
-                                : scalar;
+  const bool chunk_mma = backward ? gradients_on_tensor_cores<E>(p) : on_tensor_cores<E>(p);
+  const std::size_t chunk =
+      chunk_mma ? mma_stage_bytes<Acc>(p, backward ? MmaStage::gradients : MmaStage::output) : scalar;
   return state > chunk ? state : chunk;
 }
 
@@ -271,7 +271,7 @@ template <class E, class Acc>
 MNEMO_HD void state_forward_block(const Problem& p, const ForwardPointers& ptr, int64_t block, void* shared,
                             grid::Lanes lanes) {
   if constexpr (std::is_same<E, grid::bf16>::value) {
-    if (state_on_tensor_cores<E>(p)) {
+    if (on_tensor_cores<E>(p)) {
       state_forward_block_mma<E, Acc>(p, ptr, block, shared, lanes);
       return;
     }
@@ -338,7 +338,7 @@ template <class E, class Acc>
 MNEMO_HD void output_block(const Problem& p, const ForwardPointers& ptr, int64_t block, void* shared,
                            grid::Lanes lanes) {
   if constexpr (std::is_same<E, grid::bf16>::value) {
-    if (uses_tensor_cores<E>(p)) {
+    if (on_tensor_cores<E>(p)) {
       output_block_mma<E, Acc>(p, ptr, block, shared, lanes);
       return;
     }
@@ -393,7 +393,7 @@ template <class E, class Acc>
 MNEMO_HD void state_backward_block(const Problem& p, const BackwardPointers& ptr, int64_t block, void* shared,
                                    grid::Lanes lanes) {
   if constexpr (std::is_same<E, grid::bf16>::value) {
-    if (state_on_tensor_cores<E>(p)) {
+    if (on_tensor_cores<E>(p)) {
       state_backward_block_mma<E, Acc>(p, ptr, block, shared, lanes);
       return;
     }
@@ -459,7 +459,7 @@ template <class E, class Acc>
 MNEMO_HD void gradient_block(const Problem& p, const BackwardPointers& ptr, int64_t block, void* shared,
                              grid::Lanes lanes) {
   if constexpr (std::is_same<E, grid::bf16>::value) {
-    if (uses_tensor_cores<E>(p)) {
+    if (gradients_on_tensor_cores<E>(p)) {
       gradient_block_mma<E, Acc>(p, ptr, block, shared, lanes);
       return;
     }

@@ -1,7 +1,8 @@
-// The gated-linear-attention chunk kernels on tensor cores, for bf16 q, k, v: the state stages for every gate, the
-// output and gradient stages for a per-head scalar gate (simple GLA, RetNet) or none (linear attention); included by
-// chunk_kernel.cuh, whose stages dispatch to these (GLA's key-wise gates keep the scalar output and gradient stages,
-// and there the state stages scale row c of the state by e^{B_Lc} and k, q by their column's factors). Same grids,
+// The gated-linear-attention chunk kernels on tensor cores, for bf16 q, k, v: the state and output stages for every
+// gate, the gradient stage for a per-head scalar gate (simple GLA, RetNet) or none (linear attention); included by
+// chunk_kernel.cuh, whose stages dispatch to these (GLA's key-wise gates keep the scalar gradient stage; their state
+// stages scale row c of the state by e^{B_Lc} and k, q by their column's factors, their output stage is
+// output_block_mma_key_wise). Same grids,
 // buffers and equations as the scalar stages (chunk_kernel.cuh's header) with B_i = Σ_{r<=i} g_r one number a row,
 // so Γ_ij = e^{B_i − B_j} and every product is a block_mma
 // (runtime/kernels/block_mma.cuh: bf16 operands, fp32 sums). As in flash-linear-attention's kernels an fp32 operand
@@ -27,14 +28,14 @@ using grid::block_mma;
 using grid::Layout;
 using grid::mma_ld;
 
-// The state stages run on tensor cores for bf16 elements with any gate; the output and gradient stages with a
-// scalar gate or none (GLA's key-wise gates keep the scalar ones, whose off-diagonal sub-blocks are factorised).
+// The state and output stages run on tensor cores for bf16 elements with any gate; the gradient stage with a scalar
+// gate or none (GLA's key-wise gates keep its scalar form).
 template <class E>
-MNEMO_HD bool state_on_tensor_cores(const Problem&) {
+MNEMO_HD bool on_tensor_cores(const Problem&) {
   return std::is_same<E, bf16>::value;
 }
 template <class E>
-MNEMO_HD bool uses_tensor_cores(const Problem& p) {
+MNEMO_HD bool gradients_on_tensor_cores(const Problem& p) {
   return std::is_same<E, bf16>::value && p.gate != Gate::kKeyWise;
 }
 
@@ -65,8 +66,7 @@ MNEMO_HD MmaTiles<Acc> carve_mma(Arena& arena, const Problem& p, MmaStage stage)
                     bp = mma_ld(p.tiling.tile_v), ks = kMmaSlab;
   constexpr std::size_t A = grid::kMmaAlign;
   MmaTiles<Acc> t{};
-  const bool key_wise = p.gate == Gate::kKeyWise &&
-                        (stage == MmaStage::state_forward || stage == MmaStage::state_backward);
+  const bool key_wise = p.gate == Gate::kKeyWise && stage != MmaStage::gradients;
   t.b = arena.template take<Acc>(key_wise ? cp * kp : cp);
   t.rows = arena.template take<Acc>(cp);
   switch (stage) {
@@ -239,11 +239,100 @@ MNEMO_HD void state_forward_block_mma(const Problem& p, const ForwardPointers& p
   }
 }
 
+// output with key-wise gates (B_ic per key column): O = scale ((Q ⊙ e^B) S̃ + Ã Ṽ) with
+//   A_ij = Σ_c q_ic k_jc e^{B_ic − B_jc}  (j <= i),
+// whose 16 × 16 sub-blocks below the diagonal are products with every exponent <= 0: for rows i of sub-block I
+// (first row I0, r_I = B_{I0}) and columns j < I0,
+//   A_ij = Σ_c (q_ic e^{B_ic − r_Ic}) (k_jc e^{r_Ic − B_jc})          (tensor cores, one product per sub-block row)
+// and the diagonal sub-blocks take e^{B_ic − B_jc} per entry (fp32), as the scalar stage.
+template <class E, class Acc>
+MNEMO_HD void output_block_mma_key_wise(const Problem& p, const ForwardPointers& ptr, const ChunkCoords& cc,
+                                        void* shared, grid::Lanes lanes) {
+  grid::SharedArena arena(shared);
+  const MmaTiles<Acc> t = carve_mma<Acc>(arena, p, MmaStage::output);
+  const E* q = static_cast<const E*>(ptr.q);
+  const E* k = static_cast<const E*>(ptr.k);
+  const E* v = static_cast<const E*>(ptr.v);
+  const Acc* gate = static_cast<const Acc*>(ptr.gate);
+  const Acc* chunk_states = static_cast<const Acc*>(ptr.chunk_states);
+  E* o = static_cast<E*>(ptr.o);
+  const BlockCoords& bc = cc.bc;
+  const int64_t H = p.heads, V = p.value_dim, h = bc.h, v0 = bc.v0;
+  const int K = static_cast<int>(p.key_dim), C = p.tiling.chunk, bv = bc.bv, T16 = grid::kMmaTile;
+  const int Cp = mma_ld(C), Kp = mma_ld(K), Bp = mma_ld(p.tiling.tile_v);
+  const Acc scale = static_cast<Acc>(p.scale);
+  const int64_t row0 = cc.bos + cc.ci * C;
+  const int L = static_cast<int>(cc.len - cc.ci * C < C ? cc.len - cc.ci * C : C);
+  const Acc* S = chunk_states + ((cc.slot0 + cc.ci) * H + h) * K * V + v0;
+  auto qk_at = [&](const E* x, int i, int d) { return grid::load_as<Acc>(x + ((row0 + i) * H + h) * K + d); };
+  // Phase: B (per key column); Ṽ, S̃.
+  gate_prefix_key_wise<Acc>(p, gate, row0, h, L, t.b, lanes);
+  load_tile_bf16<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
+  MNEMO_FOR_LANES(e, Kp * Bp, lanes) {
+    const int row = e / Bp, col = e % Bp;
+    t.sb[e] = grid::float_to_bf16(row < K && col < bv ? static_cast<float>(S[row * V + col]) : 0.0f);
+  }
+  grid::barrier();
+  // Phase: Q̃e = bf16(q ⊙ e^B); the diagonal sub-blocks of A (per entry) and zeros above the diagonal.
+  MNEMO_FOR_LANES(e, Cp * Kp, lanes) {
+    const int i = e / Kp, d = e % Kp;
+    const Acc x = i < L && d < K ? qk_at(q, i, d) * grid::exp_acc(t.b[i * Kp + d]) : Acc(0);
+    t.qa[e] = grid::float_to_bf16(static_cast<float>(x));
+  }
+  MNEMO_FOR_LANES(e, Cp * Cp, lanes) {
+    const int i = e / Cp, j = e % Cp;
+    if (j < i && i / T16 != j / T16) continue;  // below the diagonal sub-blocks: the products below fill these
+    Acc a = 0;
+    if (j <= i && i < L)
+      for (int d = 0; d < K; ++d)
+        a += qk_at(q, i, d) * qk_at(k, j, d) * grid::exp_acc(t.b[i * Kp + d] - t.b[j * Kp + d]);
+    t.scores[e] = a;
+  }
+  grid::barrier();
+  block_mma<Layout::row, Layout::row>(lanes, Cp, Bp, Kp, t.qa, Kp, t.sb, Bp, t.out, Bp, false);  // (Q ⊙ e^B) S̃
+  grid::barrier();
+  // The sub-blocks below the diagonal, one sub-block row I at a time.
+  for (int i0 = T16; i0 < L; i0 += T16) {
+    // Phase: Q̃n = bf16(q_i e^{B_i − r_I}) for the rows of I; K̃n = bf16(k_j e^{r_I − B_j}) for j < I0.
+    MNEMO_FOR_LANES(e, T16 * Kp, lanes) {
+      const int i = i0 + e / Kp, d = e % Kp;
+      const Acc x = i < L && d < K ? qk_at(q, i, d) * grid::exp_acc(t.b[i * Kp + d] - t.b[i0 * Kp + d]) : Acc(0);
+      t.qa[i * Kp + d] = grid::float_to_bf16(static_cast<float>(x));
+    }
+    MNEMO_FOR_LANES(e, i0 * Kp, lanes) {
+      const int j = e / Kp, d = e % Kp;
+      const Acc x = d < K ? qk_at(k, j, d) * grid::exp_acc(t.b[i0 * Kp + d] - t.b[j * Kp + d]) : Acc(0);
+      t.ka[e] = grid::float_to_bf16(static_cast<float>(x));
+    }
+    grid::barrier();
+    block_mma<Layout::row, Layout::col>(lanes, T16, i0, Kp, t.qa + i0 * Kp, Kp, t.ka, Kp, t.scores + i0 * Cp, Cp,
+                                        false);
+    grid::barrier();
+  }
+  // Phase: Ã = bf16(scale A) on and below the diagonal; O = scale (Q ⊙ e^B) S̃.
+  MNEMO_FOR_LANES(e, Cp * Cp, lanes) {
+    const int i = e / Cp, j = e % Cp;
+    t.ab[e] = grid::float_to_bf16(j <= i && i < L ? static_cast<float>(scale * t.scores[e]) : 0.0f);
+  }
+  MNEMO_FOR_LANES(e, L * Bp, lanes) { t.out[e] *= scale; }
+  grid::barrier();
+  block_mma<Layout::row, Layout::row>(lanes, Cp, Bp, Cp, t.ab, Cp, t.vb, Bp, t.out, Bp, true);  // O += Ã Ṽ
+  grid::barrier();
+  MNEMO_FOR_LANES(e, L * bv, lanes) {
+    const int i = e / bv, col = e % bv;
+    grid::store_as<Acc>(o + ((row0 + i) * H + h) * V + v0 + col, t.out[i * Bp + col]);
+  }
+}
+
 template <class E, class Acc>
 MNEMO_HD void output_block_mma(const Problem& p, const ForwardPointers& ptr, int64_t block, void* shared,
                                grid::Lanes lanes) {
   ChunkCoords cc;
   if (!chunk_coords(p, block, cc)) return;
+  if (p.gate == Gate::kKeyWise) {
+    output_block_mma_key_wise<E, Acc>(p, ptr, cc, shared, lanes);
+    return;
+  }
   grid::SharedArena arena(shared);
   const MmaTiles<Acc> t = carve_mma<Acc>(arena, p, MmaStage::output);
   const E* q = static_cast<const E*>(ptr.q);
