@@ -111,27 +111,12 @@ MNEMO_HD MmaTiles<Acc> carve_mma(Arena& arena, const Problem& p, MmaStage stage)
   return t;
 }
 
-// A byte-counting arena with take_aligned (the launch size of carve_mma).
-struct MmaByteCounter {
-  std::size_t used_bytes = 0;
-  template <class T>
-  MNEMO_HD T* take(std::size_t count) {
-    used_bytes += (count * sizeof(T) + 15) / 16 * 16;
-    return nullptr;
-  }
-  template <class T>
-  MNEMO_HD T* take_aligned(std::size_t count, std::size_t align) {
-    used_bytes = (used_bytes + align - 1) / align * align;
-    return take<T>(count);
-  }
-};
-
 // Bytes of one tensor-core stage's tiles.
 template <class Acc>
 std::size_t mma_stage_bytes(const Problem& p, MmaStage stage) {
-  MmaByteCounter counter;
+  grid::SharedArena counter(nullptr);  // counts the bytes of the carve-up
   carve_mma<Acc>(counter, p, stage);
-  return counter.used_bytes;
+  return counter.used();
 }
 
 // Rows [row0, row0 + L) of a [tokens, H, width] buffer, columns [col0, col0 + cols) times `factor`, into a
