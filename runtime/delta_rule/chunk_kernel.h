@@ -16,6 +16,7 @@ enum class Dtype { f32, f64, bf16 };  // element type of q, k, v, o, dO; Acc is 
 // global workspace slice per block.
 constexpr std::size_t kMaxSharedBytes = 99 * 1024;
 constexpr int kThreads = 256;
+static_assert(kThreads % 32 == 0, "the tensor-core stages (block_mma) run whole warps");
 
 // Pointers: q, k, v, o, dout in `dtype`; beta, g, states, L⁻¹, U', scratch and gradients in Acc. Optional ones may
 // be null as in ForwardArgs / BackwardArgs. `cu_seqlens` and `chunk_offsets` are device int32 arrays.

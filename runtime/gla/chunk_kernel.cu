@@ -13,6 +13,7 @@ namespace mnemo::gla_kernel {
 namespace {
 
 constexpr int kThreads = 256;
+static_assert(kThreads % 32 == 0, "the tensor-core stages (block_mma) run whole warps");
 
 #define MNEMO_GLA_STAGE_KERNEL(name, block_fn, Pointers)                                                      \
   template <class E, class Acc>                                                                               \
