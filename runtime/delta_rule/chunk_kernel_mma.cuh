@@ -24,17 +24,12 @@ using grid::block_mma;
 using grid::Layout;
 using grid::mma_ld;
 
-// Row `i` < rows, entry `d` < width of a [T, H, width] buffer into a zero-padded bf16 tile [.., ld]; entries past
-// the data are zeros. One phase over every entry of the padded tile.
+// Rows r0.. (`rows` of them) of a [T, H, width] buffer, columns [col0, col0 + cols), times `factor`, into a
+// zero-padded bf16 tile [padded_rows, ld] (runtime/kernels/block_mma.cuh's load_rows_bf16 in this kernel's sizes).
 template <class Acc, class T>
 MNEMO_HD void load_rows_bf16(const Problem& p, const T* x, int64_t r0, int head, int width, int col0, int cols,
-                             int rows, int padded_rows, int ld, bf16* tile, Lanes lanes) {
-  MNEMO_FOR_LANES(e, padded_rows * ld, lanes) {
-    const int i = e / ld, d = e % ld;
-    tile[e] = i < rows && d < cols ? grid::float_to_bf16(static_cast<float>(load<Acc>(x[row_at(p, r0 + i, head, width,
-                                                                                                 col0 + d)])))
-                                   : grid::float_to_bf16(0.0f);
-  }
+                             int rows, int padded_rows, int ld, bf16* tile, Lanes lanes, Acc factor = Acc(1)) {
+  grid::load_rows_bf16<Acc>(x, r0, p.heads, head, width, col0, cols, rows, padded_rows, ld, factor, tile, lanes);
 }
 
 // prepare: tiles gates; K̃ [Cp, Kp]; K Kᵀ then A [Cp, Cp] (fp32); X = L⁻¹ [Cp, Cp] (fp32).
@@ -441,12 +436,8 @@ struct GradientMmaTiles {
 template <class Acc, class T>
 MNEMO_HD void load_slab_bf16(const Problem& p, const T* x, int64_t r0, int head, int k0, int c, Acc factor,
                              bf16* slab, Lanes lanes) {
-  const int Cp = mma_ld(p.chunk), K = p.key_dim;
-  MNEMO_FOR_LANES(e, Cp * kGradientSlab, lanes) {
-    const int i = e / kGradientSlab, d = k0 + e % kGradientSlab;
-    const Acc value = i < c && d < K ? factor * load<Acc>(x[row_at(p, r0 + i, head, K, d)]) : Acc(0);
-    slab[e] = grid::float_to_bf16(static_cast<float>(value));
-  }
+  load_rows_bf16<Acc>(p, x, r0, head, p.key_dim, k0, p.key_dim - k0, c, mma_ld(p.chunk), kGradientSlab, slab, lanes,
+                      factor);
 }
 
 // Pass over K's slabs accumulating X Kᵀ into `out` [Cp, Cp] (X = Q̃s when with_q, else K̃).

@@ -119,19 +119,6 @@ std::size_t mma_stage_bytes(const Problem& p, MmaStage stage) {
   return counter.used();
 }
 
-// Rows [row0, row0 + L) of a [tokens, H, width] buffer, columns [col0, col0 + cols) times `factor`, into a
-// zero-padded bf16 tile [rows_padded, ld] (one phase).
-template <class Acc, class T>
-MNEMO_HD void load_tile_bf16(const T* x, int64_t row0, int64_t H, int64_t h, int64_t width, int64_t col0, int cols,
-                             int L, int rows_padded, int ld, Acc factor, bf16* tile, grid::Lanes lanes) {
-  MNEMO_FOR_LANES(e, rows_padded * ld, lanes) {
-    const int i = e / ld, d = e % ld;
-    const Acc value = i < L && d < cols ? factor * grid::load_as<Acc>(x + ((row0 + i) * H + h) * width + col0 + d)
-                                        : Acc(0);
-    tile[e] = grid::float_to_bf16(static_cast<float>(value));
-  }
-}
-
 // B_i = Σ_{r<=i} g_r of the chunk's rows (each row sums its prefix; zero without a gate); key-wise gates: B_ic in
 // b [Cp, Kp], each key column summed down by one item. gate_at(b, i, c) reads either.
 template <class Acc>
@@ -201,7 +188,7 @@ MNEMO_HD void state_forward_block_mma(const Problem& p, const ForwardPointers& p
       chunk_states[state_at(slot0 + ci, row, col)] = t.sf[row * Bp + col];
     }
     state_gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
-    load_tile_bf16<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
+    grid::load_rows_bf16<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
     grid::barrier();
     // Phase: K̃d = bf16(k_jc e^{B_Lc − B_jc}); S ← e^{B_L} S (row c of the state by e^{B_Lc}).
     MNEMO_FOR_LANES(e, Cp * Kp, lanes) {
@@ -252,7 +239,7 @@ MNEMO_HD void output_block_mma_key_wise(const Problem& p, const ForwardPointers&
   auto qk_at = [&](const E* x, int i, int d) { return grid::load_as<Acc>(x + ((row0 + i) * H + h) * K + d); };
   // Phase: B (per key column); Ṽ, S̃.
   gate_prefix_key_wise<Acc>(p, gate, row0, h, L, t.b, lanes);
-  load_tile_bf16<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
+  grid::load_rows_bf16<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
   MNEMO_FOR_LANES(e, Kp * Bp, lanes) {
     const int row = e / Bp, col = e % Bp;
     t.sb[e] = grid::float_to_bf16(row < K && col < bv ? static_cast<float>(S[row * V + col]) : 0.0f);
@@ -336,9 +323,9 @@ MNEMO_HD void output_block_mma(const Problem& p, const ForwardPointers& ptr, int
   const Acc* S = chunk_states + ((cc.slot0 + cc.ci) * H + h) * K * V + v0;
   // Phase: B; Q̃, K̃, Ṽ, S̃.
   gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
-  load_tile_bf16<Acc>(q, row0, H, h, K, 0, K, L, Cp, Kp, Acc(1), t.qa, lanes);
-  load_tile_bf16<Acc>(k, row0, H, h, K, 0, K, L, Cp, Kp, Acc(1), t.ka, lanes);
-  load_tile_bf16<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
+  grid::load_rows_bf16<Acc>(q, row0, H, h, K, 0, K, L, Cp, Kp, Acc(1), t.qa, lanes);
+  grid::load_rows_bf16<Acc>(k, row0, H, h, K, 0, K, L, Cp, Kp, Acc(1), t.ka, lanes);
+  grid::load_rows_bf16<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
   MNEMO_FOR_LANES(e, Kp * Bp, lanes) {
     const int row = e / Bp, col = e % Bp;
     t.sb[e] = grid::float_to_bf16(row < K && col < bv ? static_cast<float>(S[row * V + col]) : 0.0f);
@@ -396,7 +383,7 @@ MNEMO_HD void state_backward_block_mma(const Problem& p, const BackwardPointers&
       d_states[state_at(slot0 + ci + 1, row, col)] = t.sf[row * Bp + col];
     }
     state_gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
-    load_tile_bf16<Acc>(d_o, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.dob, lanes);
+    grid::load_rows_bf16<Acc>(d_o, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.dob, lanes);
     grid::barrier();
     // Phase: Q̃e = bf16(scale e^{B_ic} q_ic); dS ← e^{B_L} dS' (row c by e^{B_Lc}).
     MNEMO_FOR_LANES(e, Cp * Kp, lanes) {
@@ -452,8 +439,8 @@ MNEMO_HD void gradient_block_mma(const Problem& p, const BackwardPointers& ptr, 
   const bool gated = p.gate == Gate::kScalar;
   // Phase: B; dÕ, Ṽ; zeroed row sums; ⟨dS', S'⟩ per state row (a scalar gate only).
   gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
-  load_tile_bf16<Acc>(d_o, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.dob, lanes);
-  load_tile_bf16<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
+  grid::load_rows_bf16<Acc>(d_o, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.dob, lanes);
+  grid::load_rows_bf16<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
   MNEMO_FOR_LANES(i, Cp, lanes) { t.rows[i] = Acc(0); }
   if (gated) {
     MNEMO_FOR_LANES(d, K, lanes) {
@@ -467,8 +454,8 @@ MNEMO_HD void gradient_block_mma(const Problem& p, const BackwardPointers& ptr, 
   // Q̃ K̃ᵀ over K's slabs (the first slab's loads share this phase).
   for (int k0 = 0; k0 < Kp; k0 += KS) {
     const int width = Kp - k0 < KS ? Kp - k0 : KS;
-    load_tile_bf16<Acc>(q, row0, H, h, K, k0, K - k0, L, Cp, KS, Acc(1), t.qa, lanes);
-    load_tile_bf16<Acc>(k, row0, H, h, K, k0, K - k0, L, Cp, KS, Acc(1), t.ka, lanes);
+    grid::load_rows_bf16<Acc>(q, row0, H, h, K, k0, K - k0, L, Cp, KS, Acc(1), t.qa, lanes);
+    grid::load_rows_bf16<Acc>(k, row0, H, h, K, k0, K - k0, L, Cp, KS, Acc(1), t.ka, lanes);
     grid::barrier();
     block_mma<Layout::row, Layout::col>(lanes, Cp, Cp, width, t.qa, KS, t.ka, KS, t.scores, Cp, k0 > 0);
     grid::barrier();
@@ -488,8 +475,8 @@ MNEMO_HD void gradient_block_mma(const Problem& p, const BackwardPointers& ptr, 
   for (int k0 = 0; k0 < Kp; k0 += KS) {
     const int width = Kp - k0 < KS ? Kp - k0 : KS;
     // Phase: the slab's Q̃s, K̃, K̃d (k_j e^{B_L − B_j}), S̃ and dS̃' rows.
-    load_tile_bf16<Acc>(q, row0, H, h, K, k0, K - k0, L, Cp, KS, scale, t.qa, lanes);
-    load_tile_bf16<Acc>(k, row0, H, h, K, k0, K - k0, L, Cp, KS, Acc(1), t.ka, lanes);
+    grid::load_rows_bf16<Acc>(q, row0, H, h, K, k0, K - k0, L, Cp, KS, scale, t.qa, lanes);
+    grid::load_rows_bf16<Acc>(k, row0, H, h, K, k0, K - k0, L, Cp, KS, Acc(1), t.ka, lanes);
     MNEMO_FOR_LANES(e, Cp * KS, lanes) {
       const int j = e / KS, d = k0 + e % KS;
       const Acc kd = j < L && d < K ? grid::exp_acc(bl - t.b[j]) * grid::load_as<Acc>(k + ((row0 + j) * H + h) * K + d)

@@ -68,6 +68,19 @@ using wmma_layout = typename std::conditional<L == Layout::row, nvcuda::wmma::ro
                                               nvcuda::wmma::col_major>::type;
 #endif
 
+// Rows [row0, row0 + rows) of a [tokens, heads, width] buffer (head `head`), columns [col0, col0 + cols), times
+// `factor`, into a zero-padded bf16 tile [padded_rows, ld]; entries past the data are zeros. One phase.
+template <class Acc, class T>
+MNEMO_HD void load_rows_bf16(const T* x, int64_t row0, int64_t heads, int64_t head, int64_t width, int64_t col0,
+                             int cols, int rows, int padded_rows, int ld, Acc factor, bf16* tile, Lanes lanes) {
+  MNEMO_FOR_LANES(e, padded_rows * ld, lanes) {
+    const int i = e / ld, d = e % ld;
+    const Acc value =
+        i < rows && d < cols ? factor * load_as<Acc>(x + ((row0 + i) * heads + head) * width + col0 + d) : Acc(0);
+    tile[e] = float_to_bf16(static_cast<float>(value));
+  }
+}
+
 // C[M×N] = A·B, or C += A·B when `accumulate`; one phase (the caller's barriers separate it from the writes of A, B
 // and C before and the reads of C after).
 template <Layout LA, Layout LB>
