@@ -183,11 +183,11 @@ TEST_CASE("host lanes: the GLA, delta-rule and layer kernels have no race within
           return with_grads({r.o, r.final_state}, x);
         },
         0.0);
-    // Key-wise gates: the state stages on tensor cores, the output and gradient stages scalar.
+    // Key-wise gates, chunks of 32: the rows 16..20 against 0..15 are a sub-block product, forward and backward.
     Outputs xk = {x[0], x[1], x[2], torch::log_sigmoid(torch::randn({B, T, H, K}) + 2.0).requires_grad_(), x[4]};
     check_lane_orders(
         [&] {
-          auto r = gla_chunk_fused(xk[0], xk[1], xk[2], xk[3], GlaGate::kKeyWise, 0.3, xk[4], 8, {}, tiling);
+          auto r = gla_chunk_fused(xk[0], xk[1], xk[2], xk[3], GlaGate::kKeyWise, 0.3, xk[4], 32, {}, tiling);
           return with_grads({r.o, r.final_state}, xk);
         },
         0.0);

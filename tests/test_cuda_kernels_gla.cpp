@@ -129,13 +129,13 @@ TEST_CASE("gla fused kernel (host run) in fp32 and bf16 against the fp64 recurre
 TEST_CASE("gla fused kernel (host run): bf16 on tensor cores, every gate, against the fp64 truth",
           "[cuda-kernel][gla]") {
   // K = 40 and value tiles of 16 + 8 columns pad to the 16-wide tiles; T = 77 in chunks of 32 or 64 ends in a
-  // partial chunk (with 64, key-wise gates take three rows of 16-row sub-blocks below the diagonal on tensor cores);
-  // the gradient stage takes K in slabs of 32 + 8 (padded to 16).
+  // partial chunk (with 64, key-wise gates take three rows of 16-row sub-blocks below the diagonal on tensor cores,
+  // forward and backward); the gradient stage takes K in slabs of 32 + 8 (padded to 16).
   torch::manual_seed(16);
   auto c = make_case(77, 2, 2, 40, 24);
   auto bf16_leaf = [](const torch::Tensor& t) { return t.detach().to(torch::kBFloat16).requires_grad_(); };
   auto f32_leaf = [](const torch::Tensor& t) { return t.detach().to(torch::kFloat32).requires_grad_(); };
-  // A scalar gate or none: every stage on tensor cores; key-wise gates (GLA): all but the gradient stage.
+  // Every stage on tensor cores, for every gate.
   for (const auto& [gate, chunk] : std::vector<std::pair<GlaGate, int64_t>>{
            {GlaGate::kScalar, 32}, {GlaGate::kNone, 32}, {GlaGate::kKeyWise, 32}, {GlaGate::kKeyWise, 64}}) {
     CAPTURE(static_cast<int>(gate), chunk);

@@ -261,9 +261,8 @@ std::size_t pass_shared_bytes(const Problem& p, bool backward) {
   const std::size_t state = on_tensor_cores<E>(p)
                                 ? mma_stage_bytes<Acc>(p, backward ? MmaStage::state_backward : MmaStage::state_forward)
                                 : scalar;
-  const bool chunk_mma = backward ? gradients_on_tensor_cores<E>(p) : on_tensor_cores<E>(p);
   const std::size_t chunk =
-      chunk_mma ? mma_stage_bytes<Acc>(p, backward ? MmaStage::gradients : MmaStage::output) : scalar;
+      on_tensor_cores<E>(p) ? mma_stage_bytes<Acc>(p, backward ? MmaStage::gradients : MmaStage::output) : scalar;
   return state > chunk ? state : chunk;
 }
 
@@ -459,7 +458,7 @@ template <class E, class Acc>
 MNEMO_HD void gradient_block(const Problem& p, const BackwardPointers& ptr, int64_t block, void* shared,
                              grid::Lanes lanes) {
   if constexpr (std::is_same<E, grid::bf16>::value) {
-    if (gradients_on_tensor_cores<E>(p)) {
+    if (on_tensor_cores<E>(p)) {
       gradient_block_mma<E, Acc>(p, ptr, block, shared, lanes);
       return;
     }

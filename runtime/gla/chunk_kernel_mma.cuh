@@ -1,8 +1,8 @@
-// The gated-linear-attention chunk kernels on tensor cores, for bf16 q, k, v: the state and output stages for every
-// gate, the gradient stage for a per-head scalar gate (simple GLA, RetNet) or none (linear attention); included by
-// chunk_kernel.cuh, whose stages dispatch to these (GLA's key-wise gates keep the scalar gradient stage; their state
-// stages scale row c of the state by e^{B_Lc} and k, q by their column's factors, their output stage is
-// output_block_mma_key_wise). Same grids,
+// The gated-linear-attention chunk kernels on tensor cores, for bf16 q, k, v and every gate: a per-head scalar gate
+// (simple GLA, RetNet), none (linear attention) or GLA's key-wise gates; included by chunk_kernel.cuh, whose stages
+// dispatch to these. With key-wise gates the state stages scale row c of the state by e^{B_Lc} and k, q by their
+// column's factors, and the output and gradient stages split the gate at 16-row sub-blocks
+// (output_block_mma_key_wise, gradient_block_mma_key_wise). Below, a scalar gate: same grids,
 // buffers and equations as the scalar stages (chunk_kernel.cuh's header) with B_i = Σ_{r<=i} g_r one number a row,
 // so Γ_ij = e^{B_i − B_j} and every product is a block_mma
 // (runtime/kernels/block_mma.cuh: bf16 operands, fp32 sums). As in flash-linear-attention's kernels an fp32 operand
@@ -28,15 +28,10 @@ using grid::block_mma;
 using grid::Layout;
 using grid::mma_ld;
 
-// The state and output stages run on tensor cores for bf16 elements with any gate; the gradient stage with a scalar
-// gate or none (GLA's key-wise gates keep its scalar form).
+// Every stage runs on tensor cores for bf16 elements, with any gate.
 template <class E>
 MNEMO_HD bool on_tensor_cores(const Problem&) {
   return std::is_same<E, bf16>::value;
-}
-template <class E>
-MNEMO_HD bool gradients_on_tensor_cores(const Problem& p) {
-  return std::is_same<E, bf16>::value && p.gate != Gate::kKeyWise;
 }
 
 constexpr int kMmaSlab = 32;  // K columns per slab of the gradient stage
@@ -56,6 +51,7 @@ struct MmaTiles {
   Acc *scores, *adj;  // [Cp, Cp] Q K̃ᵀ, dA (output: scores only)
   Acc *out;         // [Cp, Bp] O (output), dV (gradient)
   Acc *y, *w;       // [Cp, KS] slabs of dQ and dK (gradient)
+  Acc *tq, *tk;     // [16, KS], [Cp, KS] one sub-block row's products (gradient, key-wise gates)
 };
 
 enum class MmaStage { state_forward, output, state_backward, gradients };
@@ -66,8 +62,10 @@ MNEMO_HD MmaTiles<Acc> carve_mma(Arena& arena, const Problem& p, MmaStage stage)
                     bp = mma_ld(p.tiling.tile_v), ks = kMmaSlab;
   constexpr std::size_t A = grid::kMmaAlign;
   MmaTiles<Acc> t{};
-  const bool key_wise = p.gate == Gate::kKeyWise && stage != MmaStage::gradients;
-  t.b = arena.template take<Acc>(key_wise ? cp * kp : cp);
+  const bool key_wise = p.gate == Gate::kKeyWise;
+  // B: one number a row (scalar gate); key-wise, [Cp, Kp] in the state and output stages, a [Cp, KS] slab in the
+  // gradient stage.
+  t.b = arena.template take<Acc>(!key_wise ? cp : stage == MmaStage::gradients ? cp * ks : cp * kp);
   t.rows = arena.template take<Acc>(cp);
   switch (stage) {
     case MmaStage::state_forward:
@@ -101,6 +99,15 @@ MNEMO_HD MmaTiles<Acc> carve_mma(Arena& arena, const Problem& p, MmaStage stage)
       t.ab = arena.template take_aligned<bf16>(cp * cp, A);
       t.gb = arena.template take_aligned<bf16>(cp * cp, A);
       t.out = arena.template take_aligned<Acc>(cp * bp, A);
+      if (key_wise) {  // A and dA are summed over the slabs and read by every slab: no sharing of bytes
+        t.scores = arena.template take_aligned<Acc>(cp * cp, A);
+        t.adj = arena.template take_aligned<Acc>(cp * cp, A);
+        t.y = arena.template take_aligned<Acc>(cp * ks, A);
+        t.w = arena.template take_aligned<Acc>(cp * ks, A);
+        t.tq = arena.template take_aligned<Acc>(grid::kMmaTile * ks, A);
+        t.tk = arena.template take_aligned<Acc>(cp * ks, A);
+        break;
+      }
       // Q K̃ᵀ and dA until Ã and G̃ are made, then the slabs' dQ and dK in the same bytes.
       t.scores = arena.template take_aligned<Acc>(2 * cp * cp > 2 * cp * ks ? 2 * cp * cp : 2 * cp * ks, A);
       t.adj = t.scores + cp * cp;
@@ -405,11 +412,192 @@ MNEMO_HD void state_backward_block_mma(const Problem& p, const BackwardPointers&
   }
 }
 
+// The gradient stage with GLA's key-wise gates (scalar stage's equations, chunk_kernel.cuh's header), K in slabs of
+// KS columns: the gates act per key column, so A, dQ, dK and dB of a slab need only its own columns of q, k, B.
+// Rows i of a 16-row sub-block I (first row I0) and columns j < I0 split the gate as the output stage does,
+//   e^{B_ic − B_jc} = e^{B_ic − B_I0c} · e^{B_I0c − B_jc}                (both exponents <= 0)
+// so with Q̃n = bf16(scale q_i e^{B_i − B_I0}) (rows of I) and K̃n = bf16(k_j e^{B_I0 − B_j}) (j < I0), per slab:
+//   A[I, <I0]  += Q̃n K̃nᵀ                        (A holds scale · Σ_c q k e^{B_i − B_j}, all slabs)
+//   dQ[I]      += e^{B_i − B_I0} ⊙ (G̃[I, <I0] K̃n)  (G̃ = bf16(dA) below the diagonal sub-blocks)
+//   dK[<I0]    += e^{B_I0 − B_j} ⊙ (G̃[I, <I0]ᵀ Q̃n)
+// and the diagonal sub-blocks per entry in fp32 from dA, q, k. The state terms are products as with a scalar gate:
+// dQ = e^B ⊙ (dÕ S̃ᵀ), dK = e^{B_L − B} ⊙ (Ṽ dS̃'ᵀ), dV = K̃F dS̃' (summed over the slabs) + Ãᵀ dÕ (after them).
+template <class E, class Acc>
+MNEMO_HD void gradient_block_mma_key_wise(const Problem& p, const BackwardPointers& ptr, const ChunkCoords& cc,
+                                          void* shared, grid::Lanes lanes) {
+  grid::SharedArena arena(shared);
+  const MmaTiles<Acc> t = carve_mma<Acc>(arena, p, MmaStage::gradients);
+  const E* q = static_cast<const E*>(ptr.q);
+  const E* k = static_cast<const E*>(ptr.k);
+  const E* v = static_cast<const E*>(ptr.v);
+  const E* d_o = static_cast<const E*>(ptr.d_o);
+  const Acc* gate = static_cast<const Acc*>(ptr.gate);
+  const Acc* chunk_states = static_cast<const Acc*>(ptr.chunk_states);
+  const Acc* d_states = static_cast<const Acc*>(ptr.d_states);
+  Acc* dq = static_cast<Acc*>(ptr.dq);
+  Acc* dk = static_cast<Acc*>(ptr.dk);
+  Acc* dv = static_cast<Acc*>(ptr.dv);
+  Acc* dgate = static_cast<Acc*>(ptr.dgate);
+  const BlockCoords& bc = cc.bc;
+  const int64_t H = p.heads, V = p.value_dim, h = bc.h, v0 = bc.v0;
+  const int K = static_cast<int>(p.key_dim), C = p.tiling.chunk, bv = bc.bv, KS = kMmaSlab, T16 = grid::kMmaTile;
+  const int Cp = mma_ld(C), Kp = mma_ld(K), Bp = mma_ld(p.tiling.tile_v);
+  const int64_t tokens = p.cu_seqlens ? p.cu_seqlens[p.sequences] : p.sequences * p.seq_len;
+  const int64_t partial = (bc.v0 / p.tiling.tile_v) * tokens * H;  // this value tile's slice of dq, dk, dgate
+  const Acc scale = static_cast<Acc>(p.scale);
+  const int64_t row0 = cc.bos + cc.ci * C;
+  const int L = static_cast<int>(cc.len - cc.ci * C < C ? cc.len - cc.ci * C : C);
+  const int64_t state_row = H * K * V;
+  const Acc* S = chunk_states + (cc.slot0 + cc.ci) * state_row + h * K * V + v0;
+  const Acc* S_end = S + state_row;
+  const Acc* dS = d_states + (cc.slot0 + cc.ci + 1) * state_row + h * K * V + v0;
+  auto at = [&](int i, int d) { return ((row0 + i) * H + h) * K + d; };  // row i, key column d of q, k, gate
+  // Phase: dÕ, Ṽ; A zeroed; ⟨dS'_c, S'_c⟩ per key column (the chunk-end term of dB on the last row).
+  grid::load_rows_bf16<Acc>(d_o, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.dob, lanes);
+  grid::load_rows_bf16<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
+  MNEMO_FOR_LANES(e, Cp * Cp, lanes) { t.scores[e] = Acc(0); }
+  MNEMO_FOR_LANES(d, K, lanes) {
+    Acc acc = 0;
+    for (int col = 0; col < bv; ++col) acc += dS[d * V + col] * S_end[d * V + col];
+    t.sds[d] = acc;
+  }
+  grid::barrier();
+  block_mma<Layout::row, Layout::col>(lanes, Cp, Cp, Bp, t.dob, Bp, t.vb, Bp, t.adj, Cp, false);  // dA = dÕ Ṽᵀ
+  grid::barrier();
+  MNEMO_FOR_LANES(e, Cp * Cp, lanes) {
+    const int i = e / Cp, j = e % Cp;
+    t.gb[e] = grid::float_to_bf16(j <= i && i < L ? static_cast<float>(t.adj[e]) : 0.0f);
+  }
+  for (int k0 = 0; k0 < Kp; k0 += KS) {
+    const int width = Kp - k0 < KS ? Kp - k0 : KS, cols = K - k0 < KS ? K - k0 : KS;  // padded, real columns
+    // Phase: the slab's B (each column summed down by one item), S̃ and dS̃' rows.
+    MNEMO_FOR_LANES(d, cols, lanes) {
+      Acc acc = 0;
+      for (int i = 0; i < L; ++i) {
+        acc += gate[at(i, k0 + d)];
+        t.b[i * KS + d] = acc;
+      }
+    }
+    MNEMO_FOR_LANES(e, KS * Bp, lanes) {
+      const int d = k0 + e / Bp, col = e % Bp;
+      const bool in = d < K && col < bv;
+      t.sb[e] = grid::float_to_bf16(in ? static_cast<float>(S[d * V + col]) : 0.0f);
+      t.dsb[e] = grid::float_to_bf16(in ? static_cast<float>(dS[d * V + col]) : 0.0f);
+    }
+    grid::barrier();
+    // Phase: K̃F = bf16(k_j e^{B_L − B_j}).
+    MNEMO_FOR_LANES(e, Cp * KS, lanes) {
+      const int j = e / KS, d = e % KS;
+      const Acc kf =
+          j < L && d < cols
+              ? grid::load_as<Acc>(k + at(j, k0 + d)) * grid::exp_acc(t.b[(L - 1) * KS + d] - t.b[j * KS + d])
+              : Acc(0);
+      t.kd[e] = grid::float_to_bf16(static_cast<float>(kf));
+    }
+    grid::barrier();
+    block_mma<Layout::row, Layout::col>(lanes, Cp, width, Bp, t.dob, Bp, t.sb, Bp, t.y, KS, false);  // dÕ S̃ᵀ
+    block_mma<Layout::row, Layout::col>(lanes, Cp, width, Bp, t.vb, Bp, t.dsb, Bp, t.w, KS, false);  // Ṽ dS̃'ᵀ
+    block_mma<Layout::row, Layout::row>(lanes, Cp, Bp, width, t.kd, KS, t.dsb, Bp, t.out, Bp, k0 > 0);  // K̃F dS̃'
+    grid::barrier();
+    // Phase: the state terms' gates and the diagonal sub-blocks per entry: dQ, dK and A.
+    MNEMO_FOR_LANES(e, L * KS, lanes) {
+      const int i = e / KS, d = e % KS;
+      if (d >= cols) continue;
+      const int first = i / T16 * T16, last = (first + T16 < L ? first + T16 : L) - 1;
+      const Acc bi = t.b[i * KS + d];
+      Acc y = grid::exp_acc(bi) * t.y[e], w = grid::exp_acc(t.b[(L - 1) * KS + d] - bi) * t.w[e];
+      for (int j = first; j <= i; ++j)
+        y += t.adj[i * Cp + j] * grid::load_as<Acc>(k + at(j, k0 + d)) * grid::exp_acc(bi - t.b[j * KS + d]);
+      for (int r = i; r <= last; ++r)  // row i as the key row: Σ_{r>=i} dA_ri scale q_r e^{B_r − B_i}
+        w += t.adj[r * Cp + i] * scale * grid::load_as<Acc>(q + at(r, k0 + d)) * grid::exp_acc(t.b[r * KS + d] - bi);
+      t.y[e] = y;
+      t.w[e] = w;
+    }
+    MNEMO_FOR_LANES(e, L * T16, lanes) {
+      const int i = e / T16, j = i / T16 * T16 + e % T16;
+      if (j > i) continue;
+      Acc a = 0;
+      for (int d = 0; d < cols; ++d)
+        a += grid::load_as<Acc>(q + at(i, k0 + d)) * grid::load_as<Acc>(k + at(j, k0 + d)) *
+             grid::exp_acc(t.b[i * KS + d] - t.b[j * KS + d]);
+      t.scores[i * Cp + j] += scale * a;
+    }
+    grid::barrier();
+    // The sub-blocks below the diagonal, one sub-block row I at a time.
+    for (int i0 = T16; i0 < L; i0 += T16) {
+      // Phase: Q̃n rows of I, K̃n rows j < I0.
+      MNEMO_FOR_LANES(e, T16 * KS, lanes) {
+        const int i = i0 + e / KS, d = e % KS;
+        const Acc x = i < L && d < cols ? scale * grid::load_as<Acc>(q + at(i, k0 + d)) *
+                                              grid::exp_acc(t.b[i * KS + d] - t.b[i0 * KS + d])
+                                        : Acc(0);
+        t.qa[e] = grid::float_to_bf16(static_cast<float>(x));
+      }
+      MNEMO_FOR_LANES(e, i0 * KS, lanes) {
+        const int j = e / KS, d = e % KS;
+        const Acc x =
+            d < cols ? grid::load_as<Acc>(k + at(j, k0 + d)) * grid::exp_acc(t.b[i0 * KS + d] - t.b[j * KS + d])
+                     : Acc(0);
+        t.ka[e] = grid::float_to_bf16(static_cast<float>(x));
+      }
+      grid::barrier();
+      block_mma<Layout::row, Layout::col>(lanes, T16, i0, width, t.qa, KS, t.ka, KS, t.scores + i0 * Cp, Cp, true);
+      block_mma<Layout::row, Layout::row>(lanes, T16, width, i0, t.gb + i0 * Cp, Cp, t.ka, KS, t.tq, KS, false);
+      block_mma<Layout::col, Layout::row>(lanes, i0, width, T16, t.gb + i0 * Cp, Cp, t.qa, KS, t.tk, KS, false);
+      grid::barrier();
+      // Phase: the products into dQ (rows of I) and dK (rows j < I0) with their gate factors.
+      MNEMO_FOR_LANES(e, T16 * KS, lanes) {
+        const int i = i0 + e / KS, d = e % KS;
+        if (i < L && d < cols) t.y[i * KS + d] += grid::exp_acc(t.b[i * KS + d] - t.b[i0 * KS + d]) * t.tq[e];
+      }
+      MNEMO_FOR_LANES(e, i0 * KS, lanes) {
+        const int j = e / KS, d = e % KS;
+        if (d < cols) t.w[e] += grid::exp_acc(t.b[i0 * KS + d] - t.b[j * KS + d]) * t.tk[e];
+      }
+      grid::barrier();
+    }
+    // Phase: dq, dk out; dg_rc = Σ_{i>=r} dB_ic, dB_ic = scale q_ic dQ_ic − k_ic dK_ic (+ ⟨dS'_c, S'_c⟩ on the
+    // last row), one item a column.
+    MNEMO_FOR_LANES(e, L * KS, lanes) {
+      const int i = e / KS, d = e % KS;
+      if (d < cols) {
+        dq[(partial * K) + at(i, k0 + d)] = scale * t.y[e];
+        dk[(partial * K) + at(i, k0 + d)] = t.w[e];
+      }
+    }
+    MNEMO_FOR_LANES(d, cols, lanes) {
+      Acc run = t.sds[k0 + d];
+      for (int i = L - 1; i >= 0; --i) {
+        run += scale * grid::load_as<Acc>(q + at(i, k0 + d)) * t.y[i * KS + d] -
+               grid::load_as<Acc>(k + at(i, k0 + d)) * t.w[i * KS + d];
+        dgate[(partial * K) + at(i, k0 + d)] = run;
+      }
+    }
+    grid::barrier();
+  }
+  // Phase: Ã = bf16(A) on and below the diagonal; then dV = K̃F dS̃' + Ãᵀ dÕ out.
+  MNEMO_FOR_LANES(e, Cp * Cp, lanes) {
+    const int i = e / Cp, j = e % Cp;
+    t.ab[e] = grid::float_to_bf16(j <= i && i < L ? static_cast<float>(t.scores[e]) : 0.0f);
+  }
+  grid::barrier();
+  block_mma<Layout::col, Layout::row>(lanes, Cp, Bp, Cp, t.ab, Cp, t.dob, Bp, t.out, Bp, true);
+  grid::barrier();
+  MNEMO_FOR_LANES(e, L * bv, lanes) {
+    const int j = e / bv, col = e % bv;
+    dv[((row0 + j) * H + h) * V + v0 + col] = t.out[j * Bp + col];
+  }
+}
+
 template <class E, class Acc>
 MNEMO_HD void gradient_block_mma(const Problem& p, const BackwardPointers& ptr, int64_t block, void* shared,
                                  grid::Lanes lanes) {
   ChunkCoords cc;
   if (!chunk_coords(p, block, cc)) return;
+  if (p.gate == Gate::kKeyWise) {
+    gradient_block_mma_key_wise<E, Acc>(p, ptr, cc, shared, lanes);
+    return;
+  }
   grid::SharedArena arena(shared);
   const MmaTiles<Acc> t = carve_mma<Acc>(arena, p, MmaStage::gradients);
   const E* q = static_cast<const E*>(ptr.q);
