@@ -2,6 +2,7 @@
 
 #include "core/common.h"
 #include "core/torch_compat.h"
+#include "runtime/kernels/precision.h"
 
 namespace mnemo {
 
@@ -35,6 +36,8 @@ AutocastScope::AutocastScope(const torch::Device& device, Precision p) {
   was_dtype_ = torch_compat::autocast_dtype(type_);
   torch_compat::set_autocast(type_, true, at::kBFloat16);
   at::autocast::increment_nesting();
+  was_bf16_products_ = bf16_products_flag();
+  if (type_ == c10::DeviceType::CUDA) bf16_products_flag() = true;
   active_ = true;
 }
 
@@ -43,6 +46,7 @@ AutocastScope::~AutocastScope() {
   // The cast cache (bf16 copies of the fp32 weights) lives until the outermost autocast region ends.
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
   torch_compat::set_autocast(type_, was_enabled_, was_dtype_);
+  bf16_products_flag() = was_bf16_products_;
 }
 
 }  // namespace mnemo

@@ -18,7 +18,8 @@ Precision parse_precision(const std::string& name);  // Error naming the value u
 std::string precision_name(Precision p);
 
 // Autocast to bf16 on `device`'s type for the lifetime of the object when `p` is bf16; restores the previous
-// autocast state and drops autocast's cast cache on exit. A no-op for fp32.
+// autocast state and drops autocast's cast cache on exit. On CUDA it also lets the recurrences' kernels take bf16
+// operands in their matrix products (bf16_products_enabled, runtime/kernels/precision.h). A no-op for fp32.
 class AutocastScope {
  public:
   AutocastScope(const torch::Device& device, Precision p);
@@ -31,6 +32,7 @@ class AutocastScope {
   c10::DeviceType type_ = c10::DeviceType::CPU;
   bool was_enabled_ = false;
   at::ScalarType was_dtype_ = at::kBFloat16;
+  bool was_bf16_products_ = false;
 };
 
 // LibTorch's default dtype float64 for the lifetime of the object when `p` is fp64 (modules built inside it have

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "runtime/deep_memory/fused_chunk.h"
+#include "runtime/kernels/precision.h"
 #include "runtime/delta_rule/delta_rule.h"
 #include "runtime/gla/gla.h"
 #include "runtime/kernels/fused_cpu.h"
@@ -105,18 +106,40 @@ TEST_CASE("host lanes: the deep-memory, Miras and Lattice kernels have no race w
     Outputs g = {unit({B, H, n}, 0.5, 1.0), unit({B, H, n}, -0.3, 0.3), unit({B, H, n, N}, 0.0, 0.3),
                  unit({B, H}, 0.8, 1.0),    unit({B, H}, -0.2, 0.2),    unit({B, H, N}, 0.0, 0.3),
                  unit({B, H}, 0.5, 0.9),    unit({B, H, N}, 0.0, 0.3)};
-    FusedChunkInputs in;
-    in.q = x[0], in.qf = x[1], in.k = x[2], in.kf = x[3], in.v = x[4], in.w = {x[5], x[6]}, in.s = {x[7], x[8]};
-    in.anchor = {x[9], x[10]}, in.A = g[0], in.D = g[1], in.C = g[2], in.a_end = g[3], in.d_end = g[4];
-    in.c_end = g[5], in.p_end = g[6], in.e_end = g[7];
     Outputs leaves = x;
     leaves.insert(leaves.end(), g.begin(), g.end());
-    check_lane_orders([&] {
+    auto inputs_of = [](const Outputs& l) {
+      FusedChunkInputs in;
+      in.q = l[0], in.qf = l[1], in.k = l[2], in.kf = l[3], in.v = l[4], in.w = {l[5], l[6]}, in.s = {l[7], l[8]};
+      in.anchor = {l[9], l[10]}, in.A = l[11], in.D = l[12], in.C = l[13], in.a_end = l[14], in.d_end = l[15];
+      in.c_end = l[16], in.p_end = l[17], in.e_end = l[18];
+      return in;
+    };
+    auto run = [&](const Outputs& l) {
       const FusedCpuScope cpu(false);
       const DeepMemoryKernelHostScope kernel(true);
-      auto r = fused_mlp_chunk(in, true, 0.3);
-      return with_grads({r.y, r.w[0], r.w[1], r.s[0], r.s[1]}, leaves);
-    });
+      auto r = fused_mlp_chunk(inputs_of(l), true, 0.3);
+      return with_grads({r.y, r.w[0], r.w[1], r.s[0], r.s[1]}, l);
+    };
+    check_lane_orders([&] { return run(leaves); });
+    // fp32 with bf16 products (tensor-core tiles, one lane a tile): the same bits with 8 lanes in either order; one
+    // lane differs by the fp32 rounding of block_sum's per-lane partials (the ⟨W̄, W⟩ sums).
+    Outputs leaves32;
+    for (const auto& t : leaves) leaves32.push_back(t.detach().to(torch::kFloat32).requires_grad_());
+    Outputs forward, reverse;
+    auto run_bf16 = [&](int lanes, bool reversed) {
+      const grid::HostLanesScope scope(lanes, reversed);
+      const Bf16ProductsScope bf16(true);
+      return run(leaves32);
+    };
+    forward = run_bf16(8, false);
+    reverse = run_bf16(8, true);
+    const Outputs one = run_bf16(1, false);
+    for (size_t i = 0; i < one.size(); ++i) {
+      CAPTURE(i);
+      CHECK(torch::equal(forward[i], reverse[i]));
+      CHECK(max_rel_err(forward[i], one[i]) <= 1e-6);
+    }
   }
   SECTION("Miras segment node (Huber bias, channel-wise gates)") {
     const int64_t B = 2, H = 2, n = 5, d = 4, hid = 16;

@@ -8,8 +8,11 @@
 // Titans and the Atlas GD family through the kernel: tests/test_fused_chunk.cpp.
 #include <catch2/catch.hpp>
 
+#include <sstream>
+
 #include "runtime/deep_memory/fused_chunk.h"
 #include "runtime/kernels/fused_cpu.h"
+#include "runtime/kernels/precision.h"
 #include "tests/test_util.h"
 
 using namespace mnemo;
@@ -157,6 +160,71 @@ TEST_CASE("deep-memory chunk kernel (host grid) in fp32: within the fp32 toleran
     }
 }
 
+TEST_CASE("deep-memory chunk kernel (host grid) with bf16 products: within bf16's error of the fp64 truth",
+          "[cuda-kernel][deep_memory]") {
+  // The products on tensor cores (bf16 operands, fp32 sums) as under a bf16 run on CUDA; the weights, momentum and
+  // every elementwise step fp32. Widths that pad to the 16-wide tiles (d 24, f 40, hid 96) and a window N > n.
+  const torch::Device cpu(torch::kCPU);
+  const Shape s{2, 2, 32, 40, 24, 40, 96};
+  for (bool mom : {false, true})
+    for (double clip : {0.0, 0.3}) {
+      CAPTURE(mom, clip);
+      const auto truth = tensor_form(node_case(s, mom, torch::kFloat64, cpu, 31), true, clip);
+      const auto c32 = node_case(s, mom, torch::kFloat32, cpu, 31);
+      const auto fp32 = kernel_on_host(c32, true, clip);
+      const auto bf16 = [&] {
+        const Bf16ProductsScope products(true);
+        return kernel_on_host(c32, true, clip);
+      }();
+      using mnemo::test::error_ratio;
+      // The bf16 products ran: y's error is bf16's, not fp32's.
+      CHECK(error_ratio(bf16.y, truth.y) > 100 * error_ratio(fp32.y, truth.y));
+      // Error ratios seen: y ≤ 3.4e-3, end state ≤ 4.3e-3, gradients ≤ 1.3e-2 (w0 without the clip).
+      std::ostringstream ratios;
+      auto check_ratio = [&](const char* name, const Tensor& got, const Tensor& ref, double tol) {
+        const double e = error_ratio(got, ref);
+        CAPTURE(name);
+        CHECK(e <= tol);
+        ratios << " " << name << " " << e;
+      };
+      check_ratio("y", bf16.y, truth.y, 1e-2);
+      for (size_t l = 0; l < truth.state.size(); ++l) check_ratio("state", bf16.state[l], truth.state[l], 1e-2);
+      for (size_t i = 0; i < truth.grads.size(); ++i)
+        if (truth.grads[i].defined()) check_ratio(kLeafNames[i], bf16.grads[i], truth.grads[i], 2e-2);
+      WARN("deep-memory kernel, bf16 products, momentum " << mom << ", clip " << clip << ": error ratios"
+                                                          << ratios.str());
+    }
+}
+
+TEST_CASE("deep-memory chunk kernel: the backward takes the forward's bf16 products outside their scope",
+          "[cuda-kernel][deep_memory]") {
+  // torch.amp's pattern: the forward under autocast, the backward after it (and autograd may run it on another
+  // thread, where the thread-local switch is off).
+  const auto c = node_case(Shape{1, 2, 16, 16, 16, 16, 32}, true, torch::kFloat32, torch::Device(torch::kCPU), 41);
+  const auto inside = [&] {
+    const Bf16ProductsScope products(true);
+    return kernel_on_host(c, true, 0.0);
+  }();
+  const FusedCpuScope cpu(false);
+  const DeepMemoryKernelHostScope kernel(true);
+  FusedChunkOutput out;
+  {
+    const Bf16ProductsScope products(true);
+    out = fused_mlp_chunk(c.in, true, 0.0);
+  }
+  torch::manual_seed(99);
+  auto weights = [](const Tensor& like) { return torch::randn(like.sizes(), torch::kFloat64).to(like.scalar_type()); };
+  auto loss = (out.y * weights(out.y)).sum();
+  for (const auto& w : {out.w[0], out.w[1], out.s[0], out.s[1]}) loss = loss + (w * weights(w)).sum();
+  const auto grads = torch::autograd::grad({loss}, c.leaves, {}, false, false, /*allow_unused=*/true);
+  CHECK(torch::equal(out.y, inside.y));
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (grads[i].defined()) {
+      CAPTURE(kLeafNames[i]);
+      CHECK(torch::equal(grads[i], inside.grads[i]));
+    }
+}
+
 TEST_CASE("deep-memory chunk kernel: out of its scope the CPU runs the other forms", "[cuda-kernel][deep_memory]") {
   auto c = node_case(Shape{1, 1, 2, 2, 2, 2, 3}, true, torch::kFloat64, torch::Device(torch::kCPU), 3);
   const int64_t before = deep_memory_kernel_passes();
@@ -186,4 +254,27 @@ TEST_CASE("deep-memory chunk kernel on a CUDA device == its host run and the ten
         auto truth = tensor_form(node_case(s, mom, torch::kFloat64, cpu, 8), true, clip);
         check_close(on_device, truth, 1e-5, 1e-4, 1e-6);
       }
+  // bf16 products (as under a bf16 run): the device's tensor cores against the host run of the same roundings
+  // (only the order of the fp32 sums differs) and against the fp64 truth.
+  using mnemo::test::error_ratio;
+  const Shape s{2, 4, 64, 64, 64, 64, 256};
+  for (bool mom : {true, false}) {
+    CAPTURE(mom);
+    const Bf16ProductsScope products(true);
+    auto on_host = kernel_on_host(node_case(s, mom, torch::kFloat32, cpu, 9), true, 0.3);
+    auto on_device = run_node(node_case(s, mom, torch::kFloat32, cuda, 9), true, 0.3);
+    auto truth = tensor_form(node_case(s, mom, torch::kFloat64, cpu, 9), true, 0.3);
+    CHECK(error_ratio(on_device.y.cpu(), on_host.y) <= 2e-3);
+    CHECK(error_ratio(on_device.y.cpu(), truth.y) <= 5e-3);
+    for (size_t l = 0; l < truth.state.size(); ++l) {
+      CHECK(error_ratio(on_device.state[l].cpu(), on_host.state[l]) <= 2e-3);
+      CHECK(error_ratio(on_device.state[l].cpu(), truth.state[l]) <= 5e-3);
+    }
+    for (size_t i = 0; i < truth.grads.size(); ++i)
+      if (truth.grads[i].defined()) {
+        CAPTURE(kLeafNames[i]);
+        CHECK(error_ratio(on_device.grads[i].cpu(), on_host.grads[i]) <= 5e-3);
+        CHECK(error_ratio(on_device.grads[i].cpu(), truth.grads[i]) <= 1e-2);
+      }
+  }
 }

@@ -149,6 +149,23 @@ TEST_CASE("precision: parse, the run config key, AutocastScope engages and resto
     const AutocastScope autocast(cpu, Precision::fp32);  // fp32: nothing changes
     CHECK(torch::matmul(a, b).dtype() == torch::kFloat32);
   }
+  // bf16 on CUDA also lets the recurrences' kernels take bf16 products (autocast's state is thread-local, so this
+  // needs no device); bf16 on the CPU does not, and each scope restores what it found.
+  CHECK_FALSE(bf16_products_enabled());
+  {
+    const AutocastScope autocast(cpu, Precision::bf16);
+    CHECK_FALSE(bf16_products_enabled());
+  }
+  {
+    const AutocastScope autocast(torch::Device(torch::kCUDA), Precision::bf16);
+    CHECK(bf16_products_enabled());
+    {
+      const Bf16ProductsScope off(false);
+      CHECK_FALSE(bf16_products_enabled());
+    }
+    CHECK(bf16_products_enabled());
+  }
+  CHECK_FALSE(bf16_products_enabled());
 }
 
 TEST_CASE("precision: every mixer takes an AdamW step under bf16 autocast on the CPU, state in fp32", "[precision]") {

@@ -24,26 +24,33 @@
 // Intermediates live in a global workspace slice per block (forward_work / backward_work elements): with hid up to
 // 4·d they pass the shared memory of a block. Each phase's work items are independent output elements, each
 // computed whole by one lane (its sums in a fixed order), so a phase has no race and the host run computes every
-// element as the device does; phases are separated by grid::barrier().
+// element as the device does; phases are separated by grid::barrier(). The matrix products are block_product calls
+// (runtime/kernels/block_mma.cuh): an element a lane, or with Dims::bf16_products a 16×16 tile a warp on tensor
+// cores (bf16 operands, fp32 sums), which the host run rounds the same way.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-#include "runtime/kernels/block_grid.cuh"
 #include "runtime/kernels/bf16.cuh"
+#include "runtime/kernels/block_grid.cuh"
+#include "runtime/kernels/block_mma.cuh"
 
 namespace mnemo::deep_memory_kernel {
 
 using grid::Lanes;
 
 constexpr int kThreads = 256;
+static_assert(kThreads % 32 == 0 && kThreads <= 32 * grid::kProductWarps, "block_product's warps");
 
 struct Dims {
   int64_t blocks;  // B·H
   int n, N, d, f, hid;
   bool mom, l2;
   double tau;  // inner-gradient clip (0: off)
+  // The products with bf16 operands and fp32 sums (tensor cores; Acc float only), as under a bf16 run on CUDA
+  // (bf16_products_enabled, runtime/kernels/precision.h); the weights, momentum and every elementwise step stay Acc.
+  bool bf16_products;
 };
 
 // Workspace elements (Acc) of one block.
@@ -148,6 +155,18 @@ MNEMO_HD Acc block_sum(Lanes lanes, Acc* red, int64_t count, Term term) {
   return total;
 }
 
+// The block's products (block_mma.cuh block_product): Σ_p a(i, p) b(p, j) into out(i, j, sum), in Acc, or with
+// bf16 operands and fp32 sums on tensor cores when the launch asked for them (Dims::bf16_products).
+template <class Acc>
+struct Products {
+  Lanes lanes;
+  bool bf16;
+  template <class AFn, class BFn, class Out>
+  MNEMO_HD void operator()(int64_t M, int64_t N, int64_t K, AFn a, BFn b, Out out) const {
+    grid::block_product<Acc>(lanes, bf16, M, N, K, a, b, out);
+  }
+};
+
 // ---- forward ------------------------------------------------------------------------------------------------
 template <class Acc>
 MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*shared*/, Lanes lanes) {
@@ -155,6 +174,7 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
   const int64_t n = z.n, N = z.N, d = z.d, f = z.f, hid = z.hid;
   const bool mom = z.mom, l2 = z.l2;
   const Acc tau = static_cast<Acc>(z.tau);
+  const Products<Acc> product{lanes, z.bf16_products};
   const Acc *q = slice(a.q, block, n * d), *qf = slice(a.qf, block, n * f), *k = slice(a.k, block, N * d),
             *kf = slice(a.kf, block, N * f), *v = slice(a.v, block, N * d);
   const Acc *W0 = slice(a.W0, block, hid * f), *W1 = slice(a.W1, block, d * hid), *A0 = slice(a.A0, block, hid * f),
@@ -170,25 +190,30 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
   Acc *H0 = slice(a.work, block, forward_work(z)), *second = H0 + N * hid;
 
   // Anchor pass: H0 = φK Â0ᵀ; G0, GELU', GELU''; g_y; R = g_y Â1 with Δ = R ⊙ GELU'(H0) and R ⊙ GELU''(H0).
-  block_gemm<Acc>(lanes, false, true, N, hid, f, 1, kf, f, A0, f, 0, H0, hid);
+  product(
+      N, hid, f, [&](int64_t r, int64_t p) { return kf[r * f + p]; }, [&](int64_t p, int64_t j) { return A0[j * f + p]; },
+      [&](int64_t r, int64_t j, Acc s) { H0[r * hid + j] = s; });
   grid::barrier();
   MNEMO_FOR_LANES(i, N * hid, lanes) {
     const Gelu<Acc> g = gelu(H0[i]);
     G0[i] = g.value, P0[i] = g.grad, second[i] = g.second;
   }
   grid::barrier();
-  MNEMO_FOR_LANES(item, N * d, lanes) {
-    const int64_t r = item / d, j = item % d;
-    E[item] = (l2 ? dot(G0 + r * hid, A1 + j * hid, hid) + k[item] : Acc(0)) - v[item];
+  if (l2) {
+    product(
+        N, d, hid, [&](int64_t r, int64_t p) { return G0[r * hid + p]; },
+        [&](int64_t p, int64_t j) { return A1[j * hid + p]; },
+        [&](int64_t r, int64_t j, Acc s) { E[r * d + j] = s + k[r * d + j] - v[r * d + j]; });
+  } else {
+    MNEMO_FOR_LANES(item, N * d, lanes) { E[item] = -v[item]; }
   }
   grid::barrier();
-  MNEMO_FOR_LANES(item, N * hid, lanes) {
-    const int64_t r = item / hid, j = item % hid;
-    Acc R = 0;
-    for (int64_t p = 0; p < d; ++p) R += E[r * d + p] * A1[p * hid + j];
-    Dl[item] = R * P0[item];
-    RP0d[item] = R * second[item];
-  }
+  product(
+      N, hid, d, [&](int64_t r, int64_t p) { return E[r * d + p]; }, [&](int64_t p, int64_t j) { return A1[p * hid + j]; },
+      [&](int64_t r, int64_t j, Acc R) {
+        Dl[r * hid + j] = R * P0[r * hid + j];
+        RP0d[r * hid + j] = R * second[r * hid + j];
+      });
   grid::barrier();
   // Clip (memory.h clip_grad_terms), one row per work item.
   if (tau > 0) {
@@ -204,59 +229,71 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
     }
     grid::barrier();
   }
-  // Read-out, layer 0: QK, then H and Ga = GELU(H) per element.
-  block_gemm<Acc>(lanes, false, true, n, N, f, 1, qf, f, kf, f, 0, QK, N);
+  // Read-out, layer 0: QK, then H = [A⊙φQ | D⊙φQ | −C⊙QK] [W0ᵀ; S0ᵀ; c0] (one product over f + f + N) and
+  // Ga = GELU(H) per element.
+  product(
+      n, N, f, [&](int64_t i, int64_t p) { return qf[i * f + p]; }, [&](int64_t p, int64_t r) { return kf[r * f + p]; },
+      [&](int64_t i, int64_t r, Acc s) { QK[i * N + r] = s; });
   grid::barrier();
-  MNEMO_FOR_LANES(item, n * hid, lanes) {
-    const int64_t i = item / hid, j = item % hid;
-    Acc h = A[i] * dot(qf + i * f, W0 + j * f, f);
-    if (mom) h += D[i] * dot(qf + i * f, S0 + j * f, f);
-    Acc score = 0;
-    for (int64_t r = 0; r < N; ++r) score += C[i * N + r] * QK[i * N + r] * c0[r * hid + j];
-    const Gelu<Acc> g = gelu(h - score);
-    Ga[item] = g.value, Pa[item] = g.grad;
-  }
+  const int64_t f_mom = mom ? 2 * f : f;  // the read-out's weight columns: W0, and S0 with momentum
+  product(
+      n, hid, f_mom + N,
+      [&](int64_t i, int64_t p) {
+        return p < f ? A[i] * qf[i * f + p] : p < f_mom ? D[i] * qf[i * f + p - f] : -C[i * N + p - f_mom] * QK[i * N + p - f_mom];
+      },
+      [&](int64_t p, int64_t j) {
+        return p < f ? W0[j * f + p] : p < f_mom ? S0[j * f + p - f] : c0[(p - f_mom) * hid + j];
+      },
+      [&](int64_t i, int64_t j, Acc h) {
+        const Gelu<Acc> g = gelu(h);
+        Ga[i * hid + j] = g.value, Pa[i * hid + j] = g.grad;
+      });
   grid::barrier();
   // Layer 1's products: X1 = Ga W1ᵀ, M1 = Ga S1ᵀ, GG = Ga G0ᵀ.
-  MNEMO_FOR_LANES(item, n * d, lanes) {
-    const int64_t i = item / d, j = item % d;
-    X1[item] = dot(Ga + i * hid, W1 + j * hid, hid);
-    if (mom) M1[item] = dot(Ga + i * hid, S1 + j * hid, hid);
-  }
-  block_gemm<Acc>(lanes, false, true, n, N, hid, 1, Ga, hid, G0, hid, 0, GG, N);
+  auto ga = [&](int64_t i, int64_t p) { return Ga[i * hid + p]; };
+  product(
+      n, d, hid, ga, [&](int64_t p, int64_t j) { return W1[j * hid + p]; },
+      [&](int64_t i, int64_t j, Acc s) { X1[i * d + j] = s; });
+  if (mom)
+    product(
+        n, d, hid, ga, [&](int64_t p, int64_t j) { return S1[j * hid + p]; },
+        [&](int64_t i, int64_t j, Acc s) { M1[i * d + j] = s; });
+  product(
+      n, N, hid, ga, [&](int64_t p, int64_t r) { return G0[r * hid + p]; },
+      [&](int64_t i, int64_t r, Acc s) { GG[i * N + r] = s; });
   grid::barrier();
-  // y, and the chunk-end weights and momentum (these read only the anchor pass and the inputs).
+  // y = q + A⊙X1 + D⊙M1 − (C ⊙ GG) c1, and the chunk-end weights and momentum (these read only the anchor pass and
+  // the inputs): W0' = a W0 + d S0 − c0ᵀ diag(c_end) φK, S0' = p S0 − c0ᵀ diag(e_end) φK, and layer 1 with c1, G0.
   Acc *y = slice(a.y, block, n * d), *w0 = slice(a.w0, block, hid * f), *w1 = slice(a.w1, block, d * hid);
   Acc *s0 = mom ? slice(a.s0, block, hid * f) : nullptr, *s1 = mom ? slice(a.s1, block, d * hid) : nullptr;
-  MNEMO_FOR_LANES(item, n * d, lanes) {
-    const int64_t i = item / d, j = item % d;
-    Acc score = 0;
-    for (int64_t r = 0; r < N; ++r) score += C[i * N + r] * GG[i * N + r] * c1[r * d + j];
-    y[item] = q[item] + A[i] * X1[item] + (mom ? D[i] * M1[item] : Acc(0)) - score;
-  }
+  product(
+      n, d, N, [&](int64_t i, int64_t r) { return C[i * N + r] * GG[i * N + r]; },
+      [&](int64_t r, int64_t j) { return c1[r * d + j]; },
+      [&](int64_t i, int64_t j, Acc score) {
+        const int64_t at = i * d + j;
+        y[at] = q[at] + A[i] * X1[at] + (mom ? D[i] * M1[at] : Acc(0)) - score;
+      });
   const Acc a_end = *slice(a.ae, block, 1), d_end = mom ? *slice(a.de, block, 1) : Acc(0),
             p_end = mom ? *slice(a.pe, block, 1) : Acc(0);
-  MNEMO_FOR_LANES(item, hid * f, lanes) {  // W0', S0': Σ_r c0[r, i] (c_end | e_end)[r] φk[r, j]
-    const int64_t i = item / f, j = item % f;
-    Acc uw = 0, us = 0;
-    for (int64_t r = 0; r < N; ++r) {
-      const Acc x = c0[r * hid + i] * kf[r * f + j];
-      uw += ce[r] * x;
-      if (mom) us += ee[r] * x;
-    }
-    w0[item] = a_end * W0[item] + (mom ? d_end * S0[item] : Acc(0)) - uw;
-    if (mom) s0[item] = p_end * S0[item] - us;
-  }
-  MNEMO_FOR_LANES(item, d * hid, lanes) {  // W1', S1': Σ_r c1[r, i] (c_end | e_end)[r] G0[r, j]
-    const int64_t i = item / hid, j = item % hid;
-    Acc uw = 0, us = 0;
-    for (int64_t r = 0; r < N; ++r) {
-      const Acc x = c1[r * d + i] * G0[r * hid + j];
-      uw += ce[r] * x;
-      if (mom) us += ee[r] * x;
-    }
-    w1[item] = a_end * W1[item] + (mom ? d_end * S1[item] : Acc(0)) - uw;
-    if (mom) s1[item] = p_end * S1[item] - us;
+  auto c0_t = [&](int64_t i, int64_t r) { return c0[r * hid + i]; };
+  auto c1_t = [&](int64_t i, int64_t r) { return c1[r * d + i]; };
+  product(
+      hid, f, N, c0_t, [&](int64_t r, int64_t j) { return ce[r] * kf[r * f + j]; },
+      [&](int64_t i, int64_t j, Acc u) {
+        w0[i * f + j] = a_end * W0[i * f + j] + (mom ? d_end * S0[i * f + j] : Acc(0)) - u;
+      });
+  product(
+      d, hid, N, c1_t, [&](int64_t r, int64_t j) { return ce[r] * G0[r * hid + j]; },
+      [&](int64_t i, int64_t j, Acc u) {
+        w1[i * hid + j] = a_end * W1[i * hid + j] + (mom ? d_end * S1[i * hid + j] : Acc(0)) - u;
+      });
+  if (mom) {
+    product(
+        hid, f, N, c0_t, [&](int64_t r, int64_t j) { return ee[r] * kf[r * f + j]; },
+        [&](int64_t i, int64_t j, Acc u) { s0[i * f + j] = p_end * S0[i * f + j] - u; });
+    product(
+        d, hid, N, c1_t, [&](int64_t r, int64_t j) { return ee[r] * G0[r * hid + j]; },
+        [&](int64_t i, int64_t j, Acc u) { s1[i * hid + j] = p_end * S1[i * hid + j] - u; });
   }
 }
 
@@ -266,32 +303,29 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
 //   S̄c = -ō cᵀ,  C̄ = S̄c ⊙ XR (first layer) or C̄ += S̄c ⊙ XR,  S̄c' = S̄c ⊙ C (into gSc),
 //   W̄ += (A⊙ō)ᵀ x,  S̄ += (D⊙ō)ᵀ x (momentum),  c̄ -= (C ⊙ XR)ᵀ ō.
 template <class Acc>
-MNEMO_HD void readout_adjoint_terms(Lanes lanes, int64_t n, int64_t N, int64_t wo, int64_t wx, bool mom, bool first,
-                                   const Acc* go, const Acc* x, const Acc* c, const Acc* XR, const Acc* A,
-                                   const Acc* D, const Acc* C, Acc* gC, Acc* gSc, Acc* gW, Acc* gS, Acc* gc) {
-  MNEMO_FOR_LANES(item, n * N, lanes) {
-    const int64_t i = item / N, r = item % N;
-    const Acc sc = -dot(go + i * wo, c + r * wo, wo);
-    gC[item] = (first ? Acc(0) : gC[item]) + sc * XR[item];
-    gSc[item] = sc * C[item];
-  }
-  MNEMO_FOR_LANES(item, wo * wx, lanes) {
-    const int64_t p = item / wx, j = item % wx;
-    Acc uw = 0, us = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const Acc ox = go[i * wo + p] * x[i * wx + j];
-      uw += A[i] * ox;
-      if (mom) us += D[i] * ox;
-    }
-    gW[item] += uw;
-    if (mom) gS[item] += us;
-  }
-  MNEMO_FOR_LANES(item, N * wo, lanes) {
-    const int64_t r = item / wo, p = item % wo;
-    Acc u = 0;
-    for (int64_t i = 0; i < n; ++i) u += C[i * N + r] * XR[i * N + r] * go[i * wo + p];
-    gc[item] -= u;
-  }
+MNEMO_HD void readout_adjoint_terms(const Products<Acc>& product, int64_t n, int64_t N, int64_t wo, int64_t wx,
+                                   bool mom, bool first, const Acc* go, const Acc* x, const Acc* c, const Acc* XR,
+                                   const Acc* A, const Acc* D, const Acc* C, Acc* gC, Acc* gSc, Acc* gW, Acc* gS,
+                                   Acc* gc) {
+  auto go_at = [&](int64_t i, int64_t p) { return go[i * wo + p]; };
+  product(
+      n, N, wo, go_at, [&](int64_t p, int64_t r) { return c[r * wo + p]; },
+      [&](int64_t i, int64_t r, Acc s) {
+        const int64_t at = i * N + r;
+        gC[at] = (first ? Acc(0) : gC[at]) - s * XR[at];
+        gSc[at] = -s * C[at];
+      });
+  auto x_at = [&](int64_t i, int64_t j) { return x[i * wx + j]; };
+  product(
+      wo, wx, n, [&](int64_t p, int64_t i) { return A[i] * go[i * wo + p]; }, x_at,
+      [&](int64_t p, int64_t j, Acc u) { gW[p * wx + j] += u; });
+  if (mom)
+    product(
+        wo, wx, n, [&](int64_t p, int64_t i) { return D[i] * go[i * wo + p]; }, x_at,
+        [&](int64_t p, int64_t j, Acc u) { gS[p * wx + j] += u; });
+  product(
+      N, wo, n, [&](int64_t r, int64_t i) { return C[i * N + r] * XR[i * N + r]; }, go_at,
+      [&](int64_t r, int64_t p, Acc u) { gc[r * wo + p] -= u; });
 }
 
 template <class Acc>
@@ -301,6 +335,7 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
   const int64_t n = z.n, N = z.N, d = z.d, f = z.f, hid = z.hid;
   const bool mom = z.mom, l2 = z.l2;
   const Acc tau = static_cast<Acc>(z.tau);
+  const Products<Acc> product{lanes, z.bf16_products};
   const Acc *qf = slice(x.qf, block, n * f), *kf = slice(x.kf, block, N * f);
   const Acc *W0 = slice(x.W0, block, hid * f), *W1 = slice(x.W1, block, d * hid), *A0 = slice(x.A0, block, hid * f),
             *A1 = slice(x.A1, block, d * hid);
@@ -330,8 +365,8 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
             p_end = mom ? *slice(x.pe, block, 1) : Acc(0);
 
   // Chunk end, in reverse: W̄ scaled into the weights' gradients; ā, d̄, p̄ = ⟨W̄, W⟩ sums;
-  // c̄0 = -(c_end ⊙ φk) W̄0ᵀ - (e_end ⊙ φk) S̄0ᵀ, Ḡ0 = -(c_end ⊙ c1) W̄1 - (e_end ⊙ c1) S̄1, and the [N, f] / [N, d]
-  // products Z0, Zs0, RW1, RS1 for φ̄k, c̄1, c̄_end, ē_end below.
+  // c̄0 = -[c_end ⊙ φk | e_end ⊙ φk] [W̄0ᵀ; S̄0ᵀ], Ḡ0 = -[c_end ⊙ c1 | e_end ⊙ c1] [W̄1; S̄1], and the [N, f] /
+  // [N, d] products Z0, Zs0, RW1, RS1 for φ̄k, c̄1, c̄_end, ē_end below.
   const Acc sum_a = block_sum<Acc>(lanes, red, hid * f + d * hid, [&](int64_t i) {
     return i < hid * f ? gw0[i] * W0[i] : gw1[i - hid * f] * W1[i - hid * f];
   });
@@ -353,33 +388,30 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     gW1[i] = a_end * gw1[i];
     if (mom) gS1[i] = d_end * gw1[i] + p_end * gs1[i];
   }
-  MNEMO_FOR_LANES(item, N * hid, lanes) {
-    const int64_t r = item / hid, i = item % hid;
-    Acc u0 = 0, ug = 0;
-    for (int64_t j = 0; j < f; ++j)
-      u0 += kf[r * f + j] * (ce[r] * gw0[i * f + j] + (mom ? ee[r] * gs0[i * f + j] : Acc(0)));
-    for (int64_t j = 0; j < d; ++j)
-      ug += c1[r * d + j] * (ce[r] * gw1[j * hid + i] + (mom ? ee[r] * gs1[j * hid + i] : Acc(0)));
-    gc0[item] = -u0;
-    gG0[item] = -ug;
-  }
-  MNEMO_FOR_LANES(item, N * f, lanes) {
-    const int64_t r = item / f, j = item % f;
-    Acc zw = 0, zs = 0;
-    for (int64_t i = 0; i < hid; ++i) {
-      zw += c0[r * hid + i] * gw0[i * f + j];
-      if (mom) zs += c0[r * hid + i] * gs0[i * f + j];
-    }
-    Z0[item] = zw, Zs0[item] = zs;
-  }
-  MNEMO_FOR_LANES(item, N * d, lanes) {
-    const int64_t r = item / d, j = item % d;
-    Acc rw = 0, rs = 0;
-    for (int64_t i = 0; i < hid; ++i) {
-      rw += G0[r * hid + i] * gw1[j * hid + i];
-      if (mom) rs += G0[r * hid + i] * gs1[j * hid + i];
-    }
-    RW1[item] = rw, RS1[item] = rs;
+  const int64_t f_mom = mom ? 2 * f : f, d_mom = mom ? 2 * d : d;
+  product(
+      N, hid, f_mom, [&](int64_t r, int64_t p) { return p < f ? ce[r] * kf[r * f + p] : ee[r] * kf[r * f + p - f]; },
+      [&](int64_t p, int64_t i) { return p < f ? gw0[i * f + p] : gs0[i * f + p - f]; },
+      [&](int64_t r, int64_t i, Acc u) { gc0[r * hid + i] = -u; });
+  product(
+      N, hid, d_mom, [&](int64_t r, int64_t p) { return p < d ? ce[r] * c1[r * d + p] : ee[r] * c1[r * d + p - d]; },
+      [&](int64_t p, int64_t i) { return p < d ? gw1[p * hid + i] : gs1[(p - d) * hid + i]; },
+      [&](int64_t r, int64_t i, Acc u) { gG0[r * hid + i] = -u; });
+  auto c0_at = [&](int64_t r, int64_t i) { return c0[r * hid + i]; };
+  auto g0_at = [&](int64_t r, int64_t i) { return G0[r * hid + i]; };
+  product(
+      N, f, hid, c0_at, [&](int64_t i, int64_t j) { return gw0[i * f + j]; },
+      [&](int64_t r, int64_t j, Acc s) { Z0[r * f + j] = s; });
+  product(
+      N, d, hid, g0_at, [&](int64_t i, int64_t j) { return gw1[j * hid + i]; },
+      [&](int64_t r, int64_t j, Acc s) { RW1[r * d + j] = s; });
+  if (mom) {
+    product(
+        N, f, hid, c0_at, [&](int64_t i, int64_t j) { return gs0[i * f + j]; },
+        [&](int64_t r, int64_t j, Acc s) { Zs0[r * f + j] = s; });
+    product(
+        N, d, hid, g0_at, [&](int64_t i, int64_t j) { return gs1[j * hid + i]; },
+        [&](int64_t r, int64_t j, Acc s) { RS1[r * d + j] = s; });
   }
   grid::barrier();
   // φ̄k = -c_end ⊙ Z0 - e_end ⊙ Zs0, c̄1 = -c_end ⊙ RW1 - e_end ⊙ RS1, c̄_end = -rowsum(Z0 ⊙ φk) - rowsum(c1 ⊙ RW1).
@@ -397,40 +429,36 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     gA[i] = dot(gy + i * d, X1 + i * d, d);
     if (mom) gD[i] = dot(gy + i * d, M1 + i * d, d);
   }
-  readout_adjoint_terms<Acc>(lanes, n, N, d, hid, mom, /*first=*/true, gy, Ga, c1, GG, A, D, C, gC, gSc, gW1, gS1,
+  readout_adjoint_terms<Acc>(product, n, N, d, hid, mom, /*first=*/true, gy, Ga, c1, GG, A, D, C, gC, gSc, gW1, gS1,
                              gc1);
   grid::barrier();
-  // H̄ = GELU'(H) ⊙ ((A⊙ȳ) W1 + (D⊙ȳ) S1 + S̄c' G0);  Ḡ0 += S̄c'ᵀ Ga.
-  MNEMO_FOR_LANES(item, n * hid, lanes) {
-    const int64_t i = item / hid, j = item % hid;
-    Acc uw = 0, us = 0, sg = 0;
-    for (int64_t p = 0; p < d; ++p) {
-      uw += gy[i * d + p] * W1[p * hid + j];
-      if (mom) us += gy[i * d + p] * S1[p * hid + j];
-    }
-    for (int64_t r = 0; r < N; ++r) sg += gSc[i * N + r] * G0[r * hid + j];
-    gH[item] = Pa[item] * (A[i] * uw + (mom ? D[i] * us : Acc(0)) + sg);
-  }
-  MNEMO_FOR_LANES(item, N * hid, lanes) {
-    const int64_t r = item / hid, j = item % hid;
-    Acc u = 0;
-    for (int64_t i = 0; i < n; ++i) u += gSc[i * N + r] * Ga[i * hid + j];
-    gG0[item] += u;
-  }
+  // H̄ = GELU'(H) ⊙ ([A⊙ȳ | D⊙ȳ | S̄c'] [W1; S1; G0]) (one product over d + d + N);  Ḡ0 += S̄c'ᵀ Ga.
+  product(
+      n, hid, d_mom + N,
+      [&](int64_t i, int64_t p) {
+        return p < d ? A[i] * gy[i * d + p] : p < d_mom ? D[i] * gy[i * d + p - d] : gSc[i * N + p - d_mom];
+      },
+      [&](int64_t p, int64_t j) {
+        return p < d ? W1[p * hid + j] : p < d_mom ? S1[(p - d) * hid + j] : G0[(p - d_mom) * hid + j];
+      },
+      [&](int64_t i, int64_t j, Acc s) { gH[i * hid + j] = Pa[i * hid + j] * s; });
+  product(
+      N, hid, n, [&](int64_t r, int64_t i) { return gSc[i * N + r]; },
+      [&](int64_t i, int64_t j) { return Ga[i * hid + j]; },
+      [&](int64_t r, int64_t j, Acc u) { gG0[r * hid + j] += u; });
   grid::barrier();
 
   // Read-out layer 0 (x = φq, r = φk, c = c0, ō = H̄): PW = H̄ W0, PS = H̄ S0, W̄0 += H̄ᵀ (A⊙φq), S̄0 += H̄ᵀ (D⊙φq),
   // S̄c = -H̄ c0ᵀ, C̄ += S̄c ⊙ QK, S̄c' = S̄c ⊙ C, c̄0 -= (C ⊙ QK)ᵀ H̄.
-  MNEMO_FOR_LANES(item, n * f, lanes) {
-    const int64_t i = item / f, p = item % f;
-    Acc uw = 0, us = 0;
-    for (int64_t j = 0; j < hid; ++j) {
-      uw += gH[i * hid + j] * W0[j * f + p];
-      if (mom) us += gH[i * hid + j] * S0[j * f + p];
-    }
-    PW[item] = uw, PS[item] = us;
-  }
-  readout_adjoint_terms<Acc>(lanes, n, N, hid, f, mom, /*first=*/false, gH, qf, c0, QK, A, D, C, gC, gSc, gW0, gS0,
+  auto gh_at = [&](int64_t i, int64_t j) { return gH[i * hid + j]; };
+  product(
+      n, f, hid, gh_at, [&](int64_t j, int64_t p) { return W0[j * f + p]; },
+      [&](int64_t i, int64_t p, Acc s) { PW[i * f + p] = s; });
+  if (mom)
+    product(
+        n, f, hid, gh_at, [&](int64_t j, int64_t p) { return S0[j * f + p]; },
+        [&](int64_t i, int64_t p, Acc s) { PS[i * f + p] = s; });
+  readout_adjoint_terms<Acc>(product, n, N, hid, f, mom, /*first=*/false, gH, qf, c0, QK, A, D, C, gC, gSc, gW0, gS0,
                              gc0);
   grid::barrier();
   // Ā += rowsum(PW ⊙ φq), D̄ += rowsum(PS ⊙ φq), φ̄q = A⊙PW + D⊙PS + S̄c' φk, φ̄k += S̄c'ᵀ φq.
@@ -438,18 +466,15 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     gA[i] += dot(PW + i * f, qf + i * f, f);
     if (mom) gD[i] += dot(PS + i * f, qf + i * f, f);
   }
-  MNEMO_FOR_LANES(item, n * f, lanes) {
-    const int64_t i = item / f, p = item % f;
-    Acc u = 0;
-    for (int64_t r = 0; r < N; ++r) u += gSc[i * N + r] * kf[r * f + p];
-    gqf[item] = A[i] * PW[item] + (mom ? D[i] * PS[item] : Acc(0)) + u;
-  }
-  MNEMO_FOR_LANES(item, N * f, lanes) {
-    const int64_t r = item / f, p = item % f;
-    Acc u = 0;
-    for (int64_t i = 0; i < n; ++i) u += gSc[i * N + r] * qf[i * f + p];
-    gkf[item] += u;
-  }
+  product(
+      n, f, N, [&](int64_t i, int64_t r) { return gSc[i * N + r]; }, [&](int64_t r, int64_t p) { return kf[r * f + p]; },
+      [&](int64_t i, int64_t p, Acc u) {
+        const int64_t at = i * f + p;
+        gqf[at] = A[i] * PW[at] + (mom ? D[i] * PS[at] : Acc(0)) + u;
+      });
+  product(
+      N, f, n, [&](int64_t r, int64_t i) { return gSc[i * N + r]; }, [&](int64_t i, int64_t p) { return qf[i * f + p]; },
+      [&](int64_t r, int64_t p, Acc u) { gkf[r * f + p] += u; });
   grid::barrier();
 
   // Clip, in reverse (fused_chunk.cpp clip_backward), one row per work item: c̄0 becomes Δ̄, c̄1 ḡ_y.
@@ -470,44 +495,44 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     grid::barrier();
   }
 
-  // Anchor pass, in reverse: R̄ = Δ̄ ⊙ GELU'(H0), ḡ_y += R̄ Â1ᵀ, v̄ = -ḡ_y, k̄ = ḡ_y (ℓ2), Â1̄ = g_yᵀ R̄ (+ ḡ_yᵀ G0),
-  // H̄0 = (Ḡ0 + ḡ_y Â1 (ℓ2)) ⊙ GELU'(H0) + Δ̄ ⊙ R ⊙ GELU''(H0), φ̄k += H̄0 Â0, Â0̄ = H̄0ᵀ φk.
-  MNEMO_FOR_LANES(i, N * hid, lanes) gR[i] = gc0[i] * P0[i];
+  // Anchor pass, in reverse: R̄ = Δ̄ ⊙ GELU'(H0), ḡ_y += R̄ Â1ᵀ, v̄ = -ḡ_y, k̄ = ḡ_y (ℓ2), Â1̄ = [g_y | ḡ_y]ᵀ [R̄; G0]
+  // (ḡ_y's half with ℓ2), H̄0 = (Ḡ0 + ḡ_y Â1 (ℓ2)) ⊙ GELU'(H0) + Δ̄ ⊙ R ⊙ GELU''(H0), φ̄k += H̄0 Â0, Â0̄ = H̄0ᵀ φk.
+  MNEMO_FOR_LANES(i, N * hid, lanes) { gR[i] = gc0[i] * P0[i]; }
   grid::barrier();
-  MNEMO_FOR_LANES(item, N * d, lanes) {
-    const int64_t r = item / d, p = item % d;
-    const Acc ge = gc1[item] + dot(gR + r * hid, A1 + p * hid, hid);
-    gc1[item] = ge;
-    gv[item] = -ge;
-    if (l2) gk[item] = ge;
+  product(
+      N, d, hid, [&](int64_t r, int64_t j) { return gR[r * hid + j]; },
+      [&](int64_t j, int64_t p) { return A1[p * hid + j]; },
+      [&](int64_t r, int64_t p, Acc u) {
+        const int64_t at = r * d + p;
+        const Acc ge = gc1[at] + u;
+        gc1[at] = ge;
+        gv[at] = -ge;
+        if (l2) gk[at] = ge;
+      });
+  grid::barrier();
+  product(
+      d, hid, l2 ? 2 * N : N, [&](int64_t p, int64_t r) { return r < N ? E[r * d + p] : gc1[(r - N) * d + p]; },
+      [&](int64_t r, int64_t j) { return r < N ? gR[r * hid + j] : G0[(r - N) * hid + j]; },
+      [&](int64_t p, int64_t j, Acc u) { gA1[p * hid + j] = u; });
+  if (l2) {
+    product(
+        N, hid, d, [&](int64_t r, int64_t p) { return gc1[r * d + p]; },
+        [&](int64_t p, int64_t j) { return A1[p * hid + j]; },
+        [&](int64_t r, int64_t j, Acc u) {
+          const int64_t at = r * hid + j;
+          gG0[at] = (gG0[at] + u) * P0[at] + gc0[at] * RP0d[at];  // H̄0
+        });
+  } else {
+    MNEMO_FOR_LANES(at, N * hid, lanes) { gG0[at] = gG0[at] * P0[at] + gc0[at] * RP0d[at]; }
   }
   grid::barrier();
-  MNEMO_FOR_LANES(item, d * hid, lanes) {
-    const int64_t p = item / hid, j = item % hid;
-    Acc u = 0;
-    for (int64_t r = 0; r < N; ++r) u += E[r * d + p] * gR[r * hid + j] + (l2 ? gc1[r * d + p] * G0[r * hid + j] : Acc(0));
-    gA1[item] = u;
-  }
-  MNEMO_FOR_LANES(item, N * hid, lanes) {
-    const int64_t r = item / hid, j = item % hid;
-    Acc ga = gG0[item];
-    if (l2)
-      for (int64_t p = 0; p < d; ++p) ga += gc1[r * d + p] * A1[p * hid + j];
-    gG0[item] = ga * P0[item] + gc0[item] * RP0d[item];  // H̄0
-  }
-  grid::barrier();
-  MNEMO_FOR_LANES(item, N * f, lanes) {
-    const int64_t r = item / f, p = item % f;
-    Acc u = 0;
-    for (int64_t j = 0; j < hid; ++j) u += gG0[r * hid + j] * A0[j * f + p];
-    gkf[item] += u;
-  }
-  MNEMO_FOR_LANES(item, hid * f, lanes) {
-    const int64_t j = item / f, p = item % f;
-    Acc u = 0;
-    for (int64_t r = 0; r < N; ++r) u += gG0[r * hid + j] * kf[r * f + p];
-    gA0[item] = u;
-  }
+  auto gh0_at = [&](int64_t r, int64_t j) { return gG0[r * hid + j]; };
+  product(
+      N, f, hid, gh0_at, [&](int64_t j, int64_t p) { return A0[j * f + p]; },
+      [&](int64_t r, int64_t p, Acc u) { gkf[r * f + p] += u; });
+  product(
+      hid, f, N, [&](int64_t j, int64_t r) { return gh0_at(r, j); }, [&](int64_t r, int64_t p) { return kf[r * f + p]; },
+      [&](int64_t j, int64_t p, Acc u) { gA0[j * f + p] = u; });
 }
 
 }  // namespace mnemo::deep_memory_kernel

@@ -8,6 +8,7 @@
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/gelu.h"
 #include "runtime/kernels/node_math.h"
+#include "runtime/kernels/precision.h"
 
 namespace mnemo {
 
@@ -145,21 +146,28 @@ Form form_for(const variable_list& in, bool mom) {
   return cpu_form_eligible(in, mom) ? Form::cpu : Form::tensor;
 }
 
-Forward forward_any(const variable_list& in, bool mom, bool l2, double tau, Form form) {
+Forward forward_any(const variable_list& in, bool mom, bool l2, double tau, Form form, bool bf16_products) {
   switch (form) {
-    case Form::kernel: return kernel_forward(in, mom, l2, tau);
+    case Form::kernel: return kernel_forward(in, mom, l2, tau, bf16_products);
     case Form::cpu: return cpu_forward(in, mom, l2, tau);
     case Form::tensor: break;
   }
   return run_forward(in, mom, l2, tau);
 }
 
+// The kernel's products in bf16 under a bf16 run on CUDA (runtime/kernels/precision.h), fp32 inputs only.
+bool bf16_products_for(const variable_list& in, Form form) {
+  return form == Form::kernel && in[Q].scalar_type() == torch::kFloat32 && bf16_products_enabled();
+}
+
 struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs, bool mom, bool l2, double tau) {
     const variable_list in(inputs.begin(), inputs.end());
     const Form form = form_for(in, mom);
-    auto o = forward_any(in, mom, l2, tau, form);
+    const bool bf16_products = bf16_products_for(in, form);  // the backward, maybe on another thread, takes it too
+    auto o = forward_any(in, mom, l2, tau, form, bf16_products);
     ctx->saved_data["form"] = static_cast<int64_t>(form);
+    ctx->saved_data["bf16_products"] = bf16_products;
     ctx->saved_data["mom"] = mom;
     ctx->saved_data["l2"] = l2;
     ctx->saved_data["tau"] = tau;
@@ -189,7 +197,9 @@ struct FusedChunkFn : torch::autograd::Function<FusedChunkFn> {
     const bool mom = ctx->saved_data["mom"].toBool();
     const auto form = static_cast<Form>(ctx->saved_data["form"].toInt());
     if (form != Form::tensor) {
-      auto g = form == Form::kernel ? kernel_backward(in, f, go, mom, l2, tau) : cpu_backward(in, f, go, mom, l2, tau);
+      const bool bf16_products = ctx->saved_data["bf16_products"].toBool();
+      auto g = form == Form::kernel ? kernel_backward(in, f, go, mom, l2, tau, bf16_products)
+                                    : cpu_backward(in, f, go, mom, l2, tau);
       g.resize(kInputs + 3);  // + mom, l2, tau
       return g;
     }
@@ -291,7 +301,8 @@ FusedChunkOutput fused_mlp_chunk(const FusedChunkInputs& x, bool loss_l2, double
   if (torch::GradMode::is_enabled()) {
     out = FusedChunkFn::apply(at::TensorList(in), mom, loss_l2, inner_grad_clip);
   } else {
-    auto o = forward_any(in, mom, loss_l2, inner_grad_clip, form_for(in, mom));
+    const Form form = form_for(in, mom);
+    auto o = forward_any(in, mom, loss_l2, inner_grad_clip, form, bf16_products_for(in, form));
     out = {o.y, o.w0, o.w1, o.s0, o.s1};
   }
   FusedChunkOutput r;

@@ -52,10 +52,11 @@ variable_list cpu_backward(const variable_list& in, const Forward& f, const vari
 
 // The kernel form (fused_chunk_kernel.cpp): whether it takes these inputs (fp32/fp64 of one dtype on one device:
 // CUDA in builds that link the kernels, the CPU inside a DeepMemoryKernelHostScope), and its two passes, which keep
-// and read the same saved tensors as the other forms.
+// and read the same saved tensors as the other forms. bf16_products (fp32 inputs): the kernel's matrix products take
+// bf16 operands with fp32 sums (chunk_kernel.cuh Dims::bf16_products); both passes of a call take the same.
 bool kernel_form_eligible(const variable_list& in, bool mom);
-Forward kernel_forward(const variable_list& in, bool mom, bool l2, double tau);
+Forward kernel_forward(const variable_list& in, bool mom, bool l2, double tau, bool bf16_products);
 variable_list kernel_backward(const variable_list& in, const Forward& f, const variable_list& go, bool mom, bool l2,
-                              double tau);
+                              double tau, bool bf16_products);
 
 }  // namespace mnemo::fused_chunk_forms

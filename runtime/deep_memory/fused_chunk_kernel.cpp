@@ -42,7 +42,7 @@ variable_list contiguous_inputs(const variable_list& in, bool mom) {
   return x;
 }
 
-dmk::Dims dims_of(const variable_list& x, bool mom, bool l2, double tau) {
+dmk::Dims dims_of(const variable_list& x, bool mom, bool l2, double tau, bool bf16_products) {
   const Sizes s = sizes_of(x);
   dmk::Dims z{};
   z.blocks = s.B * s.H;
@@ -51,6 +51,7 @@ dmk::Dims dims_of(const variable_list& x, bool mom, bool l2, double tau) {
   z.mom = mom;
   z.l2 = l2;
   z.tau = tau;
+  z.bf16_products = bf16_products && x[Q].scalar_type() == torch::kFloat32;
   return z;
 }
 
@@ -100,9 +101,9 @@ bool kernel_form_eligible(const variable_list& in, bool mom) {
   return in[Q].device().is_cpu() && deep_memory_kernel_on_host();
 }
 
-Forward kernel_forward(const variable_list& in, bool mom, bool l2, double tau) {
+Forward kernel_forward(const variable_list& in, bool mom, bool l2, double tau, bool bf16_products) {
   const auto x = contiguous_inputs(in, mom);
-  const auto z = dims_of(x, mom, l2, tau);
+  const auto z = dims_of(x, mom, l2, tau, bf16_products);
   Forward o = empty_forward(sizes_of(x), x[Q].options(), mom, tau);
   const Tensor work = grid::workspace(dmk::forward_work(z), z.blocks, x[Q]);
   auto run = [&](auto zero) {
@@ -116,9 +117,9 @@ Forward kernel_forward(const variable_list& in, bool mom, bool l2, double tau) {
 }
 
 variable_list kernel_backward(const variable_list& in, const Forward& f, const variable_list& go, bool mom, bool l2,
-                              double tau) {
+                              double tau, bool bf16_products) {
   const auto x = contiguous_inputs(in, mom);  // v is not kept (v̄ = -ḡ_y)
-  const auto z = dims_of(x, mom, l2, tau);
+  const auto z = dims_of(x, mom, l2, tau, bf16_products);
   auto grad_out = [&](size_t i, const Tensor& like) {
     return (i < go.size() && go[i].defined() ? go[i].to(like.scalar_type()) : torch::zeros_like(like)).contiguous();
   };

@@ -121,4 +121,103 @@ MNEMO_HD void block_mma(Lanes lanes, int M, int N, int K, const bf16* A, int lda
 #endif
 }
 
+
+constexpr int kProductWarps = 8;  // block_product's warps a block at most (256 threads)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// block_product's shared tiles: one variable of a function that is not a template, so a kernel holds one copy
+// however many products it instantiates (a __shared__ array inside the template would be one per instantiation).
+struct ProductScratch {
+  bf16 staged[kProductWarps][2][kMmaTile * kMmaTile];  // each warp's A and B tiles
+  float sums[kProductWarps][kMmaTile * kMmaTile];      // each warp's C tile
+};
+__device__ inline ProductScratch& product_scratch() {
+  __shared__ __align__(32) ProductScratch scratch;
+  return scratch;
+}
+#endif
+
+// Σ_p a(i, p) b(p, j) for i < M, j < N, p < K, each sum handed to out(i, j, sum), for block code whose operands are
+// not bf16 tiles: a and b give the elements (of any layout, scaled or masked as the caller needs) in Acc. One phase:
+// the caller's barriers separate it from the writes of the operands before and the reads of out's writes after;
+// each (i, j) is computed whole by one lane (a warp on the device), so no two lanes write the same output.
+//   bf16_operands false: one work item an element, an Acc sum in the order p = 0, 1, ... (fp64 and fp32 kernels).
+//   bf16_operands true (Acc = float): operands rounded to bf16, fp32 sums, as block_mma above. On the device each
+//     warp stages its 16×16 operand tiles in shared memory (MaxWarps warps a block at most) for
+//     nvcuda::wmma; on the host a lane stands for a warp and sums the rounded products of each element of its tiles.
+template <class Acc, class AFn, class BFn, class Out>
+MNEMO_HD void block_product(Lanes lanes, bool bf16_operands, int64_t M, int64_t N, int64_t K, AFn a, BFn b, Out out) {
+  if constexpr (std::is_same<Acc, float>::value) {
+    if (bf16_operands) {
+      const int tiles_n = mma_ld(static_cast<int>(N)) / kMmaTile;
+      const int tiles = mma_ld(static_cast<int>(M)) / kMmaTile * tiles_n;
+      const int k_pad = mma_ld(static_cast<int>(K));
+      auto rounded_a = [&](int64_t i, int64_t p) { return i < M && p < K ? float_to_bf16(a(i, p)) : bf16{}; };
+      auto rounded_b = [&](int64_t p, int64_t j) { return p < K && j < N ? float_to_bf16(b(p, j)) : bf16{}; };
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+      namespace wmma = nvcuda::wmma;
+      constexpr int kTileElements = kMmaTile * kMmaTile;
+      ProductScratch& scratch = product_scratch();
+      auto& staged = scratch.staged;
+      auto& sums = scratch.sums;
+      const int warp = lanes.lane / 32, lane = lanes.lane % 32, warps = lanes.count / 32;
+      if (warps > kProductWarps) __trap();  // a launch of more threads than the scratch serves
+      for (int t = warp; t < tiles; t += warps) {
+        const int r0 = (t / tiles_n) * kMmaTile, c0 = (t % tiles_n) * kMmaTile;
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::fill_fragment(acc, 0.0f);
+        for (int k0 = 0; k0 < k_pad; k0 += kMmaTile) {
+          for (int e = lane; e < kTileElements; e += 32) {
+            const int r = e / kMmaTile, c = e % kMmaTile;
+            staged[warp][0][e] = rounded_a(r0 + r, k0 + c);
+            staged[warp][1][e] = rounded_b(k0 + r, c0 + c);
+          }
+          __syncwarp();
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+          wmma::load_matrix_sync(fa, reinterpret_cast<const __nv_bfloat16*>(staged[warp][0]), kMmaTile);
+          wmma::load_matrix_sync(fb, reinterpret_cast<const __nv_bfloat16*>(staged[warp][1]), kMmaTile);
+          wmma::mma_sync(acc, fa, fb, acc);
+          __syncwarp();  // the tiles are free for the next step
+        }
+        wmma::store_matrix_sync(sums[warp], acc, kMmaTile, wmma::mem_row_major);
+        __syncwarp();
+        for (int e = lane; e < kTileElements; e += 32) {
+          const int64_t i = r0 + e / kMmaTile, j = c0 + e % kMmaTile;
+          if (i < M && j < N) out(i, j, sums[warp][e]);
+        }
+        __syncwarp();
+      }
+#else
+      // The host, or a device without bf16 tensor cores: the same roundings, one element after another (on the
+      // host, each lane its tiles in turn).
+      auto element = [&](int64_t i, int64_t j) {
+        float sum = 0.0f;
+        for (int64_t p = 0; p < K; ++p) sum += bf16_to_float(rounded_a(i, p)) * bf16_to_float(rounded_b(p, j));
+        out(i, j, sum);
+      };
+      (void)k_pad;
+#if defined(__CUDA_ARCH__)
+      (void)tiles;
+      for (int64_t e = lanes.lane; e < M * N; e += lanes.count) element(e / N, e % N);
+#else
+      const Warps w = warps_of(lanes);
+      for (int t = w.warp; t < tiles; t += w.count)
+        for (int e = 0; e < kMmaTile * kMmaTile; ++e) {
+          const int64_t i = (t / tiles_n) * kMmaTile + e / kMmaTile, j = (t % tiles_n) * kMmaTile + e % kMmaTile;
+          if (i < M && j < N) element(i, j);
+        }
+#endif
+#endif
+      return;
+    }
+  }
+  (void)bf16_operands;
+  MNEMO_FOR_LANES(e, M * N, lanes) {
+    const int64_t i = e / N, j = e % N;
+    Acc sum = 0;
+    for (int64_t p = 0; p < K; ++p) sum += a(i, p) * b(p, j);
+    out(i, j, sum);
+  }
+}
+
 }  // namespace mnemo::grid

@@ -32,4 +32,26 @@ class AutocastOff {
   c10::impl::ExcludeDispatchKeyGuard guard_;
 };
 
+// Whether a recurrence's CUDA kernel may give its matrix products bf16 operands with fp32 sums (tensor cores), as
+// flash-linear-attention's kernels do, while its states, gates and inner gradients stay fp32 (rule 1 above). On
+// while a bf16 AutocastScope on CUDA is active (training and evaluation at precision bf16); tests set it with
+// Bf16ProductsScope. Thread-local, like autocast: a kernel's forward records the choice for its backward, which
+// autograd may run on another thread.
+inline bool& bf16_products_flag() {
+  static thread_local bool on = false;
+  return on;
+}
+inline bool bf16_products_enabled() { return bf16_products_flag(); }
+
+class Bf16ProductsScope {
+ public:
+  explicit Bf16ProductsScope(bool on) : was_(bf16_products_flag()) { bf16_products_flag() = on; }
+  ~Bf16ProductsScope() { bf16_products_flag() = was_; }
+  Bf16ProductsScope(const Bf16ProductsScope&) = delete;
+  Bf16ProductsScope& operator=(const Bf16ProductsScope&) = delete;
+
+ private:
+  bool was_;
+};
+
 }  // namespace mnemo
