@@ -150,14 +150,24 @@ TEST_CASE("host lanes: the deep-memory, Miras and Lattice kernels have no race w
                  (1.0 + f64_randn({1, H, 1, d}, 0.2)).detach().requires_grad_(), f64_randn({1, H, 1, d}, 0.2),
                  f64_randn({B, H, hid, d}, 0.5), f64_randn({B, H, d, hid}, 0.25), f64_randn({B, H, hid, d}, 0.5),
                  f64_randn({B, H, d, hid}, 0.25)};
-    MirasSegmentInputs in{x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], {x[8], x[9]}, {x[10], x[11]}, {}, {}};
     MirasOptions o;
     o.bias = "huber";
-    check_lane_orders([&] {
+    auto run = [&](const Outputs& l) {
       const MirasKernelHostScope kernel(true);
+      MirasSegmentInputs in{l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7], {l[8], l[9]}, {l[10], l[11]}, {}, {}};
       auto r = miras_fused_segment(in, o);
-      return with_grads({r.out, r.end[0], r.end[1]}, x);
-    });
+      return with_grads({r.out, r.end[0], r.end[1]}, l);
+    };
+    check_lane_orders([&] { return run(x); });
+    // fp32 with bf16 products (tensor-core tiles, one lane a tile): the same bits in any lane order.
+    Outputs x32;
+    for (const auto& t : x) x32.push_back(t.detach().to(torch::kFloat32).requires_grad_());
+    check_lane_orders(
+        [&] {
+          const Bf16ProductsScope bf16(true);
+          return run(x32);
+        },
+        0.0);
   }
   SECTION("Lattice scan (DEC, two checkpoint segments, a partial last chunk)") {
     const int64_t B = 1, T = 70, H = 2, m = 5, d = 4;

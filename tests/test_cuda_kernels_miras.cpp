@@ -8,6 +8,9 @@
 //                               (CTest cuda.kernels_miras, skipped without a GPU).
 #include <catch2/catch.hpp>
 
+#include <sstream>
+
+#include "runtime/kernels/precision.h"
 #include "runtime/layers.h"
 #include "runtime/miras/fused_segment.h"
 #include "runtime/miras/miras.h"
@@ -248,6 +251,39 @@ TEST_CASE("miras segment kernel: out of its scope the CPU runs the tensor form",
   CHECK(miras_kernel_passes() == before);
 }
 
+TEST_CASE("miras segment kernel (host grid) with bf16 products: within bf16's error of the fp64 truth",
+          "[cuda-kernel][miras]") {
+  // The products on tensor cores (bf16 operands, fp32 sums) as under a bf16 run on CUDA; the decays, LayerNorms,
+  // biases and weights fp32. d 24 (hidden 96) and n 20 pad to the 16-wide tiles; channel-wise and per-head gates.
+  using mnemo::test::error_ratio;
+  const torch::Device cpu(torch::kCPU);
+  for (const SegmentShape& s : {SegmentShape{2, 2, 20, 24, 24, true}, SegmentShape{2, 2, 20, 24, 1, false}})
+    for (const Fp32Case& f : {kFp32Cases[0], kFp32Cases[1], kFp32Cases[3]}) {
+      CAPTURE(s.G, f.bias);
+      const auto truth = tensor_form(fp32_case(s, f, torch::kFloat64, cpu, 31));
+      const auto c32 = fp32_case(s, f, torch::kFloat32, cpu, 31);
+      const auto fp32 = kernel_on_host(c32);
+      const auto bf16 = [&] {
+        const Bf16ProductsScope products(true);
+        return kernel_on_host(c32);
+      }();
+      CHECK(error_ratio(bf16.out, truth.out) > 100 * error_ratio(fp32.out, truth.out));  // the bf16 products ran
+      std::ostringstream ratios;
+      auto check_ratio = [&](const std::string& name, const Tensor& got, const Tensor& ref, double tol) {
+        const double e = error_ratio(got, ref);
+        CAPTURE(name);
+        CHECK(e <= tol);
+        ratios << " " << name << " " << e;
+      };
+      check_ratio("out", bf16.out, truth.out, 1e-2);
+      for (size_t l = 0; l < 2; ++l) check_ratio("end", bf16.end[l], truth.end[l], 1e-2);
+      for (size_t i = 0; i < truth.grads.size(); ++i)
+        if (truth.grads[i].defined() && std::string(kSegmentLeafNames[i]) != "scale1")  // (leaf_floor above)
+          check_ratio(kSegmentLeafNames[i], bf16.grads[i], truth.grads[i], 2e-2);
+      WARN("miras segment kernel, bf16 products, G " << s.G << ", " << f.bias << ": error ratios" << ratios.str());
+    }
+}
+
 TEST_CASE("miras segment kernel on a CUDA device == its host run and the tensor form", "[.cuda-kernels_miras]") {
   REQUIRE(torch::cuda::is_available());
   at::globalContext().setAllowTF32CuBLAS(false);
@@ -265,4 +301,27 @@ TEST_CASE("miras segment kernel on a CUDA device == its host run and the tensor 
       auto truth = tensor_form(fp32_case(s, f, torch::kFloat64, cpu, 8));
       check_segment_close(on_device, truth, 1e-5, f.grad_tol, 1e-6);
     }
+  // bf16 products (as under a bf16 run): the device's tensor cores against the host run of the same roundings
+  // (only the order of the fp32 sums differs) and against the fp64 truth.
+  using mnemo::test::error_ratio;
+  const SegmentShape s{2, 4, 64, 64, 64, false};
+  for (const Fp32Case& f : {kFp32Cases[0], kFp32Cases[3]}) {
+    CAPTURE(f.bias);
+    const Bf16ProductsScope products(true);
+    auto on_host = kernel_on_host(fp32_case(s, f, torch::kFloat32, cpu, 9));
+    auto on_device = run_segment(fp32_case(s, f, torch::kFloat32, cuda, 9));
+    auto truth = tensor_form(fp32_case(s, f, torch::kFloat64, cpu, 9));
+    CHECK(error_ratio(on_device.out.cpu(), on_host.out) <= 2e-3);
+    CHECK(error_ratio(on_device.out.cpu(), truth.out) <= 1e-2);
+    for (size_t l = 0; l < 2; ++l) {
+      CHECK(error_ratio(on_device.end[l].cpu(), on_host.end[l]) <= 2e-3);
+      CHECK(error_ratio(on_device.end[l].cpu(), truth.end[l]) <= 1e-2);
+    }
+    for (size_t i = 0; i < truth.grads.size(); ++i)
+      if (truth.grads[i].defined() && std::string(kSegmentLeafNames[i]) != "scale1") {
+        CAPTURE(kSegmentLeafNames[i]);
+        CHECK(error_ratio(on_device.grads[i].cpu(), on_host.grads[i]) <= 5e-3);
+        CHECK(error_ratio(on_device.grads[i].cpu(), truth.grads[i]) <= 2e-2);
+      }
+  }
 }

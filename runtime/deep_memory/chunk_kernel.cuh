@@ -127,20 +127,6 @@ MNEMO_HD Gelu<Acc> gelu(Acc x) {
   return {x * cdf, cdf + x * pdf, pdf * (Acc(2) - x * x)};
 }
 
-// Row-major C[m×n] = alpha · op(A)[m×k] · op(B)[k×n] + beta · C (beta 0: C is not read), op = transpose when trans_*
-// (A is then stored [k×m]); lda/ldb/ldc are row strides. One output element per work item.
-template <class Acc>
-MNEMO_HD void block_gemm(Lanes lanes, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, Acc alpha,
-                         const Acc* a, int64_t lda, const Acc* b, int64_t ldb, Acc beta, Acc* c, int64_t ldc) {
-  MNEMO_FOR_LANES(item, m * n, lanes) {
-    const int64_t i = item / n, j = item % n;
-    Acc s = 0;
-    for (int64_t p = 0; p < k; ++p)
-      s += (trans_a ? a[p * lda + i] : a[i * lda + p]) * (trans_b ? b[j * ldb + p] : b[p * ldb + j]);
-    c[i * ldc + j] = beta == Acc(0) ? alpha * s : alpha * s + beta * c[i * ldc + j];
-  }
-}
-
 // Σ term(i) over [0, count), the same value returned to every lane: per-lane partials in red[lanes.count], a
 // barrier, then each lane adds the partials in lane order. Every lane of the block must call it.
 template <class Acc, class Term>

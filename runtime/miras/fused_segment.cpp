@@ -8,6 +8,7 @@
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/gelu.h"
 #include "runtime/kernels/node_math.h"
+#include "runtime/kernels/precision.h"
 #include "runtime/miras/anchor_pass.h"
 
 namespace mnemo {
@@ -96,8 +97,12 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
     const auto x = segment_inputs(in, pr.o, scaled);
     const bool kernel = miras_segment_kernel::eligible(x, pr.o);
     ctx->saved_data["kernel"] = kernel;
+    // The kernel's products in bf16 under a bf16 run on CUDA (runtime/kernels/precision.h); the backward, which
+    // autograd may run on another thread after the autocast scope, takes the forward's choice.
+    const bool bf16_products = kernel && bf16_products_enabled();  // (the kernel takes it for fp32 inputs only)
+    ctx->saved_data["bf16_products"] = bf16_products;
     if (kernel) {  // the CUDA kernel (or its block code over the host grid) keeps its own intermediates
-      auto k = miras_segment_kernel::forward(x, pr.o);
+      auto k = miras_segment_kernel::forward(x, pr.o, bf16_products);
       variable_list save(in);
       save.insert(save.end(), k.saved.begin(), k.saved.end());
       ctx->save_for_backward(save);
@@ -120,7 +125,8 @@ struct MirasSegmentFn : torch::autograd::Function<MirasSegmentFn> {
     const variable_list in(sv.begin(), sv.begin() + kInputs);
     if (ctx->saved_data["kernel"].toBool()) {
       const std::vector<Tensor> saved(sv.begin() + kInputs, sv.end());
-      const auto k = miras_segment_kernel::backward(segment_inputs(in, o, scaled), saved, go[0], go[1], go[2], o);
+      const auto k = miras_segment_kernel::backward(segment_inputs(in, o, scaled), saved, go[0], go[1], go[2], o,
+                                                    ctx->saved_data["bf16_products"].toBool());
       variable_list g(kInputs + 6);  // + bias, p, lp_eps, huber_eps, ln_eps, scaled
       g[Q] = k.q, g[K] = k.k, g[V] = k.v, g[LA] = k.log_alpha, g[ETA] = k.eta, g[DELTA] = k.delta;
       g[GAM] = k.gamma, g[BET] = k.beta, g[AN0] = k.anchor[0], g[AN1] = k.anchor[1], g[W0] = k.cur[0];
@@ -232,7 +238,7 @@ MirasSegmentOutput miras_fused_segment(const MirasSegmentInputs& x, const MirasO
   if (torch::GradMode::is_enabled()) {
     out = MirasSegmentFn::apply(at::TensorList(in), o.bias, o.p, o.lp_eps, o.huber_eps, o.ln_eps, scaled);
   } else if (miras_segment_kernel::eligible(x, o)) {
-    return miras_segment_kernel::forward(x, o).out;
+    return miras_segment_kernel::forward(x, o, bf16_products_enabled()).out;
   } else {
     auto f = run_forward(in, Params{o, scaled});
     out = {f.out, f.w0, f.w1};

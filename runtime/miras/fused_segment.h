@@ -67,12 +67,14 @@ struct Forward {
   MirasSegmentOutput out;
   std::vector<torch::Tensor> saved;  // the kernel's intermediates, read by backward()
 };
-Forward forward(const MirasSegmentInputs& in, const MirasOptions& o);
+// bf16_products (fp32 inputs): the kernel's matrix products take bf16 operands with fp32 sums (segment_kernel.cuh
+// Dims::bf16_products, as under a bf16 run on CUDA); the backward of a call takes its forward's choice.
+Forward forward(const MirasSegmentInputs& in, const MirasOptions& o, bool bf16_products);
 // The gradient of each input in the same fields (delta: Huber only; scale0, scale1: when given), shaped as the
 // inputs (gamma, beta, anchor and cur summed over what they broadcast).
 MirasSegmentInputs backward(const MirasSegmentInputs& in, const std::vector<torch::Tensor>& saved,
                             const torch::Tensor& grad_out, const torch::Tensor& grad_w0, const torch::Tensor& grad_w1,
-                            const MirasOptions& o);
+                            const MirasOptions& o, bool bf16_products);
 
 }  // namespace miras_segment_kernel
 

@@ -60,7 +60,7 @@ KernelInputs kernel_inputs(const MirasSegmentInputs& x, const MirasOptions& o) {
   return c;
 }
 
-mk::Dims dims_of(const KernelInputs& c, const MirasOptions& o) {
+mk::Dims dims_of(const KernelInputs& c, const MirasOptions& o, bool bf16_products) {
   mk::Dims z{};
   z.blocks = c.B * c.H;
   z.H = static_cast<int>(c.H), z.n = static_cast<int>(c.n), z.d = static_cast<int>(c.d);
@@ -68,6 +68,7 @@ mk::Dims dims_of(const KernelInputs& c, const MirasOptions& o) {
   z.bias = o.bias == "l2" ? mk::kL2 : o.bias == "lp" ? mk::kLp : mk::kHuber;
   z.scaled = c.sc0.defined();
   z.p = o.p, z.lp_eps = o.lp_eps, z.huber_eps = o.huber_eps, z.ln_eps = o.ln_eps;
+  z.bf16_products = bf16_products && c.q.scalar_type() == torch::kFloat32;
   return z;
 }
 
@@ -129,9 +130,9 @@ bool eligible(const MirasSegmentInputs& x, const MirasOptions& o) {
   return x.q.device().is_cpu() && miras_kernel_on_host();
 }
 
-Forward forward(const MirasSegmentInputs& x, const MirasOptions& o) {
+Forward forward(const MirasSegmentInputs& x, const MirasOptions& o, bool bf16_products) {
   const KernelInputs c = kernel_inputs(x, o);
-  const mk::Dims z = dims_of(c, o);
+  const mk::Dims z = dims_of(c, o, bf16_products);
   Forward f;
   f.saved = empty_saved(c);
   f.out.out = torch::empty_like(c.q);
@@ -148,9 +149,10 @@ Forward forward(const MirasSegmentInputs& x, const MirasOptions& o) {
 }
 
 MirasSegmentInputs backward(const MirasSegmentInputs& x, const std::vector<Tensor>& saved, const Tensor& grad_out,
-                            const Tensor& grad_w0, const Tensor& grad_w1, const MirasOptions& o) {
+                            const Tensor& grad_w0, const Tensor& grad_w1, const MirasOptions& o,
+                            bool bf16_products) {
   const KernelInputs c = kernel_inputs(x, o);
-  const mk::Dims z = dims_of(c, o);
+  const mk::Dims z = dims_of(c, o, bf16_products);
   auto grad_or_zeros = [&](const Tensor& g, const Tensor& like) {
     return (g.defined() ? g.to(like.scalar_type()) : torch::zeros_like(like)).contiguous();
   };

@@ -22,29 +22,31 @@
 // γ, β are [H, d] (the block's head is block % H); σ0, σ1 are [blocks]. Each phase's work items are independent
 // output elements, each computed whole by one lane (its sums in a fixed order), so a phase has no race and the
 // host run computes every element as the device does; phases are separated by grid::barrier(). Intermediates live
-// in a global workspace slice per block (forward_work / backward_work elements).
+// in a global workspace slice per block (forward_work / backward_work elements). The matrix products are the
+// deep-memory kernel's Products (block_product, runtime/kernels/block_mma.cuh): an element a lane, or with
+// Dims::bf16_products a 16×16 tile a warp on tensor cores (bf16 operands, fp32 sums).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-// The memory's own helpers: gelu, dot, slice, block_gemm, block_sum, sqrt_acc.
+// The memory's own helpers: gelu, dot, slice, Products, block_sum, sqrt_acc.
 #include "runtime/deep_memory/chunk_kernel.cuh"
 #include "runtime/kernels/bf16.cuh"
 #include "runtime/kernels/block_grid.cuh"
 
 namespace mnemo::miras_kernel {
 
-using deep_memory_kernel::block_gemm;
 using deep_memory_kernel::block_sum;
-using deep_memory_kernel::dot;
 using deep_memory_kernel::Gelu;
 using deep_memory_kernel::gelu;
+using deep_memory_kernel::Products;
 using deep_memory_kernel::slice;
 using deep_memory_kernel::sqrt_acc;
 using grid::Lanes;
 
 constexpr int kThreads = 256;
+static_assert(kThreads % 32 == 0 && kThreads <= 32 * grid::kProductWarps, "block_product's warps");
 
 enum Bias : int { kL2 = 0, kLp = 1, kHuber = 2 };
 
@@ -54,6 +56,7 @@ struct Dims {
   int bias;     // Bias
   bool scaled;  // σ0, σ1 given (Moneta)
   double p, lp_eps, huber_eps, ln_eps;
+  bool bf16_products;  // the products with bf16 operands and fp32 sums (Acc float; deep_memory_kernel::Dims)
 };
 
 MNEMO_HD int64_t forward_work(const Dims& z) { return static_cast<int64_t>(z.n) * z.hid; }
@@ -119,9 +122,13 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
   auto gi = [&](int64_t t, int64_t j) { return cw ? t * d + j : t; };
   auto eb = [&](int64_t t, int64_t j) { return grid::exp_acc(b[gi(t, j)]); };
   auto ebi = [&](int64_t t, int64_t j) { return grid::exp_acc(-b[gi(t, j)]); };
+  const Products<Acc> product{lanes, z.bf16_products};
+  auto k_at = [&](int64_t t, int64_t j) { return k[t * d + j]; };
 
   // Anchor pass: H0 = K Â0ᵀ; GELU and its two derivatives; U0 = G0 Â1ᵀ (into N0); b = cumsum(log α).
-  block_gemm<Acc>(lanes, false, true, n, hid, d, 1, k, d, A0, d, 0, H0, hid);
+  product(
+      n, hid, d, k_at, [&](int64_t j, int64_t i) { return A0[i * d + j]; },
+      [&](int64_t t, int64_t i, Acc x) { H0[t * hid + i] = x; });
   MNEMO_FOR_LANES(c, G, lanes) {
     Acc acc = 0;
     for (int64_t t = 0; t < n; ++t) b[t * G + c] = acc += la[t * G + c];
@@ -132,7 +139,9 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
     G0[i] = g.value, P0[i] = g.grad, P0d[i] = g.second;
   }
   grid::barrier();
-  block_gemm<Acc>(lanes, false, true, n, d, hid, 1, G0, hid, A1, hid, 0, N0, d);  // U0 = G0 Â1ᵀ
+  product(
+      n, d, hid, [&](int64_t t, int64_t i) { return G0[t * hid + i]; },
+      [&](int64_t i, int64_t j) { return A1[j * hid + i]; }, [&](int64_t t, int64_t j, Acc x) { N0[t * d + j] = x; });
   grid::barrier();
   // N0 = LN(U0), E, g_y = φ(E) and Gu, one token per work item.
   MNEMO_FOR_LANES(t, n, lanes) {
@@ -171,67 +180,56 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
   grid::barrier();
   // R = Gu Â1, Dl = R ⊙ GELU'(H0) (Dl kept in H0's slot); A0 = (Q e^b)(K η e^{-b})ᵀ ⊙ M.
   Acc* Dl = H0;
-  MNEMO_FOR_LANES(item, n * hid, lanes) {
-    const int64_t t = item / hid, i = item % hid;
-    Acc r = 0;
-    for (int64_t p = 0; p < d; ++p) r += Gu[t * d + p] * A1[p * hid + i];
-    R[item] = r;
-    Dl[item] = r * P0[item];
-  }
-  MNEMO_FOR_LANES(item, n * n, lanes) {
-    const int64_t t = item / n, r = item % n;
-    Acc x = 0;
-    if (r <= t)
-      for (int64_t j = 0; j < d; ++j)
-        x += (q[t * d + j] * eb(t, j)) * (k[r * d + j] * eta[gi(r, j)] * ebi(r, j));
-    A0m[item] = x;
-  }
+  // Q e^b, K η e^{-b} and Gu η e^{-b}: the decayed rows the read-out's products take.
+  auto qe = [&](int64_t t, int64_t j) { return q[t * d + j] * eb(t, j); };
+  auto kei = [&](int64_t r, int64_t j) { return k[r * d + j] * eta[gi(r, j)] * ebi(r, j); };
+  auto gei = [&](int64_t r, int64_t j) { return Gu[r * d + j] * eta[gi(r, j)] * ebi(r, j); };
+  product(
+      n, hid, d, [&](int64_t t, int64_t p) { return Gu[t * d + p]; },
+      [&](int64_t p, int64_t i) { return A1[p * hid + i]; },
+      [&](int64_t t, int64_t i, Acc r) {
+        R[t * hid + i] = r;
+        Dl[t * hid + i] = r * P0[t * hid + i];
+      });
+  product(
+      n, n, d, qe, [&](int64_t j, int64_t r) { return kei(r, j); },
+      [&](int64_t t, int64_t r, Acc x) { A0m[t * n + r] = r <= t ? x : Acc(0); });
   grid::barrier();
-  // h = (Q e^b) W0ᵀ - A0 Dl, Ga = GELU(σ0 h).
-  MNEMO_FOR_LANES(item, n * hid, lanes) {
-    const int64_t t = item / hid, i = item % hid;
-    Acc x = 0;
-    for (int64_t j = 0; j < d; ++j) x += (q[t * d + j] * eb(t, j)) * W0[i * d + j];
-    for (int64_t r = 0; r <= t; ++r) x -= A0m[t * n + r] * Dl[r * hid + i];
-    h[item] = x;
-    const Gelu<Acc> g = gelu(sc0 * x);
-    Ga[item] = g.value, Pa[item] = g.grad;
-  }
+  // h = [Q e^b | −A0] [W0ᵀ; Dl] (one product over d + n), Ga = GELU(σ0 h).
+  product(
+      n, hid, d + n, [&](int64_t t, int64_t p) { return p < d ? qe(t, p) : -A0m[t * n + p - d]; },
+      [&](int64_t p, int64_t i) { return p < d ? W0[i * d + p] : Dl[(p - d) * hid + i]; },
+      [&](int64_t t, int64_t i, Acc x) {
+        h[t * hid + i] = x;
+        const Gelu<Acc> g = gelu(sc0 * x);
+        Ga[t * hid + i] = g.value, Pa[t * hid + i] = g.grad;
+      });
   grid::barrier();
-  MNEMO_FOR_LANES(item, n * n, lanes) {
-    const int64_t t = item / n, r = item % n;
-    S1[item] = r <= t ? dot(Ga + t * hid, G0 + r * hid, hid) : Acc(0);
-  }
-  // Segment end (reads the anchor pass and the inputs only): Γ_end,s = exp(min(b_end - b_s, 0)).
+  product(
+      n, n, hid, [&](int64_t t, int64_t i) { return Ga[t * hid + i]; },
+      [&](int64_t i, int64_t r) { return G0[r * hid + i]; },
+      [&](int64_t t, int64_t r, Acc x) { S1[t * n + r] = r <= t ? x : Acc(0); });
+  // Segment end (reads the anchor pass and the inputs only): Γ_end,s = exp(min(b_end - b_s, 0)),
+  // W0' = W0 e^{b_end} − Dlᵀ (K η Γ), W1' = e^{b_end} W1 − (Gu η Γ)ᵀ G0.
+  auto gamma_end = [&](int64_t r, int64_t j) {
+    const Acc dif = b[gi(n - 1, j)] - b[gi(r, j)];
+    return grid::exp_acc(dif < 0 ? dif : Acc(0));
+  };
   Acc *w0 = slice(a.w0, block, hid * d), *w1 = slice(a.w1, block, d * hid);
-  MNEMO_FOR_LANES(item, hid * d, lanes) {
-    const int64_t i = item / d, j = item % d;
-    const Acc bl = b[gi(n - 1, j)];
-    Acc x = 0;
-    for (int64_t r = 0; r < n; ++r) {
-      const Acc dif = bl - b[gi(r, j)];
-      x += Dl[r * hid + i] * (k[r * d + j] * eta[gi(r, j)] * grid::exp_acc(dif < 0 ? dif : Acc(0)));
-    }
-    w0[item] = W0[item] * grid::exp_acc(bl) - x;
-  }
-  MNEMO_FOR_LANES(item, d * hid, lanes) {
-    const int64_t j = item / hid, i = item % hid;
-    const Acc bl = b[gi(n - 1, j)];
-    Acc x = 0;
-    for (int64_t r = 0; r < n; ++r) {
-      const Acc dif = bl - b[gi(r, j)];
-      x += (Gu[r * d + j] * eta[gi(r, j)] * grid::exp_acc(dif < 0 ? dif : Acc(0))) * G0[r * hid + i];
-    }
-    w1[item] = grid::exp_acc(bl) * W1[item] - x;
-  }
+  product(
+      hid, d, n, [&](int64_t i, int64_t r) { return Dl[r * hid + i]; },
+      [&](int64_t r, int64_t j) { return k[r * d + j] * eta[gi(r, j)] * gamma_end(r, j); },
+      [&](int64_t i, int64_t j, Acc x) { w0[i * d + j] = W0[i * d + j] * grid::exp_acc(b[gi(n - 1, j)]) - x; });
+  product(
+      d, hid, n, [&](int64_t j, int64_t r) { return Gu[r * d + j] * eta[gi(r, j)] * gamma_end(r, j); },
+      [&](int64_t r, int64_t i) { return G0[r * hid + i]; },
+      [&](int64_t j, int64_t i, Acc x) { w1[j * hid + i] = grid::exp_acc(b[gi(n - 1, j)]) * W1[j * hid + i] - x; });
   grid::barrier();
-  // uu = Ga W1ᵀ - S1 (Gu η e^{-b}).
-  MNEMO_FOR_LANES(item, n * d, lanes) {
-    const int64_t t = item / d, j = item % d;
-    Acc x = dot(Ga + t * hid, W1 + j * hid, hid);
-    for (int64_t r = 0; r <= t; ++r) x -= S1[t * n + r] * (Gu[r * d + j] * eta[gi(r, j)] * ebi(r, j));
-    uu[item] = x;
-  }
+  // uu = [Ga | −S1] [W1ᵀ; Gu η e^{-b}] (one product over hid + n).
+  product(
+      n, d, hid + n, [&](int64_t t, int64_t p) { return p < hid ? Ga[t * hid + p] : -S1[t * n + p - hid]; },
+      [&](int64_t p, int64_t j) { return p < hid ? W1[j * hid + p] : gei(p - hid, j); },
+      [&](int64_t t, int64_t j, Acc x) { uu[t * d + j] = x; });
   grid::barrier();
   // out = Q + LN(σ1 e^b ⊙ uu) ⊙ γ + β, one token per work item.
   Acc* out = slice(a.out, block, n * d);
@@ -292,36 +290,30 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     return grid::exp_acc(dif < 0 ? dif : Acc(0));
   };
   auto keep = [&](int64_t t, int64_t j) { return b[gi(n - 1, j)] - b[gi(t, j)] <= 0 ? Acc(1) : Acc(0); };
+  const Products<Acc> product{lanes, z.bf16_products};
+  auto k_at = [&](int64_t t, int64_t j) { return k[t * d + j]; };
+  auto qe = [&](int64_t t, int64_t j) { return q[t * d + j] * eb(t, j); };
+  auto kei = [&](int64_t r, int64_t j) { return k[r * d + j] * eta[gi(r, j)] * ebi(r, j); };
+  auto dl = [&](int64_t t, int64_t i) { return R[t * hid + i] * P0[t * hid + i]; };  // Dl, from the saved R, P0
 
   // Segment end, in reverse: W̄ scaled by e^{b_end}; D̄l = -T0 W̄0ᵀ, Ḡ0 = -T1 W̄1 with T0 = K η Γ, T1 = Gu η Γ;
   // T̄0 = -Dl W̄0, T̄1 = -G0 W̄1ᵀ give k̄η, ḡuη and the Γ term of b̄ (into T); ⟨W̄, W⟩ per input channel (gel).
   // Output LN, in reverse: ū = σ1 LN-adjoint(ō γ) per token, then guu = ū e^b, ē^b = ū uu; γ̄, β̄ per channel.
   MNEMO_FOR_LANES(item, hid * d, lanes) gW0[item] = gw0[item] * eb(n - 1, item % d);
   MNEMO_FOR_LANES(item, d * hid, lanes) gW1[item] = eb(n - 1, item / hid) * gw1[item];
-  MNEMO_FOR_LANES(item, n * hid, lanes) {
-    const int64_t t = item / hid, i = item % hid;
-    Acc x0 = 0, x1 = 0;
-    for (int64_t j = 0; j < d; ++j) {
-      const Acc g = eta[gi(t, j)] * gl(t, j);
-      x0 += (k[t * d + j] * g) * gw0[i * d + j];
-      x1 += (Gu[t * d + j] * g) * gw1[j * hid + i];
-    }
-    gDl[item] = -x0;
-    gG0[item] = -x1;
-  }
-  MNEMO_FOR_LANES(item, n * d, lanes) {
-    const int64_t t = item / d, j = item % d;
-    // Dl = R ⊙ GELU'(H0) is recomputed from the saved R and P0.
-    Acc t0 = 0, t1 = 0;
-    for (int64_t i = 0; i < hid; ++i) {
-      t0 -= (R[t * hid + i] * P0[t * hid + i]) * gw0[i * d + j];
-      t1 -= G0[t * hid + i] * gw1[j * hid + i];
-    }
-    const Acc g = gl(t, j), ke = k[item] * eta[gi(t, j)], ge = Gu[item] * eta[gi(t, j)];
-    gke[item] = t0 * g;
-    gge[item] = t1 * g;
-    T[item] = (t0 * ke + t1 * ge) * g * keep(t, j);
-  }
+  product(
+      n, hid, d, [&](int64_t t, int64_t j) { return k[t * d + j] * eta[gi(t, j)] * gl(t, j); },
+      [&](int64_t j, int64_t i) { return gw0[i * d + j]; }, [&](int64_t t, int64_t i, Acc x) { gDl[t * hid + i] = -x; });
+  product(
+      n, hid, d, [&](int64_t t, int64_t j) { return Gu[t * d + j] * eta[gi(t, j)] * gl(t, j); },
+      [&](int64_t j, int64_t i) { return gw1[j * hid + i]; }, [&](int64_t t, int64_t i, Acc x) { gG0[t * hid + i] = -x; });
+  // T̄0 = −Dl W̄0 and T̄1 = −G0 W̄1ᵀ into gke and gge (their gates below).
+  product(
+      n, d, hid, dl, [&](int64_t i, int64_t j) { return gw0[i * d + j]; },
+      [&](int64_t t, int64_t j, Acc x) { gke[t * d + j] = -x; });
+  product(
+      n, d, hid, [&](int64_t t, int64_t i) { return G0[t * hid + i]; },
+      [&](int64_t i, int64_t j) { return gw1[j * hid + i]; }, [&](int64_t t, int64_t j, Acc x) { gge[t * d + j] = -x; });
   MNEMO_FOR_LANES(j, d, lanes) {
     Acc u = 0;
     for (int64_t i = 0; i < hid; ++i) u += gw0[i * d + j] * W0[i * d + j];
@@ -347,6 +339,15 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     row[t] = su;
   }
   grid::barrier();
+  MNEMO_FOR_LANES(item, n * d, lanes) {
+    const int64_t t = item / d, j = item % d;
+    const Acc t0 = gke[item], t1 = gge[item], g = gl(t, j), ke = k[item] * eta[gi(t, j)],
+              ge = Gu[item] * eta[gi(t, j)];
+    gke[item] = t0 * g;
+    gge[item] = t1 * g;
+    T[item] = (t0 * ke + t1 * ge) * g * keep(t, j);
+  }
+  grid::barrier();
   // b̄ from the segment end: b̄_end = to_gate(gel e^{b_end}) + Σ_t to_gate(T), b̄_t = -to_gate(T_t); σ̄1.
   MNEMO_FOR_LANES(c, G, lanes) {
     Acc be = 0;
@@ -365,36 +366,31 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     *slice(a.gsc1, block, 1) = su;
   }
   // uu = Ga W1ᵀ - S1 gei:  S̄1 = -guu geiᵀ ⊙ M,  ḡei = -S1ᵀ guu → ḡe += ḡei e^{-b}, ē^{-b} = ḡei ge.
-  MNEMO_FOR_LANES(item, n * n, lanes) {
-    const int64_t t = item / n, r = item % n;
-    Acc x0 = 0;
-    if (r <= t)
-      for (int64_t j = 0; j < d; ++j) x0 -= guu[t * d + j] * (Gu[r * d + j] * eta[gi(r, j)] * ebi(r, j));
-    gS1[item] = x0;
-  }
-  MNEMO_FOR_LANES(item, n * d, lanes) {
-    const int64_t r = item / d, j = item % d;
-    Acc g = 0;
-    for (int64_t t = r; t < n; ++t) g -= S1[t * n + r] * guu[t * d + j];
-    gge[item] += g * ebi(r, j);
-    gebi[item] = g * (Gu[item] * eta[gi(r, j)]);
-  }
+  auto guu_at = [&](int64_t t, int64_t j) { return guu[t * d + j]; };
+  product(
+      n, n, d, guu_at, [&](int64_t j, int64_t r) { return Gu[r * d + j] * eta[gi(r, j)] * ebi(r, j); },
+      [&](int64_t t, int64_t r, Acc x) { gS1[t * n + r] = r <= t ? -x : Acc(0); });
+  product(
+      n, d, n, [&](int64_t r, int64_t t) { return S1[t * n + r]; }, guu_at,  // S1 is zero above the diagonal
+      [&](int64_t r, int64_t j, Acc x) {
+        const int64_t item = r * d + j;
+        gge[item] -= x * ebi(r, j);
+        gebi[item] = -x * (Gu[item] * eta[gi(r, j)]);
+      });
   grid::barrier();
-  // Ḡa = guu W1 + S̄1 G0, h̄ = Ḡa ⊙ GELU'(σ0 h) (σ0 applied below); W̄1 += guuᵀ Ga; Ḡ0 += S̄1ᵀ Ga.
-  MNEMO_FOR_LANES(item, n * hid, lanes) {
-    const int64_t t = item / hid, i = item % hid;
-    Acc g = 0;
-    for (int64_t j = 0; j < d; ++j) g += guu[t * d + j] * W1[j * hid + i];
-    for (int64_t r = 0; r <= t; ++r) g += gS1[t * n + r] * G0[r * hid + i];
-    gh[item] = g * Pa[item];
-  }
-  block_gemm<Acc>(lanes, true, false, d, hid, n, 1, guu, d, Ga, hid, 1, gW1, hid);  // W̄1 += guuᵀ Ga
-  MNEMO_FOR_LANES(item, n * hid, lanes) {
-    const int64_t r = item / hid, i = item % hid;
-    Acc g = 0;
-    for (int64_t t = r; t < n; ++t) g += gS1[t * n + r] * Ga[t * hid + i];
-    gG0[item] += g;
-  }
+  // Ḡa = [guu | S̄1] [W1; G0] (one product over d + n), h̄ = Ḡa ⊙ GELU'(σ0 h) (σ0 applied below); W̄1 += guuᵀ Ga;
+  // Ḡ0 += S̄1ᵀ Ga.
+  auto ga_at = [&](int64_t t, int64_t i) { return Ga[t * hid + i]; };
+  product(
+      n, hid, d + n, [&](int64_t t, int64_t p) { return p < d ? guu[t * d + p] : gS1[t * n + p - d]; },
+      [&](int64_t p, int64_t i) { return p < d ? W1[p * hid + i] : G0[(p - d) * hid + i]; },
+      [&](int64_t t, int64_t i, Acc g) { gh[t * hid + i] = g * Pa[t * hid + i]; });
+  product(
+      d, hid, n, [&](int64_t j, int64_t t) { return guu[t * d + j]; }, ga_at,
+      [&](int64_t j, int64_t i, Acc x) { gW1[j * hid + i] += x; });
+  product(
+      n, hid, n, [&](int64_t r, int64_t t) { return gS1[t * n + r]; }, ga_at,  // S̄1 is zero above the diagonal
+      [&](int64_t r, int64_t i, Acc x) { gG0[r * hid + i] += x; });
   grid::barrier();
   if (z.scaled) {  // σ̄0 = Σ h̄ h, then h̄ ← σ0 h̄
     const Acc sg = block_sum<Acc>(lanes, red, n * hid, [&](int64_t i) { return gh[i] * h[i]; });
@@ -403,38 +399,34 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     grid::barrier();
   }
   // h = Qe W0ᵀ - A0 Dl:  Ā0 = -h̄ Dlᵀ ⊙ M,  D̄l -= A0ᵀ h̄,  W̄0 += h̄ᵀ Qe.
-  MNEMO_FOR_LANES(item, n * n, lanes) {
-    const int64_t t = item / n, r = item % n;
-    Acc g = 0;
-    if (r <= t)
-      for (int64_t i = 0; i < hid; ++i) g -= gh[t * hid + i] * (R[r * hid + i] * P0[r * hid + i]);
-    gA0m[item] = g;
-  }
-  MNEMO_FOR_LANES(item, n * hid, lanes) {
-    const int64_t r = item / hid, i = item % hid;
-    Acc g = 0;
-    for (int64_t t = r; t < n; ++t) g += A0m[t * n + r] * gh[t * hid + i];
-    gDl[item] -= g;
-  }
-  MNEMO_FOR_LANES(item, hid * d, lanes) {
-    const int64_t i = item / d, j = item % d;
-    Acc g = 0;
-    for (int64_t t = 0; t < n; ++t) g += gh[t * hid + i] * (q[t * d + j] * eb(t, j));
-    gW0[item] += g;
-  }
+  auto gh_at = [&](int64_t t, int64_t i) { return gh[t * hid + i]; };
+  product(
+      n, n, hid, gh_at, [&](int64_t i, int64_t r) { return dl(r, i); },
+      [&](int64_t t, int64_t r, Acc x) { gA0m[t * n + r] = r <= t ? -x : Acc(0); });
+  product(
+      n, hid, n, [&](int64_t r, int64_t t) { return A0m[t * n + r]; }, gh_at,  // A0 is zero above the diagonal
+      [&](int64_t r, int64_t i, Acc x) { gDl[r * hid + i] -= x; });
+  product(
+      hid, d, n, [&](int64_t i, int64_t t) { return gh[t * hid + i]; }, qe,
+      [&](int64_t i, int64_t j, Acc x) { gW0[i * d + j] += x; });
   grid::barrier();
-  // Q̄e = h̄ W0 + Ā0 kei → q̄ = ō + Q̄e e^b, ē^b += Q̄e q;  k̄ei = Ā0ᵀ Qe → k̄e += k̄ei e^{-b}, ē^{-b} += k̄ei ke.
-  MNEMO_FOR_LANES(item, n * d, lanes) {
-    const int64_t t = item / d, j = item % d;
-    Acc gQe = 0, gkei = 0;
-    for (int64_t i = 0; i < hid; ++i) gQe += gh[t * hid + i] * W0[i * d + j];
-    for (int64_t r = 0; r <= t; ++r) gQe += gA0m[t * n + r] * (k[r * d + j] * eta[gi(r, j)] * ebi(r, j));
-    for (int64_t u = t; u < n; ++u) gkei += gA0m[u * n + t] * (q[u * d + j] * eb(u, j));
-    gq[item] = gout[item] + gQe * eb(t, j);
-    geb[item] += gQe * q[item];
-    gke[item] += gkei * ebi(t, j);
-    gebi[item] += gkei * (k[item] * eta[gi(t, j)]);
-  }
+  // Q̄e = [h̄ | Ā0] [W0; kei] → q̄ = ō + Q̄e e^b, ē^b += Q̄e q;  k̄ei = Ā0ᵀ Qe → k̄e += k̄ei e^{-b},
+  // ē^{-b} += k̄ei ke.
+  product(
+      n, d, hid + n, [&](int64_t t, int64_t p) { return p < hid ? gh[t * hid + p] : gA0m[t * n + p - hid]; },
+      [&](int64_t p, int64_t j) { return p < hid ? W0[p * d + j] : kei(p - hid, j); },
+      [&](int64_t t, int64_t j, Acc gQe) {
+        const int64_t item = t * d + j;
+        gq[item] = gout[item] + gQe * eb(t, j);
+        geb[item] += gQe * q[item];
+      });
+  product(
+      n, d, n, [&](int64_t t, int64_t u) { return gA0m[u * n + t]; }, qe,  // Ā0 is zero above the diagonal
+      [&](int64_t t, int64_t j, Acc gkei) {
+        const int64_t item = t * d + j;
+        gke[item] += gkei * ebi(t, j);
+        gebi[item] += gkei * (k[item] * eta[gi(t, j)]);
+      });
   grid::barrier();
   // Gates, one token per work item: ḡu = ḡe η, k̄ = k̄e η, η̄ = to_gate(ḡe Gu + k̄e K),
   // b̄ += to_gate(ē^b e^b - ē^{-b} e^{-b}).
@@ -464,18 +456,13 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     Acc acc = gbl[c];
     for (int64_t t = n - 1; t >= 0; --t) gla[t * G + c] = acc += gb[t * G + c];
   }
-  MNEMO_FOR_LANES(item, n * d, lanes) {
-    const int64_t t = item / d, p = item % d;
-    Acc g = 0;
-    for (int64_t i = 0; i < hid; ++i) g += (gDl[t * hid + i] * P0[t * hid + i]) * A1[p * hid + i];
-    gGu[item] += g;
-  }
-  MNEMO_FOR_LANES(item, d * hid, lanes) {
-    const int64_t p = item / hid, i = item % hid;
-    Acc g = 0;
-    for (int64_t t = 0; t < n; ++t) g += Gu[t * d + p] * (gDl[t * hid + i] * P0[t * hid + i]);
-    gA1[item] = g;
-  }
+  auto gr = [&](int64_t t, int64_t i) { return gDl[t * hid + i] * P0[t * hid + i]; };  // R̄
+  product(
+      n, d, hid, gr, [&](int64_t i, int64_t p) { return A1[p * hid + i]; },
+      [&](int64_t t, int64_t p, Acc x) { gGu[t * d + p] += x; });
+  product(
+      d, hid, n, [&](int64_t p, int64_t t) { return Gu[t * d + p]; }, gr,
+      [&](int64_t p, int64_t i, Acc x) { gA1[p * hid + i] = x; });
   grid::barrier();
   // Gu = LN-adjoint of γ g_y at N0, φ, E = K + N0 γ + β - V and N0 = LN(U0), in reverse, one token per work item;
   // Ū0 goes into gGu's row, the γ̄ terms into T, Ē into gE.
@@ -528,17 +515,25 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     for (int64_t t = 0; t < n; ++t) sg += T[t * d + j], sb += gE[t * d + j];
     ggam[j] += sg, gbet[j] += sb;
   }
-  MNEMO_FOR_LANES(item, n * hid, lanes) {
-    const int64_t t = item / hid, i = item % hid;
-    Acc g = gG0[item];
-    for (int64_t p = 0; p < d; ++p) g += gGu[t * d + p] * A1[p * hid + i];
-    gG0[item] = g * P0[item] + gDl[item] * (R[item] * P0d[item]);
-  }
-  block_gemm<Acc>(lanes, true, false, d, hid, n, 1, gGu, d, G0, hid, 1, gA1, hid);  // Â1̄ += Ū0ᵀ G0
+  product(
+      n, hid, d, [&](int64_t t, int64_t p) { return gGu[t * d + p]; },
+      [&](int64_t p, int64_t i) { return A1[p * hid + i]; },
+      [&](int64_t t, int64_t i, Acc x) {
+        const int64_t item = t * hid + i;
+        gG0[item] = (gG0[item] + x) * P0[item] + gDl[item] * (R[item] * P0d[item]);
+      });
+  product(
+      d, hid, n, [&](int64_t p, int64_t t) { return gGu[t * d + p]; },
+      [&](int64_t t, int64_t i) { return G0[t * hid + i]; }, [&](int64_t p, int64_t i, Acc x) { gA1[p * hid + i] += x; });
   grid::barrier();
   // K̄ += H̄0 Â0, Â0̄ = H̄0ᵀ K.
-  block_gemm<Acc>(lanes, false, false, n, d, hid, 1, gG0, hid, A0, d, 1, gk, d);
-  block_gemm<Acc>(lanes, true, false, hid, d, n, 1, gG0, hid, k, d, 0, gA0, d);
+  auto gh0 = [&](int64_t t, int64_t i) { return gG0[t * hid + i]; };
+  product(
+      n, d, hid, gh0, [&](int64_t i, int64_t j) { return A0[i * d + j]; },
+      [&](int64_t t, int64_t j, Acc x) { gk[t * d + j] += x; });
+  product(
+      hid, d, n, [&](int64_t i, int64_t t) { return gh0(t, i); }, k_at,
+      [&](int64_t i, int64_t j, Acc x) { gA0[i * d + j] = x; });
 }
 
 }  // namespace mnemo::miras_kernel
