@@ -126,11 +126,17 @@ void check_segment_close(const SegmentRun& got, const SegmentRun& ref, double ou
 // slope δ ε / (E² + ε)^{3/2}, up to δ / sqrt(ε) near E = 0: with the default ε = 1e-6 it multiplies the rounding of
 // E (~1e-7) by ~1e3, so that case gets 1e-3 (measured on v: kernel 2.0e-4, the tensor form 2.6e-5, each from its own
 // summation order); with ε = 1e-3 the branch is well conditioned and takes the common 1e-4.
+// Tolerances of fp32 runs against another fp32 run or the fp64 truth. Huber at ε = 1e-6 is ill conditioned: its
+// smooth ℓ1 branch e/√(e² + ε) has slope up to 1/√ε = 1e3 at e ≈ 0, so fp32's rounding of the residual (a few 1e-8,
+// and summed in another order on a device, with fused multiply-adds) moves outputs by up to ~1e-4 relative
+// (4.8e-5 seen on an H100, against the host run and the truth). out_tol is for device runs; the host grid, whose
+// sums run in the tensor form's order, stays within 1e-5 of the truth.
 struct Fp32Case {
   std::string bias;
-  double huber_eps, grad_tol;
+  double huber_eps, out_tol, grad_tol;
 };
-const Fp32Case kFp32Cases[] = {{"lp", 1e-6, 1e-4}, {"huber", 1e-3, 1e-4}, {"huber", 1e-6, 1e-3}, {"l2", 1e-6, 1e-4}};
+const Fp32Case kFp32Cases[] = {
+    {"lp", 1e-6, 1e-5, 1e-4}, {"huber", 1e-3, 1e-5, 1e-4}, {"huber", 1e-6, 1e-4, 1e-3}, {"l2", 1e-6, 1e-5, 1e-4}};
 
 SegmentCase fp32_case(const SegmentShape& s, const Fp32Case& f, torch::ScalarType dtype, const torch::Device& device,
                       uint64_t seed) {
@@ -301,9 +307,9 @@ TEST_CASE("miras segment kernel on a CUDA device == its host run and the tensor 
       const int64_t before = miras_kernel_passes();
       auto on_device = run_segment(dev);  // CUDA tensors take the kernel
       CHECK(miras_kernel_passes() - before == 2);
-      check_segment_close(on_device, on_host, 1e-5, f.grad_tol, 1e-6);
+      check_segment_close(on_device, on_host, f.out_tol, f.grad_tol, 1e-6);
       auto truth = tensor_form(fp32_case(s, f, torch::kFloat64, cpu, 8));
-      check_segment_close(on_device, truth, 1e-5, f.grad_tol, 1e-6);
+      check_segment_close(on_device, truth, f.out_tol, f.grad_tol, 1e-6);
     }
   // bf16 products (as under a bf16 run): the device's tensor cores against the host run of the same roundings
   // (only the order of the fp32 sums differs) and against the fp64 truth.
@@ -326,7 +332,9 @@ TEST_CASE("miras segment kernel on a CUDA device == its host run and the tensor 
       if (truth.grads[i].defined() && name != "scale1") {
         CAPTURE(name);
         CHECK(error_ratio(on_device.grads[i].cpu(), on_host.grads[i]) <= (name == "scale0" ? 2e-2 : 5e-3));
-        CHECK(error_ratio(on_device.grads[i].cpu(), truth.grads[i]) <= (name == "scale0" ? 5e-2 : 2e-2));
+        // Against the truth at this layer's shape (segment 64, hidden 256: longer sums than the host-grid test's):
+        // ℓp's w0, w1 gradients 2.3e-2, 2.5e-2 on an H100.
+        CHECK(error_ratio(on_device.grads[i].cpu(), truth.grads[i]) <= (name == "scale0" ? 5e-2 : 3e-2));
       }
     }
   }

@@ -28,15 +28,23 @@ enum Input { Q = 0, K, V, BETA, G, H0, kInputs };
 constexpr int64_t kDefaultValueTile = 64;
 
 // The kernels' element type: fp64 when any input is (then Acc is fp64 too); bf16 when q, k and v all are, or when
-// they are CUDA tensors under bf16 autocast (the mixers' l2norm returns fp32 q and k there, where fla's kernels take
-// them in bf16: the tensor-core stages); else fp32.
-torch::ScalarType element_dtype(const Tensor& q, const Tensor& k, const Tensor& v, torch::ScalarType acc) {
+// they are CUDA tensors under the bf16 policy (the mixers' l2norm returns fp32 q and k there, where fla's kernels
+// take them in bf16: the tensor-core stages); else fp32.
+torch::ScalarType element_dtype(const Tensor& q, const Tensor& k, const Tensor& v, torch::ScalarType acc,
+                                bool bf16_policy) {
   if (acc == torch::kFloat64) return torch::kFloat64;
   const bool bf16 = q.scalar_type() == torch::kBFloat16 && k.scalar_type() == torch::kBFloat16 &&
                     v.scalar_type() == torch::kBFloat16;
-  const bool bf16_policy = q.is_cuda() && torch_compat::autocast_enabled(c10::DeviceType::CUDA) &&
-                           torch_compat::autocast_dtype(c10::DeviceType::CUDA) == torch::kBFloat16;
-  return bf16 || bf16_policy ? torch::kBFloat16 : torch::kFloat32;
+  return bf16 || (bf16_policy && q.is_cuda()) ? torch::kBFloat16 : torch::kFloat32;
+}
+
+// The bf16 policy of a call: a bf16 run's AutocastScope (bf16_products_enabled) or bf16 autocast on CUDA set by the
+// caller. Read before the entry turns autocast off for the node (AutocastOff excludes the autocast dispatch keys,
+// and autocast then reads as disabled).
+bool bf16_policy_of_caller() {
+  return bf16_products_enabled() ||
+         (torch_compat::autocast_enabled(c10::DeviceType::CUDA) &&
+          torch_compat::autocast_dtype(c10::DeviceType::CUDA) == torch::kBFloat16);
 }
 
 dk::Dtype kernel_dtype(torch::ScalarType t) {
@@ -181,12 +189,12 @@ Tensor packed(const Tensor& t, torch::ScalarType dt) {
 struct DeltaRuleChunkFn : torch::autograd::Function<DeltaRuleChunkFn> {
   // inputs: q, k, v, beta, g, h0 (g and h0 empty placeholders unless gated / has_h0); cu_host: int32 CPU offsets.
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs, Tensor cu_host, double scale,
-                               int64_t chunk, int64_t value_tile, bool gated, bool has_h0) {
+                               int64_t chunk, int64_t value_tile, bool gated, bool has_h0, bool bf16_policy) {
     variable_list in(inputs.begin(), inputs.end());
     if (!gated) in[G] = Tensor();
     if (!has_h0) in[H0] = Tensor();
     const auto acc = recurrence_dtype({in[Q], in[K], in[V], in[BETA], in[G], in[H0]});
-    const auto el = element_dtype(in[Q], in[K], in[V], acc);
+    const auto el = element_dtype(in[Q], in[K], in[V], acc, bf16_policy);
     const int64_t B = in[Q].size(0), T = in[Q].size(1), H = in[Q].size(2), Vd = in[V].size(3);
     auto pk = make_packing(in[Q], in[V], cu_host, scale, chunk, value_tile, kernel_dtype(el));
     auto q = packed(in[Q], el), k = packed(in[K], el), v = packed(in[V], el);
@@ -253,7 +261,7 @@ struct DeltaRuleChunkFn : torch::autograd::Function<DeltaRuleChunkFn> {
                          dkk.data_ptr(), dv.data_ptr(), dbeta.data_ptr(), dg.defined() ? dg.data_ptr() : nullptr,
                          dh0.data_ptr()};
     run_backward(l, q);
-    variable_list grads(kInputs + 6);  // + cu_host, scale, chunk, value_tile, gated, has_h0
+    variable_list grads(kInputs + 7);  // + cu_host, scale, chunk, value_tile, gated, has_h0, bf16_policy
     grads[Q] = dq.sum(0).reshape({B, T, H, Kd}).to(q_in.scalar_type());
     grads[K] = dkk.sum(0).reshape({B, T, H, Kd}).to(k_in.scalar_type());
     grads[V] = dv.reshape({B, T, H, Vd}).to(v_in.scalar_type());
@@ -296,13 +304,14 @@ DeltaRuleResult delta_rule_chunk_fused(const torch::Tensor& q, const torch::Tens
   } else {
     cu_host = (torch::arange(B + 1, torch::kInt64) * T).to(torch::kInt32);
   }
+  const bool bf16_policy = delta_rule_fused::bf16_policy_of_caller();
   const AutocastOff autocast_off;  // the kernel's compute dtype is its own (precision rule)
   // An absent g / initial state enters the node as an empty placeholder (LibTorch 1.13 records every input's
   // metadata, which an undefined tensor lacks).
   const auto absent = torch::zeros({0}, q.options());
   const std::vector<torch::Tensor> inputs = {q, k, v, beta, g.defined() ? g : absent, initial_state.defined() ? initial_state : absent};
   auto out = delta_rule_fused::DeltaRuleChunkFn::apply(at::TensorList(inputs), cu_host, scale, chunk_size, value_tile, g.defined(),
-                                     initial_state.defined());
+                                     initial_state.defined(), bf16_policy);
   return {out[0], out[1]};
 }
 
