@@ -7,6 +7,7 @@
 // oracle fixtures.
 //  [.cuda-kernels_delta_rule]  on a CUDA device: the CUDA kernels against the host run and the eager chunk form in
 //                              fp32 and bf16 (CTest cuda.kernels_delta_rule, skipped without a GPU).
+#include <cstdlib>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -300,6 +301,34 @@ TEST_CASE("fused delta rule kernel: the oracle fixtures in fp64 and fp32", "[cud
     }
   }
   CHECK(checked == 6 * 2 * 2);  // 3 cases × 2 ops × 2 precisions × 2 chunk sizes
+}
+
+TEST_CASE("fused delta rule kernel: MNEMO_DELTA_RULE_VALUE_TILE sets the V tile of calls that ask for none",
+          "[cuda-kernel][delta_rule]") {
+  struct EnvTile {  // set for the scope, unset after (also when a check throws)
+    explicit EnvTile(const char* v) { ::setenv("MNEMO_DELTA_RULE_VALUE_TILE", v, 1); }
+    ~EnvTile() { ::unsetenv("MNEMO_DELTA_RULE_VALUE_TILE"); }
+  };
+  auto in = make_inputs(1, 24, 2, 8, 12, true, true, 5);
+  const auto one_tile = run(Form::fused, in, 0.3, 8);
+  const auto explicit_tile = run(Form::fused, in, 0.3, 8, 4);
+  {
+    const EnvTile env("4");
+    const auto from_env = run(Form::fused, in, 0.3, 8);
+    CHECK(torch::equal(from_env.o, explicit_tile.o));
+    CHECK(torch::equal(from_env.state, explicit_tile.state));
+    for (size_t i = 0; i < from_env.grads.size(); ++i) CHECK(torch::equal(from_env.grads[i], explicit_tile.grads[i]));
+    CHECK(torch::equal(run(Form::fused, in, 0.3, 8, 12).o, one_tile.o));  // an explicit tile wins
+  }
+  {
+    const EnvTile env("0");
+    CHECK(torch::equal(run(Form::fused, in, 0.3, 8).o, one_tile.o));
+  }
+  {
+    const EnvTile env("wide");
+    CHECK_THROWS_WITH(run(Form::fused, in, 0.3, 8), Catch::Contains("MNEMO_DELTA_RULE_VALUE_TILE") &&
+                                                         Catch::Contains("'wide'"));
+  }
 }
 
 TEST_CASE("fused delta rule kernel: packed-batch arguments are checked", "[cuda-kernel][delta_rule]") {

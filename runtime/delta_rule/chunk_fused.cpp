@@ -2,6 +2,7 @@
 // stages' block code runs over a sequential host grid (grid::run_on_host: the CPU build and CI execute the kernel's own decomposition),
 // on CUDA tensors the launchers of chunk_kernel.cu run it on the current stream (builds with MNEMO_CUDA_KERNELS).
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,20 @@ int default_value_tile(dk::Problem p, dk::Dtype dtype) {
   return p.bv;
 }
 
+// MNEMO_DELTA_RULE_VALUE_TILE: the V tile when a call asks for none (0 or unset: default_value_tile). For measuring
+// on a device: a smaller tile gives the sequential state stages more blocks (sequences × heads × V tiles) at the
+// cost of more K-side work in the others; scripts/gpu-check's tiles step times 16, 32 and 64.
+int64_t value_tile_from_environment() {
+  const char* v = std::getenv("MNEMO_DELTA_RULE_VALUE_TILE");
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 0 || n > 4096)
+    throw Error(std::string("MNEMO_DELTA_RULE_VALUE_TILE: need a V tile in columns (0 for the default), got '") + v +
+                "'");
+  return static_cast<int64_t>(n);
+}
+
 Packing make_packing(const Tensor& q, const Tensor& v, const Tensor& cu_host, double scale, int64_t chunk,
                      int64_t value_tile, dk::Dtype dtype) {
   Packing pk;
@@ -107,6 +122,7 @@ Packing make_packing(const Tensor& q, const Tensor& v, const Tensor& cu_host, do
   pk.p.key_dim = static_cast<int>(Kd);
   pk.p.value_dim = static_cast<int>(Vd);
   pk.p.chunk = static_cast<int>(chunk);
+  if (value_tile == 0) value_tile = value_tile_from_environment();
   pk.p.bv = value_tile > 0 ? static_cast<int>(std::min<int64_t>(Vd, value_tile)) : default_value_tile(pk.p, dtype);
   pk.p.scale = scale;
   pk.p.cu_seqlens = pk.cu_seqlens.data_ptr<int32_t>();
