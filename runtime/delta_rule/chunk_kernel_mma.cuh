@@ -31,6 +31,25 @@ MNEMO_HD void load_rows_bf16(const Problem& p, const T* x, int64_t r0, int head,
                              int rows, int padded_rows, int ld, bf16* tile, Lanes lanes, Acc factor = Acc(1)) {
   grid::load_rows_bf16<Acc>(x, r0, p.heads, head, width, col0, cols, rows, padded_rows, ld, factor, tile, lanes);
 }
+// The same for the sequential state stages (grid::load_rows_bf16_batched: a thread's loads in flight together).
+template <class Acc, class T>
+MNEMO_HD void load_rows_bf16_batched(const Problem& p, const T* x, int64_t r0, int head, int width, int col0,
+                                     int cols, int rows, int padded_rows, int ld, bf16* tile, Lanes lanes) {
+  grid::load_rows_bf16_batched<Acc>(x, r0, p.heads, head, width, col0, cols, rows, padded_rows, ld, Acc(1), tile,
+                                    lanes);
+}
+
+// L̃⁻¹ = bf16(L⁻¹) of a chunk of c rows (stored [C, C], fp32) into a zero-padded [Cp, Cp] tile. One phase.
+template <class Acc>
+MNEMO_HD void load_linv_bf16(const Acc* linv, int C, int c, int Cp, bf16* tile, Lanes lanes) {
+  grid::for_lanes_batched(
+      Cp * Cp, lanes,
+      [&](int e) {
+        const int i = e / Cp, j = e % Cp;
+        return i < c && j < c ? static_cast<float>(linv[i * C + j]) : 0.0f;
+      },
+      [&](int e, float value) { tile[e] = grid::float_to_bf16(value); });
+}
 
 // prepare: tiles gates; K̃ [Cp, Kp]; K Kᵀ then A [Cp, Cp] (fp32); X = L⁻¹ [Cp, Cp] (fp32).
 template <class Acc>
@@ -114,11 +133,8 @@ MNEMO_HD void state_forward_block_mma(const ForwardArgs<T, Acc>& a, int64_t bloc
     const Acc* linv = linv_at(a.linv, p, at.chunk0 + n, at.head);
     // Phase: gates, L̃⁻¹, K̃, S̃ = bf16(S), and h[chunk] = S.
     load_gates_raw<Acc>(p, at.head, a.beta, a.g, r0, c, s.gates, lanes);
-    MNEMO_FOR_LANES(e, Cp * Cp, lanes) {
-      const int i = e / Cp, j = e % Cp;
-      s.l[e] = grid::float_to_bf16(i < c && j < c ? static_cast<float>(linv[i * C + j]) : 0.0f);
-    }
-    load_rows_bf16<Acc>(p, a.k, r0, at.head, K, 0, K, c, Cp, Kp, s.k, lanes);
+    load_linv_bf16<Acc>(linv, C, c, Cp, s.l, lanes);
+    load_rows_bf16_batched<Acc>(p, a.k, r0, at.head, K, 0, K, c, Cp, Kp, s.k, lanes);
     MNEMO_FOR_LANES(e, Kp * Bp, lanes) {
       const int d = e / Bp, col = e % Bp;
       s.sb[e] = grid::float_to_bf16(static_cast<float>(s.sf[e]));
@@ -130,20 +146,28 @@ MNEMO_HD void state_forward_block_mma(const ForwardArgs<T, Acc>& a, int64_t bloc
     grid::barrier();
     // Phase: R̃ = bf16(diag(β) (V − diag(e^b) K S)); K̃d_j = bf16(k_j e^{b_c − b_j}) from the inputs.
     const Acc bc = s.gates.b[c - 1];
-    MNEMO_FOR_LANES(e, Cp * Bp, lanes) {
-      const int i = e / Bp, col = e % Bp;
-      Acc r = 0;
-      if (i < c && col < bvn)
-        r = s.gates.beta[i] *
-            (load<Acc>(a.v[row_at(p, r0 + i, at.head, V, at.v0 + col)]) - exp_acc(s.gates.b[i]) * s.ru[e]);
-      s.rb[e] = grid::float_to_bf16(static_cast<float>(r));
-    }
-    MNEMO_FOR_LANES(e, Cp * Kp, lanes) {
-      const int j = e / Kp, d = e % Kp;
-      const Acc kd = j < c && d < K ? load<Acc>(a.k[row_at(p, r0 + j, at.head, K, d)]) * exp_acc(bc - s.gates.b[j])
-                                    : Acc(0);
-      s.k[e] = grid::float_to_bf16(static_cast<float>(kd));
-    }
+    grid::for_lanes_batched(
+        Cp * Bp, lanes,
+        [&](int e) {
+          const int i = e / Bp, col = e % Bp;
+          return i < c && col < bvn ? load<Acc>(a.v[row_at(p, r0 + i, at.head, V, at.v0 + col)]) : Acc(0);
+        },
+        [&](int e, Acc v) {
+          const int i = e / Bp, col = e % Bp;
+          const Acc r = i < c && col < bvn ? s.gates.beta[i] * (v - exp_acc(s.gates.b[i]) * s.ru[e]) : Acc(0);
+          s.rb[e] = grid::float_to_bf16(static_cast<float>(r));
+        });
+    grid::for_lanes_batched(
+        Cp * Kp, lanes,
+        [&](int e) {
+          const int j = e / Kp, d = e % Kp;
+          return j < c && d < K ? load<Acc>(a.k[row_at(p, r0 + j, at.head, K, d)]) : Acc(0);
+        },
+        [&](int e, Acc k) {
+          const int j = e / Kp, d = e % Kp;
+          const Acc kd = j < c && d < K ? k * exp_acc(bc - s.gates.b[j]) : Acc(0);
+          s.k[e] = grid::float_to_bf16(static_cast<float>(kd));
+        });
     grid::barrier();
     block_mma<Layout::row, Layout::row>(lanes, Cp, Bp, Cp, s.l, Cp, s.rb, Bp, s.ru, Bp, false);  // U' = L̃⁻¹ R̃
     grid::barrier();
@@ -212,10 +236,13 @@ MNEMO_HD void output_block_mma(const ForwardArgs<T, Acc>& a, int64_t block, void
   load_rows_bf16<Acc>(p, a.q, at.r0, at.head, K, 0, K, c, Cp, Kp, s.q, lanes);
   load_rows_bf16<Acc>(p, a.k, at.r0, at.head, K, 0, K, c, Cp, Kp, s.k, lanes);
   load_rows_bf16<Acc>(p, a.u, at.r0, at.head, V, at.v0, bvn, c, Cp, Bp, s.ub, lanes);
-  MNEMO_FOR_LANES(e, Kp * Bp, lanes) {
-    const int d = e / Bp, col = e % Bp;
-    s.sb[e] = grid::float_to_bf16(d < K && col < bvn ? static_cast<float>(S[static_cast<int64_t>(d) * V + col]) : 0.0f);
-  }
+  grid::for_lanes_batched(
+      Kp * Bp, lanes,
+      [&](int e) {
+        const int d = e / Bp, col = e % Bp;
+        return d < K && col < bvn ? static_cast<float>(S[static_cast<int64_t>(d) * V + col]) : 0.0f;
+      },
+      [&](int e, float value) { s.sb[e] = grid::float_to_bf16(value); });
   grid::barrier();
   prefix_gates<Acc>(c, s.gates, lanes);
   block_mma<Layout::row, Layout::col>(lanes, Cp, Cp, Kp, s.q, Kp, s.k, Kp, s.qk, Cp, false);  // Q Kᵀ
@@ -327,11 +354,8 @@ MNEMO_HD void state_backward_block_mma(const BackwardArgs<T, Acc>& a, int64_t bl
     Acc* dh = state_at(a.dh, p, at.chunk0 + n, at.head, at.v0);
     // Phase: gates, L̃⁻¹, dÕ, dS̃ = bf16(dS), and dh[chunk] = dS.
     load_gates_raw<Acc>(p, at.head, a.beta, a.g, r0, c, s.gates, lanes);
-    MNEMO_FOR_LANES(e, Cp * Cp, lanes) {
-      const int i = e / Cp, j = e % Cp;
-      s.l[e] = grid::float_to_bf16(i < c && j < c ? static_cast<float>(linv[i * C + j]) : 0.0f);
-    }
-    load_rows_bf16<Acc>(p, a.dout, r0, at.head, V, at.v0, bvn, c, Cp, Bp, s.y, lanes);
+    load_linv_bf16<Acc>(linv, C, c, Cp, s.l, lanes);
+    load_rows_bf16_batched<Acc>(p, a.dout, r0, at.head, V, at.v0, bvn, c, Cp, Bp, s.y, lanes);
     MNEMO_FOR_LANES(e, Kp * Bp, lanes) {
       const int d = e / Bp, col = e % Bp;
       s.dsb[e] = grid::float_to_bf16(static_cast<float>(s.dsf[e]));
@@ -342,25 +366,42 @@ MNEMO_HD void state_backward_block_mma(const BackwardArgs<T, Acc>& a, int64_t bl
     grid::barrier();
     // Phase: X's halves Q̃ e^b scale and K̃d (k_j e^{b_c − b_j}).
     const Acc bc = s.gates.b[c - 1];
-    MNEMO_FOR_LANES(e, Cp * Kp, lanes) {
-      const int i = e / Kp, d = e % Kp;
-      Acc qe = 0, kd = 0;
-      if (i < c && d < K) {
-        qe = scale * exp_acc(s.gates.b[i]) * load<Acc>(a.q[row_at(p, r0 + i, at.head, K, d)]);
-        kd = exp_acc(bc - s.gates.b[i]) * load<Acc>(a.k[row_at(p, r0 + i, at.head, K, d)]);
-      }
-      s.x[e] = grid::float_to_bf16(static_cast<float>(qe));
-      x_low[e] = grid::float_to_bf16(static_cast<float>(kd));
-    }
+    struct QK {
+      Acc q, k;
+    };
+    grid::for_lanes_batched(
+        Cp * Kp, lanes,
+        [&](int e) {
+          const int i = e / Kp, d = e % Kp;
+          return i < c && d < K ? QK{load<Acc>(a.q[row_at(p, r0 + i, at.head, K, d)]),
+                                     load<Acc>(a.k[row_at(p, r0 + i, at.head, K, d)])}
+                                : QK{Acc(0), Acc(0)};
+        },
+        [&](int e, QK in) {
+          const int i = e / Kp, d = e % Kp;
+          Acc qe = 0, kd = 0;
+          if (i < c && d < K) {
+            qe = scale * exp_acc(s.gates.b[i]) * in.q;
+            kd = exp_acc(bc - s.gates.b[i]) * in.k;
+          }
+          s.x[e] = grid::float_to_bf16(static_cast<float>(qe));
+          x_low[e] = grid::float_to_bf16(static_cast<float>(kd));
+        });
     grid::barrier();
     block_mma<Layout::row, Layout::row>(lanes, Cp, Bp, Kp, x_low, Kp, s.dsb, Bp, s.ru, Bp, false);  // K̃d dS̃
     grid::barrier();
     // Phase: dŨ' = bf16(D + K̃d dS̃), D from the local stage.
-    MNEMO_FOR_LANES(e, Cp * Bp, lanes) {
-      const int j = e / Bp, col = e % Bp;
-      const Acc du = j < c && col < bvn ? a.dr[row_at(p, r0 + j, at.head, V, at.v0 + col)] + s.ru[e] : Acc(0);
-      y_low[e] = grid::float_to_bf16(static_cast<float>(du));
-    }
+    grid::for_lanes_batched(
+        Cp * Bp, lanes,
+        [&](int e) {
+          const int j = e / Bp, col = e % Bp;
+          return j < c && col < bvn ? a.dr[row_at(p, r0 + j, at.head, V, at.v0 + col)] : Acc(0);
+        },
+        [&](int e, Acc d) {
+          const int j = e / Bp, col = e % Bp;
+          const Acc du = j < c && col < bvn ? d + s.ru[e] : Acc(0);
+          y_low[e] = grid::float_to_bf16(static_cast<float>(du));
+        });
     grid::barrier();
     block_mma<Layout::col, Layout::row>(lanes, Cp, Bp, Cp, s.l, Cp, y_low, Bp, s.ru, Bp, false);  // dR = L̃⁻ᵀ dŨ'
     grid::barrier();
@@ -370,13 +411,17 @@ MNEMO_HD void state_backward_block_mma(const BackwardArgs<T, Acc>& a, int64_t bl
       if (j < c && col < bvn) a.dr[row_at(p, r0 + j, at.head, V, at.v0 + col)] = s.ru[e];
       y_low[e] = grid::float_to_bf16(static_cast<float>(s.ru[e]));
     }
-    MNEMO_FOR_LANES(e, Cp * Kp, lanes) {
-      const int i = e / Kp, d = e % Kp;
-      const Acc kb = i < c && d < K ? -s.gates.beta[i] * exp_acc(s.gates.b[i]) *
-                                          load<Acc>(a.k[row_at(p, r0 + i, at.head, K, d)])
-                                    : Acc(0);
-      x_low[e] = grid::float_to_bf16(static_cast<float>(kb));
-    }
+    grid::for_lanes_batched(
+        Cp * Kp, lanes,
+        [&](int e) {
+          const int i = e / Kp, d = e % Kp;
+          return i < c && d < K ? load<Acc>(a.k[row_at(p, r0 + i, at.head, K, d)]) : Acc(0);
+        },
+        [&](int e, Acc k) {
+          const int i = e / Kp, d = e % Kp;
+          const Acc kb = i < c && d < K ? -s.gates.beta[i] * exp_acc(s.gates.b[i]) * k : Acc(0);
+          x_low[e] = grid::float_to_bf16(static_cast<float>(kb));
+        });
     MNEMO_FOR_LANES(e, Kp * Bp, lanes) { s.dsf[e] *= exp_acc(bc); }
     grid::barrier();
     block_mma<Layout::col, Layout::row>(lanes, Kp, Bp, 2 * Cp, s.x, Kp, s.y, Bp, s.dsf, Bp, true);  // += Xᵀ Y

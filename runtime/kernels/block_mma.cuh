@@ -81,6 +81,22 @@ MNEMO_HD void load_rows_bf16(const T* x, int64_t row0, int64_t heads, int64_t he
   }
 }
 
+// load_rows_bf16 with the loads of each thread in flight kLoadBatch at a time (for_lanes_batched), for the
+// sequential state stages, where one block's memory round trips are the chunk loop's latency; the same values.
+template <class Acc, class T>
+MNEMO_HD void load_rows_bf16_batched(const T* x, int64_t row0, int64_t heads, int64_t head, int64_t width,
+                                     int64_t col0, int cols, int rows, int padded_rows, int ld, Acc factor, bf16* tile,
+                                     Lanes lanes) {
+  for_lanes_batched(
+      padded_rows * ld, lanes,
+      [&](int e) {
+        const int i = e / ld, d = e % ld;
+        return i < rows && d < cols ? factor * load_as<Acc>(x + ((row0 + i) * heads + head) * width + col0 + d)
+                                    : Acc(0);
+      },
+      [&](int e, Acc value) { tile[e] = float_to_bf16(static_cast<float>(value)); });
+}
+
 // C[M×N] = A·B, or C += A·B when `accumulate`; one phase (the caller's barriers separate it from the writes of A, B
 // and C before and the reads of C after).
 template <Layout LA, Layout LB>
