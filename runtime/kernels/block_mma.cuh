@@ -182,10 +182,20 @@ MNEMO_HD void block_product(Lanes lanes, bool bf16_operands, int64_t M, int64_t 
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
         wmma::fill_fragment(acc, 0.0f);
         for (int k0 = 0; k0 < k_pad; k0 += kMmaTile) {
-          for (int e = lane; e < kTileElements; e += 32) {
-            const int r = e / kMmaTile, c = e % kMmaTile;
-            staged[warp][0][e] = rounded_a(r0 + r, k0 + c);
-            staged[warp][1][e] = rounded_b(k0 + r, c0 + c);
+          // The operands may live in global memory (the kernels' workspaces): each lane reads all of its 2 × 8
+          // entries before it writes any, so their loads are in flight together (one round trip a step, not eight).
+          constexpr int kPerLane = kTileElements / 32;
+          bf16 a_vals[kPerLane], b_vals[kPerLane];
+#pragma unroll
+          for (int it = 0; it < kPerLane; ++it) {
+            const int e = lane + 32 * it, r = e / kMmaTile, c = e % kMmaTile;
+            a_vals[it] = rounded_a(r0 + r, k0 + c);
+            b_vals[it] = rounded_b(k0 + r, c0 + c);
+          }
+#pragma unroll
+          for (int it = 0; it < kPerLane; ++it) {
+            staged[warp][0][lane + 32 * it] = a_vals[it];
+            staged[warp][1][lane + 32 * it] = b_vals[it];
           }
           __syncwarp();
           wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
