@@ -20,6 +20,7 @@
 #include "runtime/kernels/op_helpers.h"
 #include "runtime/layers.h"
 #include "runtime/ops/fixture.h"
+#include "runtime/kernels/kernel_counts.h"
 #include "tests/test_util.h"
 
 using namespace mnemo;
@@ -329,6 +330,30 @@ TEST_CASE("fused delta rule kernel: MNEMO_DELTA_RULE_VALUE_TILE sets the V tile 
     CHECK_THROWS_WITH(run(Form::fused, in, 0.3, 8), Catch::Contains("MNEMO_DELTA_RULE_VALUE_TILE") &&
                                                          Catch::Contains("'wide'"));
   }
+}
+
+TEST_CASE("fused kernel pass counts name the kernel, where it ran and its products' precision",
+          "[cuda-kernel][delta_rule]") {
+  reset_kernel_pass_counts();
+  CHECK(describe_kernel_pass_counts().empty());
+  auto in = make_inputs(1, 20, 1, 8, 8, true, false, 9);
+  run(Form::fused, in, 0.3, 8);  // forward, then the backward's recompute and backward
+  auto bf = cast(in, torch::kBFloat16);
+  bf.beta = in.beta.detach().to(torch::kFloat32).requires_grad_();
+  bf.g = in.g.detach().to(torch::kFloat32).requires_grad_();
+  run(Form::fused, bf, 0.3, 8);
+  const auto counts = kernel_pass_counts();
+  for (const std::string products : {"fp64 products", "bf16 products"})
+    for (const std::string pass : {"delta_rule forward", "delta_rule recompute", "delta_rule backward"}) {
+      const std::string key = pass + " (host grid, " + products + ")";
+      CAPTURE(key, describe_kernel_pass_counts());
+      CHECK(counts.count(key) == 1);
+      if (counts.count(key)) CHECK(counts.at(key) == 1);
+    }
+  CHECK(counts.size() == 6);
+  CHECK_THAT(describe_kernel_pass_counts(), Catch::Contains("delta_rule forward (host grid, bf16 products) x1"));
+  reset_kernel_pass_counts();
+  CHECK(kernel_pass_counts().empty());
 }
 
 TEST_CASE("fused delta rule kernel: packed-batch arguments are checked", "[cuda-kernel][delta_rule]") {

@@ -26,6 +26,7 @@
 #include "runtime/ops/fixture.h"
 #include "runtime/ops/kernel_ops.h"
 #include "runtime/registry.h"
+#include "runtime/kernels/kernel_counts.h"
 #include "tests/mixer_test_util.h"
 #include "tests/test_util.h"
 
@@ -57,6 +58,7 @@ void check_bf16_step(const std::string& name, const torch::Device& device) {
   for (const auto& p : mixer->parameters()) before.push_back(p.detach().clone());
   torch::optim::AdamW adamw(mixer->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.0));
   torch::Tensor loss;
+  reset_kernel_pass_counts();
   {
     const AutocastScope autocast(device, Precision::bf16);
     auto y = mixer->forward(x, nullptr);
@@ -65,6 +67,13 @@ void check_bf16_step(const std::string& name, const torch::Device& device) {
   }
   REQUIRE(std::isfinite(loss.item<double>()));
   loss.backward();
+  // On CUDA every fused pass of the bf16 step (delta rule, GLA, deep memory, Miras) runs bf16 products on tensor
+  // cores; Lattice's scan has no products.
+  if (device.is_cuda())
+    for (const auto& [pass, count] : kernel_pass_counts()) {
+      CAPTURE(pass);
+      if (pass.rfind("lattice_scan", 0) != 0) CHECK(pass.find("bf16 products") != std::string::npos);
+    }
   for (const auto& p : mixer->named_parameters()) {
     CAPTURE(p.key());
     REQUIRE(p.value().grad().defined());

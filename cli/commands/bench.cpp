@@ -17,6 +17,7 @@
 #include "engine/tools/op_profile.h"
 #include "runtime/device.h"
 #include "runtime/ops/kernel_ops.h"
+#include "runtime/kernels/kernel_counts.h"
 
 namespace mnemo::cli {
 
@@ -176,6 +177,7 @@ void add_bench_command(CLI::App& app) {
       profiler = std::make_unique<OpProfiler>(device);
       opt.on_timed = [&profiler](bool begin) { begin ? profiler->resume() : profiler->pause(); };
     }
+    reset_kernel_pass_counts();
     auto rows = run_benchmarks(opt, [&](const BenchRow& r) {
       print_row(r);
       if (db) db->add_bench(r);
@@ -188,6 +190,10 @@ void add_bench_command(CLI::App& app) {
       }
     }
     if (!opt.kernel.empty()) print_form_speedups(rows);
+    // Which fused kernel passes the timed runs (and their warm-ups) took: e.g. a bf16 run on CUDA shows its
+    // delta-rule passes with bf16 products (runtime/kernels/kernel_counts.h).
+    if (const std::string passes = describe_kernel_pass_counts(); !passes.empty())
+      std::cout << "fused kernel passes: " << passes << "\n";
     if (db) std::cout << "\n" << rows.size() << " rows recorded in " << db->path() << "\n";
   });
 }

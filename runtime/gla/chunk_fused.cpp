@@ -8,6 +8,7 @@
 #include "runtime/gla/gla.h"
 #include "runtime/kernels/host_grid.h"
 #include "runtime/kernels/precision.h"
+#include "runtime/kernels/kernel_counts.h"
 
 #if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
 #include <c10/cuda/CUDAGuard.h>
@@ -62,7 +63,12 @@ struct Launch {
   int64_t slots = 0;
 };
 
+const char* products_of(gk::Element e) {
+  return e == gk::Element::kBFloat16 ? "bf16 products" : e == gk::Element::kFloat64 ? "fp64 products" : "fp32 products";
+}
+
 void run_forward(const Launch& l, const gk::ForwardPointers& ptr, const torch::Tensor& like) {
+  count_kernel_pass(ptr.o ? "gla forward" : "gla recompute", like, products_of(l.element));
   if (like.is_cuda()) {
 #if MNEMO_GLA_CUDA
     const c10::cuda::CUDAGuard guard(like.device());
@@ -85,6 +91,7 @@ void run_forward(const Launch& l, const gk::ForwardPointers& ptr, const torch::T
 }
 
 void run_backward(const Launch& l, const gk::BackwardPointers& ptr, const torch::Tensor& like) {
+  count_kernel_pass("gla backward", like, products_of(l.element));
   if (like.is_cuda()) {
 #if MNEMO_GLA_CUDA
     const c10::cuda::CUDAGuard guard(like.device());

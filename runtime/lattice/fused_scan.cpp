@@ -10,6 +10,7 @@
 #include "runtime/lattice/gates.h"
 #include "runtime/lattice/lattice.h"
 #include "runtime/lattice/scan_kernel.h"
+#include "runtime/kernels/kernel_counts.h"
 
 namespace mnemo {
 
@@ -29,6 +30,7 @@ grid::KernelForm& lattice_kernel_form() {
 // One pass: the launcher on a CUDA tensor, else the block function over the host grid.
 template <class Args, class BlockFn>
 void run_scan_pass(const Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn, const char* what) {
+  count_kernel_pass(std::string("lattice_scan ") + what, like, products_label(like.scalar_type(), false));
   lattice_kernel_form().run(like, args, blocks, block_fn, MNEMO_DEVICE_LAUNCHER(lk::launch),
                             std::string("lattice scan kernel, ") + what);
 }
