@@ -168,12 +168,10 @@ Tensor device_workspace(std::size_t bytes, const Tensor& like) {
 }
 #endif
 
-const char* products_of(dk::Dtype d) {
-  return d == dk::Dtype::bf16 ? "bf16 products" : d == dk::Dtype::f64 ? "fp64 products" : "fp32 products";
-}
-
 void run_forward(const dk::ForwardLaunch& l, const Tensor& like) {
-  count_kernel_pass(l.o ? "delta_rule forward" : "delta_rule recompute", like, products_of(l.dtype));
+  // `like` is the packed q, in the kernels' element type.
+  count_kernel_pass(l.o ? "delta_rule forward" : "delta_rule recompute", like,
+                    products_label(like.scalar_type(), false));
   if (like.is_cuda()) {
 #if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
     auto ws = device_workspace(dk::workspace_bytes(dk::kForwardStages, l.p, l.dtype), like);
@@ -189,7 +187,7 @@ void run_forward(const dk::ForwardLaunch& l, const Tensor& like) {
 }
 
 void run_backward(const dk::BackwardLaunch& l, const Tensor& like) {
-  count_kernel_pass("delta_rule backward", like, products_of(l.dtype));
+  count_kernel_pass("delta_rule backward", like, products_label(like.scalar_type(), false));
   if (like.is_cuda()) {
 #if defined(MNEMO_CUDA_KERNELS) && defined(MNEMO_WITH_CUDA)
     auto ws = device_workspace(dk::workspace_bytes(dk::kBackwardStages, l.p, l.dtype), like);

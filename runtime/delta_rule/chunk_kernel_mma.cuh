@@ -31,11 +31,13 @@ MNEMO_HD void load_rows_bf16(const Problem& p, const T* x, int64_t r0, int head,
                              int rows, int padded_rows, int ld, bf16* tile, Lanes lanes, Acc factor = Acc(1)) {
   grid::load_rows_bf16<Acc>(x, r0, p.heads, head, width, col0, cols, rows, padded_rows, ld, factor, tile, lanes);
 }
-// The same for the sequential state stages (grid::load_rows_bf16_batched: a thread's loads in flight together).
-template <class Acc, class T>
+// The same for the sequential state stages, entry (i, d) times factor(i, d) (grid::load_rows_bf16_batched: a
+// thread's loads in flight together).
+template <class Acc, class T, class Factor = grid::Unscaled<Acc>>
 MNEMO_HD void load_rows_bf16_batched(const Problem& p, const T* x, int64_t r0, int head, int width, int col0,
-                                     int cols, int rows, int padded_rows, int ld, bf16* tile, Lanes lanes) {
-  grid::load_rows_bf16_batched<Acc>(x, r0, p.heads, head, width, col0, cols, rows, padded_rows, ld, Acc(1), tile,
+                                     int cols, int rows, int padded_rows, int ld, bf16* tile, Lanes lanes,
+                                     Factor factor = {}) {
+  grid::load_rows_bf16_batched<Acc>(x, r0, p.heads, head, width, col0, cols, rows, padded_rows, ld, factor, tile,
                                     lanes);
 }
 
@@ -157,17 +159,8 @@ MNEMO_HD void state_forward_block_mma(const ForwardArgs<T, Acc>& a, int64_t bloc
           const Acc r = i < c && col < bvn ? s.gates.beta[i] * (v - exp_acc(s.gates.b[i]) * s.ru[e]) : Acc(0);
           s.rb[e] = grid::float_to_bf16(static_cast<float>(r));
         });
-    grid::for_lanes_batched(
-        Cp * Kp, lanes,
-        [&](int e) {
-          const int j = e / Kp, d = e % Kp;
-          return j < c && d < K ? load<Acc>(a.k[row_at(p, r0 + j, at.head, K, d)]) : Acc(0);
-        },
-        [&](int e, Acc k) {
-          const int j = e / Kp, d = e % Kp;
-          const Acc kd = j < c && d < K ? k * exp_acc(bc - s.gates.b[j]) : Acc(0);
-          s.k[e] = grid::float_to_bf16(static_cast<float>(kd));
-        });
+    load_rows_bf16_batched<Acc>(p, a.k, r0, at.head, K, 0, K, c, Cp, Kp, s.k, lanes,
+                                [&](int j, int) { return exp_acc(bc - s.gates.b[j]); });
     grid::barrier();
     block_mma<Layout::row, Layout::row>(lanes, Cp, Bp, Cp, s.l, Cp, s.rb, Bp, s.ru, Bp, false);  // U' = L̃⁻¹ R̃
     grid::barrier();
@@ -411,17 +404,8 @@ MNEMO_HD void state_backward_block_mma(const BackwardArgs<T, Acc>& a, int64_t bl
       if (j < c && col < bvn) a.dr[row_at(p, r0 + j, at.head, V, at.v0 + col)] = s.ru[e];
       y_low[e] = grid::float_to_bf16(static_cast<float>(s.ru[e]));
     }
-    grid::for_lanes_batched(
-        Cp * Kp, lanes,
-        [&](int e) {
-          const int i = e / Kp, d = e % Kp;
-          return i < c && d < K ? load<Acc>(a.k[row_at(p, r0 + i, at.head, K, d)]) : Acc(0);
-        },
-        [&](int e, Acc k) {
-          const int i = e / Kp, d = e % Kp;
-          const Acc kb = i < c && d < K ? -s.gates.beta[i] * exp_acc(s.gates.b[i]) * k : Acc(0);
-          x_low[e] = grid::float_to_bf16(static_cast<float>(kb));
-        });
+    load_rows_bf16_batched<Acc>(p, a.k, r0, at.head, K, 0, K, c, Cp, Kp, x_low, lanes,
+                                [&](int i, int) { return -s.gates.beta[i] * exp_acc(s.gates.b[i]); });
     MNEMO_FOR_LANES(e, Kp * Bp, lanes) { s.dsf[e] *= exp_acc(bc); }
     grid::barrier();
     block_mma<Layout::col, Layout::row>(lanes, Kp, Bp, 2 * Cp, s.x, Kp, s.y, Bp, s.dsf, Bp, true);  // += Xᵀ Y

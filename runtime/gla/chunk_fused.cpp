@@ -63,12 +63,8 @@ struct Launch {
   int64_t slots = 0;
 };
 
-const char* products_of(gk::Element e) {
-  return e == gk::Element::kBFloat16 ? "bf16 products" : e == gk::Element::kFloat64 ? "fp64 products" : "fp32 products";
-}
-
 void run_forward(const Launch& l, const gk::ForwardPointers& ptr, const torch::Tensor& like) {
-  count_kernel_pass(ptr.o ? "gla forward" : "gla recompute", like, products_of(l.element));
+  count_kernel_pass(ptr.o ? "gla forward" : "gla recompute", like, products_label(like.scalar_type(), false));
   if (like.is_cuda()) {
 #if MNEMO_GLA_CUDA
     const c10::cuda::CUDAGuard guard(like.device());
@@ -91,7 +87,7 @@ void run_forward(const Launch& l, const gk::ForwardPointers& ptr, const torch::T
 }
 
 void run_backward(const Launch& l, const gk::BackwardPointers& ptr, const torch::Tensor& like) {
-  count_kernel_pass("gla backward", like, products_of(l.element));
+  count_kernel_pass("gla backward", like, products_label(like.scalar_type(), false));
   if (like.is_cuda()) {
 #if MNEMO_GLA_CUDA
     const c10::cuda::CUDAGuard guard(like.device());

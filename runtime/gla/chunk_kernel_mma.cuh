@@ -195,21 +195,12 @@ MNEMO_HD void state_forward_block_mma(const Problem& p, const ForwardPointers& p
       chunk_states[state_at(slot0 + ci, row, col)] = t.sf[row * Bp + col];
     }
     state_gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
-    grid::load_rows_bf16_batched<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.vb, lanes);
+    grid::load_rows_bf16_batched<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, grid::Unscaled<Acc>{}, t.vb, lanes);
     grid::barrier();
     // Phase: K̃d = bf16(k_jc e^{B_Lc − B_jc}); S ← e^{B_L} S (row c of the state by e^{B_Lc}).
-    grid::for_lanes_batched<4>(
-        Cp * Kp, lanes,
-        [&](int e) {
-          const int j = e / Kp, d = e % Kp;
-          return j < L && d < K ? grid::load_as<Acc>(k + ((row0 + j) * H + h) * K + d) : Acc(0);
-        },
-        [&](int e, Acc kv) {
-          const int j = e / Kp, d = e % Kp;
-          const Acc kd =
-              j < L && d < K ? grid::exp_acc(gate_at(p, t.b, L - 1, d) - gate_at(p, t.b, j, d)) * kv : Acc(0);
-          t.ka[e] = grid::float_to_bf16(static_cast<float>(kd));
-        });
+    grid::load_rows_bf16_batched<Acc, 4>(k, row0, H, h, K, 0, K, L, Cp, Kp, [&](int j, int d) {
+      return grid::exp_acc(gate_at(p, t.b, L - 1, d) - gate_at(p, t.b, j, d));
+    }, t.ka, lanes);
     MNEMO_FOR_LANES(e, K * Bp, lanes) { t.sf[e] *= grid::exp_acc(gate_at(p, t.b, L - 1, e / Bp)); }
     grid::barrier();
     block_mma<Layout::col, Layout::row>(lanes, Kp, Bp, Cp, t.ka, Kp, t.vb, Bp, t.sf, Bp, true);  // S += K̃dᵀ Ṽ
@@ -395,20 +386,12 @@ MNEMO_HD void state_backward_block_mma(const Problem& p, const BackwardPointers&
       d_states[state_at(slot0 + ci + 1, row, col)] = t.sf[row * Bp + col];
     }
     state_gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
-    grid::load_rows_bf16_batched<Acc>(d_o, row0, H, h, V, v0, bv, L, Cp, Bp, Acc(1), t.dob, lanes);
+    grid::load_rows_bf16_batched<Acc>(d_o, row0, H, h, V, v0, bv, L, Cp, Bp, grid::Unscaled<Acc>{}, t.dob, lanes);
     grid::barrier();
     // Phase: Q̃e = bf16(scale e^{B_ic} q_ic); dS ← e^{B_L} dS' (row c by e^{B_Lc}).
-    grid::for_lanes_batched<4>(
-        Cp * Kp, lanes,
-        [&](int e) {
-          const int i = e / Kp, d = e % Kp;
-          return i < L && d < K ? grid::load_as<Acc>(q + ((row0 + i) * H + h) * K + d) : Acc(0);
-        },
-        [&](int e, Acc qv) {
-          const int i = e / Kp, d = e % Kp;
-          const Acc qe = i < L && d < K ? scale * grid::exp_acc(gate_at(p, t.b, i, d)) * qv : Acc(0);
-          t.qa[e] = grid::float_to_bf16(static_cast<float>(qe));
-        });
+    grid::load_rows_bf16_batched<Acc, 4>(q, row0, H, h, K, 0, K, L, Cp, Kp, [&](int i, int d) {
+      return scale * grid::exp_acc(gate_at(p, t.b, i, d));
+    }, t.qa, lanes);
     MNEMO_FOR_LANES(e, K * Bp, lanes) { t.sf[e] *= grid::exp_acc(gate_at(p, t.b, L - 1, e / Bp)); }
     grid::barrier();
     block_mma<Layout::col, Layout::row>(lanes, Kp, Bp, Cp, t.qa, Kp, t.dob, Bp, t.sf, Bp, true);  // += Q̃eᵀ dÕ
