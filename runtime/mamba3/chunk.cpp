@@ -67,25 +67,27 @@ Mamba3Result mamba3_mimo_chunk(const Mamba3Inputs& in, const Mamba3State& s0, in
     S = S + b.select(1, 0).unsqueeze(-1).unsqueeze(-1) *
                 torch::einsum("brhn,brhp->bhnp", {s0.k_prev.to(ct), s0.v_prev.to(ct)});
   // Chunks of C tokens, padded at the end with q = k = v = 0 and a = 0 (no write, no decay); within a chunk the
-  // (token, rank) pairs flatten token-major: [B, H, NC, C·R, ·]. Every chunk's causal block at once, then the states
-  // at the chunk starts by one short sequential pass, then every chunk's read of its start state at once.
+  // (rank, token) pairs flatten rank-major: [B, H, NC, R·C, ·], so that the decay between tokens, shared by every
+  // pair of ranks, broadcasts over whole rows of C (a token-major order broadcasts it over runs of R). Every chunk's
+  // causal block at once, then the states at the chunk starts by one short sequential pass, then every chunk's read
+  // of its start state at once.
   const int64_t C = std::min(chunk_size, T), NC = (T + C - 1) / C, pad = NC * C - T;
-  auto blocks = [&](const torch::Tensor& x) {  // [B, T, R, H, X] -> [B, H, NC, C·R, X]
-    auto y = x.permute({0, 3, 1, 2, 4});
+  auto blocks = [&](const torch::Tensor& x) {  // [B, T, R, H, X] -> [B, H, NC, R·C, X]
+    auto y = x.permute({0, 3, 1, 2, 4});        // [B, H, T, R, X]
     if (pad > 0) y = torch::constant_pad_nd(y, {0, 0, 0, 0, 0, pad});
-    return y.reshape({B, H, NC, C * R, y.size(-1)});
+    return y.reshape({B, H, NC, C, R, y.size(-1)}).transpose(3, 4).reshape({B, H, NC, R * C, y.size(-1)});
   };
   auto qc = blocks(q), kc = blocks(k), vc = blocks(vw);
   auto ah = a.permute({0, 2, 1});  // [B, H, T]
   if (pad > 0) ah = torch::constant_pad_nd(ah, {0, pad});
-  auto g = torch::cumsum(ah.view({B, H, NC, C}), -1);  // log decay from each chunk's start
-  auto gq = g.repeat_interleave(R, -1);                 // per (token, rank) [B, H, NC, C·R]
+  auto g = torch::cumsum(ah.view({B, H, NC, C}), -1);                              // log decay from each chunk's start
+  auto gq = g.unsqueeze(3).expand({B, H, NC, R, C}).reshape({B, H, NC, R * C});    // per (rank, token)
   // The decay between tokens [C, C] (causal: a query's token >= the key's), shared by every pair of ranks.
   auto causal = torch::ones({C, C}, torch::TensorOptions().dtype(torch::kBool).device(in.q.device())).tril();
   auto decay = (g.unsqueeze(-1) - g.unsqueeze(-2)).masked_fill(causal.logical_not(), -INFINITY).exp();
-  auto scores = torch::matmul(qc, kc.transpose(-1, -2)).view({B, H, NC, C, R, C, R}) *
-                decay.view({B, H, NC, C, 1, C, 1});
-  auto o = torch::matmul(scores.view({B, H, NC, C * R, C * R}), vc);  // within each chunk
+  auto scores = torch::matmul(qc, kc.transpose(-1, -2)).view({B, H, NC, R, C, R, C}) *
+                decay.view({B, H, NC, 1, C, 1, C});
+  auto o = torch::matmul(scores.view({B, H, NC, R * C, R * C}), vc);  // within each chunk
   auto g_last = g.select(-1, C - 1);                                              // [B, H, NC]
   auto writes = torch::matmul((kc * (g_last.unsqueeze(-1) - gq).exp().unsqueeze(-1)).transpose(-1, -2), vc);
   std::vector<torch::Tensor> starts;  // the state at each chunk's start [B, H, N, P]
@@ -97,7 +99,8 @@ Mamba3Result mamba3_mimo_chunk(const Mamba3Inputs& in, const Mamba3State& s0, in
     S = decay_c[static_cast<size_t>(c)] * S + writes_c[static_cast<size_t>(c)];
   }
   o = o + torch::matmul(qc * gq.exp().unsqueeze(-1), torch::stack(starts, 2));
-  o = o.view({B, H, NC * C, R, P}).narrow(2, 0, T).permute({0, 2, 3, 1, 4});  // [B, T, R, H, P]
+  // [B, H, NC, R, C, P] -> [B, T, R, H, P]
+  o = o.view({B, H, NC, R, C, P}).permute({0, 2, 4, 3, 1, 5}).reshape({B, NC * C, R, H, P}).narrow(1, 0, T);
   // The part of w_t that h_t does not hold yet: b_{t+1} Σ_s (q̃_{r,t} · k̃_{s,t}) v_{s,t}.
   auto same_token = torch::matmul(q.permute({0, 1, 3, 2, 4}), k.permute({0, 1, 3, 4, 2}));  // [B, T, H, R, R]
   auto diagonal = torch::matmul(same_token, v.permute({0, 1, 3, 2, 4})).permute({0, 1, 3, 2, 4}) *
