@@ -92,22 +92,106 @@ MNEMO_HD void prepare_block_mma(const ForwardArgs<T, Acc>& a, int64_t block, voi
   store_linv<Acc>(s.x, Cp, c, C, linv_at(a.linv, p, at.chunk, at.head), lanes);
 }
 
-// state (forward): tiles gates; L̃⁻¹ [Cp, Cp]; K̃ then K̃d [Cp, Kp]; S̃ [Kp, Bp]; S [Kp, Bp] (fp32, the carried
-// state); K S then U' [Cp, Bp] (fp32); R̃ then Ũ' [Cp, Bp].
+// state (forward): tiles gates; L̃⁻¹ [Cp, Cp]; K̃ then K̃d [Cp, Kp]; V [Cp, Bp] (bf16, the inputs' own values);
+// S̃ [Kp, Bp]; S [Kp, Bp] (fp32, the carried state); K S then U' [Cp, Bp] (fp32); R̃ then Ũ' [Cp, Bp].
 template <class Acc>
 struct StateMmaTiles {
   Gates<Acc> gates;
-  bf16 *l, *k, *sb, *rb;
+  bf16 *l, *k, *v, *sb, *rb;
   Acc *sf, *ru;
   MNEMO_HD StateMmaTiles(SharedArena& s, const Problem& p) : gates(s, p) {
     const std::size_t cp = mma_ld(p.chunk), kp = mma_ld(p.key_dim), bp = mma_ld(p.bv);
     l = s.take_aligned<bf16>(cp * cp, grid::kMmaAlign);
     k = s.take_aligned<bf16>(cp * kp, grid::kMmaAlign);
+    v = s.take_aligned<bf16>(cp * bp, grid::kMmaAlign);
     sb = s.take_aligned<bf16>(kp * bp, grid::kMmaAlign);
     rb = s.take_aligned<bf16>(cp * bp, grid::kMmaAlign);
     sf = s.take_aligned<Acc>(kp * bp, grid::kMmaAlign);
     ru = s.take_aligned<Acc>(cp * bp, grid::kMmaAlign);
   }
+};
+
+// What a state step (forward or backward) reads from global memory: chunk n's gates (β_i, g_i), L⁻¹ (fp32) and its
+// rows of K, Q, V, dO and D, entry e of each tile as the tiles index it, zero outside the chunk's c rows and the
+// tile's columns. Args: ForwardArgs or BackwardArgs.
+template <class Args, class Acc>
+struct StateChunkLoads {
+  struct Gate {
+    Acc beta, g;
+  };
+  const Args& a;
+  const Place& at;
+  int64_t r0;
+  int c, Cp, Kp, Bp;
+  const Acc* linv;
+  MNEMO_HD StateChunkLoads(const Args& args, const Place& place, int64_t n)
+      : a(args), at(place), r0(place.row0 + n * args.p.chunk),
+        c(static_cast<int>(place.rows - n * args.p.chunk < args.p.chunk ? place.rows - n * args.p.chunk
+                                                                          : args.p.chunk)),
+        Cp(mma_ld(args.p.chunk)), Kp(mma_ld(args.p.key_dim)), Bp(mma_ld(args.p.bv)),
+        linv(linv_at(args.linv, args.p, place.chunk0 + n, place.head)) {}
+  MNEMO_HD Gate gate(int i) const {
+    const int64_t at_row = (r0 + i) * a.p.heads + at.head;
+    return {a.beta ? a.beta[at_row] : Acc(0), a.g ? a.g[at_row] : Acc(0)};
+  }
+  MNEMO_HD Acc l(int e) const {
+    const int i = e / Cp, j = e % Cp;
+    return i < c && j < c ? linv[i * a.p.chunk + j] : Acc(0);
+  }
+  MNEMO_HD Acc k(int e) const { return key_row(a.k, e); }
+  MNEMO_HD Acc q(int e) const { return key_row(a.q, e); }
+  MNEMO_HD Acc v(int e) const { return value_row(a.v, e); }
+  MNEMO_HD Acc dout(int e) const { return value_row(a.dout, e); }
+  MNEMO_HD Acc dr(int e) const { return value_row(a.dr, e); }
+
+ private:
+  template <class X>
+  MNEMO_HD Acc key_row(const X* x, int e) const {
+    const int i = e / Kp, d = e % Kp;
+    return i < c && d < a.p.key_dim ? load<Acc>(x[row_at(a.p, r0 + i, at.head, a.p.key_dim, d)]) : Acc(0);
+  }
+  template <class X>
+  MNEMO_HD Acc value_row(const X* x, int e) const {
+    const int i = e / Bp, col = e % Bp;
+    return i < c && col < at.bvn ? load<Acc>(x[row_at(a.p, r0 + i, at.head, a.p.value_dim, at.v0 + col)]) : Acc(0);
+  }
+};
+
+// A tile's entries as bf16 (the store of a PrefetchedTile write).
+template <class Acc>
+MNEMO_HD auto store_bf16(bf16* tile) {
+  return [tile](int e, Acc value) { tile[e] = grid::float_to_bf16(static_cast<float>(value)); };
+}
+
+// The forward state step's global loads, read one chunk ahead (grid::PrefetchedTile): issued for chunk n + 1 as soon
+// as chunk n's are in shared memory, written at the top of chunk n + 1's step.
+template <class T, class Acc>
+class StateOperandsAhead {
+ public:
+  static constexpr int kPerLane = 16;  // a 64 × 64 tile at 256 threads
+  using Loads = StateChunkLoads<ForwardArgs<T, Acc>, Acc>;
+  MNEMO_HD void issue(const Loads& x, Lanes lanes) {
+    gates_.issue(x.c, lanes, [&](int i) { return x.gate(i); });
+    l_.issue(x.Cp * x.Cp, lanes, [&](int e) { return x.l(e); });
+    k_.issue(x.Cp * x.Kp, lanes, [&](int e) { return x.k(e); });
+    v_.issue(x.Cp * x.Bp, lanes, [&](int e) { return x.v(e); });
+  }
+  // Gates raw, L̃⁻¹ = bf16(L⁻¹), K̃ = bf16(K) and V into their tiles (one phase).
+  MNEMO_HD void write(const Loads& x, StateMmaTiles<Acc>& s, Lanes lanes) const {
+    gates_.write(
+        x.c, lanes, [&](int i) { return x.gate(i); },
+        [&](int i, typename Loads::Gate g) {
+          s.gates.beta[i] = g.beta;
+          s.gates.graw[i] = g.g;
+        });
+    l_.write(x.Cp * x.Cp, lanes, [&](int e) { return x.l(e); }, store_bf16<Acc>(s.l));
+    k_.write(x.Cp * x.Kp, lanes, [&](int e) { return x.k(e); }, store_bf16<Acc>(s.k));
+    v_.write(x.Cp * x.Bp, lanes, [&](int e) { return x.v(e); }, store_bf16<Acc>(s.v));
+  }
+
+ private:
+  grid::PrefetchedTile<typename Loads::Gate, 1> gates_;
+  grid::PrefetchedTile<Acc, kPerLane> l_, k_, v_;
 };
 
 template <class T, class Acc>
@@ -127,47 +211,49 @@ MNEMO_HD void state_forward_block_mma(const ForwardArgs<T, Acc>& a, int64_t bloc
       s.sf[e] = init && d < K && col < bvn ? init[static_cast<int64_t>(d) * V + col] : Acc(0);
     }
   }
+  using Loads = typename StateOperandsAhead<T, Acc>::Loads;
+  StateOperandsAhead<T, Acc> ahead;
+  if (chunks > 0) ahead.issue(Loads(a, at, 0), lanes);
   grid::barrier();
   for (int64_t n = 0; n < chunks; ++n) {
-    const int64_t r0 = at.row0 + n * C;
-    const int c = static_cast<int>(at.rows - n * C < C ? at.rows - n * C : C);
+    const Loads loads(a, at, n);
+    const int c = loads.c;
     Acc* h = state_at(a.h, p, at.chunk0 + n, at.head, at.v0);
-    const Acc* linv = linv_at(a.linv, p, at.chunk0 + n, at.head);
-    // Phase: gates, L̃⁻¹, K̃, S̃ = bf16(S), and h[chunk] = S.
-    load_gates_raw<Acc>(p, at.head, a.beta, a.g, r0, c, s.gates, lanes);
-    load_linv_bf16<Acc>(linv, C, c, Cp, s.l, lanes);
-    load_rows_bf16_batched<Acc>(p, a.k, r0, at.head, K, 0, K, c, Cp, Kp, s.k, lanes);
+    // Phase: gates, L̃⁻¹, K̃, V (read during the step before), S̃ = bf16(S), and h[chunk] = S.
+    ahead.write(loads, s, lanes);
     MNEMO_FOR_LANES(e, Kp * Bp, lanes) {
       const int d = e / Bp, col = e % Bp;
       s.sb[e] = grid::float_to_bf16(static_cast<float>(s.sf[e]));
       if (d < K && col < bvn) h[static_cast<int64_t>(d) * V + col] = s.sf[e];
     }
     grid::barrier();
+    if (n + 1 < chunks) ahead.issue(Loads(a, at, n + 1), lanes);  // in flight through this step
     prefix_gates<Acc>(c, s.gates, lanes);
     block_mma<Layout::row, Layout::row>(lanes, Cp, Bp, Kp, s.k, Kp, s.sb, Bp, s.ru, Bp, false);  // K S̃
     grid::barrier();
-    // Phase: R̃ = bf16(diag(β) (V − diag(e^b) K S)); K̃d_j = bf16(k_j e^{b_c − b_j}) from the inputs.
+    // Phase: R̃ = bf16(diag(β) (V − diag(e^b) K S)); K̃d_j = bf16(k_j e^{b_c − b_j}) in place of K̃ (K̃ holds the
+    // bf16 inputs' own values, so this is bf16 of the same product as from the inputs).
     const Acc bc = s.gates.b[c - 1];
-    grid::for_lanes_batched(
-        Cp * Bp, lanes,
-        [&](int e) {
-          const int i = e / Bp, col = e % Bp;
-          return i < c && col < bvn ? load<Acc>(a.v[row_at(p, r0 + i, at.head, V, at.v0 + col)]) : Acc(0);
-        },
-        [&](int e, Acc v) {
-          const int i = e / Bp, col = e % Bp;
-          const Acc r = i < c && col < bvn ? s.gates.beta[i] * (v - exp_acc(s.gates.b[i]) * s.ru[e]) : Acc(0);
-          s.rb[e] = grid::float_to_bf16(static_cast<float>(r));
-        });
-    load_rows_bf16_batched<Acc>(p, a.k, r0, at.head, K, 0, K, c, Cp, Kp, s.k, lanes,
-                                [&](int j, int) { return exp_acc(bc - s.gates.b[j]); });
+    MNEMO_FOR_LANES(e, Cp * Bp, lanes) {
+      const int i = e / Bp, col = e % Bp;
+      const Acc r = i < c && col < bvn
+                        ? s.gates.beta[i] * (static_cast<Acc>(grid::bf16_to_float(s.v[e])) - exp_acc(s.gates.b[i]) * s.ru[e])
+                        : Acc(0);
+      s.rb[e] = grid::float_to_bf16(static_cast<float>(r));
+    }
+    MNEMO_FOR_LANES(e, Cp * Kp, lanes) {
+      const int j = e / Kp, d = e % Kp;
+      if (j < c && d < K)
+        s.k[e] = grid::float_to_bf16(
+            static_cast<float>(exp_acc(bc - s.gates.b[j]) * static_cast<Acc>(grid::bf16_to_float(s.k[e]))));
+    }
     grid::barrier();
     block_mma<Layout::row, Layout::row>(lanes, Cp, Bp, Cp, s.l, Cp, s.rb, Bp, s.ru, Bp, false);  // U' = L̃⁻¹ R̃
     grid::barrier();
     // Phase: U' kept (fp32) for the output stage and the backward; Ũ'; S ← e^{b_c} S (each entry itself).
     MNEMO_FOR_LANES(e, Cp * Bp, lanes) {
       const int i = e / Bp, col = e % Bp;
-      if (i < c && col < bvn) a.u[row_at(p, r0 + i, at.head, V, at.v0 + col)] = s.ru[e];
+      if (i < c && col < bvn) a.u[row_at(p, loads.r0 + i, at.head, V, at.v0 + col)] = s.ru[e];
       s.rb[e] = grid::float_to_bf16(static_cast<float>(s.ru[e]));
     }
     MNEMO_FOR_LANES(e, Kp * Bp, lanes) { s.sf[e] *= exp_acc(bc); }
@@ -340,61 +426,78 @@ MNEMO_HD void state_backward_block_mma(const BackwardArgs<T, Acc>& a, int64_t bl
     }
   }
   grid::barrier();
+  // The chunk before's gates, L⁻¹, dO, Q and K are read while this chunk computes (issued once this chunk's are in
+  // shared memory), and its D once this chunk has used its own.
+  using Loads = StateChunkLoads<BackwardArgs<T, Acc>, Acc>;
+  // Held in registers: all of a 64 × 64 tile at 256 threads (16 entries a thread) for the gates, L⁻¹ and dO, half
+  // of Q's, K's and D's (the rest are loaded when written, a batch at a time): with more the stage spills
+  // (`ptxas -v` at sm_80 and sm_90: 255 registers and no spill as it is; Q, K and D held whole spilled 284 bytes).
+  grid::PrefetchedTile<typename Loads::Gate, 1> gates_ahead;
+  grid::PrefetchedTile<Acc, 16> l_ahead, dout_ahead;
+  grid::PrefetchedTile<Acc, 8> q_ahead, k_ahead, d_ahead;
+  auto issue = [&](const Loads& x) {
+    gates_ahead.issue(x.c, lanes, [&](int i) { return x.gate(i); });
+    l_ahead.issue(Cp * Cp, lanes, [&](int e) { return x.l(e); });
+    dout_ahead.issue(Cp * Bp, lanes, [&](int e) { return x.dout(e); });
+    q_ahead.issue(Cp * Kp, lanes, [&](int e) { return x.q(e); });
+    k_ahead.issue(Cp * Kp, lanes, [&](int e) { return x.k(e); });
+  };
+  if (chunks > 0) {
+    const Loads last(a, at, chunks - 1);
+    issue(last);
+    d_ahead.issue(Cp * Bp, lanes, [&](int e) { return last.dr(e); });
+  }
   for (int64_t n = chunks - 1; n >= 0; --n) {
-    const int64_t r0 = at.row0 + n * C;
-    const int c = static_cast<int>(at.rows - n * C < C ? at.rows - n * C : C);
-    const Acc* linv = linv_at(a.linv, p, at.chunk0 + n, at.head);
+    const Loads loads(a, at, n);
+    const int64_t r0 = loads.r0;
+    const int c = loads.c;
     Acc* dh = state_at(a.dh, p, at.chunk0 + n, at.head, at.v0);
-    // Phase: gates, L̃⁻¹, dÕ, dS̃ = bf16(dS), and dh[chunk] = dS.
-    load_gates_raw<Acc>(p, at.head, a.beta, a.g, r0, c, s.gates, lanes);
-    load_linv_bf16<Acc>(linv, C, c, Cp, s.l, lanes);
-    load_rows_bf16_batched<Acc>(p, a.dout, r0, at.head, V, at.v0, bvn, c, Cp, Bp, s.y, lanes);
+    // Phase: gates, L̃⁻¹, dÕ, Q and K as they are (bf16 inputs) in X's halves, dS̃ = bf16(dS), and dh[chunk] = dS.
+    gates_ahead.write(
+        c, lanes, [&](int i) { return loads.gate(i); },
+        [&](int i, typename Loads::Gate g) {
+          s.gates.beta[i] = g.beta;
+          s.gates.graw[i] = g.g;
+        });
+    l_ahead.write(Cp * Cp, lanes, [&](int e) { return loads.l(e); }, store_bf16<Acc>(s.l));
+    dout_ahead.write(Cp * Bp, lanes, [&](int e) { return loads.dout(e); }, store_bf16<Acc>(s.y));
+    q_ahead.write(Cp * Kp, lanes, [&](int e) { return loads.q(e); }, store_bf16<Acc>(s.x));
+    k_ahead.write(Cp * Kp, lanes, [&](int e) { return loads.k(e); }, store_bf16<Acc>(x_low));
     MNEMO_FOR_LANES(e, Kp * Bp, lanes) {
       const int d = e / Bp, col = e % Bp;
       s.dsb[e] = grid::float_to_bf16(static_cast<float>(s.dsf[e]));
       if (d < K && col < bvn) dh[static_cast<int64_t>(d) * V + col] = s.dsf[e];
     }
     grid::barrier();
+    if (n > 0) issue(Loads(a, at, n - 1));  // in flight through this step
     prefix_gates<Acc>(c, s.gates, lanes);
     grid::barrier();
-    // Phase: X's halves Q̃ e^b scale and K̃d (k_j e^{b_c − b_j}).
+    // Phase: X's halves Q̃ e^b scale and K̃d (k_j e^{b_c − b_j}), in place (X holds the bf16 inputs' own values, so
+    // these are bf16 of the same products as from the inputs).
     const Acc bc = s.gates.b[c - 1];
-    struct QK {
-      Acc q, k;
-    };
-    grid::for_lanes_batched(
-        Cp * Kp, lanes,
-        [&](int e) {
-          const int i = e / Kp, d = e % Kp;
-          return i < c && d < K ? QK{load<Acc>(a.q[row_at(p, r0 + i, at.head, K, d)]),
-                                     load<Acc>(a.k[row_at(p, r0 + i, at.head, K, d)])}
-                                : QK{Acc(0), Acc(0)};
-        },
-        [&](int e, QK in) {
-          const int i = e / Kp, d = e % Kp;
-          Acc qe = 0, kd = 0;
-          if (i < c && d < K) {
-            qe = scale * exp_acc(s.gates.b[i]) * in.q;
-            kd = exp_acc(bc - s.gates.b[i]) * in.k;
-          }
-          s.x[e] = grid::float_to_bf16(static_cast<float>(qe));
-          x_low[e] = grid::float_to_bf16(static_cast<float>(kd));
-        });
+    MNEMO_FOR_LANES(e, Cp * Kp, lanes) {
+      const int i = e / Kp, d = e % Kp;
+      Acc qe = 0, kd = 0;
+      if (i < c && d < K) {
+        qe = scale * exp_acc(s.gates.b[i]) * static_cast<Acc>(grid::bf16_to_float(s.x[e]));
+        kd = exp_acc(bc - s.gates.b[i]) * static_cast<Acc>(grid::bf16_to_float(x_low[e]));
+      }
+      s.x[e] = grid::float_to_bf16(static_cast<float>(qe));
+      x_low[e] = grid::float_to_bf16(static_cast<float>(kd));
+    }
     grid::barrier();
     block_mma<Layout::row, Layout::row>(lanes, Cp, Bp, Kp, x_low, Kp, s.dsb, Bp, s.ru, Bp, false);  // K̃d dS̃
     grid::barrier();
-    // Phase: dŨ' = bf16(D + K̃d dS̃), D from the local stage.
-    grid::for_lanes_batched(
-        Cp * Bp, lanes,
-        [&](int e) {
-          const int j = e / Bp, col = e % Bp;
-          return j < c && col < bvn ? a.dr[row_at(p, r0 + j, at.head, V, at.v0 + col)] : Acc(0);
-        },
-        [&](int e, Acc d) {
-          const int j = e / Bp, col = e % Bp;
-          const Acc du = j < c && col < bvn ? d + s.ru[e] : Acc(0);
-          y_low[e] = grid::float_to_bf16(static_cast<float>(du));
-        });
+    // Phase: dŨ' = bf16(D + K̃d dS̃), D from the local stage (read during the step before).
+    d_ahead.write(Cp * Bp, lanes, [&](int e) { return loads.dr(e); }, [&](int e, Acc d) {
+      const int j = e / Bp, col = e % Bp;
+      const Acc du = j < c && col < bvn ? d + s.ru[e] : Acc(0);
+      y_low[e] = grid::float_to_bf16(static_cast<float>(du));
+    });
+    if (n > 0) {
+      const Loads before(a, at, n - 1);
+      d_ahead.issue(Cp * Bp, lanes, [&](int e) { return before.dr(e); });
+    }
     grid::barrier();
     block_mma<Layout::col, Layout::row>(lanes, Cp, Bp, Cp, s.l, Cp, y_low, Bp, s.ru, Bp, false);  // dR = L̃⁻ᵀ dŨ'
     grid::barrier();

@@ -138,14 +138,23 @@ MNEMO_HD void gate_prefix(const Problem& p, const Acc* gate, int64_t row0, int64
     b[i] = acc;
   }
 }
+// B_ic = Σ_{r <= i} g_rc for each key column c, in two phases (a barrier between): the chunk's gates into b, their
+// loads a batch at a time (grid::for_lanes_batched; consecutive lanes read consecutive columns), then each column
+// summed down in place by one item. Summing down straight from global memory waits one memory round trip a row (a
+// load cannot move above the shared-memory store of the row before, which may alias it): 64 a chunk in the
+// sequential state stages.
 template <class Acc>
 MNEMO_HD void gate_prefix_key_wise(const Problem& p, const Acc* gate, int64_t row0, int64_t h, int L, Acc* b,
                                    grid::Lanes lanes) {
   const int K = static_cast<int>(p.key_dim), Kp = mma_ld(K);
+  grid::for_lanes_batched<4>(
+      L * K, lanes, [&](int e) { return gate[((row0 + e / K) * p.heads + h) * K + e % K]; },
+      [&](int e, Acc g) { b[(e / K) * Kp + e % K] = g; });
+  grid::barrier();
   MNEMO_FOR_LANES(col, K, lanes) {
     Acc acc = 0;
     for (int i = 0; i < L; ++i) {
-      acc += gate[((row0 + i) * p.heads + h) * K + col];
+      acc += b[i * Kp + col];
       b[i * Kp + col] = acc;
     }
   }

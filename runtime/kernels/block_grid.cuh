@@ -141,4 +141,51 @@ MNEMO_HD void for_lanes_batched(int n, Lanes lanes, Load&& load, Store&& store) 
   }
 }
 
+// Software pipelining of a sequential chunk loop: a thread's loads of a tile issued early (`issue`, e.g. for the next
+// chunk as soon as this chunk's operands are in shared memory) and written to shared memory later (`write`, at the
+// top of the next step), so that the loads are in flight while the chunk computes and the chain of chunk steps
+// waits on none of them. The items are those of MNEMO_FOR_LANES (the same items on the same lanes); a thread holds
+// its first PerLane in registers and loads the others when it writes them, a batch at a time. On the device a
+// 64 × 64 tile at 256 threads is held whole; a host lane, standing for the whole block, holds its first PerLane
+// items and loads the rest, so the host run takes both paths. What `load` reads must not change between issue and
+// write, and `write` must be given the same n and load as the `issue` before it (the values are then bit for bit
+// those of loading at write time).
+template <class Value, int PerLane>
+class PrefetchedTile {
+ public:
+  template <class Load>
+  MNEMO_HD void issue(int n, Lanes lanes, Load&& load) {
+    MNEMO_UNROLL
+    for (int b = 0; b < PerLane; ++b) {
+      const int i = lanes.lane + b * lanes.count;
+      if (i < n) held_[b] = load(i);
+    }
+  }
+  template <class Load, class Store>
+  MNEMO_HD void write(int n, Lanes lanes, Load&& load, Store&& store) const {
+    MNEMO_UNROLL
+    for (int b = 0; b < PerLane; ++b) {
+      const int i = lanes.lane + b * lanes.count;
+      if (i < n) store(i, held_[b]);
+    }
+    const int rest = lanes.lane + PerLane * lanes.count;
+    for (int base = rest; base < n; base += kLoadBatch * lanes.count) {
+      Value values[kLoadBatch]{};
+      MNEMO_UNROLL
+      for (int b = 0; b < kLoadBatch; ++b) {
+        const int i = base + b * lanes.count;
+        if (i < n) values[b] = load(i);
+      }
+      MNEMO_UNROLL
+      for (int b = 0; b < kLoadBatch; ++b) {
+        const int i = base + b * lanes.count;
+        if (i < n) store(i, values[b]);
+      }
+    }
+  }
+
+ private:
+  Value held_[PerLane]{};
+};
+
 }  // namespace mnemo::grid
