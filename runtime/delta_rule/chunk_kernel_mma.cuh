@@ -386,18 +386,19 @@ MNEMO_HD void local_backward_block_mma(const BackwardArgs<T, Acc>& a, int64_t bl
 }
 
 // state (backward): the reverse chunk loop. Tiles gates; L̃⁻¹ [Cp, Cp]; X [2Cp, Kp] (rows < Cp: Q̃ e^b scale; rows
-// >= Cp: K̃d, then −β e^b K̃); Y [2Cp, Bp] (rows < Cp: dÕ; rows >= Cp: dŨ', then dR̃); dS [Kp, Bp] (fp32, carried);
-// dS̃ [Kp, Bp]; dU', then dR [Cp, Bp] (fp32). The dS update is one product over both halves:
+// >= Cp: K̃d, then −β e^b K̃); K [Cp, Kp] (bf16, the inputs' own values); Y [2Cp, Bp] (rows < Cp: dÕ; rows >= Cp:
+// dŨ', then dR̃); dS [Kp, Bp] (fp32, carried); dS̃ [Kp, Bp]; dU', then dR [Cp, Bp] (fp32). The dS update is one product over both halves:
 //   dS ← e^{b_c} dS + Xᵀ Y = e^{b_c} dS + Σ_i e^{b_i} (scale q_i dO_i − β_i k_i dR_i).
 template <class Acc>
 struct StateBackwardMmaTiles {
   Gates<Acc> gates;
-  bf16 *l, *x, *y, *dsb;
+  bf16 *l, *x, *k, *y, *dsb;
   Acc *dsf, *ru;
   MNEMO_HD StateBackwardMmaTiles(SharedArena& s, const Problem& p) : gates(s, p) {
     const std::size_t cp = mma_ld(p.chunk), kp = mma_ld(p.key_dim), bp = mma_ld(p.bv);
     l = s.take_aligned<bf16>(cp * cp, grid::kMmaAlign);
     x = s.take_aligned<bf16>(2 * cp * kp, grid::kMmaAlign);
+    k = s.take_aligned<bf16>(cp * kp, grid::kMmaAlign);
     y = s.take_aligned<bf16>(2 * cp * bp, grid::kMmaAlign);
     dsb = s.take_aligned<bf16>(kp * bp, grid::kMmaAlign);
     dsf = s.take_aligned<Acc>(kp * bp, grid::kMmaAlign);
@@ -427,7 +428,8 @@ MNEMO_HD void state_backward_block_mma(const BackwardArgs<T, Acc>& a, int64_t bl
   }
   grid::barrier();
   // The chunk before's gates, L⁻¹, dO, Q and K are read while this chunk computes (issued once this chunk's are in
-  // shared memory), and its D once this chunk has used its own.
+  // shared memory), and its D once this chunk has used its own: the chain of chunk steps reads no global memory
+  // for what it holds.
   using Loads = StateChunkLoads<BackwardArgs<T, Acc>, Acc>;
   // Held in registers: all of a 64 × 64 tile at 256 threads (16 entries a thread) for the gates, L⁻¹ and dO, half
   // of Q's, K's and D's (the rest are loaded when written, a batch at a time): with more the stage spills
@@ -462,7 +464,9 @@ MNEMO_HD void state_backward_block_mma(const BackwardArgs<T, Acc>& a, int64_t bl
     l_ahead.write(Cp * Cp, lanes, [&](int e) { return loads.l(e); }, store_bf16<Acc>(s.l));
     dout_ahead.write(Cp * Bp, lanes, [&](int e) { return loads.dout(e); }, store_bf16<Acc>(s.y));
     q_ahead.write(Cp * Kp, lanes, [&](int e) { return loads.q(e); }, store_bf16<Acc>(s.x));
-    k_ahead.write(Cp * Kp, lanes, [&](int e) { return loads.k(e); }, store_bf16<Acc>(x_low));
+    k_ahead.write(Cp * Kp, lanes, [&](int e) { return loads.k(e); }, [&](int e, Acc value) {
+      x_low[e] = s.k[e] = grid::float_to_bf16(static_cast<float>(value));
+    });
     MNEMO_FOR_LANES(e, Kp * Bp, lanes) {
       const int d = e / Bp, col = e % Bp;
       s.dsb[e] = grid::float_to_bf16(static_cast<float>(s.dsf[e]));
@@ -507,8 +511,12 @@ MNEMO_HD void state_backward_block_mma(const BackwardArgs<T, Acc>& a, int64_t bl
       if (j < c && col < bvn) a.dr[row_at(p, r0 + j, at.head, V, at.v0 + col)] = s.ru[e];
       y_low[e] = grid::float_to_bf16(static_cast<float>(s.ru[e]));
     }
-    load_rows_bf16_batched<Acc>(p, a.k, r0, at.head, K, 0, K, c, Cp, Kp, x_low, lanes,
-                                [&](int i, int) { return -s.gates.beta[i] * exp_acc(s.gates.b[i]); });
+    MNEMO_FOR_LANES(e, Cp * Kp, lanes) {
+      const int i = e / Kp, d = e % Kp;
+      const Acc kb = i < c && d < K ? -s.gates.beta[i] * exp_acc(s.gates.b[i]) * static_cast<Acc>(grid::bf16_to_float(s.k[e]))
+                                    : Acc(0);
+      x_low[e] = grid::float_to_bf16(static_cast<float>(kb));
+    }
     MNEMO_FOR_LANES(e, Kp * Bp, lanes) { s.dsf[e] *= exp_acc(bc); }
     grid::barrier();
     block_mma<Layout::col, Layout::row>(lanes, Kp, Bp, 2 * Cp, s.x, Kp, s.y, Bp, s.dsf, Bp, true);  // += Xᵀ Y
