@@ -138,19 +138,11 @@ MNEMO_HD void gate_prefix(const Problem& p, const Acc* gate, int64_t row0, int64
     b[i] = acc;
   }
 }
-// B_ic = Σ_{r <= i} g_rc for each key column c, in two phases (a barrier between): the chunk's gates into b, their
-// loads a batch at a time (grid::for_lanes_batched; consecutive lanes read consecutive columns), then each column
-// summed down in place by one item. Summing down straight from global memory waits one memory round trip a row (a
-// load cannot move above the shared-memory store of the row before, which may alias it): 64 a chunk in the
-// sequential state stages.
+// B_ic = Σ_{r <= i} g_rc for each key column c from the chunk's raw gates in b: each column summed down in place by
+// one item (a phase of its own: the raw gates were written by other lanes).
 template <class Acc>
-MNEMO_HD void gate_prefix_key_wise(const Problem& p, const Acc* gate, int64_t row0, int64_t h, int L, Acc* b,
-                                   grid::Lanes lanes) {
+MNEMO_HD void sum_gates_down(const Problem& p, int L, Acc* b, grid::Lanes lanes) {
   const int K = static_cast<int>(p.key_dim), Kp = mma_ld(K);
-  grid::for_lanes_batched<4>(
-      L * K, lanes, [&](int e) { return gate[((row0 + e / K) * p.heads + h) * K + e % K]; },
-      [&](int e, Acc g) { b[(e / K) * Kp + e % K] = g; });
-  grid::barrier();
   MNEMO_FOR_LANES(col, K, lanes) {
     Acc acc = 0;
     for (int i = 0; i < L; ++i) {
@@ -159,14 +151,92 @@ MNEMO_HD void gate_prefix_key_wise(const Problem& p, const Acc* gate, int64_t ro
     }
   }
 }
+// The same from global memory, in two phases (a barrier between): the chunk's gates into b, their loads a batch at a
+// time (grid::for_lanes_batched; consecutive lanes read consecutive columns), then sum_gates_down. Summing down
+// straight from global memory waits one memory round trip a row (a load cannot move above the shared-memory store of
+// the row before, which may alias it): 64 a chunk.
 template <class Acc>
-MNEMO_HD void state_gate_prefix(const Problem& p, const Acc* gate, int64_t row0, int64_t h, int L, Acc* b,
-                                grid::Lanes lanes) {
-  if (p.gate == Gate::kKeyWise)
-    gate_prefix_key_wise<Acc>(p, gate, row0, h, L, b, lanes);
-  else
-    gate_prefix<Acc>(p, gate, row0, h, L, b, lanes);
+MNEMO_HD void gate_prefix_key_wise(const Problem& p, const Acc* gate, int64_t row0, int64_t h, int L, Acc* b,
+                                   grid::Lanes lanes) {
+  const int K = static_cast<int>(p.key_dim), Kp = mma_ld(K);
+  grid::for_lanes_batched<4>(
+      L * K, lanes, [&](int e) { return gate[((row0 + e / K) * p.heads + h) * K + e % K]; },
+      [&](int e, Acc g) { b[(e / K) * Kp + e % K] = g; });
+  grid::barrier();
+  sum_gates_down<Acc>(p, L, b, lanes);
 }
+
+// What a state step reads from global memory for chunk `ci` of its sequence: the raw key-wise gates (item e = (i, c)
+// of the chunk's L × K), and the rows of a [T, H, K] input (q or k; items of the [Cp, Kp] tile) and of a [T, H, V]
+// input (v or dO; items of the [Cp, Bp] tile), zero outside the chunk's rows and the tile's columns.
+template <class E, class Acc>
+struct GlaChunkLoads {
+  const Problem& p;
+  const Acc* gate;
+  const E* keys;    // q or k
+  const E* values;  // v or dO
+  int64_t h, v0, row0;
+  int L, bv, Cp, Kp, Bp;
+  MNEMO_HD GlaChunkLoads(const Problem& problem, const Acc* g, const E* key_rows, const E* value_rows, int64_t head,
+                         int64_t col0, int cols, int64_t bos, int64_t len, int64_t ci)
+      : p(problem), gate(g), keys(key_rows), values(value_rows), h(head), v0(col0), row0(bos + ci * problem.tiling.chunk),
+        L(static_cast<int>(len - ci * problem.tiling.chunk < problem.tiling.chunk ? len - ci * problem.tiling.chunk
+                                                                                  : problem.tiling.chunk)),
+        bv(cols), Cp(mma_ld(problem.tiling.chunk)), Kp(mma_ld(static_cast<int>(problem.key_dim))),
+        Bp(mma_ld(problem.tiling.tile_v)) {}
+  MNEMO_HD int gate_items() const { return p.gate == Gate::kKeyWise ? L * static_cast<int>(p.key_dim) : 0; }
+  MNEMO_HD Acc raw_gate(int e) const {
+    const int64_t K = p.key_dim;
+    return gate[((row0 + e / K) * p.heads + h) * K + e % K];
+  }
+  MNEMO_HD Acc key(int e) const {
+    const int i = e / Kp, d = e % Kp;
+    return i < L && d < p.key_dim ? grid::load_as<Acc>(keys + ((row0 + i) * p.heads + h) * p.key_dim + d) : Acc(0);
+  }
+  MNEMO_HD Acc value(int e) const {
+    const int i = e / Bp, d = e % Bp;
+    return i < L && d < bv ? grid::load_as<Acc>(values + ((row0 + i) * p.heads + h) * p.value_dim + v0 + d) : Acc(0);
+  }
+};
+
+// A state step's global loads read one chunk ahead (grid::PrefetchedTile, as the delta rule's state stages): the
+// key-wise gates and the value-side tile are issued once this chunk's are in shared memory, the key-side tile once
+// this chunk has scaled its own.
+template <class E, class Acc>
+struct GlaOperandsAhead {
+  using Loads = GlaChunkLoads<E, Acc>;
+  grid::PrefetchedTile<Acc, 16> gates, keys, values;  // all of a 64 × 64 tile at 256 threads
+  MNEMO_HD void issue_gates_and_values(const Loads& x, grid::Lanes lanes) {
+    gates.issue(x.gate_items(), lanes, [&](int e) { return x.raw_gate(e); });
+    values.issue(x.Cp * x.Bp, lanes, [&](int e) { return x.value(e); });
+  }
+  MNEMO_HD void issue_keys(const Loads& x, grid::Lanes lanes) {
+    keys.issue(x.Cp * x.Kp, lanes, [&](int e) { return x.key(e); });
+  }
+  // The chunk's B: key-wise, the raw gates into b (sum_gates_down after a barrier); scalar, the prefix sums from
+  // global memory as gate_prefix. And the value-side tile as bf16 (one phase).
+  MNEMO_HD void write_gates_and_values(const Loads& x, Acc* b, bf16* value_tile, grid::Lanes lanes) const {
+    if (x.p.gate == Gate::kKeyWise) {
+      const int K = static_cast<int>(x.p.key_dim);
+      gates.write(x.gate_items(), lanes, [&](int e) { return x.raw_gate(e); },
+                  [&](int e, Acc g) { b[(e / K) * x.Kp + e % K] = g; });
+    } else {
+      gate_prefix<Acc>(x.p, x.gate, x.row0, x.h, x.L, b, lanes);
+    }
+    values.write(x.Cp * x.Bp, lanes, [&](int e) { return x.value(e); },
+                 [&](int e, Acc v) { value_tile[e] = grid::float_to_bf16(static_cast<float>(v)); });
+  }
+  // The key-side tile as bf16(factor(i, d) · x_id) inside the chunk's rows and columns, zero elsewhere (one phase).
+  template <class Factor>
+  MNEMO_HD void write_keys(const Loads& x, Factor factor, bf16* key_tile, grid::Lanes lanes) const {
+    const int K = static_cast<int>(x.p.key_dim);
+    keys.write(x.Cp * x.Kp, lanes, [&](int e) { return x.key(e); }, [&](int e, Acc v) {
+      const int i = e / x.Kp, d = e % x.Kp;
+      key_tile[e] = grid::float_to_bf16(static_cast<float>(i < x.L && d < K ? factor(i, d) * v : Acc(0)));
+    });
+  }
+};
+
 template <class Acc>
 MNEMO_HD Acc gate_at(const Problem& p, const Acc* b, int i, int col) {
   return p.gate == Gate::kKeyWise ? b[i * mma_ld(static_cast<int>(p.key_dim)) + col] : b[i];
@@ -195,21 +265,33 @@ MNEMO_HD void state_forward_block_mma(const Problem& p, const ForwardPointers& p
   }
   grid::barrier();
   const int64_t N = chunks_of(len, C);
+  using Loads = GlaChunkLoads<E, Acc>;
+  auto loads_of = [&](int64_t ci) { return Loads(p, gate, k, v, h, v0, bv, bos, len, ci); };
+  GlaOperandsAhead<E, Acc> ahead;
+  if (N > 0) {
+    ahead.issue_gates_and_values(loads_of(0), lanes);
+    ahead.issue_keys(loads_of(0), lanes);
+  }
   for (int64_t ci = 0; ci < N; ++ci) {
-    const int64_t row0 = bos + ci * C;
-    const int L = static_cast<int>(len - ci * C < C ? len - ci * C : C);
-    // Phase: the chunk-start state out; B; Ṽ.
+    const Loads loads = loads_of(ci);
+    const int L = loads.L;
+    // Phase: the chunk-start state out; B (key-wise: the raw gates); Ṽ (both read during the step before).
     MNEMO_FOR_LANES(e, K * bv, lanes) {
       const int row = e / bv, col = e % bv;
       chunk_states[state_at(slot0 + ci, row, col)] = t.sf[row * Bp + col];
     }
-    state_gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
-    grid::load_rows_bf16_batched<Acc>(v, row0, H, h, V, v0, bv, L, Cp, Bp, grid::Unscaled<Acc>{}, t.vb, lanes);
+    ahead.write_gates_and_values(loads, t.b, t.vb, lanes);
     grid::barrier();
+    if (ci + 1 < N) ahead.issue_gates_and_values(loads_of(ci + 1), lanes);  // in flight through this step
+    if (p.gate == Gate::kKeyWise) {
+      sum_gates_down<Acc>(p, L, t.b, lanes);
+      grid::barrier();
+    }
     // Phase: K̃d = bf16(k_jc e^{B_Lc − B_jc}); S ← e^{B_L} S (row c of the state by e^{B_Lc}).
-    grid::load_rows_bf16_batched<Acc, 4>(k, row0, H, h, K, 0, K, L, Cp, Kp, [&](int j, int d) {
+    ahead.write_keys(loads, [&](int j, int d) {
       return grid::exp_acc(gate_at(p, t.b, L - 1, d) - gate_at(p, t.b, j, d));
     }, t.ka, lanes);
+    if (ci + 1 < N) ahead.issue_keys(loads_of(ci + 1), lanes);
     MNEMO_FOR_LANES(e, K * Bp, lanes) { t.sf[e] *= grid::exp_acc(gate_at(p, t.b, L - 1, e / Bp)); }
     grid::barrier();
     block_mma<Layout::col, Layout::row>(lanes, Kp, Bp, Cp, t.ka, Kp, t.vb, Bp, t.sf, Bp, true);  // S += K̃dᵀ Ṽ
@@ -386,21 +468,32 @@ MNEMO_HD void state_backward_block_mma(const Problem& p, const BackwardPointers&
   }
   grid::barrier();
   const int64_t N = chunks_of(len, C);
+  using Loads = GlaChunkLoads<E, Acc>;
+  auto loads_of = [&](int64_t ci) { return Loads(p, gate, q, d_o, h, v0, bv, bos, len, ci); };
+  GlaOperandsAhead<E, Acc> ahead;
+  if (N > 0) {
+    ahead.issue_gates_and_values(loads_of(N - 1), lanes);
+    ahead.issue_keys(loads_of(N - 1), lanes);
+  }
   for (int64_t ci = N - 1; ci >= 0; --ci) {
-    const int64_t row0 = bos + ci * C;
-    const int L = static_cast<int>(len - ci * C < C ? len - ci * C : C);
-    // Phase: dS' of this chunk out (the adjoint of its end state); B; dÕ.
+    const Loads loads = loads_of(ci);
+    const int L = loads.L;
+    // Phase: dS' of this chunk out (the adjoint of its end state); B (key-wise: the raw gates); dÕ (both read during
+    // the step before).
     MNEMO_FOR_LANES(e, K * bv, lanes) {
       const int row = e / bv, col = e % bv;
       d_states[state_at(slot0 + ci + 1, row, col)] = t.sf[row * Bp + col];
     }
-    state_gate_prefix<Acc>(p, gate, row0, h, L, t.b, lanes);
-    grid::load_rows_bf16_batched<Acc>(d_o, row0, H, h, V, v0, bv, L, Cp, Bp, grid::Unscaled<Acc>{}, t.dob, lanes);
+    ahead.write_gates_and_values(loads, t.b, t.dob, lanes);
     grid::barrier();
+    if (ci > 0) ahead.issue_gates_and_values(loads_of(ci - 1), lanes);  // in flight through this step
+    if (p.gate == Gate::kKeyWise) {
+      sum_gates_down<Acc>(p, L, t.b, lanes);
+      grid::barrier();
+    }
     // Phase: Q̃e = bf16(scale e^{B_ic} q_ic); dS ← e^{B_L} dS' (row c by e^{B_Lc}).
-    grid::load_rows_bf16_batched<Acc, 4>(q, row0, H, h, K, 0, K, L, Cp, Kp, [&](int i, int d) {
-      return scale * grid::exp_acc(gate_at(p, t.b, i, d));
-    }, t.qa, lanes);
+    ahead.write_keys(loads, [&](int i, int d) { return scale * grid::exp_acc(gate_at(p, t.b, i, d)); }, t.qa, lanes);
+    if (ci > 0) ahead.issue_keys(loads_of(ci - 1), lanes);
     MNEMO_FOR_LANES(e, K * Bp, lanes) { t.sf[e] *= grid::exp_acc(gate_at(p, t.b, L - 1, e / Bp)); }
     grid::barrier();
     block_mma<Layout::col, Layout::row>(lanes, Kp, Bp, Cp, t.qa, Kp, t.dob, Bp, t.sf, Bp, true);  // += Q̃eᵀ dÕ
