@@ -122,11 +122,11 @@ constexpr int kLoadBatch = 8;
 // shared memory item by item waits one memory round trip per item, since the compiler cannot move a load above a
 // store that may alias it; here a batch's loads are in flight together. Like any phase, `load` must not read what
 // `store` writes in the same phase (then the order of items does not matter, and the results are bit for bit those
-// of the plain loop).
+// of the plain loop). `skip`: each thread's first `skip` items are left out (done elsewhere).
 template <int Batch = kLoadBatch, class Load, class Store>
-MNEMO_HD void for_lanes_batched(int n, Lanes lanes, Load&& load, Store&& store) {
+MNEMO_HD void for_lanes_batched(int n, Lanes lanes, Load&& load, Store&& store, int skip = 0) {
   using Value = decltype(load(0));
-  for (int base = lanes.lane; base < n; base += Batch * lanes.count) {
+  for (int base = lanes.lane + skip * lanes.count; base < n; base += Batch * lanes.count) {
     Value values[Batch]{};
     MNEMO_UNROLL
     for (int b = 0; b < Batch; ++b) {
@@ -168,20 +168,7 @@ class PrefetchedTile {
       const int i = lanes.lane + b * lanes.count;
       if (i < n) store(i, held_[b]);
     }
-    const int rest = lanes.lane + PerLane * lanes.count;
-    for (int base = rest; base < n; base += kLoadBatch * lanes.count) {
-      Value values[kLoadBatch]{};
-      MNEMO_UNROLL
-      for (int b = 0; b < kLoadBatch; ++b) {
-        const int i = base + b * lanes.count;
-        if (i < n) values[b] = load(i);
-      }
-      MNEMO_UNROLL
-      for (int b = 0; b < kLoadBatch; ++b) {
-        const int i = base + b * lanes.count;
-        if (i < n) store(i, values[b]);
-      }
-    }
+    for_lanes_batched(n, lanes, load, store, PerLane);
   }
 
  private:
