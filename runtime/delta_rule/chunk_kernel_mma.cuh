@@ -31,27 +31,6 @@ MNEMO_HD void load_rows_bf16(const Problem& p, const T* x, int64_t r0, int head,
                              int rows, int padded_rows, int ld, bf16* tile, Lanes lanes, Acc factor = Acc(1)) {
   grid::load_rows_bf16<Acc>(x, r0, p.heads, head, width, col0, cols, rows, padded_rows, ld, factor, tile, lanes);
 }
-// The same for the sequential state stages, entry (i, d) times factor(i, d) (grid::load_rows_bf16_batched: a
-// thread's loads in flight together).
-template <class Acc, class T, class Factor = grid::Unscaled<Acc>>
-MNEMO_HD void load_rows_bf16_batched(const Problem& p, const T* x, int64_t r0, int head, int width, int col0,
-                                     int cols, int rows, int padded_rows, int ld, bf16* tile, Lanes lanes,
-                                     Factor factor = {}) {
-  grid::load_rows_bf16_batched<Acc>(x, r0, p.heads, head, width, col0, cols, rows, padded_rows, ld, factor, tile,
-                                    lanes);
-}
-
-// L̃⁻¹ = bf16(L⁻¹) of a chunk of c rows (stored [C, C], fp32) into a zero-padded [Cp, Cp] tile. One phase.
-template <class Acc>
-MNEMO_HD void load_linv_bf16(const Acc* linv, int C, int c, int Cp, bf16* tile, Lanes lanes) {
-  grid::for_lanes_batched(
-      Cp * Cp, lanes,
-      [&](int e) {
-        const int i = e / Cp, j = e % Cp;
-        return i < c && j < c ? static_cast<float>(linv[i * C + j]) : 0.0f;
-      },
-      [&](int e, float value) { tile[e] = grid::float_to_bf16(value); });
-}
 
 // prepare: tiles gates; K̃ [Cp, Kp]; K Kᵀ then A [Cp, Cp] (fp32); X = L⁻¹ [Cp, Cp] (fp32).
 template <class Acc>

@@ -81,31 +81,6 @@ MNEMO_HD void load_rows_bf16(const T* x, int64_t row0, int64_t heads, int64_t he
   }
 }
 
-// load_rows_bf16 for the sequential state stages, where one block's memory round trips are the chunk loop's
-// latency: each thread's loads in flight Batch at a time (for_lanes_batched), and entry (i, d) of the tile times
-// its own factor(i, d) (a gate or decay of row i, of column d or of both), as factor(i, d) · x.
-template <class Acc, int Batch = kLoadBatch, class T, class Factor>
-MNEMO_HD void load_rows_bf16_batched(const T* x, int64_t row0, int64_t heads, int64_t head, int64_t width,
-                                     int64_t col0, int cols, int rows, int padded_rows, int ld, Factor factor,
-                                     bf16* tile, Lanes lanes) {
-  for_lanes_batched<Batch>(
-      padded_rows * ld, lanes,
-      [&](int e) {
-        const int i = e / ld, d = e % ld;
-        return i < rows && d < cols ? load_as<Acc>(x + ((row0 + i) * heads + head) * width + col0 + d) : Acc(0);
-      },
-      [&](int e, Acc value) {
-        const int i = e / ld, d = e % ld;
-        tile[e] = float_to_bf16(static_cast<float>(i < rows && d < cols ? factor(i, d) * value : Acc(0)));
-      });
-}
-
-// The factor of load_rows_bf16_batched for a tile taken as it is.
-template <class Acc>
-struct Unscaled {
-  MNEMO_HD Acc operator()(int, int) const { return Acc(1); }
-};
-
 // C[M×N] = A·B, or C += A·B when `accumulate`; one phase (the caller's barriers separate it from the writes of A, B
 // and C before and the reads of C after).
 template <Layout LA, Layout LB>
