@@ -136,12 +136,6 @@ struct StateChunkLoads {
   }
 };
 
-// A tile's entries as bf16 (the store of a PrefetchedTile write).
-template <class Acc>
-MNEMO_HD auto store_bf16(bf16* tile) {
-  return [tile](int e, Acc value) { tile[e] = grid::float_to_bf16(static_cast<float>(value)); };
-}
-
 // The forward state step's global loads, read one chunk ahead (grid::PrefetchedTile): issued for chunk n + 1 as soon
 // as chunk n's are in shared memory, written at the top of chunk n + 1's step.
 template <class T, class Acc>
@@ -163,9 +157,9 @@ class StateOperandsAhead {
           s.gates.beta[i] = g.beta;
           s.gates.graw[i] = g.g;
         });
-    l_.write(x.Cp * x.Cp, lanes, [&](int e) { return x.l(e); }, store_bf16<Acc>(s.l));
-    k_.write(x.Cp * x.Kp, lanes, [&](int e) { return x.k(e); }, store_bf16<Acc>(s.k));
-    v_.write(x.Cp * x.Bp, lanes, [&](int e) { return x.v(e); }, store_bf16<Acc>(s.v));
+    l_.write(x.Cp * x.Cp, lanes, [&](int e) { return x.l(e); }, grid::bf16_tile_store<Acc>(s.l));
+    k_.write(x.Cp * x.Kp, lanes, [&](int e) { return x.k(e); }, grid::bf16_tile_store<Acc>(s.k));
+    v_.write(x.Cp * x.Bp, lanes, [&](int e) { return x.v(e); }, grid::bf16_tile_store<Acc>(s.v));
   }
 
  private:
@@ -440,9 +434,9 @@ MNEMO_HD void state_backward_block_mma(const BackwardArgs<T, Acc>& a, int64_t bl
           s.gates.beta[i] = g.beta;
           s.gates.graw[i] = g.g;
         });
-    l_ahead.write(Cp * Cp, lanes, [&](int e) { return loads.l(e); }, store_bf16<Acc>(s.l));
-    dout_ahead.write(Cp * Bp, lanes, [&](int e) { return loads.dout(e); }, store_bf16<Acc>(s.y));
-    q_ahead.write(Cp * Kp, lanes, [&](int e) { return loads.q(e); }, store_bf16<Acc>(s.x));
+    l_ahead.write(Cp * Cp, lanes, [&](int e) { return loads.l(e); }, grid::bf16_tile_store<Acc>(s.l));
+    dout_ahead.write(Cp * Bp, lanes, [&](int e) { return loads.dout(e); }, grid::bf16_tile_store<Acc>(s.y));
+    q_ahead.write(Cp * Kp, lanes, [&](int e) { return loads.q(e); }, grid::bf16_tile_store<Acc>(s.x));
     k_ahead.write(Cp * Kp, lanes, [&](int e) { return loads.k(e); }, [&](int e, Acc value) {
       x_low[e] = s.k[e] = grid::float_to_bf16(static_cast<float>(value));
     });

@@ -151,17 +151,27 @@ MNEMO_HD void sum_gates_down(const Problem& p, int L, Acc* b, grid::Lanes lanes)
     }
   }
 }
-// The same from global memory, in two phases (a barrier between): the chunk's gates into b, their loads a batch at a
-// time (grid::for_lanes_batched; consecutive lanes read consecutive columns), then sum_gates_down. Summing down
+// Item e = (i, c) of the raw key-wise gates of rows row0 + i of head h ([T, H, K]), and its place in b ([L, Kp]).
+template <class Acc>
+MNEMO_HD Acc raw_key_wise_gate(const Problem& p, const Acc* gate, int64_t row0, int64_t h, int e) {
+  const int64_t K = p.key_dim;
+  return gate[((row0 + e / K) * p.heads + h) * K + e % K];
+}
+template <class Acc>
+MNEMO_HD auto raw_gate_store(const Problem& p, Acc* b) {
+  const int K = static_cast<int>(p.key_dim), Kp = mma_ld(K);
+  return [b, K, Kp](int e, Acc g) { b[(e / K) * Kp + e % K] = g; };
+}
+// Key-wise B from global memory, in two phases (a barrier between): the chunk's raw gates into b, their loads a batch
+// at a time (grid::for_lanes_batched; consecutive lanes read consecutive columns), then sum_gates_down. Summing down
 // straight from global memory waits one memory round trip a row (a load cannot move above the shared-memory store of
 // the row before, which may alias it): 64 a chunk.
 template <class Acc>
 MNEMO_HD void gate_prefix_key_wise(const Problem& p, const Acc* gate, int64_t row0, int64_t h, int L, Acc* b,
                                    grid::Lanes lanes) {
-  const int K = static_cast<int>(p.key_dim), Kp = mma_ld(K);
   grid::for_lanes_batched<4>(
-      L * K, lanes, [&](int e) { return gate[((row0 + e / K) * p.heads + h) * K + e % K]; },
-      [&](int e, Acc g) { b[(e / K) * Kp + e % K] = g; });
+      L * static_cast<int>(p.key_dim), lanes, [&](int e) { return raw_key_wise_gate(p, gate, row0, h, e); },
+      raw_gate_store(p, b));
   grid::barrier();
   sum_gates_down<Acc>(p, L, b, lanes);
 }
@@ -185,10 +195,7 @@ struct GlaChunkLoads {
         bv(cols), Cp(mma_ld(problem.tiling.chunk)), Kp(mma_ld(static_cast<int>(problem.key_dim))),
         Bp(mma_ld(problem.tiling.tile_v)) {}
   MNEMO_HD int gate_items() const { return p.gate == Gate::kKeyWise ? L * static_cast<int>(p.key_dim) : 0; }
-  MNEMO_HD Acc raw_gate(int e) const {
-    const int64_t K = p.key_dim;
-    return gate[((row0 + e / K) * p.heads + h) * K + e % K];
-  }
+  MNEMO_HD Acc raw_gate(int e) const { return raw_key_wise_gate(p, gate, row0, h, e); }
   MNEMO_HD Acc key(int e) const {
     const int i = e / Kp, d = e % Kp;
     return i < L && d < p.key_dim ? grid::load_as<Acc>(keys + ((row0 + i) * p.heads + h) * p.key_dim + d) : Acc(0);
@@ -217,14 +224,12 @@ struct GlaOperandsAhead {
   // global memory as gate_prefix. And the value-side tile as bf16 (one phase).
   MNEMO_HD void write_gates_and_values(const Loads& x, Acc* b, bf16* value_tile, grid::Lanes lanes) const {
     if (x.p.gate == Gate::kKeyWise) {
-      const int K = static_cast<int>(x.p.key_dim);
-      gates.write(x.gate_items(), lanes, [&](int e) { return x.raw_gate(e); },
-                  [&](int e, Acc g) { b[(e / K) * x.Kp + e % K] = g; });
+      gates.write(x.gate_items(), lanes, [&](int e) { return x.raw_gate(e); }, raw_gate_store(x.p, b));
     } else {
       gate_prefix<Acc>(x.p, x.gate, x.row0, x.h, x.L, b, lanes);
     }
     values.write(x.Cp * x.Bp, lanes, [&](int e) { return x.value(e); },
-                 [&](int e, Acc v) { value_tile[e] = grid::float_to_bf16(static_cast<float>(v)); });
+                 grid::bf16_tile_store<Acc>(value_tile));
   }
   // The key-side tile as bf16(factor(i, d) · x_id) inside the chunk's rows and columns, zero elsewhere (one phase).
   template <class Factor>

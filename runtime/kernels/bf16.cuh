@@ -63,6 +63,12 @@ MNEMO_HD void store_as(double* p, Acc x) { *p = static_cast<double>(x); }
 template <class Acc>
 MNEMO_HD void store_as(bf16* p, Acc x) { *p = float_to_bf16(static_cast<float>(x)); }
 
+// The store of a tile write (PrefetchedTile::write, for_lanes_batched): entry e of a bf16 tile ← bf16(value).
+template <class Acc>
+MNEMO_HD auto bf16_tile_store(bf16* tile) {
+  return [tile](int e, Acc value) { store_as<Acc>(tile + e, value); };
+}
+
 // exp in the accumulation type (expf for float, exp for double) on both sides.
 MNEMO_HD float exp_acc(float x) {
 #if defined(__CUDA_ARCH__)
