@@ -200,6 +200,31 @@ TEST_CASE("sweep files that are not an object, or with a non-string name, are na
   CHECK_THROWS_WITH(expand_sweep({{"name", 5}}), Catch::Contains("sweep field 'name' must be a string, got 5"));
 }
 
+TEST_CASE("a sweep grid value that is an object sets its key with its own settings", "[messages][sweep]") {
+  const json sweep = json::parse(R"({"base": {"task": "lm", "chunk_size": 64},
+    "cases": [{"d_model": 64}, {"d_model": 96}],
+    "grid": {"model": ["gated_deltanet", {"model": "mamba3", "mamba_mimo_rank": 4, "chunk_size": 32}]}})");
+  const std::vector<json> cells = expand_sweep(sweep);
+  REQUIRE(cells.size() == 4);
+  for (int c = 0; c < 2; ++c) {
+    const json& plain = cells[2 * c];
+    const json& variant = cells[2 * c + 1];
+    CHECK(plain.at("model") == "gated_deltanet");
+    CHECK(plain.at("chunk_size") == 64);
+    CHECK_FALSE(plain.contains("mamba_mimo_rank"));
+    CHECK(variant.at("model") == "mamba3");
+    CHECK(variant.at("mamba_mimo_rank") == 4);
+    CHECK(variant.at("chunk_size") == 32);  // the value's own setting wins over base
+    CHECK(plain.at("d_model") == variant.at("d_model"));
+  }
+  CHECK(cells[0].at("d_model") == 64);
+  CHECK(cells[2].at("d_model") == 96);
+  // An object that does not set its axis's key would silently keep the base's (or no) value: refused, named.
+  CHECK_THROWS_WITH(expand_sweep(json::parse(R"({"grid": {"model": ["gla", {"mamba_mimo_rank": 4}]}})")),
+                    Catch::Contains("sweep grid key 'model'") && Catch::Contains("must set 'model' itself") &&
+                        Catch::Contains("mamba_mimo_rank"));
+}
+
 TEST_CASE("tokenizer train on a text too small for the vocabulary is an error, not a crash", "[messages][tokenizer]") {
   auto dir = temp_dir("msg_tok");
   const std::string text = (dir / "t.txt").string();

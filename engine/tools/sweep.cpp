@@ -55,6 +55,10 @@ std::vector<json> expand_sweep(const json& sweep) {
   for (auto it = grid.begin(); it != grid.end(); ++it) {
     if (!it.value().is_array() || it.value().empty())
       throw Error("sweep grid key '" + it.key() + "' must be a non-empty array");
+    for (const json& value : it.value())
+      if (value.is_object() && !value.contains(it.key()))
+        throw Error("sweep grid key '" + it.key() + "': an object value is merged into the cell and must set '" +
+                    it.key() + "' itself, got " + value.dump());
     axes.emplace_back(it.key(), it.value());
   }
   // Count before expanding: a grid's product grows fast (9 axes of 30 values are 2e13 cells).
@@ -74,7 +78,13 @@ std::vector<json> expand_sweep(const json& sweep) {
     while (true) {
       json cell = base;
       cell.update(c);
-      for (size_t a = 0; a < axes.size(); ++a) cell[axes[a].first] = axes[a].second[idx[a]];
+      for (size_t a = 0; a < axes.size(); ++a) {
+        const json& value = axes[a].second[idx[a]];
+        if (value.is_object())
+          cell.update(value);  // a value with its own settings, e.g. {"model": "mamba3", "mamba_mimo_rank": 4}
+        else
+          cell[axes[a].first] = value;
+      }
       cells.push_back(cell);
       size_t a = axes.size();
       while (a > 0) {

@@ -12,7 +12,9 @@
 namespace mnemo {
 
 // Sweep file: {"name": "...", "base": {config}, "cases": [{partial config}, ...],
-//              "grid": {"key": [values], ...}}. Cells = cases × product(grid), each merged over base.
+//              "grid": {"key": [values], ...}}. Cells = cases × product(grid), each merged over base. A grid
+// value that is an object sets its key together with other keys (it must set the axis's own key), e.g. a model
+// with its own settings: "model": ["gated_deltanet", {"model": "mamba3", "mamba_mimo_rank": 4}].
 // More than kMaxSweepCells cells is an error (a grid's product grows fast).
 constexpr int64_t kMaxSweepCells = 100000;
 std::vector<json> expand_sweep(const json& sweep);
