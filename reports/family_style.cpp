@@ -30,9 +30,16 @@ const std::vector<GroupDef> kGroups = {{"attention", 7},     {"linear recurrent"
 const std::vector<int> kSpareMarkers = {6, 8, 10, 12, 14, 1, 2, 3};
 constexpr int kOtherPointType = 4;  // open square
 
+// A family's argument that makes its runs models of their own in the report (runtime/registry.h ReportVariant).
+struct VariantDef {
+  std::string arg, label;
+  json fallback;  // the family's default: a run at this value is the plain model
+};
+
 struct StyleTable {
   std::vector<GroupDef> groups = kGroups;
   std::vector<std::pair<std::string, FamilyStyle>> families;  // in declaration order
+  std::map<std::string, std::vector<VariantDef>> variants;    // family -> its variants
 };
 
 StyleTable& table() {
@@ -75,6 +82,20 @@ void set_family_styles(const json& families) {
       t.groups.push_back({group, kSpareMarkers[added % kSpareMarkers.size()]});
       g = t.groups.end() - 1;
     }
+    std::vector<VariantDef> variants;
+    if (f.contains("variants")) {
+      if (!f["variants"].is_array())
+        throw Error("model family " + name + ": report \"variants\" must be an array, got " +
+                    json_excerpt(f["variants"]));
+      for (const json& v : f["variants"]) {
+        if (!v.is_object() || !v.contains("arg") || !v["arg"].is_string() || !v.contains("label") ||
+            !v["label"].is_string())
+          throw Error("model family " + name + ": a report variant needs string fields arg and label, got " +
+                      json_excerpt(v));
+        variants.push_back({v["arg"], v["label"], v.value("default", json())});
+      }
+    }
+    t.variants[name] = std::move(variants);
     FamilyStyle s{group, kPalette[size_t(c - kColourNames.begin())], g->point_type, true};
     auto same = std::find_if(t.families.begin(), t.families.end(), [&](const auto& e) { return e.first == name; });
     if (same != t.families.end()) same->second = s;
@@ -84,13 +105,34 @@ void set_family_styles(const json& families) {
 }
 
 FamilyStyle family_style(const std::string& family) {
-  for (const auto& [name, style] : table().families)
-    if (name == family) return style;
+  const std::string base = family_of_label(family);
+  for (const std::string& wanted : {family, base})
+    for (const auto& [name, style] : table().families)
+      if (name == wanted) return style;
   FamilyStyle s;
-  s.colour = kPalette[fnv1a(family) % kPalette.size()];
+  s.colour = kPalette[fnv1a(base) % kPalette.size()];  // a plugin's variants share its colour too
   s.group = "other";
   s.point_type = kOtherPointType;
   return s;
+}
+
+std::string family_of_label(const std::string& label) {
+  return label.substr(0, std::min(label.find(" ("), label.find(" @ ")));
+}
+
+std::string run_label(const json& config, const std::string& model, const std::vector<std::string>& details) {
+  std::vector<std::string> parts;
+  auto variants = table().variants.find(model);
+  if (variants != table().variants.end() && config.is_object())
+    for (const VariantDef& v : variants->second) {
+      auto value = config.find(v.arg);
+      if (value == config.end() || value->is_null() || *value == v.fallback) continue;
+      parts.push_back(v.label + " " + (value->is_string() ? value->get<std::string>() : value->dump()));
+    }
+  parts.insert(parts.end(), details.begin(), details.end());
+  std::string label = model;
+  for (size_t i = 0; i < parts.size(); ++i) label += (i == 0 ? " (" : ", ") + parts[i];
+  return parts.empty() ? label : label + ")";
 }
 
 std::vector<std::string> family_groups() {

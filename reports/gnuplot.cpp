@@ -224,7 +224,7 @@ Figure plot_lines(const LinePlot& plot, const std::string& dir) {
       const FamilyStyle f = family_style(s.family);
       st.colour = f.colour;
       st.point_type = f.point_type;
-      st.dash = 1 + family_labels[s.family]++ % 5;
+      st.dash = 1 + family_labels[family_of_label(s.family)]++ % 5;  // "mamba3 (MIMO rank 4)" beside mamba3
     } else {
       static const int kPoints[] = {7, 5, 9, 13, 11, 15, 6, 4, 8, 12, 10, 14};
       const auto& palette = style_palette();

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <set>
 
+#include "reports/family_style.h"
+
 
 namespace mnemo {
 
@@ -129,10 +131,10 @@ MadRunsFromDb mad_runs_from_db(ResultsDB& db, const json& catalog, MadSelection 
     for (auto it = base.begin(); it != base.end(); ++it)
       r.setting_params[it.key()] = p.cfg.contains(it.key()) ? p.cfg[it.key()] : it.value();
     r.setting = mad_setting_label(base, r.setting_params);
-    std::string model = p.cfg.value("model", p.run.model);
     const int64_t d = p.cfg.value("d_model", int64_t{128}), layers = p.cfg.value("n_layers", int64_t{2});
-    if (d != 128 || layers != 2) model += " (d=" + std::to_string(d) + ", " + std::to_string(layers) + " layers)";
-    r.model = model;
+    std::vector<std::string> shape;
+    if (d != 128 || layers != 2) shape.push_back("d=" + std::to_string(d) + ", " + std::to_string(layers) + " layers");
+    r.model = run_label(p.cfg, p.cfg.value("model", p.run.model), shape);
     r.lr = p.cfg.value("lr", std::nan(""));
     r.weight_decay = p.cfg.value("weight_decay", std::nan(""));
     r.accuracy = value;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "reports/family_style.h"
 #include "reports/report.h"
 
 namespace mnemo {
@@ -70,7 +71,7 @@ MqarCells mqar_cells(const ResultsDB& db, const std::string& only_sweep) {
     for (const auto& [n, accuracy] : results) {
       // Values are drawn from [V/2, V) (synthetic/mqar.cpp); V defaults to the task's 8192.
       out.vocab_sizes[{static_cast<int64_t>(*L), n}].insert(V);
-      const MqarCellKey key{static_cast<int64_t>(*L), n, config_string(cfg, "model", run.model),
+      const MqarCellKey key{static_cast<int64_t>(*L), n, run_label(cfg, config_string(cfg, "model", run.model)),
                             static_cast<int64_t>(*d)};
       auto [it, fresh] = out.cells.try_emplace(key);
       MqarCell& c = it->second;

@@ -124,7 +124,7 @@ void babilong_section(ReportContext& ctx) {
       for (const auto& [model, by_len] : by_model) {
         Series s;
         s.label = model;
-        s.family = model.substr(0, model.find(" @ "));
+        s.family = family_of_label(model);
         std::vector<std::string> row{"qa" + std::to_string(task), model};
         for (int64_t L : lengths) {
           auto it = by_len.find(L);
@@ -147,7 +147,7 @@ void babilong_section(ReportContext& ctx) {
     for (const auto& model : models) {
       Series s;
       s.label = model;
-      s.family = model.substr(0, model.find(" @ "));
+      s.family = family_of_label(model);
       std::vector<std::string> row{"mean qa1-qa5", model};
       for (int64_t L : lengths) {
         double sum = 0;

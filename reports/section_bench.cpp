@@ -61,7 +61,10 @@ json bench_config(const BenchRow& b) {
 }
 
 void bench_section(ReportContext& ctx) {
-  std::vector<BenchRow> rows = latest_rows(ctx.db.benches());
+  // A row of a family's variant (bench --set mamba_mimo_rank=4) is a model of its own: "mamba3 (MIMO rank 4)".
+  std::vector<BenchRow> all = ctx.db.benches();
+  for (BenchRow& b : all) b.model = run_label(bench_config(b), b.model);
+  std::vector<BenchRow> rows = latest_rows(all);
   if (rows.empty()) return;
 
   // Legend labels: the model, plus whichever settings vary between rows.

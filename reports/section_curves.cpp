@@ -87,7 +87,7 @@ void curves_section(ReportContext& ctx) {
       }
     }
     if (rc.test_acc.x.empty() && rc.test_loss.x.empty() && rc.train_loss.x.empty()) continue;
-    std::string model = config_string(rc.config, "model", run.model);
+    std::string model = run_label(rc.config, config_string(rc.config, "model", run.model));
     auto d = config_number(rc.config, "d_model");
     auto lr = config_number(rc.config, "lr");
     rc.group = model + (d ? " d=" + std::to_string(static_cast<int64_t>(*d)) : "");

@@ -64,7 +64,7 @@ LmRun load_run(ReportContext& ctx, const RunInfo& run) {
   LmRun r;
   r.run = run;
   json cfg = run_config(ctx.db, run);
-  r.family = config_string(cfg, "model", run.model);
+  r.family = run_label(cfg, config_string(cfg, "model", run.model));  // e.g. "mamba3 (MIMO rank 4)"
   r.seq_len = static_cast<int64_t>(config_number(cfg, "seq_len").value_or(0));
   r.layers_d = integer(config_number(cfg, "n_layers").value_or(NAN)) + "×" +
                integer(config_number(cfg, "d_model").value_or(NAN));

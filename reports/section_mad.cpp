@@ -28,9 +28,6 @@ const std::vector<Column>& columns() {
   return c;
 }
 
-// The family of a MAD score row ("gla (d=32, 1 layers)" -> "gla").
-std::string family_of(const std::string& model) { return model.substr(0, model.find(" (")); }
-
 std::string pct(double v) { return std::isfinite(v) ? format_number(100.0 * v, 1) : "–"; }
 
 // The changed variable and its value of a single-change setting ("vocab_size=32"), or nullopt.
@@ -160,7 +157,7 @@ void mad_section(ReportContext& ctx) {
         bp.bars.push_back({model + (m.tasks_present < 6 ? " (" + std::to_string(m.tasks_present) +
                                                        (m.tasks_present == 1 ? " task)" : " tasks)")
                                                  : ""),
-                           family_of(model), 100.0 * m.mad_score, ""});
+                           family_of_label(model), 100.0 * m.mad_score, ""});
     bars.panels.push_back(std::move(bp));
     if (!bars.panels[0].bars.empty())
       ctx.add_figure(plot_bars(bars, ctx.figure_dir),
@@ -195,7 +192,7 @@ void mad_section(ReportContext& ctx) {
         for (const auto& [var, x] : points) {
           Series& series = panels[var][model];
           series.label = model;
-          series.family = family_of(model);
+          series.family = family_of_label(model);
           series.x.push_back(x);
           series.y.push_back(100.0 * s.best);
         }

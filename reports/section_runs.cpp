@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "reports/family_style.h"
 #include "reports/report.h"
 
 namespace mnemo {
@@ -63,8 +64,8 @@ void runs_section(ReportContext& ctx) {
     auto lr = config_number(cfg, "lr");
     char lr_text[32] = "-";
     if (lr) std::snprintf(lr_text, sizeof lr_text, "%.3g", *lr);
-    rows.push_back({std::to_string(run.id), ctx.db.observed_status(run), config_string(cfg, "model", run.model),
-                    run.task, format_config_int(cfg, "d_model"), format_config_int(cfg, "n_layers"),
+    rows.push_back({std::to_string(run.id), ctx.db.observed_status(run),
+                    run_label(cfg, config_string(cfg, "model", run.model)), run.task, format_config_int(cfg, "d_model"), format_config_int(cfg, "n_layers"),
                     lr_text, std::to_string(run.last_step), format_number(best_acc, 3),
                     format_number(final_loss, 3), format_count(tps),
                     format_duration(wall), run.n_params > 0 ? format_count(double(run.n_params)) : "n/a"});

@@ -128,7 +128,7 @@ void sniah_section(ReportContext& ctx) {
     for (const auto& [model, by_len] : grid) {
       Series s;
       s.label = model;
-      s.family = model.substr(0, model.find(" @ "));
+      s.family = family_of_label(model);
       std::vector<std::string> trow{model};
       double sum = 0;
       int count = 0;

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "reports/family_style.h"
 #include "reports/rank_stats.h"
 #include "reports/report.h"
 #include "reports/zeroshot_papers.h"
@@ -115,7 +116,7 @@ void init_model(ReportContext& ctx, ZsModel& m, const EvalRow& e, const std::map
   }
   const RunInfo& run = it->second;
   json cfg = run_config(ctx.db, run);
-  m.family = config_string(cfg, "model", run.model);
+  m.family = run_label(cfg, config_string(cfg, "model", run.model));
   std::string size = config_string(cfg, "size", "");
   auto layers = config_number(cfg, "n_layers"), d = config_number(cfg, "d_model");
   m.size_key = !size.empty() ? size : layers && d ? integer(*layers) + "×" + integer(*d) : "?";

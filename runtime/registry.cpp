@@ -35,12 +35,23 @@ void require_style(const std::string& name, const ReportStyle& style) {
   if (style.group.empty() || style.colour.empty())
     throw Error("model family " + name + " is registered without its report style (group and colour)");
 }
+// A report variant names an argument of the family (a key of one of its mixers' defaults), and a label.
+void require_variant_args(const std::string& name, const ReportStyle& style, const std::vector<const json*>& defaults) {
+  for (const ReportVariant& v : style.variants) {
+    bool known = false;
+    for (const json* d : defaults) known = known || d->contains(v.arg);
+    if (!known || v.label.empty())
+      throw Error("model family " + name + ": report variant '" + v.arg + "' " +
+                  (known ? "has no label" : "is not an argument of the family"));
+  }
+}
 }  // namespace
 
 void Registry::add_mixer(MixerFamily f) {
   if (has_mixer(f.name) || has_model(f.name)) throw Error("model family registered twice: " + f.name);
   require_quickstart_note(f.name, f.cpu_quickstart, f.quickstart_note);
   require_style(f.name, f.traits.style);
+  require_variant_args(f.name, f.traits.style, {&f.defaults});
   if (!f.traits.mixing_flops) throw Error("mixer family " + f.name + " is registered without its FLOP formula");
   ModelFamily m;
   m.name = f.name;
@@ -59,7 +70,9 @@ void Registry::add_model(ModelFamily f) {
   if (has_model(f.name)) throw Error("model family registered twice: " + f.name);
   require_quickstart_note(f.name, f.cpu_quickstart, f.quickstart_note);
   require_style(f.name, f.style);
-  for (const auto& layer : f.layer_pattern) mixer(layer);  // validates
+  std::vector<const json*> layer_defaults;
+  for (const auto& layer : f.layer_pattern) layer_defaults.push_back(&mixer(layer).defaults);  // validates
+  require_variant_args(f.name, f.style, layer_defaults);
   if (f.overrides.is_null()) f.overrides = json::object();
   models_.push_back(std::move(f));
 }

@@ -19,9 +19,19 @@ namespace mnemo {
 // recurrent", "deep test-time memory", "Atlas family", "MoM / Lattice", "hybrids", or a new one) and its colour,
 // a name of the report's palette ("black", "grey", "blue", "orange", "green", "red", "purple", "brown", "pink",
 // "olive", "cyan", "gold"), distinct within its group. The group sets the marker.
+//
+// Its variants: the arguments that make a run of the family a different model in the report (a row, a line, a bar
+// of its own, in the family's colour) where the run sets them away from the family's default; the report names
+// such a run "<model> (<label> <value>)", e.g. "mamba3 (MIMO rank 4)". Arguments that do not change the function
+// computed (chunk_size, kernel choices) are not variants.
+struct ReportVariant {
+  std::string arg;    // an argument of the family's mixer, e.g. "mamba_mimo_rank"
+  std::string label;  // how the report names it, e.g. "MIMO rank"
+};
 struct ReportStyle {
   std::string group;
   std::string colour;
+  std::vector<ReportVariant> variants;
 };
 
 // What the harness knows about a family beyond building it; every registration states it, so a family is its

@@ -126,6 +126,13 @@ TEST_CASE("family registration: a family without its FLOP formula or report styl
   MixerFamily no_style = make_mixer_family<ProbeArgs, ProbeMixer>("probe_no_style", "d", {attention_flops, {}});
   CHECK_THROWS_WITH(Registry::instance().add_mixer(no_style),
                     Catch::Contains("probe_no_style") && Catch::Contains("report style"));
+  // A report variant must name an argument of the family (ProbeArgs has chunk_size only).
+  MixerFamily bad_variant = make_mixer_family<ProbeArgs, ProbeMixer>(
+      "probe_bad_variant", "d", {attention_flops, {"attention", "red", {{"mimo_rank", "MIMO rank"}}}});
+  CHECK_THROWS_WITH(Registry::instance().add_mixer(bad_variant),
+                    Catch::Contains("probe_bad_variant") && Catch::Contains("'mimo_rank'") &&
+                        Catch::Contains("not an argument"));
+  CHECK_FALSE(Registry::instance().has_mixer("probe_bad_variant"));
   // A colour outside the palette: the report names the family and the palette.
   CHECK_THROWS_WITH(set_family_styles(json::array({{{"name", "probe_x"}, {"group", "attention"}, {"colour", "teal"}}})),
                     Catch::Contains("probe_x") && Catch::Contains("teal") && Catch::Contains("gold"));

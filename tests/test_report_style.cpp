@@ -10,6 +10,7 @@
 
 #include "engine/tools/report_catalog.h"
 #include "reports/family_style.h"
+#include "reports/mqar_cells.h"
 #include "reports/small_multiples.h"
 #include "runtime/registry.h"
 #include "reports/report.h"
@@ -155,6 +156,65 @@ TEST_CASE("report style: a family keeps its colour across figures, legends sit o
   // Curves: each model's best run (24 runs > 8), the loss panels on a log axis (losses span > a decade).
   CHECK(md.find("each model's best run") != std::string::npos);
   CHECK(curves.find("set logscale y 10") != std::string::npos);
+}
+
+TEST_CASE("report style: a family's variant is a model of its own, drawn in its family's colour", "[report]") {
+  set_family_styles(report_catalog()["families"]);
+  // The registrations name the variants (mamba3's MIMO rank, Gated DeltaProduct's n_h); a run at the family's
+  // default, or one that leaves the argument unset, is the plain model.
+  CHECK(run_label({{"model", "mamba3"}, {"mamba_mimo_rank", 4}, {"chunk_size", 32}}, "mamba3") ==
+        "mamba3 (MIMO rank 4)");
+  CHECK(run_label({{"mamba_mimo_rank", 0}}, "mamba3") == "mamba3");
+  CHECK(run_label({{"d_model", 64}}, "mamba3") == "mamba3");
+  CHECK(run_label({{"num_householder", 3}}, "gated_deltaproduct") == "gated_deltaproduct (n_h 3)");
+  CHECK(run_label({{"num_householder", 2}}, "gated_deltaproduct") == "gated_deltaproduct");
+  CHECK(run_label({{"mamba_mimo_rank", 2}}, "mamba3", {"d=32, 1 layers"}) == "mamba3 (MIMO rank 2, d=32, 1 layers)");
+  CHECK(run_label({{"mamba_mimo_rank", 2}}, "gla") == "gla");  // not gla's variant
+  CHECK(family_of_label("mamba3 (MIMO rank 4)") == "mamba3");
+  CHECK(family_of_label("gla @ step_100.pt") == "gla");
+  CHECK(family_of_label("gla") == "gla");
+  const FamilyStyle mimo = family_style("mamba3 (MIMO rank 4)");
+  CHECK(mimo.known);
+  CHECK(mimo.colour == family_style("mamba3").colour);
+
+  // In a report: SISO and MIMO runs at one (L, N_KV, d_model) are two MQAR rows (not one cell taking the better
+  // as if they were learning rates), two lines of one colour told apart by their dash pattern, and two runs.
+  fs::path dir = test::temp_dir("report_variants");
+  ResultsDB db((dir / "r.sqlite").string());
+  for (int rank : {0, 4})
+    for (int d : {32, 64}) {
+      RunInfo r;
+      r.model = "mamba3";
+      r.task = "mqar";
+      r.config_json = json{{"model", "mamba3"}, {"task", "mqar"},      {"d_model", d},       {"n_layers", 2},
+                           {"seq_len", 32},     {"num_kv_pairs", 4}, {"vocab_size", 256}, {"lr", 3e-3},
+                           {"mamba_mimo_rank", rank}}
+                          .dump();
+      r.config_hash = "mamba3_rank" + std::to_string(rank) + "_d" + std::to_string(d);
+      const int64_t id = db.create_run(r);
+      db.add_metrics({{id, 10, "test", "accuracy", (rank == 0 ? 0.2 : 0.7) * d / 64, 1.0},
+                      {id, 10, "train", "loss", 3.0, 1.0},
+                      {id, 10, "test", "loss", 3.0, 1.0}});
+      db.set_run_last_step(id, 10);
+      db.set_run_status(id, "completed");
+    }
+  const MqarCells cells = mqar_cells(db);
+  REQUIRE(cells.cells.size() == 4);
+  CHECK(cells.cells.at({32, 4, "mamba3", 64}).accuracy == Approx(0.2));
+  CHECK(cells.cells.at({32, 4, "mamba3 (MIMO rank 4)", 64}).accuracy == Approx(0.7));
+  const std::string out = (dir / "report").string();
+  const std::string md = slurp(write_report(db, out, report_catalog()));
+  CHECK(md.find("| mamba3 (MIMO rank 4) |") != std::string::npos);
+  const std::string script = slurp(fs::path(out) / "figures" / "data" / "mqar_accuracy_vs_dmodel.gp");
+  std::smatch siso, multi;
+  REQUIRE(std::regex_search(script, siso, std::regex("lc rgb '(#[0-9a-f]{6})' pt ([0-9]+) dt ([0-9]+) ps 1 title "
+                                                     "'mamba3'")));
+  REQUIRE(std::regex_search(script, multi, std::regex("lc rgb '(#[0-9a-f]{6})' pt ([0-9]+) dt ([0-9]+) ps 1 title "
+                                                      "'mamba3 \\(MIMO rank 4\\)'")));
+  CHECK(siso[1].str() == family_style("mamba3").colour);
+  CHECK(multi[1].str() == siso[1].str());
+  CHECK(multi[2].str() == siso[2].str());
+  CHECK(multi[3].str() != siso[3].str());
 }
 
 TEST_CASE("report style: plot_bars sorts best first and draws the chance line", "[report]") {

@@ -324,3 +324,19 @@ TEST_CASE("put_evals replaces a cell's earlier rows, or keeps and marks them", "
   db.put_evals({row});  // replaces both rows of the cell
   CHECK(db.evals("mqar").size() == 2);
 }
+
+TEST_CASE("a sweep's progress lines name the settings that set each cell apart", "[reliability]") {
+  auto dir = temp_dir("sweep_describe");
+  const std::string db = (dir / "r.sqlite").string(), cfg = (dir / "sweep.json").string();
+  // Two cells of one model: the second's grid value is an object with a setting of its own (n_heads), which its
+  // lines name; the keys every cell shares (n_layers, steps, ...) stay out of them.
+  std::ofstream(cfg) << R"({"name": "described", "base": {"task": "mqar", "d_model": 16, "n_layers": 1,
+      "n_heads": 2, "seq_len": 16, "vocab_size": 32, "num_kv_pairs": 2, "steps": 2, "n_train": 32, "n_test": 8,
+      "batch_size": 8, "lr": 0.001}, "grid": {"model": ["transformer", {"model": "transformer", "n_heads": 4}]}})";
+  auto r = run_mnemo("sweep --config " + cfg + " --db " + db + " --out " + (dir / "runs").string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("done   transformer mqar d_model=16 lr=0.001 n_heads=2 "));
+  CHECK_THAT(r.output, Catch::Contains("done   transformer mqar d_model=16 lr=0.001 n_heads=4 "));
+  CHECK_THAT(r.output, !Catch::Contains("n_layers="));
+}

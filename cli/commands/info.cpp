@@ -168,6 +168,12 @@ void add_info_commands(CLI::App& app) {
                     {"report_group", m.style.group},
                     {"report_colour", m.style.colour},
                     {"quickstart_mqar_lr", m.quickstart_mqar_lr}};
+      // The arguments that make a run a model of its own in the report (runtime/registry.h ReportVariant).
+      if (!m.style.variants.empty()) {
+        json variants = json::object();
+        for (const ReportVariant& v : m.style.variants) variants[v.arg] = v.label;
+        entry["report_variants"] = variants;
+      }
       // Keys whose default differs between the pattern's mixers: each layer keeps its own unless set flat.
       if (!keys.without_default.empty()) {
         json per_layer = json::object();
@@ -188,6 +194,9 @@ void add_info_commands(CLI::App& app) {
       std::cout << "    defaults: " << m["defaults"].dump() << "\n";
       std::cout << "    report: " << m["report_group"].get<std::string>() << ", " << m["report_colour"].get<std::string>()
                 << "; quickstart MQAR lr " << m["quickstart_mqar_lr"].get<double>() << "\n";
+      if (m.contains("report_variants"))
+        std::cout << "    report variants (a model of their own where set away from the default): "
+                  << m["report_variants"].dump() << "\n";
       if (m.contains("per_layer_defaults"))
         std::cout << "    per-layer defaults (set flat for all, or per layer): " << m["per_layer_defaults"].dump() << "\n";
     }

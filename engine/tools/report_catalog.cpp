@@ -20,7 +20,16 @@ json report_catalog() {
   json families = json::array();  // each family's report style, as its registration declares it
   for (const std::string& name : Registry::instance().model_names()) {
     const ModelFamily& m = Registry::instance().model(name);
-    families.push_back({{"name", name}, {"group", m.style.group}, {"colour", m.style.colour}});
+    json variants = json::array();  // each with the value the family's runs have when they leave it unset
+    for (const ReportVariant& v : m.style.variants) {
+      json fallback;
+      if (m.overrides.contains(v.arg)) fallback = m.overrides[v.arg];
+      for (const std::string& layer : m.layer_pattern)
+        if (const json& d = Registry::instance().mixer(layer).defaults; fallback.is_null() && d.contains(v.arg))
+          fallback = d[v.arg];
+      variants.push_back({{"arg", v.arg}, {"label", v.label}, {"default", fallback}});
+    }
+    families.push_back({{"name", name}, {"group", m.style.group}, {"colour", m.style.colour}, {"variants", variants}});
   }
   return {{"mad", mad},
           {"learnability", {{"settings", settings}}},

@@ -101,7 +101,23 @@ std::vector<json> expand_sweep(const json& sweep) {
 
 namespace {
 
-std::string describe(const json& cell) {
+// The keys whose values differ between a sweep's cells (a key that some cells lack counts): what sets a cell apart
+// from the others, e.g. "mamba_mimo_rank" of a grid value {"model": "mamba3", "mamba_mimo_rank": 4}.
+std::set<std::string> varied_keys(const std::vector<json>& cells) {
+  std::set<std::string> keys, varied;
+  for (const json& c : cells)
+    for (auto it = c.begin(); it != c.end(); ++it) keys.insert(it.key());
+  for (const std::string& k : keys)
+    for (const json& c : cells)
+      if (!c.contains(k) || !cells.front().contains(k) || c[k] != cells.front()[k]) {
+        varied.insert(k);
+        break;
+      }
+  return varied;
+}
+
+// A cell's line in the sweep's progress: model, task, the shape and rate keys, and every other key the sweep varies.
+std::string describe(const json& cell, const std::set<std::string>& varied) {
   std::string s = cell.value("model", "?") + " " + cell.value("task", "?");
   // An MQAR mixture trains on train_num_kv_pairs: its num_kv_pairs is not what the run trains on.
   const bool mixture = cell.contains("train_num_kv_pairs") && cell["train_num_kv_pairs"].is_array() &&
@@ -109,7 +125,8 @@ std::string describe(const json& cell) {
   for (auto it = cell.begin(); it != cell.end(); ++it) {
     const std::string& k = it.key();
     const bool shown = k == "d_model" || k == "lr" || k == "seq_len" || (k == "num_kv_pairs" && !mixture) ||
-                       (k == "train_num_kv_pairs" && mixture);
+                       (k == "train_num_kv_pairs" && mixture) ||
+                       (varied.count(k) && k != "model" && k != "task" && k != "num_kv_pairs");
     if (shown) s += " " + k + "=" + it.value().dump();
   }
   return s;
@@ -222,9 +239,10 @@ pid_t spawn_worker(const std::string& self, const std::vector<std::string>& args
 // One invocation of a sweep: its workers, the cells to claim and to try again, the leases and the progress.
 class SweepRunner {
  public:
-  SweepRunner(std::string name, std::vector<std::pair<json, std::string>> todo, std::string out_root,
-              const SweepOptions& opt, ResultsDB& db, SweepSummary& sum)
-      : name_(std::move(name)), todo_(std::move(todo)), out_root_(std::move(out_root)), opt_(opt), db_(db), sum_(sum),
+  SweepRunner(std::string name, std::vector<std::pair<json, std::string>> todo, std::set<std::string> varied,
+              std::string out_root, const SweepOptions& opt, ResultsDB& db, SweepSummary& sum)
+      : name_(std::move(name)), todo_(std::move(todo)), varied_(std::move(varied)), out_root_(std::move(out_root)),
+        opt_(opt), db_(db), sum_(sum),
         // The threads this process was given ($MNEMO_THREADS / $OMP_NUM_THREADS, else the cores), shared
         // between the workers: oversubscribed OpenMP threads spin and collapse throughput.
         threads_per_job_(std::max(1, at::get_num_threads() / std::max(1, opt.jobs))),
@@ -302,7 +320,8 @@ class SweepRunner {
       progress_.clear();
       ++done_;
       ++sum_.skipped;
-      std::printf("[%d/%zu] skip   %s (completed by another worker)\n", done_, todo_.size(), describe(cell).c_str());
+      std::printf("[%d/%zu] skip   %s (completed by another worker)\n", done_, todo_.size(),
+                  describe(cell, varied_).c_str());
       std::fflush(stdout);
       return true;
     }
@@ -315,7 +334,7 @@ class SweepRunner {
     if (lock_fd < 0) {  // e.g. the worker of a sweep that was killed still trains there
       db_.release_lease(hash, me_, host_);
       if (!opt_.quiet && warned_locked_.insert(idx).second && (progress_.clear(), true))
-        std::printf("  %s: %s is in use by process %s; waiting\n", describe(cell).c_str(), out_dir.c_str(),
+        std::printf("  %s: %s is in use by process %s; waiting\n", describe(cell, varied_).c_str(), out_dir.c_str(),
                     holder.c_str());
       return false;
     }
@@ -335,7 +354,7 @@ class SweepRunner {
       const auto log_size = fs::exists(log) ? fs::file_size(log, size_error) : 0;
       const pid_t pid = spawn_worker(self_, args, threads_per_job_, lock_fd, log);
       running_.push_back({pid, cell, hash, out_dir, wall_seconds(), lock_fd});
-      const std::string model = cell.value("model", "?"), label = describe(cell);
+      const std::string model = cell.value("model", "?"), label = describe(cell, varied_);
       progress_.started(pid, model, label.rfind(model + " ", 0) == 0 ? label.substr(model.size() + 1) : label, log,
                         size_error ? 0 : static_cast<long long>(log_size), wall_seconds());
     } catch (...) {
@@ -360,12 +379,12 @@ class SweepRunner {
     if (ok) {
       ++sum_.completed;
       const auto [metric, value] = best_metric(tail);
-      std::printf("[%d/%zu] done   %s  best %s %s  (%.1f s)\n", done_, todo_.size(), describe(it->cell).c_str(),
-                  metric.c_str(), value.c_str(), wall_seconds() - it->start);
+      std::printf("[%d/%zu] done   %s  best %s %s  (%.1f s)\n", done_, todo_.size(),
+                  describe(it->cell, varied_).c_str(), metric.c_str(), value.c_str(), wall_seconds() - it->start);
     } else if (stopped) {
       ++sum_.stopped;
-      std::printf("[%d/%zu] stopped %s (%s; a re-run resumes it)\n", done_, todo_.size(), describe(it->cell).c_str(),
-                  stop_signal_name());
+      std::printf("[%d/%zu] stopped %s (%s; a re-run resumes it)\n", done_, todo_.size(),
+                  describe(it->cell, varied_).c_str(), stop_signal_name());
     } else {
       ++sum_.failed;
       // A worker killed by a signal wrote no error line of its own: say which signal (SIGKILL is what the kernel's
@@ -375,8 +394,8 @@ class SweepRunner {
         tail = "the worker was killed by signal " + std::to_string(sig) +
                (sig == SIGKILL ? " (SIGKILL: out of memory, or killed from outside)" : "") + "; its last line: " + tail;
       }
-      sum_.failures.push_back(describe(it->cell) + ": " + tail + " (log: " + log + ")");
-      std::printf("[%d/%zu] FAILED %s: %s\n", done_, todo_.size(), describe(it->cell).c_str(), tail.c_str());
+      sum_.failures.push_back(describe(it->cell, varied_) + ": " + tail + " (log: " + log + ")");
+      std::printf("[%d/%zu] FAILED %s: %s\n", done_, todo_.size(), describe(it->cell, varied_).c_str(), tail.c_str());
     }
     std::fflush(stdout);
     ::close(it->lock_fd);
@@ -406,7 +425,7 @@ class SweepRunner {
     for (const Job& j : running_)
       if (!db_.refresh_lease(j.hash, me_, host_) && (progress_.clear(), true))
         std::printf("warning: the lease of %s was taken over (no heartbeat for %.0f s); its folder stays locked\n",
-                    describe(j.cell).c_str(), kLeaseStaleS);
+                    describe(j.cell, varied_).c_str(), kLeaseStaleS);
   }
 
   // Cells another process runs go back in the queue, to be claimed once that process lets go.
@@ -438,6 +457,7 @@ class SweepRunner {
 
   const std::string name_;
   const std::vector<std::pair<json, std::string>> todo_;  // (cell, config hash), in the grid's order
+  const std::set<std::string> varied_;  // the keys the whole grid varies (varied_keys), named in every cell's line
   const std::string out_root_;
   const SweepOptions& opt_;
   ResultsDB& db_;
@@ -471,6 +491,7 @@ std::pair<int, int> parse_shard(const std::string& text) {
 
 SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
   std::vector<json> grid = expand_sweep(sweep);  // validates the file's shape first (an array, null, a non-string name)
+  std::set<std::string> varied = varied_keys(grid);  // over the whole grid: a cell reads the same in every shard
   const std::string name = sweep.value("name", "sweep");
   const std::vector<json> cells = shard_cells(std::move(grid), opt, name);
   const std::string out_root = opt.out_root.empty() ? std::string(kDefaultRunsDir) + "/sweep-" + name : opt.out_root;
@@ -493,7 +514,7 @@ SweepSummary run_sweep(const json& sweep, const SweepOptions& opt) {
               sum.total, sum.skipped, todo.size(), opt.jobs);
   std::fflush(stdout);
   const double t0 = wall_seconds();
-  SweepRunner(name, std::move(todo), out_root, opt, db, sum).run();
+  SweepRunner(name, std::move(todo), std::move(varied), out_root, opt, db, sum).run();
 
   sum.stop_signal = stop_signal();
   sum.wall_s = wall_seconds() - t0;

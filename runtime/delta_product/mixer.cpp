@@ -126,7 +126,10 @@ void register_delta_product_family(Registry& r) {
   r.add_mixer(make_mixer_family<GatedDeltaProductArgs, GatedDeltaProductMixer>(
       "gated_deltaproduct",
       "Gated DeltaProduct: n_h delta-rule steps per token with the Gated DeltaNet decay (docs/models.md#gated-deltaproduct)",
-      {delta_product_flops, {"recent linear memories", "red"}, 2e-3, {gated_deltaproduct_fla_names()},
+      {delta_product_flops,
+       {"recent linear memories", "red", {{"num_householder", "n_h"}}},
+       2e-3,
+       {gated_deltaproduct_fla_names()},
        {{"num_householder", "n_h, delta-rule (Householder) steps per token"}}}));
 }
 

@@ -181,7 +181,10 @@ void register_mamba3_family(Registry& r) {
       "mamba3",
       "Mamba-3: exponential-trapezoidal SSM with data-dependent rotary B/C, no conv; SISO, or MIMO with "
       "mamba_mimo_rank (docs/models.md#mamba-3)",
-      {mamba3_mixing_flops, {"recent linear memories", "brown"}, 2e-3, {mamba3_fla_names()},
+      {mamba3_mixing_flops,
+       {"recent linear memories", "brown", {{"mamba_mimo_rank", "MIMO rank"}}},
+       2e-3,
+       {mamba3_fla_names()},
        {{"mamba_rope_fraction", "share of the state's channels the data-dependent rotation turns: 0.5 or 1.0"},
         {"mamba_a_floor", "the decay rate is clamped to A <= -mamba_a_floor"},
         {"mamba_outproj_norm", "per-head RMSNorm before the output gate (fla's is_outproj_norm)"},
