@@ -56,17 +56,19 @@ Mamba3Result mamba3_mimo_chunk(const Mamba3Inputs& in, const Mamba3State& s0, in
   if (s0.angle.defined()) phi = phi + s0.angle.to(ct).unsqueeze(1);
   phi = mamba3_wrap_angle(phi);
   auto q = mamba3_rotate_halves(in.q.to(ct), phi.unsqueeze(2)), k = mamba3_rotate_halves(in.k.to(ct), phi.unsqueeze(2));
-  // The trapezoid folded as in mamba3_chunk: weights w_t = γ_t + b_{t+1} on the values, the diagonal corrected below.
+  // The trapezoid as in mamba3_chunk: a value v_t enters the state with weight w_t = γ_t + b_{t+1} (γ_t = λ_t Δ_t),
+  // and the output of its own token with γ_t alone (h_t does not hold b_{t+1}'s part yet). Both weights go on the
+  // keys' side here: w on the chunk's writes, and within a chunk's causal block w for earlier tokens and γ for the
+  // token itself, so no separate same-token correction is needed.
   auto b = (1.0 - lam) * dt;
   auto b_next = torch::cat({b.narrow(1, 1, T - 1), torch::zeros({B, 1, H}, opt)}, 1);
-  auto w = lam * dt + b_next;                                    // [B, T, H]
-  auto vw = v * w.unsqueeze(2).unsqueeze(-1);                    // [B, T, R, H, P]
+  auto w = lam * dt + b_next;  // [B, T, H]
   // The scan's state in key x value layout [B, H, N, P]: h_{-1} + b_0 Σ_r v_{r,-1} k̃_{r,-1}ᵀ.
   auto S = s0.h.defined() ? s0.h.to(ct).transpose(-1, -2) : torch::zeros({B, H, N, P}, opt);
   if (s0.k_prev.defined() && s0.v_prev.defined())
     S = S + b.select(1, 0).unsqueeze(-1).unsqueeze(-1) *
                 torch::einsum("brhn,brhp->bhnp", {s0.k_prev.to(ct), s0.v_prev.to(ct)});
-  // Chunks of C tokens, padded at the end with q = k = v = 0 and a = 0 (no write, no decay); within a chunk the
+  // Chunks of C tokens, padded at the end with q = k = v = 0 and a = w = 0 (no write, no decay); within a chunk the
   // (rank, token) pairs flatten rank-major: [B, H, NC, R·C, ·], so that the decay between tokens, shared by every
   // pair of ranks, broadcasts over whole rows of C (a token-major order broadcasts it over runs of R). Every chunk's
   // causal block at once, then the states at the chunk starts by one short sequential pass, then every chunk's read
@@ -77,19 +79,30 @@ Mamba3Result mamba3_mimo_chunk(const Mamba3Inputs& in, const Mamba3State& s0, in
     if (pad > 0) y = torch::constant_pad_nd(y, {0, 0, 0, 0, 0, pad});
     return y.reshape({B, H, NC, C, R, y.size(-1)}).transpose(3, 4).reshape({B, H, NC, R * C, y.size(-1)});
   };
-  auto qc = blocks(q), kc = blocks(k), vc = blocks(vw);
-  auto ah = a.permute({0, 2, 1});  // [B, H, T]
-  if (pad > 0) ah = torch::constant_pad_nd(ah, {0, pad});
-  auto g = torch::cumsum(ah.view({B, H, NC, C}), -1);                              // log decay from each chunk's start
-  auto gq = g.unsqueeze(3).expand({B, H, NC, R, C}).reshape({B, H, NC, R * C});    // per (rank, token)
-  // The decay between tokens [C, C] (causal: a query's token >= the key's), shared by every pair of ranks.
+  auto per_token = [&](const torch::Tensor& x) {  // [B, T, H] -> [B, H, NC, C]
+    auto y = x.permute({0, 2, 1});
+    if (pad > 0) y = torch::constant_pad_nd(y, {0, pad});
+    return y.reshape({B, H, NC, C});
+  };
+  auto per_pair = [&](const torch::Tensor& x) {  // [B, H, NC, C] -> [B, H, NC, R·C], the same for every rank
+    return x.unsqueeze(3).expand({B, H, NC, R, C}).reshape({B, H, NC, R * C});
+  };
+  auto qc = blocks(q), kc = blocks(k), vc = blocks(v);
+  auto g = torch::cumsum(per_token(a), -1);  // log decay from each chunk's start
+  auto gq = per_pair(g);                      // per (rank, token)
+  auto wc = per_token(w);
+  // The weight of key token s in query token t's output [C, C] (causal: t >= s), shared by every pair of ranks:
+  // exp(g_t − g_s) w_s for s < t, and γ_t = w_t − b_{t+1} for s = t (exp(0) = 1 on the diagonal).
   auto causal = torch::ones({C, C}, torch::TensorOptions().dtype(torch::kBool).device(in.q.device())).tril();
-  auto decay = (g.unsqueeze(-1) - g.unsqueeze(-2)).masked_fill(causal.logical_not(), -INFINITY).exp();
+  auto weight = (g.unsqueeze(-1) - g.unsqueeze(-2)).masked_fill(causal.logical_not(), -INFINITY).exp() *
+                    wc.unsqueeze(-2) -
+                torch::diag_embed(per_token(b_next));
   auto scores = torch::matmul(qc, kc.transpose(-1, -2)).view({B, H, NC, R, C, R, C}) *
-                decay.view({B, H, NC, 1, C, 1, C});
+                weight.view({B, H, NC, 1, C, 1, C});
   auto o = torch::matmul(scores.view({B, H, NC, R * C, R * C}), vc);  // within each chunk
   auto g_last = g.select(-1, C - 1);                                              // [B, H, NC]
-  auto writes = torch::matmul((kc * (g_last.unsqueeze(-1) - gq).exp().unsqueeze(-1)).transpose(-1, -2), vc);
+  auto writes =
+      torch::matmul((kc * ((g_last.unsqueeze(-1) - gq).exp() * per_pair(wc)).unsqueeze(-1)).transpose(-1, -2), vc);
   std::vector<torch::Tensor> starts;  // the state at each chunk's start [B, H, N, P]
   starts.reserve(NC);
   // unbind, not select(c) in the loop: the backward of NC selects writes NC zero-filled full-size gradients.
@@ -100,12 +113,7 @@ Mamba3Result mamba3_mimo_chunk(const Mamba3Inputs& in, const Mamba3State& s0, in
   }
   o = o + torch::matmul(qc * gq.exp().unsqueeze(-1), torch::stack(starts, 2));
   // [B, H, NC, R, C, P] -> [B, T, R, H, P]
-  o = o.view({B, H, NC, R, C, P}).permute({0, 2, 4, 3, 1, 5}).reshape({B, NC * C, R, H, P}).narrow(1, 0, T);
-  // The part of w_t that h_t does not hold yet: b_{t+1} Σ_s (q̃_{r,t} · k̃_{s,t}) v_{s,t}.
-  auto same_token = torch::matmul(q.permute({0, 1, 3, 2, 4}), k.permute({0, 1, 3, 4, 2}));  // [B, T, H, R, R]
-  auto diagonal = torch::matmul(same_token, v.permute({0, 1, 3, 2, 4})).permute({0, 1, 3, 2, 4}) *
-                  b_next.unsqueeze(2).unsqueeze(-1);
-  auto y = o - diagonal;
+  auto y = o.view({B, H, NC, R, C, P}).permute({0, 2, 4, 3, 1, 5}).reshape({B, NC * C, R, H, P}).narrow(1, 0, T);
   Mamba3State out{S.transpose(-1, -2), k.select(1, T - 1), v.select(1, T - 1), phi.select(1, T - 1)};
   return {y.to(in.v.scalar_type()), out};
 }
