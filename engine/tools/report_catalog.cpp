@@ -1,6 +1,7 @@
 #include "engine/tools/report_catalog.h"
 
 #include "engine/tools/quickstart.h"
+#include "runtime/model.h"
 #include "runtime/registry.h"
 #include "synthetic/learnability.h"
 #include "synthetic/mad.h"
@@ -21,13 +22,10 @@ json report_catalog() {
   for (const std::string& name : Registry::instance().model_names()) {
     const ModelFamily& m = Registry::instance().model(name);
     json variants = json::array();  // each with the value the family's runs have when they leave it unset
-    for (const ReportVariant& v : m.style.variants) {
-      json fallback;
-      if (m.overrides.contains(v.arg)) fallback = m.overrides[v.arg];
-      for (const std::string& layer : m.layer_pattern)
-        if (const json& d = Registry::instance().mixer(layer).defaults; fallback.is_null() && d.contains(v.arg))
-          fallback = d[v.arg];
-      variants.push_back({{"arg", v.arg}, {"label", v.label}, {"default", fallback}});
+    if (!m.style.variants.empty()) {
+      const json defaults = model_mixer_keys(name, json()).defaults;  // the pattern's mixers, then the overrides
+      for (const ReportVariant& v : m.style.variants)
+        variants.push_back({{"arg", v.arg}, {"label", v.label}, {"default", defaults.value(v.arg, json())}});
     }
     families.push_back({{"name", name}, {"group", m.style.group}, {"colour", m.style.colour}, {"variants", variants}});
   }
