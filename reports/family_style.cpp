@@ -3,6 +3,7 @@
 #include "reports/family_style.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 
@@ -120,6 +121,17 @@ std::string family_of_label(const std::string& label) {
   return label.substr(0, std::min(label.find(" ("), label.find(" @ ")));
 }
 
+// A variant's value as the label prints it: strings bare, whole numbers without a decimal point (a decay time of
+// 32.0 reads "32").
+static std::string variant_value_text(const json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number_float()) {
+    const double x = value.get<double>();
+    if (std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 1e15) return std::to_string(static_cast<int64_t>(x));
+  }
+  return value.dump();
+}
+
 std::string run_label(const json& config, const std::string& model, const std::vector<std::string>& details) {
   std::vector<std::string> parts;
   auto variants = table().variants.find(model);
@@ -127,7 +139,7 @@ std::string run_label(const json& config, const std::string& model, const std::v
     for (const VariantDef& v : variants->second) {
       auto value = config.find(v.arg);
       if (value == config.end() || value->is_null() || *value == v.fallback) continue;
-      parts.push_back(v.label + " " + (value->is_string() ? value->get<std::string>() : value->dump()));
+      parts.push_back(v.label + " " + variant_value_text(*value));
     }
   parts.insert(parts.end(), details.begin(), details.end());
   std::string label = model;

@@ -278,3 +278,21 @@ TEST_CASE("forgetting attention: open gates give causal softmax attention and cl
   auto closed = torch::full({1, 12, 2}, -1000.0, o).cumsum(1);
   CHECK(max_rel_err(forgetting_attention(q, k, v, closed, closed, 0.5, 5), v) <= 1e-12);
 }
+
+TEST_CASE("forgetting attention: the forget gate's bias starts at 0, or at the decay times the run asks for",
+          "[recent_linear][fox]") {
+  auto bias_of = [](const json& args) {
+    auto m = mnemo::test::build_mixer("fox", 16, 4, args, 3);
+    return m->named_parameters()["f_proj.bias"].to(torch::kFloat64);
+  };
+  CHECK(bias_of(json::object()).abs().max().item<double>() == 0.0);
+  // log σ(b_h) = −1/T_h, T_h = 4, 20, 100, 500 (log-spaced from 4 to 500 over 4 heads).
+  auto b = bias_of({{"fgate_decay_time_min", 4.0}, {"fgate_decay_time_max", 500.0}});
+  auto decay_time = -1.0 / torch::log_sigmoid(b);
+  auto expect = torch::tensor({4.0, 20.0, 100.0, 500.0}, torch::kFloat64);
+  CHECK(max_rel_err(decay_time, expect) <= 1e-5);  // fp32 parameters
+  CHECK_THROWS_WITH(bias_of({{"fgate_decay_time_min", 0.0}, {"fgate_decay_time_max", 100.0}}),
+                    Catch::Contains("fgate_decay_time_min") && Catch::Contains("0 < min <= max"));
+  CHECK_THROWS_WITH(bias_of({{"fgate_decay_time_min", 50.0}, {"fgate_decay_time_max", 10.0}}),
+                    Catch::Contains("fgate_decay_time_max"));
+}

@@ -170,6 +170,10 @@ TEST_CASE("report style: a family's variant is a model of its own, drawn in its 
   CHECK(run_label({{"num_householder", 2}}, "gated_deltaproduct") == "gated_deltaproduct");
   CHECK(run_label({{"mamba_mimo_rank", 2}}, "mamba3", {"d=32, 1 layers"}) == "mamba3 (MIMO rank 2, d=32, 1 layers)");
   CHECK(run_label({{"mamba_mimo_rank", 2}}, "gla") == "gla");  // not gla's variant
+  // Whole numbers read without a decimal point; FoX's initial decay times are variants too.
+  CHECK(run_label({{"fgate_decay_time_min", 32.0}, {"fgate_decay_time_max", 512.5}}, "fox") ==
+        "fox (gate T_min 32, gate T_max 512.5)");
+  CHECK(run_label({{"fgate_decay_time_min", 0.0}, {"fgate_decay_time_max", 0}}, "fox") == "fox");
   CHECK(family_of_label("mamba3 (MIMO rank 4)") == "mamba3");
   CHECK(family_of_label("gla @ step_100.pt") == "gla");
   CHECK(family_of_label("gla") == "gla");
