@@ -174,6 +174,13 @@ TEST_CASE("report style: a family's variant is a model of its own, drawn in its 
   CHECK(run_label({{"fgate_decay_time_min", 32.0}, {"fgate_decay_time_max", 512.5}}, "fox") ==
         "fox (gate T_min 32, gate T_max 512.5)");
   CHECK(run_label({{"fgate_decay_time_min", 0.0}, {"fgate_decay_time_max", 0}}, "fox") == "fox");
+  // The eigenvalue range of the delta-rule transitions, against each family's own default.
+  CHECK(run_label({{"allow_neg_eigval", false}}, "gated_deltaproduct") ==
+        "gated_deltaproduct (allow_neg_eigval false)");
+  CHECK(run_label({{"allow_neg_eigval", true}}, "gated_deltaproduct") == "gated_deltaproduct");
+  CHECK(run_label({{"allow_neg_eigval", true}}, "gated_deltanet") == "gated_deltanet (allow_neg_eigval true)");
+  CHECK(run_label({{"allow_neg_eigval", true}, {"num_householder", 3}}, "gated_deltaproduct") ==
+        "gated_deltaproduct (n_h 3)");
   CHECK(family_of_label("mamba3 (MIMO rank 4)") == "mamba3");
   CHECK(family_of_label("gla @ step_100.pt") == "gla");
   CHECK(family_of_label("gla") == "gla");

@@ -127,7 +127,7 @@ void register_delta_product_family(Registry& r) {
       "gated_deltaproduct",
       "Gated DeltaProduct: n_h delta-rule steps per token with the Gated DeltaNet decay (docs/models.md#gated-deltaproduct)",
       {delta_product_flops,
-       {"recent linear memories", "red", {{"num_householder", "n_h"}}},
+       {"recent linear memories", "red", {{"num_householder", "n_h"}, {"allow_neg_eigval", "allow_neg_eigval"}}},
        2e-3,
        {gated_deltaproduct_fla_names()},
        {{"num_householder", "n_h, delta-rule (Householder) steps per token"}}}));

@@ -227,10 +227,16 @@ class DeltaRuleMixer : public Mixer, public DeclaresNoWeightDecay {
 void register_delta_rule_families(Registry& r) {
   r.add_mixer(make_mixer_family<DeltaNetArgs, DeltaRuleMixer>(
       "deltanet", "DeltaNet: delta-rule linear memory, chunked WY form (docs/models.md#deltanet)",
-      {chunked_recurrence_flops, {"linear recurrent", "cyan"}, 2e-3, {deltanet_fla_names()}}));
+      {chunked_recurrence_flops,
+       {"linear recurrent", "cyan", {{"allow_neg_eigval", "allow_neg_eigval"}}},
+       2e-3,
+       {deltanet_fla_names()}}));
   r.add_mixer(make_mixer_family<GatedDeltaNetArgs, DeltaRuleMixer>(
       "gated_deltanet", "Gated DeltaNet: delta rule with Mamba2-style decay (docs/models.md#gated-deltanet)",
-      {chunked_recurrence_flops, {"linear recurrent", "green"}, 1.6e-2, {gated_deltanet_fla_names()},
+      {chunked_recurrence_flops,
+       {"linear recurrent", "green", {{"allow_neg_eigval", "allow_neg_eigval"}}},
+       1.6e-2,
+       {gated_deltanet_fla_names()},
        {{"num_heads", "heads; 0 with head_dim 0: d_model >= 1024 takes floor(0.75 d_model / 256) heads of d_k = 256, "
                       "smaller models the model's n_heads (docs/models.md#gated-deltanet)"},
         {"head_dim", "key width d_k per head; 0: see num_heads"}}}));

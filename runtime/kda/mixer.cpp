@@ -121,7 +121,10 @@ class KdaMixer : public Mixer, public DeclaresNoWeightDecay {
 void register_kda_family(Registry& r) {
   r.add_mixer(make_mixer_family<KdaArgs, KdaMixer>(
       "kda", "Kimi Delta Attention: gated delta rule with a decay per key channel (docs/models.md#kda)",
-      {chunked_recurrence_flops, {"recent linear memories", "blue"}, 2e-3, {kda_fla_names()},
+      {chunked_recurrence_flops,
+       {"recent linear memories", "blue", {{"allow_neg_eigval", "allow_neg_eigval"}}},
+       2e-3,
+       {kda_fla_names()},
        {{"kda_sub_chunk", "rows per block of the per-channel decayed score matrices when the decays do not "
                           "factorise (memory and speed only)"}}}));
 }
