@@ -139,7 +139,8 @@ std::string run_label(const json& config, const std::string& model, const std::v
     for (const VariantDef& v : variants->second) {
       auto value = config.find(v.arg);
       if (value == config.end() || value->is_null() || *value == v.fallback) continue;
-      parts.push_back(v.label + " " + variant_value_text(*value));
+      // A switch set on reads as its label alone ("path_attn (forget gate)"); any other value follows the label.
+      parts.push_back(*value == true ? v.label : v.label + " " + variant_value_text(*value));
     }
   parts.insert(parts.end(), details.begin(), details.end());
   std::string label = model;

@@ -178,7 +178,10 @@ TEST_CASE("report style: a family's variant is a model of its own, drawn in its 
   CHECK(run_label({{"allow_neg_eigval", false}}, "gated_deltaproduct") ==
         "gated_deltaproduct (allow_neg_eigval false)");
   CHECK(run_label({{"allow_neg_eigval", true}}, "gated_deltaproduct") == "gated_deltaproduct");
-  CHECK(run_label({{"allow_neg_eigval", true}}, "gated_deltanet") == "gated_deltanet (allow_neg_eigval true)");
+  CHECK(run_label({{"allow_neg_eigval", true}}, "gated_deltanet") == "gated_deltanet (allow_neg_eigval)");
+  // A switch set on reads as its label: PaTH with FoX's forget gate is the PaTH paper's PaTH-FoX.
+  CHECK(run_label({{"use_forget_gate", true}}, "path_attn") == "path_attn (forget gate)");
+  CHECK(run_label({{"use_forget_gate", false}}, "path_attn") == "path_attn");
   CHECK(run_label({{"allow_neg_eigval", true}, {"num_householder", 3}}, "gated_deltaproduct") ==
         "gated_deltaproduct (n_h 3)");
   CHECK(family_of_label("mamba3 (MIMO rank 4)") == "mamba3");

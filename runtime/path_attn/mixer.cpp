@@ -115,7 +115,7 @@ void register_path_attn_family(Registry& r) {
       "path_attn",
       "PaTH attention: softmax attention with accumulated Householder transforms as position encoding "
       "(docs/models.md#path-attention)",
-      {path_attn_flops, {"attention", "purple"}, 2e-3, {path_attn_fla_names()},
+      {path_attn_flops, {"attention", "purple", {{"use_forget_gate", "forget gate"}}}, 2e-3, {path_attn_fla_names()},
        {{"use_forget_gate", "PaTH-FoX: the Forgetting Transformer's data-dependent forget gate on the logits"},
         {"use_low_rank_w", "w from a rank-32 factorised projection (fla's default), else a full d_model x d_model one"},
         {"use_w_shortconv", "causal depthwise convolution + SiLU on w before its l2 norm"},
