@@ -3,13 +3,19 @@
 //   q = x W_q, k = x W_k, v = x W_v (per head; per-head RMSNorm on q and k with qk_norm), no RoPE
 //   log f_t = logsigmoid(x w_f + b_f) per head, c_t = Σ_{s<=t} log f_s
 //   o_i = Σ_{j<=i} softmax_j(q_i·k_j / √d_h + c_i − c_j) v_j
-//   out = W_o(o), or W_o(σ(x W_g) ⊙ o) with use_output_gate (the paper's "Pro" block has both options on)
+//   out = W_o(o), or W_o(σ(x W_g) ⊙ o) with use_output_gate
+// The paper's Pro block (§4, the official code's use_k_shift / use_v_shift / use_output_norm; `fox_pro`) adds:
+//   a data-dependent token shift of keys and values, k_t = α_t k̃_{t−1} + (1 − α_t) k̃_t with k̃ = x W_k,
+//     α_t = σ(x_t w_α) per head (no bias; k̃ before the first token is 0), and likewise v with its own w_α;
+//   QK-norm with a weight per channel (the official GroupNorm over heads, eps 1e-5; qk_norm_per_channel), and
+//   an output norm: o ← RMSNorm_h(o) ⊙ w_o per head (a weight per channel, eps 1e-6) before the output gate.
 // b_f starts at 0 (log f ≈ −0.69 a token), as in flash-linear-attention and the official code's data-dependent gate;
 // with fgate_decay_time_min/max > 0 head h starts at b_f = −log(expm1(1/T_h)), i.e. log σ(b_f) = −1/T_h, the decay
 // times T_h log-spaced from min to max over the heads (the official code's fgate_bias_init, there for its
 // data-independent gates).
 // Decode state: the key/value cache "k", "v" [B, T, H, D] and the keys' cumulative log forget gates "c" [B, T, H]
-// (a KV cache: the state grows with the context, as softmax attention's does).
+// (a KV cache: the state grows with the context, as softmax attention's does); with the token shifts also the last
+// unshifted key / value "k_shift", "v_shift" [B, 1, H, D].
 #include <cmath>
 
 #include "runtime/forgetting_attn/forgetting_attn.h"
@@ -26,9 +32,37 @@ struct FoxArgs {
   bool qk_norm = false;        // per-head RMSNorm on q and k
   bool use_output_gate = false;  // σ(x W_g) on the attention output
   double fgate_decay_time_min = 0, fgate_decay_time_max = 0;  // 0: b_f = 0; else the initial decay times in tokens
+  bool qk_norm_per_channel = false;  // QK-norm's weight per channel (eps 1e-5), not one per head dim for all heads
+  bool use_output_norm = false;      // per-head RMSNorm of the attention output, a weight per channel
+  bool use_k_shift = false;          // data-dependent token shift of the keys
+  bool use_v_shift = false;          // data-dependent token shift of the values
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FoxArgs, q_block, qk_norm, use_output_gate, fgate_decay_time_min,
-                                                fgate_decay_time_max)
+                                                fgate_decay_time_max, qk_norm_per_channel, use_output_norm,
+                                                use_k_shift, use_v_shift)
+
+// The Pro block's switches on (arXiv 2503.02130 §4 and the official code's Pro configurations).
+struct FoxProArgs : FoxArgs {
+  FoxProArgs() {
+    qk_norm = qk_norm_per_channel = use_output_gate = use_output_norm = use_k_shift = use_v_shift = true;
+  }
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FoxProArgs, q_block, qk_norm, use_output_gate, fgate_decay_time_min,
+                                                fgate_decay_time_max, qk_norm_per_channel, use_output_norm,
+                                                use_k_shift, use_v_shift)
+
+constexpr double kFoxQkNormPerChannelEps = 1e-5;  // the official code's GroupNorm default
+constexpr double kFoxOutputNormEps = 1e-6;        // its norm_eps
+
+// The data-dependent token shift: y_t = α_t x_{t−1} + (1 − α_t) x_t per head, x [B, T, H, D], alpha [B, T, H];
+// x_{−1} = `previous` [B, 1, H, D] (the last x of the previous piece), or 0 when undefined.
+static torch::Tensor token_shift(const torch::Tensor& x, const torch::Tensor& alpha, const torch::Tensor& previous) {
+  const int64_t T = x.size(1);
+  auto first = previous.defined() ? previous.to(x.scalar_type()) : torch::zeros_like(x.narrow(1, 0, 1));
+  auto shifted = T > 1 ? torch::cat({first, x.narrow(1, 0, T - 1)}, 1) : first;
+  auto a = alpha.unsqueeze(-1);
+  return (a * shifted + (1 - a) * x).to(x.scalar_type());
+}
 
 // The forget gate's initial bias per head: −log(expm1(1/T_h)), T_h = exp(linspace(log t_min, log t_max, H)).
 static torch::Tensor fgate_bias_for_decay_times(double t_min, double t_max, int64_t heads) {
@@ -60,17 +94,29 @@ class FoxMixer : public Mixer {
     }
     o_proj_ = register_module("o_proj", make_linear(ctx.d_model, ctx.d_model));
     if (a.use_output_gate) g_proj_ = register_module("g_proj", make_linear(ctx.d_model, ctx.d_model));
-    if (a.qk_norm) {
+    if (a.qk_norm_per_channel && !a.qk_norm) throw Error("fox: qk_norm_per_channel needs qk_norm true");
+    if (a.qk_norm && a.qk_norm_per_channel) {
+      q_norm_weight_ = register_parameter("q_norm_weight", torch::ones({H_, D_}));
+      k_norm_weight_ = register_parameter("k_norm_weight", torch::ones({H_, D_}));
+    } else if (a.qk_norm) {
       q_norm_ = register_module("q_norm", RMSNorm(D_));
       k_norm_ = register_module("k_norm", RMSNorm(D_));
     }
+    if (a.use_output_norm) o_norm_weight_ = register_parameter("o_norm_weight", torch::ones({H_, D_}));
+    if (a.use_k_shift) k_shift_proj_ = register_module("k_shift_proj", make_linear(ctx.d_model, H_));
+    if (a.use_v_shift) v_shift_proj_ = register_module("v_shift_proj", make_linear(ctx.d_model, H_));
   }
 
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);
     auto q = q_proj_(x).view({B, T, H_, D_}), k = k_proj_(x).view({B, T, H_, D_});
     auto v = v_proj_(x).view({B, T, H_, D_});
-    if (args_.qk_norm) {
+    if (args_.use_k_shift) k = shift(k, k_shift_proj_, x, state, "k_shift");
+    if (args_.use_v_shift) v = shift(v, v_shift_proj_, x, state, "v_shift");
+    if (args_.qk_norm && args_.qk_norm_per_channel) {
+      q = rms_norm(q, q_norm_weight_, kFoxQkNormPerChannelEps);
+      k = rms_norm(k, k_norm_weight_, kFoxQkNormPerChannelEps);
+    } else if (args_.qk_norm) {
       q = q_norm_(q);
       k = k_norm_(k);
     }
@@ -93,19 +139,45 @@ class FoxMixer : public Mixer {
       state->tensors["c"] = c_keys.detach();
     }
     auto o = forgetting_attention(q, keys, values, c_new, c_keys, 1.0 / std::sqrt(static_cast<double>(D_)),
-                                  args_.q_block)
-                 .reshape({B, T, H_ * D_});
+                                  args_.q_block);
+    if (args_.use_output_norm) o = rms_norm(o, o_norm_weight_, kFoxOutputNormEps);
+    o = o.reshape({B, T, H_ * D_});
     if (args_.use_output_gate) o = torch::sigmoid(g_proj_(x)) * o;
     return o_proj_(o);
   }
 
  private:
+  // One token-shifted projection ([B, T, H, D]), continuing from the state's last unshifted row, which it updates.
+  torch::Tensor shift(const torch::Tensor& projected, torch::nn::Linear& alpha_proj, const torch::Tensor& x,
+                      LayerState* state, const char* key) {
+    auto alpha = torch::sigmoid(alpha_proj(x).to(recurrence_dtype(x)));  // [B, T, H]
+    torch::Tensor previous = state && state->has(key) ? state->at(key) : torch::Tensor();
+    if (state) state->tensors[key] = projected.narrow(1, projected.size(1) - 1, 1).detach();
+    return token_shift(projected, alpha, previous);
+  }
+
   FoxArgs args_;
   int64_t H_ = 0, D_ = 0;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, f_proj_{nullptr}, o_proj_{nullptr},
-      g_proj_{nullptr};
+      g_proj_{nullptr}, k_shift_proj_{nullptr}, v_shift_proj_{nullptr};
   RMSNorm q_norm_{nullptr}, k_norm_{nullptr};
+  torch::Tensor q_norm_weight_, k_norm_weight_, o_norm_weight_;  // [H, D]: a weight per channel
 };
+
+// What each argument does (configuration help and docs/configuration.md), for fox and fox_pro alike.
+static std::map<std::string, std::string> fox_arg_help() {
+  return {{"qk_norm", "per-head RMSNorm on q and k"},
+          {"qk_norm_per_channel", "QK-norm with a weight per channel (the Pro block's; eps 1e-5), not one per head "
+                                  "dimension shared by the heads"},
+          {"use_output_gate", "sigmoid(x W_g) on the attention output"},
+          {"use_output_norm", "per-head RMSNorm of the attention output with a weight per channel, before the gate"},
+          {"use_k_shift", "data-dependent token shift of the keys: k_t = a_t k_{t-1} + (1 - a_t) k_t, "
+                          "a_t = sigmoid(x_t w) per head"},
+          {"use_v_shift", "the same token shift on the values"},
+          {"fgate_decay_time_min", "0 (with max 0): the forget gate's bias starts at 0; > 0: the shortest initial decay "
+                                   "time in tokens, log sigma(b_f) = -1/T over the heads"},
+          {"fgate_decay_time_max", "the longest initial decay time in tokens (heads log-spaced from min to max)"}};
+}
 
 void register_forgetting_attn_family(Registry& r) {
   r.add_mixer(make_mixer_family<FoxArgs, FoxMixer>(
@@ -114,10 +186,19 @@ void register_forgetting_attn_family(Registry& r) {
        {"attention", "orange", {{"fgate_decay_time_min", "gate T_min"}, {"fgate_decay_time_max", "gate T_max"}}},
        2e-3,
        {forgetting_transformer_fla_names()},
-       {{"qk_norm", "per-head RMSNorm on q and k"},
-        {"fgate_decay_time_min", "0 (with max 0): the forget gate's bias starts at 0; > 0: the shortest initial decay "
-                                 "time in tokens, log sigma(b_f) = -1/T over the heads"},
-        {"fgate_decay_time_max", "the longest initial decay time in tokens (heads log-spaced from min to max)"}}}));
+       fox_arg_help()}));
+  MixerFamily pro = make_mixer_family<FoxProArgs, FoxMixer>(
+      "fox_pro",
+      "Forgetting Transformer, Pro block: fox with key/value token shifts, per-channel QK-norm, output norm and "
+      "output gate (docs/models.md#forgetting-transformer)",
+      {attention_flops,
+       {"attention", "brown", {{"fgate_decay_time_min", "gate T_min"}, {"fgate_decay_time_max", "gate T_max"}}},
+       2e-3,
+       {},
+       fox_arg_help()});
+  // The official Pro configurations shrink the feed-forward part (hidden_ratio 3.5 against 4) to pay for the gates.
+  pro.model_overrides = {{"mlp_ratio", 3.5}};
+  r.add_mixer(std::move(pro));
 }
 
 }  // namespace mnemo
