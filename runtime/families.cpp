@@ -60,6 +60,14 @@ void register_hybrid_models(Registry& r) {
                             {"kda", "kda", "kda", "transformer"}, "purple", true);
   kimi.overrides = {{"use_rope", false}};
   r.add_model(kimi);
+  // Miras' hybrids (arXiv 2504.13173 §5 "Hybrid Models"): each Miras layer followed by sliding-window attention, as
+  // in Samba; each in its recurrent family's colour.
+  r.add_model(hybrid("moneta_h", "Moneta-H: alternating moneta and swa layers (docs/models.md#hybrids)",
+                     {"moneta", "swa"}, "brown", true));
+  r.add_model(hybrid("yaad_h", "Yaad-H: alternating yaad and swa layers (docs/models.md#hybrids)", {"yaad", "swa"},
+                     "pink", true));
+  r.add_model(hybrid("memora_h", "Memora-H: alternating memora and swa layers (docs/models.md#hybrids)",
+                     {"memora", "swa"}, "grey", true));
 }
 
 void register_builtin_families(Registry& r) {
