@@ -182,6 +182,10 @@ TEST_CASE("report style: a family's variant is a model of its own, drawn in its 
   // A switch set on reads as its label: PaTH with FoX's forget gate is the PaTH paper's PaTH-FoX.
   CHECK(run_label({{"use_forget_gate", true}}, "path_attn") == "path_attn (forget gate)");
   CHECK(run_label({{"use_forget_gate", false}}, "path_attn") == "path_attn");
+  // Lattice's chunk changes its function (approximation (17)): C 1 is the exact recurrence, the paper's C = 1 row.
+  CHECK(run_label({{"chunk_size", 1}}, "lattice_dec") == "lattice_dec (C 1)");
+  CHECK(run_label({{"chunk_size", 4}}, "lattice_dot") == "lattice_dot");
+  CHECK(run_label({{"chunk_size", 16}}, "gated_deltanet") == "gated_deltanet");  // a speed knob elsewhere
   CHECK(run_label({{"allow_neg_eigval", true}, {"num_householder", 3}}, "gated_deltaproduct") ==
         "gated_deltaproduct (n_h 3)");
   CHECK(family_of_label("mamba3 (MIMO rank 4)") == "mamba3");
