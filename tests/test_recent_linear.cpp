@@ -297,45 +297,59 @@ TEST_CASE("forgetting attention: the forget gate's bias starts at 0, or at the d
                     Catch::Contains("fgate_decay_time_max"));
 }
 
-TEST_CASE("fox_pro: the Pro block spelled out in fp64 (token shifts, per-channel QK-norm, output norm and gate)",
+TEST_CASE("fox_pro and transformer_pro: the Pro block spelled out in fp64 (token shifts, per-channel QK-norm, RoPE, "
+          "output norm and gate)",
           "[recent_linear][fox]") {
   constexpr int64_t B = 2, T = 7, d = 16, H = 2, D = d / H;
-  auto m = mnemo::test::make_mixer("fox_pro", d, H, json::object(), 5);
-  auto p = m->named_parameters();
-  {
-    torch::NoGradGuard no_grad;  // weights per channel away from 1, so that a weight applied per head dim would show
-    for (const char* w : {"q_norm_weight", "k_norm_weight", "o_norm_weight"}) {
-      REQUIRE(p[w].sizes() == torch::IntArrayRef({H, D}));
-      p[w].copy_(1 + 0.5 * torch::randn({H, D}, torch::kFloat64));
+  for (const std::string family : {"fox_pro", "transformer_pro"}) {
+    DYNAMIC_SECTION(family) {
+      const bool transformer = family == "transformer_pro";  // no forget gate, RoPE at base 500 000
+      auto m = mnemo::test::make_mixer(family, d, H, json::object(), 5);
+      auto p = m->named_parameters();
+      CHECK(p.contains("f_proj.weight") != transformer);
+      {
+        torch::NoGradGuard no_grad;  // weights per channel away from 1: a weight applied per head dim would show
+        for (const char* w : {"q_norm_weight", "k_norm_weight", "o_norm_weight"}) {
+          REQUIRE(p[w].sizes() == torch::IntArrayRef({H, D}));
+          p[w].copy_(1 + 0.5 * torch::randn({H, D}, torch::kFloat64));
+        }
+      }
+      auto x = torch::randn({B, T, d}, torch::kFloat64);
+      auto lin = [&](const char* name) { return torch::matmul(x, p[std::string(name) + ".weight"].t()); };
+      auto heads = [&](const torch::Tensor& y) { return y.view({B, T, H, D}); };
+      // k_t = α_t k̃_{t−1} + (1 − α_t) k̃_t, α_t = σ(x_t w_α) per head, k̃_{−1} = 0.
+      auto shifted = [&](const torch::Tensor& y, const char* alpha_proj) {
+        auto a = torch::sigmoid(lin(alpha_proj)).unsqueeze(-1);
+        auto prev = torch::cat({torch::zeros_like(y.narrow(1, 0, 1)), y.narrow(1, 0, T - 1)}, 1);
+        return a * prev + (1 - a) * y;
+      };
+      auto rms = [](const torch::Tensor& y, const torch::Tensor& w, double eps) {
+        return y / torch::sqrt(y.pow(2).mean(-1, true) + eps) * w;
+      };
+      auto rope = [&](const torch::Tensor& y) {
+        return transformer ? apply_rope_reference(y.transpose(1, 2), 0, 500000.0).transpose(1, 2) : y;
+      };
+      auto q = rope(rms(heads(lin("q_proj")), p["q_norm_weight"], 1e-5));
+      auto k = rope(rms(shifted(heads(lin("k_proj")), "k_shift_proj"), p["k_norm_weight"], 1e-5));
+      auto v = shifted(heads(lin("v_proj")), "v_shift_proj");
+      auto c = transformer ? torch::zeros({B, T, H}, torch::kFloat64)
+                           : torch::log_sigmoid(lin("f_proj") + p["f_proj.bias"]).cumsum(1);  // [B, T, H]
+      auto o = torch::zeros({B, T, H, D}, torch::kFloat64);
+      for (int64_t i = 0; i < T; ++i) {
+        auto s = (q.narrow(1, i, 1) * k.narrow(1, 0, i + 1)).sum(-1) / std::sqrt(double(D)) +  // [B, i+1, H]
+                 c.narrow(1, i, 1) - c.narrow(1, 0, i + 1);
+        o.narrow(1, i, 1).copy_((torch::softmax(s, 1).unsqueeze(-1) * v.narrow(1, 0, i + 1)).sum(1, true));
+      }
+      auto gated = torch::sigmoid(lin("g_proj")) * rms(o, p["o_norm_weight"], 1e-6).reshape({B, T, d});
+      auto expect = torch::matmul(gated, p["o_proj.weight"].t());
+      CHECK(max_rel_err(m->forward(x, nullptr), expect) <= 1e-12);
     }
   }
-  auto x = torch::randn({B, T, d}, torch::kFloat64);
-  auto lin = [&](const char* name) { return torch::matmul(x, p[std::string(name) + ".weight"].t()); };
-  auto heads = [&](const torch::Tensor& y) { return y.view({B, T, H, D}); };
-  // k_t = α_t k̃_{t−1} + (1 − α_t) k̃_t, α_t = σ(x_t w_α) per head, k̃_{−1} = 0.
-  auto shifted = [&](const torch::Tensor& y, const char* alpha_proj) {
-    auto a = torch::sigmoid(lin(alpha_proj)).unsqueeze(-1);
-    auto prev = torch::cat({torch::zeros_like(y.narrow(1, 0, 1)), y.narrow(1, 0, T - 1)}, 1);
-    return a * prev + (1 - a) * y;
-  };
-  auto rms = [](const torch::Tensor& y, const torch::Tensor& w, double eps) {
-    return y / torch::sqrt(y.pow(2).mean(-1, true) + eps) * w;
-  };
-  auto q = rms(heads(lin("q_proj")), p["q_norm_weight"], 1e-5);
-  auto k = rms(shifted(heads(lin("k_proj")), "k_shift_proj"), p["k_norm_weight"], 1e-5);
-  auto v = shifted(heads(lin("v_proj")), "v_shift_proj");
-  auto c = torch::log_sigmoid(lin("f_proj") + p["f_proj.bias"]).cumsum(1);  // [B, T, H]
-  auto o = torch::zeros({B, T, H, D}, torch::kFloat64);
-  for (int64_t i = 0; i < T; ++i) {
-    auto s = (q.narrow(1, i, 1) * k.narrow(1, 0, i + 1)).sum(-1) / std::sqrt(double(D)) +  // [B, i+1, H]
-             c.narrow(1, i, 1) - c.narrow(1, 0, i + 1);
-    o.narrow(1, i, 1).copy_((torch::softmax(s, 1).unsqueeze(-1) * v.narrow(1, 0, i + 1)).sum(1, true));
-  }
-  auto gated = torch::sigmoid(lin("g_proj")) * rms(o, p["o_norm_weight"], 1e-6).reshape({B, T, d});
-  auto expect = torch::matmul(gated, p["o_proj.weight"].t());
-  CHECK(max_rel_err(m->forward(x, nullptr), expect) <= 1e-12);
-  // The Pro switches are fox's arguments; per-channel QK-norm needs QK-norm.
+  // The Pro switches are fox's arguments; per-channel QK-norm needs QK-norm, decay times need the gate.
   CHECK_THROWS_WITH(mnemo::test::build_mixer("fox", d, H, {{"qk_norm_per_channel", true}}),
                     Catch::Contains("qk_norm_per_channel needs qk_norm"));
+  CHECK_THROWS_WITH(mnemo::test::build_mixer("transformer_pro", d, H, {{"fgate_decay_time_min", 4.0},
+                                                                       {"fgate_decay_time_max", 8.0}}),
+                    Catch::Contains("use_forget_gate false"));
   CHECK(mnemo::test::build_mixer("fox", d, H, {{"use_k_shift", true}})->named_parameters().contains("k_shift_proj.weight"));
 }

@@ -36,10 +36,14 @@ struct FoxArgs {
   bool use_output_norm = false;      // per-head RMSNorm of the attention output, a weight per channel
   bool use_k_shift = false;          // data-dependent token shift of the keys
   bool use_v_shift = false;          // data-dependent token shift of the values
+  bool use_forget_gate = true;       // false: no forget gate (c = 0), plain causal softmax attention
+  bool use_rope = false;             // rotary positions on q and k (after the QK-norm)
+  double rope_theta = 10000.0;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FoxArgs, q_block, qk_norm, use_output_gate, fgate_decay_time_min,
-                                                fgate_decay_time_max, qk_norm_per_channel, use_output_norm,
-                                                use_k_shift, use_v_shift)
+#define MNEMO_FOX_ARG_FIELDS                                                                                      \
+  q_block, qk_norm, use_output_gate, fgate_decay_time_min, fgate_decay_time_max, qk_norm_per_channel,             \
+      use_output_norm, use_k_shift, use_v_shift, use_forget_gate, use_rope, rope_theta
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FoxArgs, MNEMO_FOX_ARG_FIELDS)
 
 // The Pro block's switches on (arXiv 2503.02130 §4 and the official code's Pro configurations).
 struct FoxProArgs : FoxArgs {
@@ -47,9 +51,19 @@ struct FoxProArgs : FoxArgs {
     qk_norm = qk_norm_per_channel = use_output_gate = use_output_norm = use_k_shift = use_v_shift = true;
   }
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FoxProArgs, q_block, qk_norm, use_output_gate, fgate_decay_time_min,
-                                                fgate_decay_time_max, qk_norm_per_channel, use_output_norm,
-                                                use_k_shift, use_v_shift)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FoxProArgs, MNEMO_FOX_ARG_FIELDS)
+
+// The FoX paper's "Transformer (Pro)" baseline: the Pro block without the forget gate and with RoPE at base 500 000
+// (the official code builds it the same way, from its FoX layer: fgate_type "none", use_rope true).
+struct TransformerProArgs : FoxProArgs {
+  TransformerProArgs() {
+    use_forget_gate = false;
+    use_rope = true;
+    rope_theta = 500000.0;
+  }
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TransformerProArgs, MNEMO_FOX_ARG_FIELDS)
+#undef MNEMO_FOX_ARG_FIELDS
 
 constexpr double kFoxQkNormPerChannelEps = 1e-5;  // the official code's GroupNorm default
 constexpr double kFoxOutputNormEps = 1e-6;        // its norm_eps
@@ -81,13 +95,16 @@ class FoxMixer : public Mixer {
     D_ = ctx.d_model / H_;
     const double t_min = a.fgate_decay_time_min, t_max = a.fgate_decay_time_max;
     const bool decay_init = t_min != 0 || t_max != 0;
+    if (decay_init && !a.use_forget_gate)
+      throw Error("fox: fgate_decay_time_min/max set with use_forget_gate false (there is no gate to start)");
     if (decay_init && !(t_min > 0 && t_max >= t_min && std::isfinite(t_max)))
       throw Error("fox: fgate_decay_time_min and fgate_decay_time_max must both be 0 (b_f = 0) or finite with 0 < min "
                   "<= max, got " + std::to_string(t_min) + " and " + std::to_string(t_max));
     q_proj_ = register_module("q_proj", make_linear(ctx.d_model, ctx.d_model));
     k_proj_ = register_module("k_proj", make_linear(ctx.d_model, ctx.d_model));
     v_proj_ = register_module("v_proj", make_linear(ctx.d_model, ctx.d_model));
-    f_proj_ = register_module("f_proj", make_linear(ctx.d_model, H_, /*bias=*/true));
+    if (a.use_rope && D_ % 2 != 0) throw Error("fox: use_rope needs an even head dim, got " + std::to_string(D_));
+    if (a.use_forget_gate) f_proj_ = register_module("f_proj", make_linear(ctx.d_model, H_, /*bias=*/true));
     if (decay_init) {
       torch::NoGradGuard no_grad;
       f_proj_->bias.copy_(fgate_bias_for_decay_times(t_min, t_max, H_));
@@ -120,9 +137,16 @@ class FoxMixer : public Mixer {
       q = q_norm_(q);
       k = k_norm_(k);
     }
-    // Log forget gates from logits in the recurrence precision (docs/models.md#numerical-stability rule 2).
-    auto log_f = torch::log_sigmoid(f_proj_(x).to(recurrence_dtype(x)));  // [B, T, H]
-    auto c_new = log_f.cumsum(1);
+    if (args_.use_rope) {  // positions continue from the tokens already in the state
+      const int64_t offset = state ? state->pos : 0;
+      q = apply_rope(q.transpose(1, 2), offset, args_.rope_theta).transpose(1, 2);
+      k = apply_rope(k.transpose(1, 2), offset, args_.rope_theta).transpose(1, 2);
+    }
+    // Log forget gates from logits in the recurrence precision (docs/models.md#numerical-stability rule 2); without
+    // the gate c = 0 and the attention is plain causal softmax attention.
+    const auto dt = recurrence_dtype(x);
+    auto c_new = args_.use_forget_gate ? torch::log_sigmoid(f_proj_(x).to(dt)).cumsum(1)  // [B, T, H]
+                                       : torch::zeros({B, T, H_}, x.options().dtype(dt));
     torch::Tensor keys = k, values = v, c_keys;
     if (state && state->has("c")) {
       auto c_prev = state->at("c");
@@ -174,6 +198,8 @@ static std::map<std::string, std::string> fox_arg_help() {
           {"use_k_shift", "data-dependent token shift of the keys: k_t = a_t k_{t-1} + (1 - a_t) k_t, "
                           "a_t = sigmoid(x_t w) per head"},
           {"use_v_shift", "the same token shift on the values"},
+          {"use_forget_gate", "the data-dependent forget gate; false: c = 0, plain causal softmax attention"},
+          {"use_rope", "rotary positions on q and k, after the QK-norm"},
           {"fgate_decay_time_min", "0 (with max 0): the forget gate's bias starts at 0; > 0: the shortest initial decay "
                                    "time in tokens, log sigma(b_f) = -1/T over the heads"},
           {"fgate_decay_time_max", "the longest initial decay time in tokens (heads log-spaced from min to max)"}};
@@ -199,6 +225,13 @@ void register_forgetting_attn_family(Registry& r) {
   // The official Pro configurations shrink the feed-forward part (hidden_ratio 3.5 against 4) to pay for the gates.
   pro.model_overrides = {{"mlp_ratio", 3.5}};
   r.add_mixer(std::move(pro));
+  MixerFamily transformer_pro = make_mixer_family<TransformerProArgs, FoxMixer>(
+      "transformer_pro",
+      "Transformer (Pro): the Forgetting Transformer's Pro block without the forget gate, with RoPE (base 500000) "
+      "(docs/models.md#forgetting-transformer)",
+      {attention_flops, {"attention", "blue"}, 2e-3, {}, fox_arg_help()});
+  transformer_pro.model_overrides = {{"mlp_ratio", 3.5}};
+  r.add_mixer(std::move(transformer_pro));
 }
 
 }  // namespace mnemo
