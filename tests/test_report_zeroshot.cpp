@@ -220,16 +220,26 @@ TEST_CASE("paper tables: every built-in table parses and names only registered f
   // A block whose printed average covers columns it leaves out prints none here (the FoX and Mamba-3 tables).
   CHECK_FALSE(zs_paper_block("fox_760m")->prints_avg);
   CHECK(zs_paper_block("fox_760m")->context == 16384);
+  // A family's variant names the run it stands beside: the label a run with these arguments gets (run_label).
+  set_family_styles(report_catalog()["families"]);
+  const std::map<std::string, json> variant_runs = {{"path_attn (forget gate)", {{"use_forget_gate", true}}},
+                                                     {"lattice_dec (C 1)", {{"chunk_size", 1}}}};
+  auto check_family = [&](const std::string& f) {
+    REQUIRE(Registry::instance().has_model(family_of_label(f)));  // a family, or a variant: "lattice_dec (C 1)"
+    if (f == family_of_label(f)) return;
+    REQUIRE(variant_runs.count(f));
+    CHECK(run_label(variant_runs.at(f), family_of_label(f)) == f);
+  };
   for (const ZsPaperRow& r : zs_paper_rows()) {
     std::stringstream families(r.families);
     for (std::string f; std::getline(families, f, ',');) {
       CAPTURE(r.block, r.model, f);
-      CHECK(Registry::instance().has_model(family_of_label(f)));  // a family, or a variant: "mamba3 (MIMO rank 4)"
+      check_family(f);
     }
   }
   for (const LmPaperRow& r : lm_paper_rows()) {
     CAPTURE(r.block, r.row, r.family);
-    if (*r.family) CHECK(Registry::instance().has_model(family_of_label(r.family)));
+    if (*r.family) check_family(r.family);
   }
   CHECK(std::string(lm_paper_rows()[61].row) == "HGRN2");  // a row without a mnemo family keeps its place
   CHECK(std::string(lm_paper_rows()[61].family).empty());
