@@ -174,6 +174,10 @@ TEST_CASE("report style: a family's variant is a model of its own, drawn in its 
   CHECK(run_label({{"fgate_decay_time_min", 32.0}, {"fgate_decay_time_max", 512.5}}, "fox") ==
         "fox (gate T_min 32, gate T_max 512.5)");
   CHECK(run_label({{"fgate_decay_time_min", 0.0}, {"fgate_decay_time_max", 0}}, "fox") == "fox");
+  // The Pro block's parts on fox, and taken off fox_pro, are models of their own too.
+  CHECK(run_label({{"use_k_shift", true}, {"use_v_shift", true}, {"q_block", 64}}, "fox") == "fox (k shift, v shift)");
+  CHECK(run_label({{"use_k_shift", true}, {"use_v_shift", true}}, "fox_pro") == "fox_pro");
+  CHECK(run_label({{"use_forget_gate", false}}, "fox_pro") == "fox_pro (forget gate false)");
   // The eigenvalue range of the delta-rule transitions, against each family's own default.
   CHECK(run_label({{"allow_neg_eigval", false}}, "gated_deltaproduct") ==
         "gated_deltaproduct (allow_neg_eigval false)");

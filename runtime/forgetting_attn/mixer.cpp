@@ -205,11 +205,22 @@ static std::map<std::string, std::string> fox_arg_help() {
           {"fgate_decay_time_max", "the longest initial decay time in tokens (heads log-spaced from min to max)"}};
 }
 
+// Every argument that changes the model is a report variant (a run that sets one away from its family's default is a
+// model of its own: "fox (k shift, v shift)", "fox_pro (forget gate false)").
+static std::vector<ReportVariant> fox_variants() {
+  return {{"fgate_decay_time_min", "gate T_min"}, {"fgate_decay_time_max", "gate T_max"},
+          {"qk_norm", "QK-norm"},                 {"qk_norm_per_channel", "QK-norm per channel"},
+          {"use_output_gate", "output gate"},     {"use_output_norm", "output norm"},
+          {"use_k_shift", "k shift"},             {"use_v_shift", "v shift"},
+          {"use_forget_gate", "forget gate"},     {"use_rope", "RoPE"},
+          {"rope_theta", "RoPE base"}};
+}
+
 void register_forgetting_attn_family(Registry& r) {
   r.add_mixer(make_mixer_family<FoxArgs, FoxMixer>(
       "fox", "Forgetting Transformer: softmax attention with a data-dependent forget gate (docs/models.md#forgetting-transformer)",
       {attention_flops,
-       {"attention", "orange", {{"fgate_decay_time_min", "gate T_min"}, {"fgate_decay_time_max", "gate T_max"}}},
+       {"attention", "orange", fox_variants()},
        2e-3,
        {forgetting_transformer_fla_names()},
        fox_arg_help()}));
@@ -218,7 +229,7 @@ void register_forgetting_attn_family(Registry& r) {
       "Forgetting Transformer, Pro block: fox with key/value token shifts, per-channel QK-norm, output norm and "
       "output gate (docs/models.md#forgetting-transformer)",
       {attention_flops,
-       {"attention", "brown", {{"fgate_decay_time_min", "gate T_min"}, {"fgate_decay_time_max", "gate T_max"}}},
+       {"attention", "brown", fox_variants()},
        2e-3,
        {},
        fox_arg_help()});
@@ -229,7 +240,7 @@ void register_forgetting_attn_family(Registry& r) {
       "transformer_pro",
       "Transformer (Pro): the Forgetting Transformer's Pro block without the forget gate, with RoPE (base 500000) "
       "(docs/models.md#forgetting-transformer)",
-      {attention_flops, {"attention", "blue"}, 2e-3, {}, fox_arg_help()});
+      {attention_flops, {"attention", "blue", fox_variants()}, 2e-3, {}, fox_arg_help()});
   transformer_pro.model_overrides = {{"mlp_ratio", 3.5}};
   r.add_mixer(std::move(transformer_pro));
 }
