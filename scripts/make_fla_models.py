@@ -223,6 +223,9 @@ MODELS = {  # model_type: (config class, model class, the mixer's fields)
     "gla": ("GLAConfig", "GLAForCausalLM", dict(num_heads=2, expand_k=0.5, expand_v=1.0)),
     "retnet": ("RetNetConfig", "RetNetForCausalLM", dict(num_heads=2, expand_k=1.0, expand_v=2.0)),
     "delta_net": ("DeltaNetConfig", "DeltaNetForCausalLM", dict(num_heads=2)),
+    # three layers, so that two read the model's lower bounds; short convs on, so that their names are checked
+    "hgrn2": ("HGRN2Config", "HGRN2ForCausalLM",
+              dict(num_hidden_layers=3, expand_ratio=16, use_short_conv=True, use_lower_bound=True)),
     "mamba3": ("Mamba3Config", "Mamba3ForCausalLM",
                dict(state_size=16, head_dim=16, expand=2, n_groups=2, rope_fraction=0.5, norm_eps=1e-5)),
     "path_attn": ("PaTHAttentionConfig", "PaTHAttentionForCausalLM",

@@ -51,6 +51,7 @@ TEST_CASE("import-fla: fla's own model code gives the same logits (every importa
                                                      {"gla", "gla"},
                                                      {"retnet", "retnet"},
                                                      {"delta_net", "deltanet"},
+                                                     {"hgrn2", "hgrn2"},
                                                      {"mamba2", "mamba2"},
                                                      {"log_linear_mamba2", "log_linear_mamba2"},
                                                      {"mamba3", "mamba3"},
@@ -239,9 +240,9 @@ TEST_CASE("Hugging Face folders: sharded weights load as one file, and bad folde
   fs::create_directories(odd);
   fs::copy_file(fixture / "model.safetensors", odd / "model.safetensors");
   json config = read_json_file((fixture / "config.json").string());
-  config["model_type"] = "hgrn2";
+  config["model_type"] = "gsa";
   std::ofstream(odd / "config.json") << config.dump();
-  CHECK_THROWS_WITH(load_checkpoint_config(odd.string()), Catch::Contains("'hgrn2' has no mnemo import"));
+  CHECK_THROWS_WITH(load_checkpoint_config(odd.string()), Catch::Contains("'gsa' has no mnemo import"));
   config = read_json_file((fixture / "config.json").string());
   config["clamp_min"] = -5;
   std::ofstream(odd / "config.json") << config.dump();
