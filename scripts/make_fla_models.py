@@ -217,7 +217,7 @@ MODELS = {  # model_type: (config class, model class, the mixer's fields)
                            dict(num_heads=2, head_dim=16, expand_v=2.0, num_householder=2, use_forget_gate=True,
                                 allow_neg_eigval=True)),
     "forgetting_transformer": ("ForgettingTransformerConfig", "ForgettingTransformerForCausalLM",
-                               dict(num_heads=4, use_output_gate=True)),
+                               dict(num_heads=4, use_output_gate=True, qk_norm=True)),
     "gated_deltanet": ("GatedDeltaNetConfig", "GatedDeltaNetForCausalLM", dict(num_heads=2, head_dim=16, expand_v=2.0)),
     "transformer": ("TransformerConfig", "TransformerForCausalLM", dict(num_heads=4, num_kv_heads=2)),
     "gla": ("GLAConfig", "GLAForCausalLM", dict(num_heads=2, expand_k=0.5, expand_v=1.0)),

@@ -310,8 +310,8 @@ TEST_CASE("fox_pro and transformer_pro: the Pro block spelled out in fp64 (token
       {
         torch::NoGradGuard no_grad;  // weights per channel away from 1: a weight applied per head dim would show
         for (const char* w : {"q_norm_weight", "k_norm_weight", "o_norm_weight"}) {
-          REQUIRE(p[w].sizes() == torch::IntArrayRef({H, D}));
-          p[w].copy_(1 + 0.5 * torch::randn({H, D}, torch::kFloat64));
+          REQUIRE(p[w].sizes() == torch::IntArrayRef({d}));  // fla's GroupNorm layout: head h at [h·D, (h+1)·D)
+          p[w].copy_(1 + 0.5 * torch::randn({d}, torch::kFloat64));
         }
       }
       auto x = torch::randn({B, T, d}, torch::kFloat64);
@@ -324,7 +324,7 @@ TEST_CASE("fox_pro and transformer_pro: the Pro block spelled out in fp64 (token
         return a * prev + (1 - a) * y;
       };
       auto rms = [](const torch::Tensor& y, const torch::Tensor& w, double eps) {
-        return y / torch::sqrt(y.pow(2).mean(-1, true) + eps) * w;
+        return y / torch::sqrt(y.pow(2).mean(-1, true) + eps) * w.view({H, D});
       };
       auto rope = [&](const torch::Tensor& y) {
         return transformer ? apply_rope_reference(y.transpose(1, 2), 0, 500000.0).transpose(1, 2) : y;

@@ -1,13 +1,15 @@
 // `fox` mixer: the Forgetting Transformer's attention (docs/models.md#forgetting-transformer; arXiv 2503.02130 §2,
 // with flash-linear-attention's ForgettingAttention layer for the parameterisation):
-//   q = x W_q, k = x W_k, v = x W_v (per head; per-head RMSNorm on q and k with qk_norm), no RoPE
+//   q = x W_q, k = x W_k, v = x W_v (per head; per-head RMSNorm on q and k with qk_norm), no RoPE (use_rope: rotary
+//   q and k after the norms, as transformer_pro)
 //   log f_t = logsigmoid(x w_f + b_f) per head, c_t = Σ_{s<=t} log f_s
 //   o_i = Σ_{j<=i} softmax_j(q_i·k_j / √d_h + c_i − c_j) v_j
 //   out = W_o(o), or W_o(σ(x W_g) ⊙ o) with use_output_gate
 // The paper's Pro block (§4, the official code's use_k_shift / use_v_shift / use_output_norm; `fox_pro`) adds:
 //   a data-dependent token shift of keys and values, k_t = α_t k̃_{t−1} + (1 − α_t) k̃_t with k̃ = x W_k,
 //     α_t = σ(x_t w_α) per head (no bias; k̃ before the first token is 0), and likewise v with its own w_α;
-//   QK-norm with a weight per channel (the official GroupNorm over heads, eps 1e-5; qk_norm_per_channel), and
+//   QK-norm with a weight per channel (the GroupNorm over heads of the official code and fla, eps 1e-5;
+//     qk_norm_per_channel), and
 //   an output norm: o ← RMSNorm_h(o) ⊙ w_o per head (a weight per channel, eps 1e-6) before the output gate.
 // b_f starts at 0 (log f ≈ −0.69 a token), as in flash-linear-attention and the official code's data-dependent gate;
 // with fgate_decay_time_min/max > 0 head h starts at b_f = −log(expm1(1/T_h)), i.e. log σ(b_f) = −1/T_h, the decay
@@ -113,13 +115,13 @@ class FoxMixer : public Mixer {
     if (a.use_output_gate) g_proj_ = register_module("g_proj", make_linear(ctx.d_model, ctx.d_model));
     if (a.qk_norm_per_channel && !a.qk_norm) throw Error("fox: qk_norm_per_channel needs qk_norm true");
     if (a.qk_norm && a.qk_norm_per_channel) {
-      q_norm_weight_ = register_parameter("q_norm_weight", torch::ones({H_, D_}));
-      k_norm_weight_ = register_parameter("k_norm_weight", torch::ones({H_, D_}));
+      q_norm_weight_ = register_parameter("q_norm_weight", torch::ones({ctx.d_model}));
+      k_norm_weight_ = register_parameter("k_norm_weight", torch::ones({ctx.d_model}));
     } else if (a.qk_norm) {
       q_norm_ = register_module("q_norm", RMSNorm(D_));
       k_norm_ = register_module("k_norm", RMSNorm(D_));
     }
-    if (a.use_output_norm) o_norm_weight_ = register_parameter("o_norm_weight", torch::ones({H_, D_}));
+    if (a.use_output_norm) o_norm_weight_ = register_parameter("o_norm_weight", torch::ones({ctx.d_model}));
     if (a.use_k_shift) k_shift_proj_ = register_module("k_shift_proj", make_linear(ctx.d_model, H_));
     if (a.use_v_shift) v_shift_proj_ = register_module("v_shift_proj", make_linear(ctx.d_model, H_));
   }
@@ -131,8 +133,8 @@ class FoxMixer : public Mixer {
     if (args_.use_k_shift) k = shift(k, k_shift_proj_, x, state, "k_shift");
     if (args_.use_v_shift) v = shift(v, v_shift_proj_, x, state, "v_shift");
     if (args_.qk_norm && args_.qk_norm_per_channel) {
-      q = rms_norm(q, q_norm_weight_, kFoxQkNormPerChannelEps);
-      k = rms_norm(k, k_norm_weight_, kFoxQkNormPerChannelEps);
+      q = rms_norm(q, q_norm_weight_.view({H_, D_}), kFoxQkNormPerChannelEps);
+      k = rms_norm(k, k_norm_weight_.view({H_, D_}), kFoxQkNormPerChannelEps);
     } else if (args_.qk_norm) {
       q = q_norm_(q);
       k = k_norm_(k);
@@ -164,7 +166,7 @@ class FoxMixer : public Mixer {
     }
     auto o = forgetting_attention(q, keys, values, c_new, c_keys, 1.0 / std::sqrt(static_cast<double>(D_)),
                                   args_.q_block);
-    if (args_.use_output_norm) o = rms_norm(o, o_norm_weight_, kFoxOutputNormEps);
+    if (args_.use_output_norm) o = rms_norm(o, o_norm_weight_.view({H_, D_}), kFoxOutputNormEps);
     o = o.reshape({B, T, H_ * D_});
     if (args_.use_output_gate) o = torch::sigmoid(g_proj_(x)) * o;
     return o_proj_(o);
@@ -185,7 +187,7 @@ class FoxMixer : public Mixer {
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, f_proj_{nullptr}, o_proj_{nullptr},
       g_proj_{nullptr}, k_shift_proj_{nullptr}, v_shift_proj_{nullptr};
   RMSNorm q_norm_{nullptr}, k_norm_{nullptr};
-  torch::Tensor q_norm_weight_, k_norm_weight_, o_norm_weight_;  // [H, D]: a weight per channel
+  torch::Tensor q_norm_weight_, k_norm_weight_, o_norm_weight_;  // [d_model] = [H · D]: a weight per channel
 };
 
 // What each argument does (configuration help and docs/configuration.md), for fox and fox_pro alike.
