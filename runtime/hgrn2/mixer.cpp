@@ -87,6 +87,8 @@ class Hgrn2Mixer : public Mixer {
     auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H_, D_}); };
     const double scale = 1.0 / std::sqrt(static_cast<double>(D_));
     auto s0 = state_or_empty(state, "memory");
+    // The eager chunk form on every device: GLA's fused kernel is checked for GLA's gates (logsigmoid / 16), not for
+    // these un-normalised ones, whose in-chunk spans are far longer.
     auto r = use_chunked_kernel(args_.form, state, T)
                  ? gla_chunk(heads(q), heads(k), heads(v), heads(log_g), scale, s0, args_.chunk_size,
                              args_.gla_sub_chunk)
