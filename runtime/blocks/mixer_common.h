@@ -31,6 +31,14 @@ inline int64_t expanded_head_dim(const std::string& family, const std::string& f
   return rounded / n_heads;
 }
 
+// Per-head size d_model / n_heads; an error naming the family unless the heads divide d_model.
+inline int64_t head_dim_of(const std::string& family, int64_t d_model, int64_t n_heads) {
+  if (n_heads < 1 || d_model % n_heads != 0)
+    throw Error(family + ": d_model " + std::to_string(d_model) + " is not divisible by " + std::to_string(n_heads) +
+                " heads");
+  return d_model / n_heads;
+}
+
 // The chunked kernel runs for form "chunk" except for a single decode step with a state, which
 // uses the O(1) recurrent step.
 inline bool use_chunked_kernel(const std::string& form, const LayerState* state, int64_t T) {

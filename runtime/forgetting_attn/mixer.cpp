@@ -20,6 +20,7 @@
 // unshifted key / value "k_shift", "v_shift" [B, 1, H, D].
 #include <cmath>
 
+#include "runtime/blocks/mixer_common.h"
 #include "runtime/forgetting_attn/forgetting_attn.h"
 #include "runtime/kernels/precision.h"
 #include "runtime/layers.h"
@@ -91,10 +92,7 @@ class FoxMixer : public Mixer {
   FoxMixer(const MixerContext& ctx, const FoxArgs& a) : args_(a) {
     if (a.q_block < 1) throw Error("fox: q_block must be >= 1, got " + std::to_string(a.q_block));
     H_ = ctx.n_heads;
-    if (H_ < 1 || ctx.d_model % H_ != 0)
-      throw Error("fox: d_model " + std::to_string(ctx.d_model) + " is not divisible by " + std::to_string(H_) +
-                  " heads");
-    D_ = ctx.d_model / H_;
+    D_ = head_dim_of("fox", ctx.d_model, H_);
     const double t_min = a.fgate_decay_time_min, t_max = a.fgate_decay_time_max;
     const bool decay_init = t_min != 0 || t_max != 0;
     if (decay_init && !a.use_forget_gate)

@@ -47,10 +47,7 @@ class Hgrn2Mixer : public Mixer {
     if (a.use_short_conv && a.conv_size < 1)
       throw Error("hgrn2: conv_size must be >= 1, got " + std::to_string(a.conv_size));
     H_ = ctx.n_heads;
-    if (H_ < 1 || ctx.d_model % H_ != 0)
-      throw Error("hgrn2: d_model " + std::to_string(ctx.d_model) + " is not divisible by " + std::to_string(H_) +
-                  " heads");
-    D_ = ctx.d_model / H_;
+    D_ = head_dim_of("hgrn2", ctx.d_model, H_);
     const int64_t d = ctx.d_model;
     q_proj_ = register_module("q_proj", make_linear(d, d));
     f_proj_ = register_module("f_proj", make_linear(d, d));

@@ -39,10 +39,7 @@ class PathAttnMixer : public Mixer {
     check_kernel_form("path_attn", a.form, a.chunk_size);
     if (a.conv_size < 1) throw Error("path_attn: conv_size must be >= 1, got " + std::to_string(a.conv_size));
     H_ = ctx.n_heads;
-    if (H_ < 1 || ctx.d_model % H_ != 0)
-      throw Error("path_attn: d_model " + std::to_string(ctx.d_model) + " is not divisible by " +
-                  std::to_string(H_) + " heads");
-    D_ = ctx.d_model / H_;
+    D_ = head_dim_of("path_attn", ctx.d_model, H_);
     const int64_t d = ctx.d_model;
     q_proj_ = register_module("q_proj", make_linear(d, d));
     k_proj_ = register_module("k_proj", make_linear(d, d));
