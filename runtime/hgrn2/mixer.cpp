@@ -6,10 +6,11 @@
 //   k = 1 − g (the input gate tied to the forget gate)
 //   S_t = Diag(g_t) S_{t−1} + k_tᵀ i_t per head, o_t = (q_t / √d_h) S_t   (the GLA recurrence, runtime/gla/gla.h)
 //   out = W_o(RMSNorm(o))   (one RMSNorm over all heads' d_model channels, eps 1e-5)
-// Lower bounds (HGRN §3.2, fla's use_lower_bound): one learnable row P_l ∈ R^d per layer of the model, softmax over
-// the layers, γ_l = Σ_{m<=l} softmax(P)_m − softmax(P)_0, so γ_0 = 0 and γ grows with depth: upper layers keep
-// their state longer. The model's first hgrn2 layer holds P [n_layers, d] (fla's model-level `lower_bounds`) and
-// hands γ to the others through the model's scratch in each forward; a mixer built on its own is layer 0 (γ = 0).
+// Lower bounds (from HGRN, arXiv 2311.04823; fla's use_lower_bound): one learnable row P_l ∈ R^d per layer of the
+// model, softmax over the layers, γ_l = Σ_{m<=l} softmax(P)_m − softmax(P)_0, so γ_0 = 0 and γ grows with depth: upper
+// layers keep their state longer. The model's first hgrn2 layer holds P [n_layers, d] (fla's model-level
+// `lower_bounds`) and hands γ to the others through the model's scratch in each forward; a mixer built on its own is
+// layer 0 (γ = 0).
 // Decode state: "memory" [B, H, D, D] and the conv caches.
 #include <cmath>
 
