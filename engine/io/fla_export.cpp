@@ -111,10 +111,11 @@ Match find_fla_config(const ModelConfig& mc, const std::string& where) {
       throw Error("export --format hf: " + where + ": a hybrid of " + mc.model + " and " + m +
                   " (fla's models repeat one mixer)");
   // fla's attention layers always apply RoPE; no config field turns it off (fox's use_rope is its own: off in fla).
-  for (int64_t i = 0; i < mc.n_layers && mc.model == "transformer"; ++i)
-    if (!mc.layer_args(i).value("use_rope", true))
-      throw Error("export --format hf: " + where + ": layer " + std::to_string(i) +
-                  " has use_rope false (NoPE); fla's attention layers always apply RoPE");
+  if (mc.model == "transformer")
+    for (int64_t i = 0; i < mc.n_layers; ++i)
+      if (!mc.layer_args(i).value("use_rope", true))
+        throw Error("export --format hf: " + where + ": layer " + std::to_string(i) +
+                    " has use_rope false (NoPE); fla's attention layers always apply RoPE");
   std::string why = "no fla model_type imports as mnemo's " + mc.model;
   const Registry& reg = Registry::instance();
   for (const std::string& name : reg.mixer_names())

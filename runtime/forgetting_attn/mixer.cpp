@@ -216,6 +216,9 @@ static std::vector<ReportVariant> fox_variants() {
           {"rope_theta", "RoPE base"}};
 }
 
+// The official Pro configurations shrink the feed-forward part (hidden_ratio 3.5 against 4) to pay for the gates.
+static json fox_pro_model_overrides() { return {{"mlp_ratio", 3.5}}; }
+
 void register_forgetting_attn_family(Registry& r) {
   r.add_mixer(make_mixer_family<FoxArgs, FoxMixer>(
       "fox", "Forgetting Transformer: softmax attention with a data-dependent forget gate (docs/models.md#forgetting-transformer)",
@@ -233,15 +236,14 @@ void register_forgetting_attn_family(Registry& r) {
        2e-3,
        {},
        fox_arg_help()});
-  // The official Pro configurations shrink the feed-forward part (hidden_ratio 3.5 against 4) to pay for the gates.
-  pro.model_overrides = {{"mlp_ratio", 3.5}};
+  pro.model_overrides = fox_pro_model_overrides();
   r.add_mixer(std::move(pro));
   MixerFamily transformer_pro = make_mixer_family<TransformerProArgs, FoxMixer>(
       "transformer_pro",
       "Transformer (Pro): the Forgetting Transformer's Pro block without the forget gate, with RoPE (base 500000) "
       "(docs/models.md#forgetting-transformer)",
       {attention_flops, {"attention", "blue", fox_variants()}, 2e-3, {}, fox_arg_help()});
-  transformer_pro.model_overrides = {{"mlp_ratio", 3.5}};
+  transformer_pro.model_overrides = fox_pro_model_overrides();
   r.add_mixer(std::move(transformer_pro));
 }
 
