@@ -50,7 +50,7 @@ LmTables load_lm_tables() {
       r.allow_only({"family", "model", "wiki_ppl", "lmb_ppl", "source"});
       LmPaperRow row{};
       row.block = block.id;
-      // null: a paper row with no mnemo family (GSA, Mamba); kept as printed, never matched to a run.
+      // null: a paper row with no mnemo family; kept as printed, never matched to a run.
       row.family = t.keep(r.optional_text("family").value_or(""));
       if (*row.family && !families.insert(row.family).second)
         r.fail("family", "'" + std::string(row.family) + "' has two rows in this block");

@@ -27,6 +27,7 @@ void register_mesa_net_family(Registry& r);       // mesa_net (runtime/mesa_net/
 void register_rwkv7_family(Registry& r);          // rwkv7 (runtime/rwkv7/)
 void register_path_attn_family(Registry& r);      // path_attn (runtime/path_attn/)
 void register_hgrn2_family(Registry& r);          // hgrn2 (runtime/hgrn2/)
+void register_mamba_family(Registry& r);          // mamba (runtime/mamba/)
 void register_log_linear_gdn_family(Registry& r);  // log_linear_gdn (runtime/log_linear_gdn/)
 void register_log_linear_mamba2_family(Registry& r);  // log_linear_mamba2 (runtime/log_linear_mamba2/)
 void register_hope_families(Registry& r);          // self_modifying_titans, model hope (runtime/hope/)
@@ -77,6 +78,7 @@ void register_builtin_families(Registry& r) {
   register_linear_attn_family(r);
   register_retnet_family(r);
   register_gla_family(r);
+  register_mamba_family(r);
   register_mamba2_family(r);
   register_titans_families(r);
   register_ttt_families(r);

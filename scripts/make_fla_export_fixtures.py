@@ -39,6 +39,8 @@ FAMILIES = {  # mnemo family: extra --set keys
     "fox": [],
     "mamba2": ["--set", "block_mlp=false", "--set", "mamba_head_dim=16", "--set", "mamba_d_state=16"],
     "rwkv7": ["--set", "n_heads=2", "--set", "n_layers=3"],
+    "hgrn2": ["--set", "n_heads=2", "--set", "n_layers=3", "--set", "use_short_conv=true"],
+    "mamba": ["--set", "block_mlp=false", "--set", "mamba_d_state=8"],
 }
 
 

@@ -97,8 +97,10 @@ TEST_CASE("report style: small multiples split by group with at most 8 lines", "
   }
   CHECK(total == series.size());
   CHECK(groups.front().group == "attention");
-  CHECK(groups[2].group == "deep test-time memory (1/2)");  // 11 families: 6 + 5
-  CHECK(groups[2].series.size() == 6);
+  CHECK(groups[1].group == "linear recurrent (1/2)");  // 9 families: 5 + 4
+  CHECK(groups[1].series.size() == 5);
+  CHECK(groups[3].group == "deep test-time memory (1/2)");  // 11 families: 6 + 5
+  CHECK(groups[3].series.size() == 6);
   CHECK(groups.back().group.empty());
 
   LinePlot plot;

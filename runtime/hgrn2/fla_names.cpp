@@ -26,6 +26,10 @@ FlaMixerNames hgrn2_fla_names() {
     keys["use_lower_bound"] = c.flag("use_lower_bound");
     return "hgrn2";
   };
+  n.from_mnemo = [](json& view, json& c) {  // the fields to_mnemo reads, back from the mixer's arguments
+    c["expand_ratio"] = view.at("d_model").get<int64_t>() / view.at("n_heads").get<int64_t>();
+    c["use_lower_bound"] = view.value("use_lower_bound", true);
+  };
   n.mixer_keys = [](const json& keys, const json& fla_config, const FlaLayerPrefixes& at, FlaKeyMap& map) {
     for (const char* p : {"q", "f", "i", "o"}) map[at.mnemo + p + "_proj.weight"] = {{at.fla + p + "_proj.weight"}};
     if (keys.at("use_short_conv").get<bool>())

@@ -1,0 +1,39 @@
+// Mamba's selective scan (Gu & Dao, "Mamba: Linear-Time Sequence Modeling with Selective State Spaces", arXiv
+// 2312.00752 §3.2, Algorithm 2; docs/models.md#mamba): a diagonal state per channel d of N entries,
+//   h_t[d, n] = exp(Δ_t[d] A[d, n]) h_{t-1}[d, n] + Δ_t[d] B_t[n] x_t[d],      y_t[d] = Σ_n C_t[n] h_t[d, n]
+// (no D skip, no z gate: the mixer adds them). x, dt [B, T, D] (dt > 0, softplus applied), A [D, N] (< 0), B, C
+// [B, T, N]; state h [B, D, N] (undefined = zeros). Output o [B, T, D] in x's dtype, final state in the compute dtype.
+#pragma once
+#include <torch/torch.h>
+
+#include "runtime/kernels/chunking.h"
+
+namespace mnemo {
+
+// Token-by-token reference (mamba_ssm's selective_scan_ref).
+RecurrentResult selective_scan_recurrent(const torch::Tensor& x, const torch::Tensor& dt, const torch::Tensor& A,
+                                         const torch::Tensor& B, const torch::Tensor& C,
+                                         const torch::Tensor& initial_state = {});
+
+// Chunked form: the elementwise linear recurrence h_t = a_t ⊙ h_{t-1} + b_t (a = e^{Δ A}, b = Δ x B) by
+// linear_scan_chunked, then y = h C. One autograd node for the scan, whose backward is the same scan run backwards
+// in time; it saves a and h, nothing per doubling step.
+RecurrentResult selective_scan_chunk(const torch::Tensor& x, const torch::Tensor& dt, const torch::Tensor& A,
+                                     const torch::Tensor& B, const torch::Tensor& C,
+                                     const torch::Tensor& initial_state = {}, int64_t chunk_size = 64);
+
+// h_t = a_t ⊙ h_{t-1} + b_t along dim 1 of a, b [B, T, ...] from h_{-1} = h0 [B, ...] (undefined = zeros); returns
+// every h [B, T, ...]. Within each chunk of `chunk_size` steps all positions at once by recursive doubling
+// (log2(chunk) rounds: b_t += a_t b_{t−k}, a_t *= a_{t−k}, for k = 1, 2, 4, ...), then the chunks in order, each
+// from the last state of the one before. Only products of decays (<= 1 for a decay) are formed: nothing overflows.
+// Backward: g_t = ∂L/∂h_t + a_{t+1} g_{t+1} (the same scan, reversed in time), ∂a_t = g_t h_{t−1}, ∂b_t = g_t,
+// ∂h0 = a_0 g_0.
+torch::Tensor linear_scan_chunked(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& h0,
+                                  int64_t chunk_size);
+
+// Shape checks shared by both forms (mnemo::Error naming the op and the input).
+void check_selective_scan_inputs(const char* op, const torch::Tensor& x, const torch::Tensor& dt,
+                                 const torch::Tensor& A, const torch::Tensor& B, const torch::Tensor& C,
+                                 const torch::Tensor& s0);
+
+}  // namespace mnemo
