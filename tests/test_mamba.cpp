@@ -1,4 +1,4 @@
-// Mamba (v1) (docs/models.md#mamba): the selective scan's chunked (doubling) form equals the token-by-token recurrence
+// Mamba (v1) (docs/models.md#mamba): the selective scan's chunked (doubling) and fused CPU forms equal the token-by-token recurrence
 // in fp64, outputs, final state and every gradient; the layer spelled out token by token in fp64. Causality, decode
 // == forward and gradients reaching every parameter are in the mixer contract (tests/test_mixer_contract.cpp); fla's
 // own logits in tests/test_fla_models.cpp.
@@ -24,11 +24,14 @@ ScanCase make_case(int64_t T, int64_t Bn = 2, int64_t D = 5, int64_t N = 4) {
           randn_f64({Bn, T, N}), randn_f64({Bn, D, N})};
 }
 
-KernelFn scan_fn(bool chunked, int64_t L) {
+enum class Form { recurrent, chunk, fused };
+
+KernelFn scan_fn(Form form, int64_t L) {
   return [=](const std::vector<torch::Tensor>& in) {
     torch::Tensor s0 = in.size() > 5 ? in[5] : torch::Tensor();
-    auto r = chunked ? selective_scan_chunk(in[0], in[1], in[2], in[3], in[4], s0, L)
-                     : selective_scan_recurrent(in[0], in[1], in[2], in[3], in[4], s0);
+    auto r = form == Form::chunk   ? selective_scan_chunk(in[0], in[1], in[2], in[3], in[4], s0, L)
+             : form == Form::fused ? selective_scan_fused(in[0], in[1], in[2], in[3], in[4], s0, L)
+                                   : selective_scan_recurrent(in[0], in[1], in[2], in[3], in[4], s0);
     return std::vector<torch::Tensor>{r.o, r.final_state};
   };
 }
@@ -67,21 +70,31 @@ torch::Tensor mamba_by_hand(const torch::OrderedDict<std::string, torch::Tensor>
 
 }  // namespace
 
-TEST_CASE("selective scan: chunked (doubling) == recurrent in fp64, outputs, final state and gradients",
+TEST_CASE("selective scan: chunked (doubling) and fused == recurrent in fp64, outputs, final state and gradients",
           "[linear1][mamba]") {
   torch::manual_seed(1);
   const std::vector<std::string> names = {"x", "dt", "A", "B", "C", "initial_state"};
-  for (int64_t T : {1, 7, 63, 100}) {
-    for (int64_t L : {1, 5, 16, 64}) {
-      for (bool with_state : {false, true}) {
-        INFO("T " << T << " chunk " << L << " state " << with_state);
-        auto c = make_case(T);
-        std::vector<torch::Tensor> inputs = {c.x, c.dt, c.A, c.B, c.C};
-        if (with_state) inputs.push_back(c.s0);
-        require_same_outputs_and_grads(scan_fn(false, 0), scan_fn(true, L), inputs, names, 1e-12, 1e-11);
+  const int threads = at::get_num_threads();
+  for (const Form form : {Form::chunk, Form::fused}) {
+    for (int n_threads : {1, 3}) {  // the fused scan splits the channels into one block per thread
+      if (form == Form::chunk && n_threads > 1) continue;
+      at::set_num_threads(n_threads);
+      for (int64_t T : {1, 7, 63, 100}) {
+        for (int64_t L : {1, 5, 16, 64}) {
+          for (bool with_state : {false, true}) {
+            INFO((form == Form::chunk ? "chunk" : "fused") << " threads " << n_threads << " T " << T << " chunk "
+                                                           << L << " state " << with_state);
+            auto c = make_case(T);
+            std::vector<torch::Tensor> inputs = {c.x, c.dt, c.A, c.B, c.C};
+            if (with_state) inputs.push_back(c.s0);
+            require_same_outputs_and_grads(scan_fn(Form::recurrent, 0), scan_fn(form, L), inputs, names, 1e-12,
+                                           1e-11);
+          }
+        }
       }
     }
   }
+  at::set_num_threads(threads);
 }
 
 TEST_CASE("selective scan: the doubling scan keeps decays that underflow and states that carry across chunks",
@@ -91,15 +104,20 @@ TEST_CASE("selective scan: the doubling scan keeps decays that underflow and sta
   auto c = make_case(40, 1, 3, 2);
   auto dt = c.dt * 25.0;
   auto ref = selective_scan_recurrent(c.x, dt, c.A, c.B, c.C, c.s0);
-  auto chunked = selective_scan_chunk(c.x, dt, c.A, c.B, c.C, c.s0, 16);
-  CHECK(torch::isfinite(chunked.o).all().item<bool>());
-  CHECK(max_rel_err(chunked.o, ref.o) <= 1e-12);
-  CHECK(max_rel_err(chunked.final_state, ref.final_state) <= 1e-12);
+  for (const auto& chunked : {selective_scan_chunk(c.x, dt, c.A, c.B, c.C, c.s0, 16),
+                              selective_scan_fused(c.x, dt, c.A, c.B, c.C, c.s0, 16)}) {
+    CHECK(torch::isfinite(chunked.o).all().item<bool>());
+    CHECK(max_rel_err(chunked.o, ref.o) <= 1e-12);
+    CHECK(max_rel_err(chunked.final_state, ref.final_state) <= 1e-12);
+  }
   // fp32 against the fp64 reference.
   auto f32 = selective_scan_chunk(c.x.to(torch::kFloat32), c.dt.to(torch::kFloat32), c.A.to(torch::kFloat32),
                                   c.B.to(torch::kFloat32), c.C.to(torch::kFloat32), c.s0.to(torch::kFloat32), 16);
   auto ref64 = selective_scan_recurrent(c.x, c.dt, c.A, c.B, c.C, c.s0);
   CHECK(max_rel_err(f32.o.to(torch::kFloat64), ref64.o) <= 1e-5);
+  auto f32_fused = selective_scan_fused(c.x.to(torch::kFloat32), c.dt.to(torch::kFloat32), c.A.to(torch::kFloat32),
+                                        c.B.to(torch::kFloat32), c.C.to(torch::kFloat32), c.s0.to(torch::kFloat32), 16);
+  CHECK(max_rel_err(f32_fused.o.to(torch::kFloat64), ref64.o) <= 1e-5);
   CHECK_THROWS_WITH(selective_scan_chunk(c.x, c.dt, c.A.narrow(0, 0, 2), c.B, c.C, c.s0, 16),
                     Catch::Contains("selective_scan_chunk") && Catch::Contains("'A'"));
 }

@@ -4,7 +4,7 @@
 //   x = SiLU(conv(x) + conv_bias)              (depthwise causal conv of conv_size)
 //   [δ, B, C] = x_proj(x)                      (dt_rank + 2N, no bias), Δ = softplus(dt_proj(δ)) (with bias)
 //   A = −exp(A_log) [d_inner, N]              (A_log = log n at initialisation: S4D-real)
-//   y = selective_scan(x, Δ, A, B, C) + D ⊙ x  (runtime/mamba/selective_scan.h)
+//   y = selective_scan(x, Δ, A, B, C) + D ⊙ x  (runtime/mamba/selective_scan.h: fused on a CPU, doubling elsewhere)
 //   out = out_proj(y ⊙ SiLU(z))
 // Decode state: "memory" h [B, d_inner, N] (fp32; fp64 for fp64 modules) and the conv cache "conv_x".
 #include <cmath>
@@ -20,7 +20,7 @@
 namespace mnemo {
 
 struct MambaArgs {
-  int64_t chunk_size = 64;     // chunk of the doubling scan (speed and memory only)
+  int64_t chunk_size = 64;     // steps between the fused scan's checkpoints / per doubling scan (speed and memory only)
   std::string form = "chunk";  // "chunk" | "recurrent"
   double mamba_expand = 2.0;   // d_inner = expand · d_model
   int64_t mamba_d_state = 16;  // state entries N per channel
@@ -81,8 +81,14 @@ class MambaMixer : public Mixer, public DeclaresNoWeightDecay {
     auto Bm = dbc.narrow(-1, R_, N_), Cm = dbc.narrow(-1, R_ + N_, N_);
     auto A = -torch::exp(A_log_.to(dt.scalar_type()));
     auto s0 = state_or_empty(state, "memory");
-    auto r = use_chunked_kernel(args_.form, state, T) ? selective_scan_chunk(x, dt, A, Bm, Cm, s0, args_.chunk_size)
-                                                      : selective_scan_recurrent(x, dt, A, Bm, Cm, s0);
+    // On a CPU the fused scan (mamba_ssm's way); elsewhere the doubling scan, all positions of a chunk at once.
+    RecurrentResult r;
+    if (!use_chunked_kernel(args_.form, state, T))
+      r = selective_scan_recurrent(x, dt, A, Bm, Cm, s0);
+    else if (x.device().is_cpu())
+      r = selective_scan_fused(x, dt, A, Bm, Cm, s0, args_.chunk_size);
+    else
+      r = selective_scan_chunk(x, dt, A, Bm, Cm, s0, args_.chunk_size);
     if (state) state->tensors["memory"] = r.final_state.detach();
     auto y = r.o;
     if (D_.defined()) y = y + x * D_.to(y.scalar_type());
@@ -171,7 +177,8 @@ void register_mamba_family(Registry& r) {
         {"mamba_dt_rank", "rank of the projection that gives the step size; 0 = ceil(d_model / 16)"},
         {"mamba_dt_scale", "dt_proj.weight ~ U(-s, s) with s = mamba_dt_scale / sqrt(dt_rank) at initialisation"},
         {"mamba_d_skip", "the skip y += D x, D initialised to 1"},
-        {"chunk_size", "steps per chunk of the doubling scan (speed and memory only)"}}}));
+        {"chunk_size", "steps per chunk: between the fused CPU scan's saved states, and of the doubling scan elsewhere "
+                       "(speed and memory only)"}}}));
 }
 
 }  // namespace mnemo

@@ -22,6 +22,15 @@ RecurrentResult selective_scan_chunk(const torch::Tensor& x, const torch::Tensor
                                      const torch::Tensor& B, const torch::Tensor& C,
                                      const torch::Tensor& initial_state = {}, int64_t chunk_size = 64);
 
+// The same scan fused into one pass on CPU tensors (runtime/mamba/scan_fused.cpp), as mamba_ssm's kernel: sequential
+// in time, channels in parallel, nothing of size [B, T, D, N] formed. Keeps the state at the start of every chunk of
+// `chunk_size` steps; backward recomputes a chunk's states from there and runs the adjoint
+//   G_t = ∂L/∂h_t = C_t ∂L/∂y_t + a_{t+1} G_{t+1},  ∂a_t = G_t h_{t−1},  ∂b_t = G_t
+// backwards through it. Error on other devices.
+RecurrentResult selective_scan_fused(const torch::Tensor& x, const torch::Tensor& dt, const torch::Tensor& A,
+                                     const torch::Tensor& B, const torch::Tensor& C,
+                                     const torch::Tensor& initial_state = {}, int64_t chunk_size = 64);
+
 // h_t = a_t ⊙ h_{t-1} + b_t along dim 1 of a, b [B, T, ...] from h_{-1} = h0 [B, ...] (undefined = zeros); returns
 // every h [B, T, ...]. Within each chunk of `chunk_size` steps all positions at once by recursive doubling
 // (log2(chunk) rounds: b_t += a_t b_{t−k}, a_t *= a_{t−k}, for k = 1, 2, 4, ...), then the chunks in order, each
