@@ -171,6 +171,43 @@ TEST_CASE("gla fused kernel (host run): bf16 on tensor cores, every gate, agains
   }
 }
 
+TEST_CASE("gla fused kernel (host run) with HGRN2's gates (log sigmoid, no normaliser, k = 1 - g): fp64 every "
+          "gradient, fp32, and bf16 on tensor cores against the fp64 truth", "[cuda-kernel][gla][hgrn2]") {
+  // HGRN2 feeds GLA's kernels log g = log σ(f) with no normaliser (GLA divides by 16) and keys 1 − g: per-step
+  // log-decays to about −5 here and in-chunk spans of hundreds over chunks of 64.
+  torch::manual_seed(17);
+  auto c = make_case(150, 2, 2, 16, 16);
+  auto f = 2.0 * randn_f64({2, 150, 2, 16});
+  auto log_g = torch::log_sigmoid(f), k = 1 - torch::sigmoid(f);
+  const std::vector<torch::Tensor> inputs = {torch::silu(c.q), k, c.v, log_g, c.s0};
+  const auto fused = fused_fn(GlaGate::kKeyWise, 64, {16, 0});
+  require_same_outputs_and_grads(gla_ref(false), fused, inputs, kNames);
+  require_fp32_close(gla_ref(false), fused, inputs, 1e-3);
+  // bf16 q, k, v on the tensor-core stages (fp32 gates and state) against fp64 on the same rounded inputs.
+  std::vector<torch::Tensor> in, rounded;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const bool low = i < 3;
+    in.push_back(inputs[i].detach().to(low ? torch::kBFloat16 : torch::kFloat32).requires_grad_());
+    rounded.push_back(in.back().detach().to(torch::kFloat64).requires_grad_());
+  }
+  auto outputs_and_grads = [&](const std::vector<torch::Tensor>& x) {
+    auto r = gla_chunk_fused(x[0], x[1], x[2], x[3], GlaGate::kKeyWise, 0.3, x[4], 64, {}, GlaFusedTiling{16, 16});
+    torch::manual_seed(5);
+    auto loss = (r.o.to(torch::kFloat64) * torch::randn(r.o.sizes(), torch::kFloat64)).sum() +
+                (r.final_state.to(torch::kFloat64) * torch::randn(r.final_state.sizes(), torch::kFloat64)).sum();
+    std::vector<torch::Tensor> out = {r.o.detach(), r.final_state.detach()};
+    for (auto& g : torch::autograd::grad({loss}, x)) out.push_back(g);
+    return out;
+  };
+  const auto got = outputs_and_grads(in), truth = outputs_and_grads(rounded);
+  const std::vector<std::string> names = {"o", "final state", "dq", "dk", "dv", "dg", "ds0"};
+  for (size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(names[i]);
+    CHECK(torch::isfinite(got[i]).all().item<bool>());
+    CHECK(error_ratio(got[i], truth[i]) <= (i < 2 ? 5e-3 : 1e-2));
+  }
+}
+
 TEST_CASE("gla fused kernel (host run) with a scalar gate == simple GLA and RetNet forms, fp64 and fp32",
           "[cuda-kernel][gla]") {
   torch::manual_seed(14);
@@ -315,13 +352,13 @@ TEST_CASE("cuda: gla fused kernel over packed sequences on the device == host ru
   require_same_outputs_and_grads(fused_fn(GlaGate::kKeyWise, 64, {16, 0}, cu), device, inputs, kNames);
 }
 
-TEST_CASE("cuda: gla, retnet and linear attention mixers on the fused kernel == their recurrent form",
+TEST_CASE("cuda: gla, retnet, linear attention and hgrn2 mixers on the fused kernel == their recurrent form",
           "[.cuda-gla_kernel]") {
   REQUIRE(torch::cuda::is_available());
   const torch::Device cuda(torch::kCUDA);
   for (const auto& [family, extra] : std::vector<std::pair<std::string, json>>{
            {"gla", json::object()}, {"retnet", json::object()}, {"linear_attn", json::object()},
-           {"linear_attn_elu", json::object()}}) {
+           {"linear_attn_elu", json::object()}, {"hgrn2", json::object()}}) {
     INFO(family);
     auto chunked = make_mixer(family, 64, 2, {{"chunk_size", 16}}, 31);
     auto recurrent = make_mixer(family, 64, 2, {{"form", "recurrent"}}, 31);

@@ -85,12 +85,15 @@ class Hgrn2Mixer : public Mixer {
     auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H_, D_}); };
     const double scale = 1.0 / std::sqrt(static_cast<double>(D_));
     auto s0 = state_or_empty(state, "memory");
-    // The eager chunk form on every device: GLA's fused kernel is checked for GLA's gates (logsigmoid / 16), not for
-    // these un-normalised ones, whose in-chunk spans are far longer.
-    auto r = use_chunked_kernel(args_.form, state, T)
-                 ? gla_chunk(heads(q), heads(k), heads(v), heads(log_g), scale, s0, args_.chunk_size,
-                             args_.gla_sub_chunk)
-                 : gla_recurrent(heads(q), heads(k), heads(v), heads(log_g), scale, s0);
+    // On a GPU the chunk form is GLA's fused kernel (its host run is checked with these un-normalised gates in
+    // tests/test_cuda_kernels_gla.cpp); on the CPU the eager form.
+    RecurrentResult r;
+    if (!use_chunked_kernel(args_.form, state, T))
+      r = gla_recurrent(heads(q), heads(k), heads(v), heads(log_g), scale, s0);
+    else if (q.is_cuda() && gla_fused_kernel_available(q))
+      r = gla_chunk_fused(heads(q), heads(k), heads(v), heads(log_g), GlaGate::kKeyWise, scale, s0, args_.chunk_size);
+    else
+      r = gla_chunk(heads(q), heads(k), heads(v), heads(log_g), scale, s0, args_.chunk_size, args_.gla_sub_chunk);
     if (state) state->tensors["memory"] = r.final_state.detach();
     return o_proj_(g_norm_(r.o.to(x.scalar_type()).reshape({B, T, H_ * D_})));
   }
