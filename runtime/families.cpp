@@ -28,6 +28,7 @@ void register_rwkv7_family(Registry& r);          // rwkv7 (runtime/rwkv7/)
 void register_path_attn_family(Registry& r);      // path_attn (runtime/path_attn/)
 void register_hgrn2_family(Registry& r);          // hgrn2 (runtime/hgrn2/)
 void register_mamba_family(Registry& r);          // mamba (runtime/mamba/)
+void register_gsa_family(Registry& r);            // gsa (runtime/gsa/)
 void register_log_linear_gdn_family(Registry& r);  // log_linear_gdn (runtime/log_linear_gdn/)
 void register_log_linear_mamba2_family(Registry& r);  // log_linear_mamba2 (runtime/log_linear_mamba2/)
 void register_hope_families(Registry& r);          // self_modifying_titans, model hope (runtime/hope/)
@@ -95,6 +96,7 @@ void register_builtin_families(Registry& r) {
   register_rwkv7_family(r);
   register_path_attn_family(r);
   register_hgrn2_family(r);
+  register_gsa_family(r);
   register_log_linear_gdn_family(r);
   register_log_linear_mamba2_family(r);
   register_hope_families(r);

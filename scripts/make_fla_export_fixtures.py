@@ -41,6 +41,7 @@ FAMILIES = {  # mnemo family: extra --set keys
     "rwkv7": ["--set", "n_heads=2", "--set", "n_layers=3"],
     "hgrn2": ["--set", "n_heads=2", "--set", "n_layers=3", "--set", "use_short_conv=true"],
     "mamba": ["--set", "block_mlp=false", "--set", "mamba_d_state=8"],
+    "gsa": ["--set", "n_heads=2", "--set", "num_slots=8"],
 }
 
 

@@ -236,6 +236,7 @@ MODELS = {  # model_type: (config class, model class, the mixer's fields)
     "log_linear_mamba2": ("LogLinearMamba2Config", "LogLinearMamba2ForCausalLM",
                           dict(state_size=64, head_dim=16, expand=2, n_groups=1, chunk_size=64, norm_eps=1e-5,
                                use_bias=True)),  # fla's kernel needs a state size divisible by 64
+    "gsa": ("GSAConfig", "GSAForCausalLM", dict(num_heads=2, num_slots=8, use_short_conv=True)),
     "mamba": ("MambaConfig", "MambaForCausalLM", dict(state_size=8, expand=2, dt_rank=4, norm_eps=1e-5)),
     "mamba2": ("Mamba2Config", "Mamba2ForCausalLM",
                dict(state_size=16, head_dim=16, num_heads=4, expand=2, n_groups=1, chunk_size=16, norm_eps=1e-5)),

@@ -443,7 +443,9 @@ TEST_CASE("import-fla: configurations mnemo does not compute exactly are refused
   refused({{"model_type", "mamba2"}, {"head_dim", 16}, {"norm_before_gate", true}}, "norm_before_gate");
   refused({{"model_type", "mamba2"}, {"head_dim", 16}, {"dt_limit", {0.0, 6.0}}}, "dt_limit");
   refused({{"model_type", "mamba2"}, {"head_dim", 48}}, "not a multiple of head_dim 48");
-  refused({{"model_type", "gsa"}}, "'gsa' has no mnemo import");
+  refused({{"model_type", "rwkv6"}}, "'rwkv6' has no mnemo import");
+  refused({{"model_type", "gsa"}, {"feature_map", "relu"}}, "feature_map");
+  refused({{"model_type", "gsa"}, {"use_output_gate", true}}, "use_output_gate");
   refused({{"model_type", "transformer"}, {"qk_norm", true}}, "qk_norm");
   refused({{"model_type", "transformer"}, {"qkv_bias", true}}, "qkv_bias");
   refused({{"model_type", "transformer"}, {"intermediate_size", 100}}, "intermediate_size 100");

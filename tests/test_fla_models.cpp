@@ -52,6 +52,7 @@ TEST_CASE("import-fla: fla's own model code gives the same logits (every importa
                                                      {"retnet", "retnet"},
                                                      {"delta_net", "deltanet"},
                                                      {"hgrn2", "hgrn2"},
+                                                     {"gsa", "gsa"},
                                                      {"mamba", "mamba"},
                                                      {"mamba2", "mamba2"},
                                                      {"log_linear_mamba2", "log_linear_mamba2"},
@@ -86,7 +87,7 @@ TEST_CASE("export --format hf writes back fla's own folder: the same config and 
   // the same model. fla's logits on the original (expected.json) are then the logits of the export as well.
   const fs::path models = fs::path(MNEMO_SOURCE_DIR) / "tests" / "data" / "fla_models";
   for (const std::string type : {"transformer", "gla", "retnet", "delta_net", "gated_deltanet", "kda",
-                                 "gated_deltaproduct", "forgetting_transformer", "hgrn2", "mamba", "mamba2", "log_linear_mamba2", "mamba3", "mamba3_mimo", "path_attn", "rwkv7",
+                                 "gated_deltaproduct", "forgetting_transformer", "hgrn2", "gsa", "mamba", "mamba2", "log_linear_mamba2", "mamba3", "mamba3_mimo", "path_attn", "rwkv7",
                                  "gla_llama2_tokenizer"}) {
     DYNAMIC_SECTION(type) {
       auto dir = test::temp_dir("hf_export_" + type);
@@ -172,7 +173,7 @@ TEST_CASE("export --format hf: mnemo's own models give the same logits in fla's 
   // logits are its logits; mnemo's logits of the model must equal them.
   const fs::path fixtures = fs::path(MNEMO_SOURCE_DIR) / "tests" / "data" / "fla_export";
   for (const std::string family : {"transformer", "swa", "gla", "retnet", "deltanet", "gated_deltanet", "kda",
-                                   "gated_deltaproduct", "fox", "mamba2", "rwkv7", "hgrn2", "mamba"}) {
+                                   "gated_deltaproduct", "fox", "mamba2", "rwkv7", "hgrn2", "mamba", "gsa"}) {
     DYNAMIC_SECTION(family) {
       auto dir = test::temp_dir("fla_export_" + family);
       const std::string model = (fixtures / family / "mnemo.safetensors").string();
@@ -241,9 +242,9 @@ TEST_CASE("Hugging Face folders: sharded weights load as one file, and bad folde
   fs::create_directories(odd);
   fs::copy_file(fixture / "model.safetensors", odd / "model.safetensors");
   json config = read_json_file((fixture / "config.json").string());
-  config["model_type"] = "gsa";
+  config["model_type"] = "rwkv6";
   std::ofstream(odd / "config.json") << config.dump();
-  CHECK_THROWS_WITH(load_checkpoint_config(odd.string()), Catch::Contains("'gsa' has no mnemo import"));
+  CHECK_THROWS_WITH(load_checkpoint_config(odd.string()), Catch::Contains("'rwkv6' has no mnemo import"));
   config = read_json_file((fixture / "config.json").string());
   config["clamp_min"] = -5;
   std::ofstream(odd / "config.json") << config.dump();
