@@ -67,6 +67,21 @@ void require_fp32_close(const KernelFn& ref, const KernelFn& fn, const std::vect
   mnemo::test::require_fp32_close(ref, fn, inputs, kNames, tol);
 }
 
+// The fused kernel on inputs x = {q, k, v, s0[, gate]} with 16-wide tiles (every stage on tensor cores for bf16
+// q, k, v), then outputs and the gradients of a fixed random loss w.r.t. every input: {o, final state, dq, dk, dv,
+// ds0[, dgate]}.
+std::vector<torch::Tensor> fused_outputs_and_grads(GlaGate gate, int64_t chunk, const std::vector<torch::Tensor>& x) {
+  const bool gated = gate != GlaGate::kNone;
+  auto r = gla_chunk_fused(x[0], x[1], x[2], gated ? x[4] : torch::Tensor(), gate, 0.3, x[3], chunk, {},
+                           GlaFusedTiling{16, 16});
+  torch::manual_seed(5);
+  auto loss = (r.o.to(torch::kFloat64) * torch::randn(r.o.sizes(), torch::kFloat64)).sum() +
+              (r.final_state.to(torch::kFloat64) * torch::randn(r.final_state.sizes(), torch::kFloat64)).sum();
+  std::vector<torch::Tensor> out = {r.o.detach(), r.final_state.detach()};
+  for (auto& g : torch::autograd::grad({loss}, x)) out.push_back(g);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("gla fused kernel (host run) == gla recurrence and chunk form in fp64, every gradient",
@@ -144,18 +159,8 @@ TEST_CASE("gla fused kernel (host run): bf16 on tensor cores, every gate, agains
     if (gated) in.push_back(f32_leaf(gate == GlaGate::kScalar ? c.g : c.gk));
     std::vector<torch::Tensor> rounded;
     for (const auto& t : in) rounded.push_back(t.detach().to(torch::kFloat64).requires_grad_());
-    auto outputs_and_grads = [&](const std::vector<torch::Tensor>& x) {
-      auto r = gla_chunk_fused(x[0], x[1], x[2], gated ? x[4] : torch::Tensor(), gate, 0.3, x[3], chunk, {},
-                               GlaFusedTiling{16, 16});
-      torch::manual_seed(5);
-      auto loss = (r.o.to(torch::kFloat64) * torch::randn(r.o.sizes(), torch::kFloat64)).sum() +
-                  (r.final_state.to(torch::kFloat64) * torch::randn(r.final_state.sizes(), torch::kFloat64)).sum();
-      std::vector<torch::Tensor> out = {r.o.detach(), r.final_state.detach()};
-      for (auto& g : torch::autograd::grad({loss}, x)) out.push_back(g);
-      return out;
-    };
     // The truth: the scalar stages in fp64 (equal to the recurrences above) on the same rounded inputs.
-    const auto got = outputs_and_grads(in), truth = outputs_and_grads(rounded);
+    const auto got = fused_outputs_and_grads(gate, chunk, in), truth = fused_outputs_and_grads(gate, chunk, rounded);
     CHECK(got[0].scalar_type() == torch::kBFloat16);
     const std::vector<std::string> names = {"o", "final state", "dq", "dk", "dv", "ds0", "dg"};
     std::string ratios;
@@ -185,22 +190,13 @@ TEST_CASE("gla fused kernel (host run) with HGRN2's gates (log sigmoid, no norma
   require_fp32_close(gla_ref(false), fused, inputs, 1e-3);
   // bf16 q, k, v on the tensor-core stages (fp32 gates and state) against fp64 on the same rounded inputs.
   std::vector<torch::Tensor> in, rounded;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const bool low = i < 3;
-    in.push_back(inputs[i].detach().to(low ? torch::kBFloat16 : torch::kFloat32).requires_grad_());
+  for (const auto& t : {inputs[0], inputs[1], inputs[2], inputs[4], inputs[3]}) {  // q, k, v, s0, gate
+    in.push_back(t.detach().to(in.size() < 3 ? torch::kBFloat16 : torch::kFloat32).requires_grad_());
     rounded.push_back(in.back().detach().to(torch::kFloat64).requires_grad_());
   }
-  auto outputs_and_grads = [&](const std::vector<torch::Tensor>& x) {
-    auto r = gla_chunk_fused(x[0], x[1], x[2], x[3], GlaGate::kKeyWise, 0.3, x[4], 64, {}, GlaFusedTiling{16, 16});
-    torch::manual_seed(5);
-    auto loss = (r.o.to(torch::kFloat64) * torch::randn(r.o.sizes(), torch::kFloat64)).sum() +
-                (r.final_state.to(torch::kFloat64) * torch::randn(r.final_state.sizes(), torch::kFloat64)).sum();
-    std::vector<torch::Tensor> out = {r.o.detach(), r.final_state.detach()};
-    for (auto& g : torch::autograd::grad({loss}, x)) out.push_back(g);
-    return out;
-  };
-  const auto got = outputs_and_grads(in), truth = outputs_and_grads(rounded);
-  const std::vector<std::string> names = {"o", "final state", "dq", "dk", "dv", "dg", "ds0"};
+  const auto got = fused_outputs_and_grads(GlaGate::kKeyWise, 64, in),
+             truth = fused_outputs_and_grads(GlaGate::kKeyWise, 64, rounded);
+  const std::vector<std::string> names = {"o", "final state", "dq", "dk", "dv", "ds0", "dg"};
   for (size_t i = 0; i < got.size(); ++i) {
     CAPTURE(names[i]);
     CHECK(torch::isfinite(got[i]).all().item<bool>());
