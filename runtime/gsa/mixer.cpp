@@ -149,7 +149,7 @@ void register_gsa_family(Registry& r) {
       "Gated Slot Attention: two gated linear-attention passes over num_slots slots per head, joined by a softmax "
       "over the slots (docs/models.md#gsa)",
       {sum_of(chunked_recurrence_flops, chunked_recurrence_flops),
-       {"linear recurrent", "blue"},
+       {"linear recurrent", "blue", {{"use_short_conv", "short conv"}}},
        2e-3,
        {gsa_fla_names()},
        {{"num_slots", "memory slots M per head (the softmax runs over them)"},

@@ -129,7 +129,7 @@ void register_hgrn2_family(Registry& r) {
       "HGRN2: gated linear RNN with state expansion, input gate 1 - forget gate, layer-wise lower bounds "
       "(docs/models.md#hgrn2)",
       {chunked_recurrence_flops,
-       {"linear recurrent", "red", {{"use_lower_bound", "lower bound"}}},
+       {"linear recurrent", "red", {{"use_lower_bound", "lower bound"}, {"use_short_conv", "short conv"}}},
        2e-3,
        {hgrn2_fla_names()},
        {{"use_lower_bound", "layer l's forget gate is at least gamma_l = sum_{m<=l} softmax(P)_m - softmax(P)_0, "
