@@ -6,6 +6,8 @@
 
 namespace mnemo {
 
+constexpr int64_t kGsaMaskedChunk = 16;  // the chunk below which the masked form runs as it is
+
 GsaResult gsa_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& s,
                     const torch::Tensor& g, double scale, const torch::Tensor& key_slots0,
                     const torch::Tensor& value_slots0, int64_t chunk_size) {
@@ -18,6 +20,10 @@ GsaResult gsa_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
   auto Q = to_chunks(q.to(ct) * scale, C), Kc = to_chunks(k.to(ct), C);  // [B, H, N, C, K]
   auto S = to_chunks(s.to(ct), C);                                        // [B, H, N, C, M]
   auto Bcum = cumsum_rows(to_chunks(g.to(ct), C));                         // [B, H, N, C, M], <= 0
+  // A span too long to factorise at this chunk: shorter chunks (the same function) before the masked [C, C, M] form,
+  // whose size grows with the chunk.
+  if (C > kGsaMaskedChunk && !decay_factorisable(Bcum))
+    return gsa_chunk(q, k, v, s, g, scale, key_slots0, value_slots0, std::max(kGsaMaskedChunk, C / 4));
   auto B_last = Bcum.narrow(-2, C - 1, 1);                                 // [B, H, N, 1, M]
   auto A = tril_fresh(chunk_matmul(Q, Kc.transpose(-1, -2)));              // scale q_i·k_j, j <= i [.., C, C]
   torch::Tensor intra;

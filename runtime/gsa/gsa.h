@@ -28,7 +28,8 @@ GsaResult gsa_recurrent(const torch::Tensor& q, const torch::Tensor& k, const to
 // Chunked form. First pass per chunk, with B the in-chunk cumulative log gate [C, M] and K̃_0 the state at the
 // chunk's start: scores = e^{B} ⊙ (scale Q K̃_0) + Σ_{j<=i} (scale q_i·k_j) s_j ⊙ e^{B_i − B_j}; the intra-chunk sum
 // is (scale tril(Q Kᵀ)) (S ⊙ e^{−B}) ⊙ e^{B} when the span of B allows (decay_factorisable), else the masked
-// differences e^{min(B_i − B_j, 0)} for every (i, j, slot). The softmax, then GLA's chunk form for the second pass.
+// differences e^{min(B_i − B_j, 0)} for every (i, j, slot), after retrying with chunks a quarter as long (down to 16)
+// while that does not factorise. The softmax, then GLA's chunk form for the second pass.
 GsaResult gsa_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& s,
                     const torch::Tensor& g, double scale, const torch::Tensor& key_slots0 = {},
                     const torch::Tensor& value_slots0 = {}, int64_t chunk_size = 64);
