@@ -17,17 +17,18 @@ GsaResult gsa_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
   const auto ct = recurrence_dtype(q);
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), M = s.size(3);
   const int64_t C = std::min(chunk_size, T);
-  auto Q = to_chunks(q.to(ct) * scale, C), Kc = to_chunks(k.to(ct), C);  // [B, H, N, C, K]
-  auto S = to_chunks(s.to(ct), C);                                        // [B, H, N, C, M]
-  auto Bcum = cumsum_rows(to_chunks(g.to(ct), C));                         // [B, H, N, C, M], <= 0
+  auto Bcum = cumsum_rows(to_chunks(g.to(ct), C));  // [B, H, N, C, M], <= 0
+  const bool factorisable = decay_factorisable(Bcum);
   // A span too long to factorise at this chunk: shorter chunks (the same function) before the masked [C, C, M] form,
   // whose size grows with the chunk.
-  if (C > kGsaMaskedChunk && !decay_factorisable(Bcum))
+  if (C > kGsaMaskedChunk && !factorisable)
     return gsa_chunk(q, k, v, s, g, scale, key_slots0, value_slots0, std::max(kGsaMaskedChunk, C / 4));
+  auto Q = to_chunks(q.to(ct) * scale, C), Kc = to_chunks(k.to(ct), C);  // [B, H, N, C, K]
+  auto S = to_chunks(s.to(ct), C);                                        // [B, H, N, C, M]
   auto B_last = Bcum.narrow(-2, C - 1, 1);                                 // [B, H, N, 1, M]
   auto A = tril_fresh(chunk_matmul(Q, Kc.transpose(-1, -2)));              // scale q_i·k_j, j <= i [.., C, C]
   torch::Tensor intra;
-  if (decay_factorisable(Bcum)) {
+  if (factorisable) {
     // e^{B_i − B_j} = e^{B_i} e^{−B_j}, every factor within e^{±span}.
     auto decay = Bcum.exp();
     intra = chunk_matmul(A, S * decay.reciprocal()) * decay;
