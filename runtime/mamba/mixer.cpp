@@ -4,7 +4,7 @@
 //   x = SiLU(conv(x) + conv_bias)              (depthwise causal conv of conv_size)
 //   [δ, B, C] = x_proj(x)                      (dt_rank + 2N, no bias), Δ = softplus(dt_proj(δ)) (with bias)
 //   A = −exp(A_log) [d_inner, N]              (A_log = log n at initialisation: S4D-real)
-//   y = selective_scan(x, Δ, A, B, C) + D ⊙ x  (runtime/mamba/selective_scan.h: fused on a CPU, doubling elsewhere)
+//   y = selective_scan(x, Δ, A, B, C) + D ⊙ x  (runtime/mamba/selective_scan.h: a CUDA kernel on a GPU, fused on a CPU)
 //   out = out_proj(y ⊙ SiLU(z))
 // Decode state: "memory" h [B, d_inner, N] (fp32; fp64 for fp64 modules) and the conv cache "conv_x".
 #include <cmath>
@@ -20,7 +20,7 @@
 namespace mnemo {
 
 struct MambaArgs {
-  int64_t chunk_size = 64;     // steps between the fused scan's checkpoints / per doubling scan (speed and memory only)
+  int64_t chunk_size = 64;     // steps between the fused scans' checkpoints / per doubling scan (speed and memory only)
   std::string form = "chunk";  // "chunk" | "recurrent"
   double mamba_expand = 2.0;   // d_inner = expand · d_model
   int64_t mamba_d_state = 16;  // state entries N per channel
@@ -81,10 +81,13 @@ class MambaMixer : public Mixer, public DeclaresNoWeightDecay {
     auto Bm = dbc.narrow(-1, R_, N_), Cm = dbc.narrow(-1, R_ + N_, N_);
     auto A = -torch::exp(A_log_.to(dt.scalar_type()));
     auto s0 = state_or_empty(state, "memory");
-    // On a CPU the fused scan (mamba_ssm's way); elsewhere the doubling scan, all positions of a chunk at once.
+    // On a GPU the selective-scan kernel; on a CPU the fused scan (both mamba_ssm's way: sequential in time, parallel
+    // over channels); elsewhere the doubling scan, all positions of a chunk at once.
     RecurrentResult r;
     if (!use_chunked_kernel(args_.form, state, T))
       r = selective_scan_recurrent(x, dt, A, Bm, Cm, s0);
+    else if (selective_scan_kernel_eligible(x))
+      r = selective_scan_kernel(x, dt, A, Bm, Cm, s0, args_.chunk_size);
     else if (x.device().is_cpu())
       r = selective_scan_fused(x, dt, A, Bm, Cm, s0, args_.chunk_size);
     else
@@ -177,8 +180,8 @@ void register_mamba_family(Registry& r) {
         {"mamba_dt_rank", "rank of the projection that gives the step size; 0 = ceil(d_model / 16)"},
         {"mamba_dt_scale", "dt_proj.weight ~ U(-s, s) with s = mamba_dt_scale / sqrt(dt_rank) at initialisation"},
         {"mamba_d_skip", "the skip y += D x, D initialised to 1"},
-        {"chunk_size", "steps per chunk: between the fused CPU scan's saved states, and of the doubling scan elsewhere "
-                       "(speed and memory only)"}}}));
+        {"chunk_size", "steps per chunk: between the saved states of the fused CPU scan and of the CUDA kernel, and "
+                       "of the doubling scan (speed and memory only)"}}}));
 }
 
 }  // namespace mnemo

@@ -31,6 +31,31 @@ RecurrentResult selective_scan_fused(const torch::Tensor& x, const torch::Tensor
                                      const torch::Tensor& B, const torch::Tensor& C,
                                      const torch::Tensor& initial_state = {}, int64_t chunk_size = 64);
 
+// The same scan as one CUDA kernel a pass (runtime/mamba/scan_kernel.cuh; scan_kernel_node.cpp): per (channel, state
+// entry) its own recurrence over a chunk, the read-out summed over the entries after it; states kept at chunk starts,
+// the backward recomputing a chunk's states from there. Nothing of size [B, T, D, N] is formed (the workspace holds
+// C + 1 rows of a tile's states and terms). Taken on CUDA tensors in builds that link the kernels (unless
+// MNEMO_FUSED_CUDA=0); on CPU tensors its block code runs over a sequential host grid inside a
+// MambaKernelHostScope(true) (how the CPU tests prove the kernel's decomposition).
+RecurrentResult selective_scan_kernel(const torch::Tensor& x, const torch::Tensor& dt, const torch::Tensor& A,
+                                      const torch::Tensor& B, const torch::Tensor& C,
+                                      const torch::Tensor& initial_state = {}, int64_t chunk_size = 64);
+bool selective_scan_kernel_eligible(const torch::Tensor& x);
+bool mamba_kernel_on_host();
+void set_mamba_kernel_on_host(bool on);
+// Passes (forward or backward) the selective-scan kernel has run in this process, on the host grid or the device.
+int64_t mamba_kernel_passes();
+class MambaKernelHostScope {
+ public:
+  explicit MambaKernelHostScope(bool on) : previous_(mamba_kernel_on_host()) { set_mamba_kernel_on_host(on); }
+  ~MambaKernelHostScope() { set_mamba_kernel_on_host(previous_); }
+  MambaKernelHostScope(const MambaKernelHostScope&) = delete;
+  MambaKernelHostScope& operator=(const MambaKernelHostScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // h_t = a_t ⊙ h_{t-1} + b_t along dim 1 of a, b [B, T, ...] from h_{-1} = h0 [B, ...] (undefined = zeros); returns
 // every h [B, T, ...]. Within each chunk of `chunk_size` steps all positions at once by recursive doubling
 // (log2(chunk) rounds: b_t += a_t b_{t−k}, a_t *= a_{t−k}, for k = 1, 2, 4, ...), then the chunks in order, each

@@ -1,0 +1,18 @@
+// Launchers of Mamba's selective-scan kernel (scan_kernel.cuh, scan_kernel.cu): torch-free, raw pointers to device
+// memory and a cudaStream_t passed as void*. Compiled into mnemo_cuda_kernels by nvcc; called from
+// scan_kernel_node.cpp on CUDA tensors when the build links the kernels (MNEMO_CUDA_KERNELS).
+#pragma once
+
+#include "runtime/mamba/scan_kernel.cuh"
+
+namespace mnemo::mamba_kernel {
+
+// The workspace is forward_work / backward_work Acc elements per block (z.blocks blocks). Returns null on success,
+// else the CUDA error's text. The pass is the arguments' type: ForwardArgs runs the forward, BackwardArgs the
+// backward.
+const char* launch(const ForwardArgs<float>& args, void* stream);
+const char* launch(const ForwardArgs<double>& args, void* stream);
+const char* launch(const BackwardArgs<float>& args, void* stream);
+const char* launch(const BackwardArgs<double>& args, void* stream);
+
+}  // namespace mnemo::mamba_kernel
