@@ -4,7 +4,8 @@
 //                             state): T 1 to 100 over chunks of 1 to 64, one and several channel tiles (a partial
 //                             last tile), state sizes 4, 16 and 300, decays that underflow; with several lanes a block
 //                             (a data race between the items of a phase would change the result); in fp32 against
-//                             the fp64 truth; the layer through it;
+//                             the fp64 truth; packed sequences (cu_seqlens) against each sequence on its own; the
+//                             layer through it;
 //   [.cuda-kernels_mamba]     on a CUDA device: the CUDA kernel against the host run and the reference, and the layer
 //                             on a GPU (CTest cuda.kernels_mamba, skipped without a GPU).
 #include <cmath>
@@ -126,6 +127,37 @@ TEST_CASE("mamba selective-scan kernel (host grid): decays that underflow, evalu
 
   // Out of its scope the CPU does not take the kernel.
   CHECK_FALSE(selective_scan_kernel_eligible(c.x));
+}
+
+TEST_CASE("mamba selective-scan kernel (host grid) on packed sequences == each sequence on its own (fp64: outputs, "
+          "every gradient)",
+          "[cuda-kernel][mamba][packed]") {
+  torch::manual_seed(15);
+  // Sequences of 1 to 40 tokens over chunks of 8 (one shorter than a chunk, one ending on a chunk boundary, one of
+  // several chunks), an empty one, and 150 channels at N 16: three tiles.
+  const std::vector<int64_t> bounds = {0, 1, 17, 17, 57, 61, 69};
+  const auto c = scan_inputs(1, bounds.back(), 150, 16);
+  const auto cu = torch::tensor(std::vector<int32_t>(bounds.begin(), bounds.end()), torch::kInt32);
+  const KernelFn packed = [&](const std::vector<torch::Tensor>& in) {
+    const int64_t before = mamba_kernel_passes();
+    auto y = selective_scan_kernel_packed(in[0], in[1], in[2], in[3], in[4], cu, 8);
+    CHECK(mamba_kernel_passes() - before == 1);
+    return std::vector<torch::Tensor>{y};
+  };
+  const KernelFn one_by_one = [&](const std::vector<torch::Tensor>& in) {
+    std::vector<torch::Tensor> parts;
+    for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+      const int64_t start = bounds[i], len = bounds[i + 1] - start;
+      if (len == 0) continue;
+      auto piece = [&](const torch::Tensor& t) { return t.narrow(1, start, len); };
+      parts.push_back(selective_scan_recurrent(piece(in[0]), piece(in[1]), in[2], piece(in[3]), piece(in[4])).o);
+    }
+    return std::vector<torch::Tensor>{torch::cat(parts, 1)};
+  };
+  require_same_outputs_and_grads(one_by_one, packed, c.leaves(false), kScanInputNames, 1e-12, 1e-11);
+  // Bounds that do not cover the tokens are refused.
+  CHECK_THROWS_WITH(selective_scan_kernel_packed(c.x, c.dt, c.A, c.B, c.C, cu.narrow(0, 0, 4), 8),
+                    Catch::Contains("cu_seqlens must start at 0 and end at T = 69"));
 }
 
 TEST_CASE("mamba selective-scan kernel (host grid) in fp32: within the fp32 tolerance of the fp64 truth",

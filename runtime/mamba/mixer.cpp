@@ -14,6 +14,7 @@
 #include "runtime/mamba/selective_scan.h"
 #include "runtime/mixing_flops.h"
 #include "runtime/no_weight_decay.h"
+#include "runtime/packed_sequences.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
 
@@ -73,35 +74,60 @@ class MambaMixer : public Mixer, public DeclaresNoWeightDecay {
 
   torch::Tensor forward(const torch::Tensor& u, LayerState* state) override {
     const int64_t T = u.size(1);
-    auto xz = in_proj_(u);
-    auto x = xz.narrow(-1, 0, d_inner_), z = xz.narrow(-1, d_inner_, d_inner_);
-    x = torch::silu(conv_(x, state, "conv_x") + conv_bias_.to(x.scalar_type()));
-    auto dbc = x_proj_(x);
-    auto dt = torch::softplus(dt_proj_(dbc.narrow(-1, 0, R_)).to(recurrence_dtype(u)));  // Δ [B, T, d_inner]
-    auto Bm = dbc.narrow(-1, R_, N_), Cm = dbc.narrow(-1, R_ + N_, N_);
-    auto A = -torch::exp(A_log_.to(dt.scalar_type()));
+    auto in = inputs(u, [&](const torch::Tensor& x) { return conv_(x, state, "conv_x"); });
     auto s0 = state_or_empty(state, "memory");
     // On a GPU the selective-scan kernel; on a CPU the fused scan (both mamba_ssm's way: sequential in time, parallel
     // over channels); elsewhere the doubling scan, all positions of a chunk at once.
     RecurrentResult r;
     if (!use_chunked_kernel(args_.form, state, T))
-      r = selective_scan_recurrent(x, dt, A, Bm, Cm, s0);
-    else if (selective_scan_kernel_eligible(x))
-      r = selective_scan_kernel(x, dt, A, Bm, Cm, s0, args_.chunk_size);
-    else if (x.device().is_cpu())
-      r = selective_scan_fused(x, dt, A, Bm, Cm, s0, args_.chunk_size);
+      r = selective_scan_recurrent(in.x, in.dt, in.A, in.Bm, in.Cm, s0);
+    else if (selective_scan_kernel_eligible(in.x))
+      r = selective_scan_kernel(in.x, in.dt, in.A, in.Bm, in.Cm, s0, args_.chunk_size);
+    else if (in.x.device().is_cpu())
+      r = selective_scan_fused(in.x, in.dt, in.A, in.Bm, in.Cm, s0, args_.chunk_size);
     else
-      r = selective_scan_chunk(x, dt, A, Bm, Cm, s0, args_.chunk_size);
+      r = selective_scan_chunk(in.x, in.dt, in.A, in.Bm, in.Cm, s0, args_.chunk_size);
     if (state) state->tensors["memory"] = r.final_state.detach();
-    auto y = r.o;
-    if (D_.defined()) y = y + x * D_.to(y.scalar_type());
-    return out_proj_(y * torch::silu(z));
+    return output(r.o, in);
   }
 
   // Decode: the conv cache and the recurrent state, fixed shapes, no position.
   bool decode_step_is_static() const override { return true; }
 
+  // Packed sequences: the selective-scan kernel with cu_seqlens (docs/models.md#packed-sequences).
+  bool packs_sequences(const torch::Tensor& x) const override {
+    return args_.form == "chunk" && packed_forms_enabled(x, selective_scan_kernel_on_device(x));
+  }
+  torch::Tensor forward_packed(const torch::Tensor& u, const PackedSequences& seqs) override {
+    auto in = inputs(u, [&](const torch::Tensor& x) { return conv_->forward_packed(x, seqs); });
+    auto y = selective_scan_kernel_packed(in.x, in.dt, in.A, in.Bm, in.Cm, seqs.cu_seqlens, args_.chunk_size);
+    return output(y, in);
+  }
+
  private:
+  // in_proj -> [x, z]; x = SiLU(conv(x) + b_conv); [δ, B, C] = x_proj(x); Δ = softplus(dt_proj(δ)); A = −exp(A_log).
+  struct ScanInputs {
+    torch::Tensor x, z, dt, Bm, Cm, A;
+  };
+  template <class Conv>
+  ScanInputs inputs(const torch::Tensor& u, Conv&& conv) {
+    ScanInputs in;
+    auto xz = in_proj_(u);
+    in.z = xz.narrow(-1, d_inner_, d_inner_);
+    auto x = xz.narrow(-1, 0, d_inner_);
+    in.x = torch::silu(conv(x) + conv_bias_.to(x.scalar_type()));
+    auto dbc = x_proj_(in.x);
+    in.dt = torch::softplus(dt_proj_(dbc.narrow(-1, 0, R_)).to(recurrence_dtype(u)));  // Δ [B, T, d_inner]
+    in.Bm = dbc.narrow(-1, R_, N_), in.Cm = dbc.narrow(-1, R_ + N_, N_);
+    in.A = -torch::exp(A_log_.to(in.dt.scalar_type()));
+    return in;
+  }
+  // y + D ⊙ x, gated by SiLU(z), projected out.
+  torch::Tensor output(torch::Tensor y, const ScanInputs& in) {
+    if (D_.defined()) y = y + in.x * D_.to(y.scalar_type());
+    return out_proj_(y * torch::silu(in.z));
+  }
+
   MambaArgs args_;
   int64_t d_inner_ = 0, N_ = 0, R_ = 0;
   torch::nn::Linear in_proj_{nullptr}, x_proj_{nullptr}, dt_proj_{nullptr}, out_proj_{nullptr};

@@ -34,34 +34,40 @@ void run_scan_pass(const Tensor& like, const Args& args, int64_t blocks, BlockFn
                           std::string("mamba selective-scan kernel, ") + what);
 }
 
-mk::Dims scan_dims(const Tensor& x, const Tensor& A, int64_t chunk) {
-  return mk::make_dims(static_cast<int>(x.size(0)), static_cast<int>(x.size(1)), static_cast<int>(x.size(2)),
-                       static_cast<int>(A.size(1)), static_cast<int>(chunk));
+// Rows of x [B, T, D], or the sequences of cu_seqlens (int32 [S + 1]) packed in x [1, total, D]. An empty
+// cu_seqlens or h0 stands for none (autograd's inputs must be defined tensors).
+bool is_packed(const Tensor& cu_seqlens) { return cu_seqlens.defined() && cu_seqlens.numel() > 0; }
+
+mk::Dims scan_dims(const Tensor& x, const Tensor& A, int64_t chunk, const Tensor& cu_seqlens) {
+  const bool packed = is_packed(cu_seqlens);
+  return mk::make_dims(static_cast<int>(packed ? cu_seqlens.size(0) - 1 : x.size(0)), static_cast<int>(x.size(1)),
+                       static_cast<int>(x.size(2)), static_cast<int>(A.size(1)), static_cast<int>(chunk), packed);
 }
 
-// Inputs x, dt [B, T, D], A [D, N], B, C [B, T, N], h0 [B, D, N] (contiguous, one dtype).
+// Inputs x, dt [B, T, D], A [D, N], B, C [B, T, N], h0 [B, D, N] (undefined when packed; contiguous, one dtype).
 template <class Acc>
-mk::ForwardArgs<Acc> scan_args(const mk::Dims& z, const variable_list& in) {
+mk::ForwardArgs<Acc> scan_args(const mk::Dims& z, const variable_list& in, const Tensor& cu_seqlens) {
   mk::ForwardArgs<Acc> a{};
   a.z = z;
+  a.cu_seqlens = is_packed(cu_seqlens) ? cu_seqlens.data_ptr<int32_t>() : nullptr;
   a.x = data_of<Acc>(in[0]), a.dt = data_of<Acc>(in[1]), a.A = data_of<Acc>(in[2]);
   a.Bm = data_of<Acc>(in[3]), a.Cm = data_of<Acc>(in[4]), a.h0 = data_of<Acc>(in[5]);
   return a;
 }
 
 struct ScanForward {
-  Tensor y, hT, ckpt;  // ckpt undefined when not kept
+  Tensor y, hT, ckpt;  // hT undefined when packed, ckpt when not kept
 };
 
-ScanForward scan_forward(const variable_list& in, const mk::Dims& z, bool keep_checkpoints) {
+ScanForward scan_forward(const variable_list& in, const mk::Dims& z, const Tensor& cu_seqlens, bool keep_checkpoints) {
   ScanForward f;
   f.y = torch::empty_like(in[0]);
-  f.hT = torch::empty_like(in[5]);
-  if (keep_checkpoints) f.ckpt = torch::empty({z.B, z.chunks, z.D, z.N}, in[0].options());
+  if (!is_packed(cu_seqlens)) f.hT = torch::empty({z.S, z.D, z.N}, in[0].options());
+  if (keep_checkpoints) f.ckpt = torch::empty({z.slots, z.D, z.N}, in[0].options());
   const Tensor work = grid::workspace(mk::forward_work(z), z.blocks, in[0]);
   grid::with_acc_type(in[0], [&](auto zero) {
     using Acc = decltype(zero);
-    auto a = scan_args<Acc>(z, in);
+    auto a = scan_args<Acc>(z, in, cu_seqlens);
     a.y = data_of<Acc>(f.y), a.hT = data_of<Acc>(f.hT), a.ckpt = data_of<Acc>(f.ckpt);
     a.work = work.data_ptr<Acc>();
     run_scan_pass(in[0], a, z.blocks, mk::forward_block<Acc>, "forward");
@@ -70,42 +76,50 @@ ScanForward scan_forward(const variable_list& in, const mk::Dims& z, bool keep_c
 }
 
 struct SelectiveScanKernelFn : torch::autograd::Function<SelectiveScanKernelFn> {
+  // h0 [B, D, N] (rows) or empty (packed: every sequence from zeros, no final state); cu_seqlens empty (rows).
   static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& dt, const Tensor& A,
-                               const Tensor& Bm, const Tensor& Cm, const Tensor& h0, int64_t chunk) {
+                               const Tensor& Bm, const Tensor& Cm, const Tensor& h0, int64_t chunk,
+                               const Tensor& cu_seqlens) {
     const variable_list in = {x, dt, A, Bm, Cm, h0};
-    auto f = scan_forward(in, scan_dims(x, A, chunk), /*keep_checkpoints=*/true);
+    auto f = scan_forward(in, scan_dims(x, A, chunk, cu_seqlens), cu_seqlens, /*keep_checkpoints=*/true);
     ctx->saved_data["chunk"] = chunk;
-    ctx->save_for_backward({x, dt, A, Bm, Cm, h0, f.ckpt});
+    ctx->save_for_backward({x, dt, A, Bm, Cm, f.ckpt, cu_seqlens});
+    if (!f.hT.defined()) return {f.y};
     return {f.y, f.hT};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list go) {
     const auto sv = ctx->get_saved_variables();
-    const variable_list in(sv.begin(), sv.begin() + 6);
-    const Tensor& ckpt = sv[6];
-    const auto z = scan_dims(in[0], in[2], ctx->saved_data["chunk"].toInt());
-    auto grad = [&](size_t i, const Tensor& like) {
-      return (go[i].defined() ? go[i].to(like.scalar_type()) : torch::zeros_like(like)).contiguous();
-    };
-    const Tensor dy = grad(0, in[0]), dhT = grad(1, in[5]);
-    Tensor dx = torch::empty_like(in[0]), ddt = torch::empty_like(in[1]), dh0 = torch::empty_like(in[5]);
-    Tensor dA_rows = torch::empty({z.B, z.D, z.N}, in[0].options());
-    Tensor dB_tiles = torch::empty({z.tiles, z.B, z.T, z.N}, in[0].options()), dC_tiles = torch::empty_like(dB_tiles);
+    const variable_list in = {sv[0], sv[1], sv[2], sv[3], sv[4], Tensor()};
+    const Tensor &ckpt = sv[5], &cu_seqlens = sv[6];
+    const bool packed = is_packed(cu_seqlens);
+    const auto z = scan_dims(in[0], in[2], ctx->saved_data["chunk"].toInt(), cu_seqlens);
+    const auto opts = in[0].options();
+    const Tensor dy = go[0].defined() ? go[0].to(in[0].scalar_type()).contiguous() : torch::zeros_like(in[0]);
+    const Tensor dhT = !packed && go.size() > 1 && go[1].defined() ? go[1].to(in[0].scalar_type()).contiguous()
+                                                                   : Tensor();
+    Tensor dx = torch::empty_like(in[0]), ddt = torch::empty_like(in[1]);
+    Tensor dh0 = packed ? Tensor() : torch::empty({z.S, z.D, z.N}, opts);
+    Tensor dA_seqs = torch::empty({z.S, z.D, z.N}, opts);
+    Tensor dB_tiles = torch::empty({z.tiles, in[0].size(0), in[0].size(1), z.N}, opts);
+    Tensor dC_tiles = torch::empty_like(dB_tiles);
     const Tensor work = grid::workspace(mk::backward_work(z), z.blocks, in[0]);
     grid::with_acc_type(in[0], [&](auto zero) {
       using Acc = decltype(zero);
       mk::BackwardArgs<Acc> a{};
-      a.x = scan_args<Acc>(z, in);
+      a.x = scan_args<Acc>(z, in, cu_seqlens);
       a.x.ckpt = data_of<Acc>(ckpt);
       a.dy = data_of<Acc>(dy), a.dhT = data_of<Acc>(dhT);
       a.dx = data_of<Acc>(dx), a.ddt = data_of<Acc>(ddt), a.dh0 = data_of<Acc>(dh0);
-      a.dA_rows = data_of<Acc>(dA_rows), a.dB_tiles = data_of<Acc>(dB_tiles), a.dC_tiles = data_of<Acc>(dC_tiles);
+      a.dA_seqs = data_of<Acc>(dA_seqs), a.dB_tiles = data_of<Acc>(dB_tiles), a.dC_tiles = data_of<Acc>(dC_tiles);
       a.work = work.data_ptr<Acc>();
       run_scan_pass(in[0], a, z.blocks, mk::backward_block<Acc>, "backward");
     });
-    return {dx, ddt, dA_rows.sum(0), dB_tiles.sum(0), dC_tiles.sum(0), dh0, Tensor()};
+    return {dx, ddt, dA_seqs.sum(0), dB_tiles.sum(0), dC_tiles.sum(0), dh0, Tensor(), Tensor()};
   }
 };
+
+Tensor no_sequences() { return torch::empty({0}, torch::kInt32); }
 
 }  // namespace selective_scan_kernel_node
 
@@ -115,9 +129,13 @@ bool mamba_kernel_on_host() { return mamba_kernel_form().on_host(); }
 void set_mamba_kernel_on_host(bool on) { mamba_kernel_form().set_on_host(on); }
 int64_t mamba_kernel_passes() { return mamba_kernel_form().passes(); }
 
+bool selective_scan_kernel_on_device(const torch::Tensor& x) {
+  return x.defined() && x.is_cuda() && grid::device_kernels_enabled();  // MNEMO_FUSED_CUDA=0: the doubling scan
+}
+
 bool selective_scan_kernel_eligible(const torch::Tensor& x) {
   if (!x.defined() || x.dim() != 3 || x.size(1) == 0) return false;
-  if (x.is_cuda()) return grid::device_kernels_enabled();  // MNEMO_FUSED_CUDA=0: the doubling scan
+  if (x.is_cuda()) return selective_scan_kernel_on_device(x);
   return x.device().is_cpu() && mamba_kernel_on_host();
 }
 
@@ -134,13 +152,46 @@ RecurrentResult selective_scan_kernel(const torch::Tensor& x, const torch::Tenso
   const int64_t chunk = std::min(chunk_size, x.size(1));
   variable_list out;
   if (torch::GradMode::is_enabled()) {
-    out = SelectiveScanKernelFn::apply(in(x), in(dt), in(A), in(B), in(C), h0, chunk);
+    out = SelectiveScanKernelFn::apply(in(x), in(dt), in(A), in(B), in(C), h0, chunk, no_sequences());
   } else {
     const variable_list inputs = {in(x), in(dt), in(A), in(B), in(C), h0};
-    auto f = scan_forward(inputs, scan_dims(inputs[0], inputs[2], chunk), /*keep_checkpoints=*/false);
+    auto f = scan_forward(inputs, scan_dims(inputs[0], inputs[2], chunk, no_sequences()), no_sequences(),
+                          /*keep_checkpoints=*/false);
     out = {f.y, f.hT};
   }
   return {out[0].to(x.scalar_type()), out[1]};
+}
+
+torch::Tensor selective_scan_kernel_packed(const torch::Tensor& x, const torch::Tensor& dt, const torch::Tensor& A,
+                                           const torch::Tensor& B, const torch::Tensor& C,
+                                           const torch::Tensor& cu_seqlens, int64_t chunk_size) {
+  const std::string op = "selective_scan_kernel_packed";
+  check_selective_scan_inputs(op.c_str(), x, dt, A, B, C, {});
+  check_chunking(op, x.size(1), chunk_size);
+  if (x.size(0) != 1) throw Error(op + ": cu_seqlens needs a packed batch (B = 1), got B = " + std::to_string(x.size(0)));
+  if (!cu_seqlens.defined() || cu_seqlens.dim() != 1 || cu_seqlens.size(0) < 2 ||
+      cu_seqlens.scalar_type() != torch::kInt32)
+    throw Error(op + ": cu_seqlens must be int32 [sequences + 1]");
+  const auto host = cu_seqlens.to(torch::kCPU).contiguous();
+  const int32_t* bounds = host.data_ptr<int32_t>();
+  const int64_t S = host.size(0) - 1;
+  if (bounds[0] != 0 || bounds[S] != x.size(1))
+    throw Error(op + ": cu_seqlens must start at 0 and end at T = " + std::to_string(x.size(1)));
+  for (int64_t n = 0; n < S; ++n)
+    if (bounds[n + 1] < bounds[n]) throw Error(op + ": cu_seqlens must be non-decreasing");
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
+  const auto ct = recurrence_dtype(x);
+  auto in = [&](const torch::Tensor& t) { return t.to(ct).contiguous(); };
+  const auto cu = cu_seqlens.to(x.device()).contiguous();
+  torch::Tensor y;
+  if (torch::GradMode::is_enabled()) {
+    const auto no_state = torch::empty({0}, x.options().dtype(ct));
+    y = SelectiveScanKernelFn::apply(in(x), in(dt), in(A), in(B), in(C), no_state, chunk_size, cu)[0];
+  } else {
+    const variable_list inputs = {in(x), in(dt), in(A), in(B), in(C), torch::Tensor()};
+    y = scan_forward(inputs, scan_dims(inputs[0], inputs[2], chunk_size, cu), cu, /*keep_checkpoints=*/false).y;
+  }
+  return y.to(x.scalar_type());
 }
 
 }  // namespace mnemo

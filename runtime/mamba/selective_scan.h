@@ -40,7 +40,16 @@ RecurrentResult selective_scan_fused(const torch::Tensor& x, const torch::Tensor
 RecurrentResult selective_scan_kernel(const torch::Tensor& x, const torch::Tensor& dt, const torch::Tensor& A,
                                       const torch::Tensor& B, const torch::Tensor& C,
                                       const torch::Tensor& initial_state = {}, int64_t chunk_size = 64);
+// Packed sequences (docs/models.md#packed-sequences): x [1, total, D] (dt, B, C alike) holds the sequences of
+// cu_seqlens (int32 [S + 1], fla's convention) back to back, each from a zero state; a block runs one sequence. The
+// outputs [1, total, D] equal selective_scan_kernel of each sequence on its own. CUDA tensors take the kernel, CPU
+// tensors its block code over the host grid.
+torch::Tensor selective_scan_kernel_packed(const torch::Tensor& x, const torch::Tensor& dt, const torch::Tensor& A,
+                                           const torch::Tensor& B, const torch::Tensor& C,
+                                           const torch::Tensor& cu_seqlens, int64_t chunk_size = 64);
 bool selective_scan_kernel_eligible(const torch::Tensor& x);
+// Whether CUDA tensors like x take the kernel (a CUDA tensor, a build that links the kernels, MNEMO_FUSED_CUDA not 0).
+bool selective_scan_kernel_on_device(const torch::Tensor& x);
 bool mamba_kernel_on_host();
 void set_mamba_kernel_on_host(bool on);
 // Passes (forward or backward) the selective-scan kernel has run in this process, on the host grid or the device.
