@@ -216,6 +216,27 @@ TEST_CASE("mamba selective-scan kernel on a CUDA device == its host run and the 
     }
     require_same_outputs_and_grads(recurrent_scan(), kernel_scan(64), c.leaves(true), kScanInputNames, 1e-12, 1e-11);
   }
+  // Packed documents on the device == the host run.
+  {
+    const std::vector<int32_t> bounds = {0, 3, 70, 70, 200, 329};
+    const auto c = scan_inputs(1, bounds.back(), 256, 16);
+    const auto cu = torch::tensor(bounds, torch::kInt32);
+    const auto packed_on = [&](const torch::Device& device) {
+      ScanInputs on = c;
+      for (auto* t : {&on.x, &on.dt, &on.A, &on.B, &on.C}) *t = t->to(device);
+      return outputs_and_grads(
+          [&](const std::vector<torch::Tensor>& in) {
+            return std::vector<torch::Tensor>{
+                selective_scan_kernel_packed(in[0], in[1], in[2], in[3], in[4], cu.to(device), 64)};
+          },
+          on, false);
+    };
+    const auto on_host = packed_on(torch::Device(torch::kCPU)), on_device = packed_on(cuda);
+    for (size_t i = 0; i < on_device.size(); ++i) {
+      INFO("packed tensor " << i);
+      CHECK(max_rel_err(on_device[i], on_host[i], 1e-6) <= 1e-12);
+    }
+  }
   // The layer on the GPU takes the kernel and equals its recurrent form.
   auto chunked = make_mixer("mamba", 64, 1, {{"chunk_size", 16}}, 31);
   auto recurrent = make_mixer("mamba", 64, 1, {{"form", "recurrent"}}, 31);
