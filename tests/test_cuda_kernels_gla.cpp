@@ -356,17 +356,6 @@ TEST_CASE("cuda: gla, retnet, linear attention and hgrn2 mixers on the fused ker
            {"gla", json::object()}, {"retnet", json::object()}, {"linear_attn", json::object()},
            {"linear_attn_elu", json::object()}, {"hgrn2", json::object()}}) {
     INFO(family);
-    auto chunked = make_mixer(family, 64, 2, {{"chunk_size", 16}}, 31);
-    auto recurrent = make_mixer(family, 64, 2, {{"form", "recurrent"}}, 31);
-    chunked->to(cuda);
-    recurrent->to(cuda);
-    auto x = randn_f64({2, 45, 64}).to(cuda).requires_grad_(true);
-    auto y = chunked->forward(x, nullptr);
-    auto y_ref = recurrent->forward(x, nullptr);
-    CHECK(max_rel_err(y.cpu(), y_ref.cpu()) < 1e-10);
-    auto w = torch::randn_like(y);
-    auto gx = torch::autograd::grad({(y * w).sum()}, {x})[0];
-    auto gx_ref = torch::autograd::grad({(y_ref * w).sum()}, {x})[0];
-    CHECK(max_rel_err(gx.cpu(), gx_ref.cpu()) < 1e-9);
+    require_chunk_equals_recurrent_on(cuda, family, 2, {{"chunk_size", 16}});
   }
 }
