@@ -16,6 +16,7 @@
 #include "runtime/kernels/host_grid.h"
 #include "runtime/lattice/lattice.h"
 #include "runtime/layers.h"
+#include "runtime/mamba/selective_scan.h"
 #include "runtime/miras/fused_segment.h"
 #include "tests/test_util.h"
 
@@ -91,7 +92,8 @@ TEST_CASE("host lanes: a block function with a race within a phase gives differe
   CHECK(run(false, true) != run(true, true));
 }
 
-TEST_CASE("host lanes: the deep-memory, Miras and Lattice kernels have no race within a phase (8 lanes, both orders)",
+TEST_CASE("host lanes: the deep-memory, Miras, Lattice and Mamba kernels have no race within a phase (8 lanes, both "
+          "orders)",
           "[cuda-kernel][lanes]") {
   torch::manual_seed(1);
   SECTION("deep-memory chunk node (momentum, clip, window N > n)") {
@@ -181,6 +183,26 @@ TEST_CASE("host lanes: the deep-memory, Miras and Lattice kernels have no race w
       const LatticeKernelHostScope kernel(true);
       auto r = lattice_chunk(x[0], x[1], x[2], x[3], x[4], st, 4, true);
       return with_grads({r.y, r.state.S}, x);
+    });
+  }
+  SECTION("Mamba selective scan (rows with a state over chunks of 8; packed sequences over three channel tiles)") {
+    const int64_t B = 2, T = 21, D = 40, N = 16;  // one tile of 40 channels, 640 pairs
+    Outputs x = {f64_randn({B, T, D}),
+                 torch::softplus(torch::randn({B, T, D}, torch::kFloat64) - 1.0).requires_grad_(),
+                 (-torch::exp(torch::rand({D, N}, torch::kFloat64) * 2.7)).requires_grad_(),
+                 f64_randn({B, T, N}), f64_randn({B, T, N}), f64_randn({B, D, N})};
+    check_lane_orders([&] {
+      const MambaKernelHostScope kernel(true);
+      auto r = selective_scan_kernel(x[0], x[1], x[2], x[3], x[4], x[5], 8);
+      return with_grads({r.o, r.final_state}, x);
+    });
+    // N 300: tiles of 3 channels (7 = 3 + 3 + 1), a block's 900 pairs over its lanes; two packed sequences.
+    Outputs p = {f64_randn({1, 13, 7}), torch::softplus(torch::randn({1, 13, 7}, torch::kFloat64)).requires_grad_(),
+                 (-torch::exp(torch::rand({7, 300}, torch::kFloat64))).requires_grad_(), f64_randn({1, 13, 300}),
+                 f64_randn({1, 13, 300})};
+    const auto cu = torch::tensor(std::vector<int32_t>{0, 5, 13}, torch::kInt32);
+    check_lane_orders([&] {
+      return with_grads({selective_scan_kernel_packed(p[0], p[1], p[2], p[3], p[4], cu, 4)}, p);
     });
   }
 }

@@ -2,15 +2,14 @@
 //   [cuda-kernel][mamba]      its block code over the host grid (MambaKernelHostScope) against the token-by-token
 //                             scan in fp64 (outputs, final state, the gradient of x, Δ, A, B, C and the incoming
 //                             state): T 1 to 100 over chunks of 1 to 64, one and several channel tiles (a partial
-//                             last tile), state sizes 4, 16 and 300, decays that underflow; with several lanes a block
-//                             (a data race between the items of a phase would change the result); in fp32 against
+//                             last tile), state sizes 4, 16 and 300, decays that underflow (several lanes a block:
+//                             tests/test_block_lanes.cpp); in fp32 against
 //                             the fp64 truth; packed sequences (cu_seqlens) against each sequence on its own; the
 //                             layer through it;
 //   [.cuda-kernels_mamba]     on a CUDA device: the CUDA kernel against the host run and the reference, and the layer
 //                             on a GPU (CTest cuda.kernels_mamba, skipped without a GPU).
 #include <cmath>
 
-#include "runtime/kernels/host_grid.h"
 #include "runtime/mamba/selective_scan.h"
 #include "tests/mixer_test_util.h"
 
@@ -95,7 +94,7 @@ TEST_CASE("mamba selective-scan kernel (host grid) == the token-by-token scan in
   }
 }
 
-TEST_CASE("mamba selective-scan kernel (host grid): decays that underflow, evaluation without autograd, several lanes",
+TEST_CASE("mamba selective-scan kernel (host grid): decays that underflow, evaluation without autograd",
           "[cuda-kernel][mamba]") {
   torch::manual_seed(12);
   auto c = scan_inputs(1, 40, 3, 2);
@@ -111,18 +110,6 @@ TEST_CASE("mamba selective-scan kernel (host grid): decays that underflow, evalu
     CHECK(mamba_kernel_passes() - before == 1);
     CHECK(max_rel_err(r.o, ref.o) <= 1e-12);
     CHECK(max_rel_err(r.final_state, ref.final_state) <= 1e-12);
-  }
-
-  // Several lanes a block, taking each phase in lane order and in reverse: the same numbers as one lane (each item's
-  // recurrence and each sum belong to one lane), which a race between the lanes of a phase would break.
-  const auto d = scan_inputs(2, 21, 40, 16);
-  const auto one_lane = outputs_and_grads(kernel_scan(8), d, true);
-  for (bool reverse : {false, true}) {
-    INFO("reverse " << reverse);
-    const grid::HostLanesScope lanes(3, reverse);
-    const auto several = outputs_and_grads(kernel_scan(8), d, true);
-    REQUIRE(several.size() == one_lane.size());
-    for (size_t i = 0; i < several.size(); ++i) CHECK(torch::equal(several[i], one_lane[i]));
   }
 
   // Out of its scope the CPU does not take the kernel.

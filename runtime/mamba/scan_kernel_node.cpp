@@ -44,7 +44,8 @@ mk::Dims scan_dims(const Tensor& x, const Tensor& A, int64_t chunk, const Tensor
                        static_cast<int>(x.size(2)), static_cast<int>(A.size(1)), static_cast<int>(chunk), packed);
 }
 
-// Inputs x, dt [B, T, D], A [D, N], B, C [B, T, N], h0 [B, D, N] (undefined when packed; contiguous, one dtype).
+// Inputs x, dt [B, T, D], A [D, N], B, C [B, T, N], h0 [B, D, N] (empty or undefined when packed; contiguous, one
+// dtype).
 template <class Acc>
 mk::ForwardArgs<Acc> scan_args(const mk::Dims& z, const variable_list& in, const Tensor& cu_seqlens) {
   mk::ForwardArgs<Acc> a{};
