@@ -7,14 +7,13 @@
 #include "runtime/deep_memory/fused_chunk.h"
 #include "runtime/deep_memory/fused_chunk_forms.h"
 #include "runtime/kernels/block_pass.h"
-#include "runtime/kernels/kernel_counts.h"
 
 namespace mnemo {
 
 namespace {
 
 grid::KernelForm& deep_memory_kernel_form() {
-  static grid::KernelForm form;
+  static grid::KernelForm form("deep_memory", "deep-memory chunk kernel");
   return form;
 }
 
@@ -80,15 +79,6 @@ dmk::ForwardArgs<Acc> forward_args(const dmk::Dims& z, const variable_list& x, c
   return a;
 }
 
-// One pass: the launcher on a CUDA tensor, else the block function over the host grid.
-template <class Args, class BlockFn>
-void run_pass(const Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn, const char* what,
-              bool bf16_products) {
-  count_kernel_pass(std::string("deep_memory ") + what, like, products_label(like.scalar_type(), bf16_products));
-  deep_memory_kernel_form().run(like, args, blocks, block_fn, MNEMO_DEVICE_LAUNCHER(dmk::launch),
-                                std::string("deep-memory chunk kernel, ") + what);
-}
-
 }  // namespace
 
 bool kernel_form_eligible(const variable_list& in, bool mom) {
@@ -113,7 +103,8 @@ Forward kernel_forward(const variable_list& in, bool mom, bool l2, double tau, b
     using Acc = decltype(zero);
     auto a = forward_args<Acc>(z, x, o);
     a.work = work.data_ptr<Acc>();
-    run_pass(x[Q], a, z.blocks, dmk::forward_block<Acc>, "forward", z.bf16_products);
+    deep_memory_kernel_form().run(x[Q], a, z.blocks, dmk::forward_block<Acc>,
+                                  MNEMO_DEVICE_LAUNCHER(dmk::launch), "forward", z.bf16_products);
   };
   grid::with_acc_type(x[Q], run);
   return o;
@@ -142,7 +133,8 @@ variable_list kernel_backward(const variable_list& in, const Forward& f, const v
     a.gC = data_of<Acc>(g[CC]), a.gae = data_of<Acc>(g[AE]), a.gde = data_of<Acc>(g[DE]), a.gce = data_of<Acc>(g[CE]);
     a.gpe = data_of<Acc>(g[PE]), a.gee = data_of<Acc>(g[EE]);
     a.work = work.data_ptr<Acc>();
-    run_pass(x[Q], a, z.blocks, dmk::backward_block<Acc>, "backward", z.bf16_products);
+    deep_memory_kernel_form().run(x[Q], a, z.blocks, dmk::backward_block<Acc>,
+                                  MNEMO_DEVICE_LAUNCHER(dmk::launch), "backward", z.bf16_products);
   };
   grid::with_acc_type(x[Q], run);
   g[Q] = go[0].defined() ? go[0] : torch::zeros_like(in[Q]);

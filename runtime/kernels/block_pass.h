@@ -7,11 +7,13 @@
 
 #include <atomic>
 #include <string>
+#include <utility>
 
 #include "core/common.h"
 #include "core/torch_compat.h"
 #include "runtime/kernels/fused_layers.h"
 #include "runtime/kernels/host_grid.h"
+#include "runtime/kernels/kernel_counts.h"
 
 // A kernel family's launcher (`const char* launch(const Args&, void* stream)`, its .cu file) where the build links the
 // CUDA kernels, else nullptr: its symbols exist only in such builds.
@@ -57,18 +59,23 @@ struct Launcher {
 };
 
 // A kernel form's state: whether CPU tensors run its block code over the host grid (the tests' scope), and how many
-// passes it has run in this process.
+// passes it has run in this process. `counted` names the kernel in the pass counts (kernel_counts.h, e.g.
+// "lattice_scan"), `described` in errors (e.g. "lattice scan kernel").
 class KernelForm {
  public:
+  KernelForm(std::string counted, std::string described)
+      : counted_(std::move(counted)), described_(std::move(described)) {}
   bool on_host() const { return on_host_.load(std::memory_order_relaxed) != 0; }
   void set_on_host(bool on) { on_host_.store(on ? 1 : 0); }
   int64_t passes() const { return passes_.load(std::memory_order_relaxed); }
 
-  // One pass over `blocks` blocks: `launch` on a CUDA tensor, else block_fn(args, block, shared, lanes) over the host
-  // grid. `what` names the kernel and the pass in errors.
+  // One pass ("forward", "backward") over `blocks` blocks: `launch` on a CUDA tensor, else block_fn(args, block,
+  // shared, lanes) over the host grid; counted with its products (bf16 on tensor cores or not, products_label).
   template <class Args, class BlockFn>
   void run(const torch::Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn,
-           typename Launcher<Args>::type launch, const std::string& what) {
+           typename Launcher<Args>::type launch, const char* pass, bool bf16_products = false) {
+    count_kernel_pass(counted_ + " " + pass, like, products_label(like.scalar_type(), bf16_products));
+    const std::string what = described_ + ", " + pass;
     passes_.fetch_add(1, std::memory_order_relaxed);
     if (like.is_cuda()) {
       if (!launch) throw Error(what + ": this build has no CUDA kernels (nvcc was not found at configure time)");
@@ -82,6 +89,7 @@ class KernelForm {
   }
 
  private:
+  std::string counted_, described_;
   std::atomic<int> on_host_{0};
   std::atomic<int64_t> passes_{0};
 };

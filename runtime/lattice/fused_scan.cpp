@@ -10,7 +10,6 @@
 #include "runtime/lattice/gates.h"
 #include "runtime/lattice/lattice.h"
 #include "runtime/lattice/scan_kernel.h"
-#include "runtime/kernels/kernel_counts.h"
 
 namespace mnemo {
 
@@ -23,16 +22,8 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 grid::KernelForm& lattice_kernel_form() {
-  static grid::KernelForm form;
+  static grid::KernelForm form("lattice_scan", "lattice scan kernel");
   return form;
-}
-
-// One pass: the launcher on a CUDA tensor, else the block function over the host grid.
-template <class Args, class BlockFn>
-void run_scan_pass(const Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn, const char* what) {
-  count_kernel_pass(std::string("lattice_scan ") + what, like, products_label(like.scalar_type(), false));
-  lattice_kernel_form().run(like, args, blocks, block_fn, MNEMO_DEVICE_LAUNCHER(lk::launch),
-                            std::string("lattice scan kernel, ") + what);
 }
 
 lk::Dims scan_dims(const Tensor& q, const Tensor& v, int64_t chunk, int64_t p0, bool dec) {
@@ -70,7 +61,7 @@ ScanForward scan_forward(const variable_list& x, const lk::Dims& z) {
     auto a = scan_args<Acc>(z, x);
     a.y = data_of<Acc>(f.y), a.S_fin = data_of<Acc>(f.S_fin), a.A_fin = data_of<Acc>(f.A_fin);
     a.ckpt = data_of<Acc>(f.ckpt), a.work = work.data_ptr<Acc>();
-    run_scan_pass(x[0], a, z.blocks, lk::forward_block<Acc>, "forward");
+    lattice_kernel_form().run(x[0], a, z.blocks, lk::forward_block<Acc>, MNEMO_DEVICE_LAUNCHER(lk::launch), "forward");
   });
   return f;
 }
@@ -113,7 +104,8 @@ struct LatticeScanFn : torch::autograd::Function<LatticeScanFn> {
       a.dq = data_of<Acc>(g[0]), a.dk = data_of<Acc>(g[1]), a.dv = data_of<Acc>(g[2]), a.dga = data_of<Acc>(g[3]);
       a.dmu = data_of<Acc>(g[4]), a.dS_init = data_of<Acc>(g[5]), a.dA_init = data_of<Acc>(g[6]);
       a.work = work.data_ptr<Acc>();
-      run_scan_pass(x[0], a, z.blocks, lk::backward_block<Acc>, "backward");
+      lattice_kernel_form().run(x[0], a, z.blocks, lk::backward_block<Acc>,
+                                MNEMO_DEVICE_LAUNCHER(lk::launch), "backward");
     });
     g.resize(10);  // + chunk, p0, dec
     return g;

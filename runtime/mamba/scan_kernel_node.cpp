@@ -6,7 +6,6 @@
 
 #include "core/common.h"
 #include "runtime/kernels/block_pass.h"
-#include "runtime/kernels/kernel_counts.h"
 #include "runtime/kernels/precision.h"
 #include "runtime/mamba/scan_kernel.h"
 #include "runtime/mamba/selective_scan.h"
@@ -22,16 +21,8 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 grid::KernelForm& mamba_kernel_form() {
-  static grid::KernelForm form;
+  static grid::KernelForm form("selective_scan", "mamba selective-scan kernel");
   return form;
-}
-
-// One pass: the launcher on a CUDA tensor, else the block function over the host grid.
-template <class Args, class BlockFn>
-void run_scan_pass(const Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn, const char* what) {
-  count_kernel_pass(std::string("selective_scan ") + what, like, products_label(like.scalar_type(), false));
-  mamba_kernel_form().run(like, args, blocks, block_fn, MNEMO_DEVICE_LAUNCHER(mk::launch),
-                          std::string("mamba selective-scan kernel, ") + what);
 }
 
 // Rows of x [B, T, D], or the sequences of cu_seqlens (int32 [S + 1]) packed in x [1, total, D]. An empty
@@ -71,7 +62,7 @@ ScanForward scan_forward(const variable_list& in, const mk::Dims& z, const Tenso
     auto a = scan_args<Acc>(z, in, cu_seqlens);
     a.y = data_of<Acc>(f.y), a.hT = data_of<Acc>(f.hT), a.ckpt = data_of<Acc>(f.ckpt);
     a.work = work.data_ptr<Acc>();
-    run_scan_pass(in[0], a, z.blocks, mk::forward_block<Acc>, "forward");
+    mamba_kernel_form().run(in[0], a, z.blocks, mk::forward_block<Acc>, MNEMO_DEVICE_LAUNCHER(mk::launch), "forward");
   });
   return f;
 }
@@ -114,13 +105,32 @@ struct SelectiveScanKernelFn : torch::autograd::Function<SelectiveScanKernelFn> 
       a.dx = data_of<Acc>(dx), a.ddt = data_of<Acc>(ddt), a.dh0 = data_of<Acc>(dh0);
       a.dA_seqs = data_of<Acc>(dA_seqs), a.dB_tiles = data_of<Acc>(dB_tiles), a.dC_tiles = data_of<Acc>(dC_tiles);
       a.work = work.data_ptr<Acc>();
-      run_scan_pass(in[0], a, z.blocks, mk::backward_block<Acc>, "backward");
+      mamba_kernel_form().run(in[0], a, z.blocks, mk::backward_block<Acc>,
+                              MNEMO_DEVICE_LAUNCHER(mk::launch), "backward");
     });
     return {dx, ddt, dA_seqs.sum(0), dB_tiles.sum(0), dC_tiles.sum(0), dh0, Tensor(), Tensor()};
   }
 };
 
 Tensor no_sequences() { return torch::empty({0}, torch::kInt32); }
+
+// x, Δ, A, B, C in the recurrence's dtype (docs/models.md#numerical-stability rule 1: fp32 under bf16), contiguous,
+// then the initial state h0 (empty when packed).
+variable_list compute_inputs(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& B, const Tensor& C,
+                             const Tensor& h0) {
+  const auto ct = recurrence_dtype(x);
+  auto in = [&](const Tensor& t) { return t.to(ct).contiguous(); };
+  return {in(x), in(dt), in(A), in(B), in(C), h0.defined() ? in(h0) : torch::empty({0}, x.options().dtype(ct))};
+}
+
+// The kernel on compute_inputs: the autograd node under grad mode, else the forward pass alone (no checkpoints).
+// Returns y and, for rows, the final state.
+variable_list run_scan(const variable_list& in, int64_t chunk, const Tensor& cu_seqlens) {
+  if (torch::GradMode::is_enabled())
+    return SelectiveScanKernelFn::apply(in[0], in[1], in[2], in[3], in[4], in[5], chunk, cu_seqlens);
+  auto f = scan_forward(in, scan_dims(in[0], in[2], chunk, cu_seqlens), cu_seqlens, /*keep_checkpoints=*/false);
+  return f.hT.defined() ? variable_list{f.y, f.hT} : variable_list{f.y};
+}
 
 }  // namespace selective_scan_kernel_node
 
@@ -146,20 +156,10 @@ RecurrentResult selective_scan_kernel(const torch::Tensor& x, const torch::Tenso
   check_selective_scan_inputs("selective_scan_kernel", x, dt, A, B, C, initial_state);
   check_chunking("selective_scan_kernel", x.size(1), chunk_size);
   const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
-  const auto ct = recurrence_dtype(x);
-  auto in = [&](const torch::Tensor& t) { return t.to(ct).contiguous(); };
-  auto h0 = initial_state.defined() ? in(initial_state)
-                                    : torch::zeros({x.size(0), x.size(2), A.size(1)}, x.options().dtype(ct));
-  const int64_t chunk = std::min(chunk_size, x.size(1));
-  variable_list out;
-  if (torch::GradMode::is_enabled()) {
-    out = SelectiveScanKernelFn::apply(in(x), in(dt), in(A), in(B), in(C), h0, chunk, no_sequences());
-  } else {
-    const variable_list inputs = {in(x), in(dt), in(A), in(B), in(C), h0};
-    auto f = scan_forward(inputs, scan_dims(inputs[0], inputs[2], chunk, no_sequences()), no_sequences(),
-                          /*keep_checkpoints=*/false);
-    out = {f.y, f.hT};
-  }
+  auto h0 = initial_state.defined()
+                ? initial_state
+                : torch::zeros({x.size(0), x.size(2), A.size(1)}, x.options().dtype(recurrence_dtype(x)));
+  const auto out = run_scan(compute_inputs(x, dt, A, B, C, h0), std::min(chunk_size, x.size(1)), no_sequences());
   return {out[0].to(x.scalar_type()), out[1]};
 }
 
@@ -181,17 +181,7 @@ torch::Tensor selective_scan_kernel_packed(const torch::Tensor& x, const torch::
   for (int64_t n = 0; n < S; ++n)
     if (bounds[n + 1] < bounds[n]) throw Error(op + ": cu_seqlens must be non-decreasing");
   const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
-  const auto ct = recurrence_dtype(x);
-  auto in = [&](const torch::Tensor& t) { return t.to(ct).contiguous(); };
-  const auto cu = cu_seqlens.to(x.device()).contiguous();
-  torch::Tensor y;
-  if (torch::GradMode::is_enabled()) {
-    const auto no_state = torch::empty({0}, x.options().dtype(ct));
-    y = SelectiveScanKernelFn::apply(in(x), in(dt), in(A), in(B), in(C), no_state, chunk_size, cu)[0];
-  } else {
-    const variable_list inputs = {in(x), in(dt), in(A), in(B), in(C), torch::Tensor()};
-    y = scan_forward(inputs, scan_dims(inputs[0], inputs[2], chunk_size, cu), cu, /*keep_checkpoints=*/false).y;
-  }
+  const auto y = run_scan(compute_inputs(x, dt, A, B, C, {}), chunk_size, cu_seqlens.to(x.device()).contiguous())[0];
   return y.to(x.scalar_type());
 }
 

@@ -8,14 +8,13 @@
 #include "runtime/kernels/block_pass.h"
 #include "runtime/miras/fused_segment.h"
 #include "runtime/miras/segment_kernel.h"
-#include "runtime/kernels/kernel_counts.h"
 
 namespace mnemo {
 
 namespace {
 
 grid::KernelForm& miras_kernel_form() {
-  static grid::KernelForm form;
+  static grid::KernelForm form("miras_segment", "miras segment kernel");
   return form;
 }
 
@@ -105,15 +104,6 @@ mk::ForwardArgs<Acc> forward_args(const mk::Dims& z, const KernelInputs& c, cons
   return a;
 }
 
-// One pass: the launcher on a CUDA tensor, else the block function over the host grid.
-template <class Args, class BlockFn>
-void run_pass(const Tensor& like, const Args& args, int64_t blocks, BlockFn block_fn, const char* what,
-              bool bf16_products) {
-  count_kernel_pass(std::string("miras_segment ") + what, like, products_label(like.scalar_type(), bf16_products));
-  miras_kernel_form().run(like, args, blocks, block_fn, MNEMO_DEVICE_LAUNCHER(mk::launch),
-                          std::string("miras segment kernel, ") + what);
-}
-
 }  // namespace
 
 bool eligible(const MirasSegmentInputs& x, const MirasOptions& o) {
@@ -146,7 +136,8 @@ Forward forward(const MirasSegmentInputs& x, const MirasOptions& o, bool bf16_pr
     auto a = forward_args<Acc>(z, c, f.saved);
     a.out = data_of<Acc>(f.out.out), a.w0 = data_of<Acc>(f.out.end[0]), a.w1 = data_of<Acc>(f.out.end[1]);
     a.work = work.data_ptr<Acc>();
-    run_pass(c.q, a, z.blocks, mk::forward_block<Acc>, "forward", z.bf16_products);
+    miras_kernel_form().run(c.q, a, z.blocks, mk::forward_block<Acc>,
+                            MNEMO_DEVICE_LAUNCHER(mk::launch), "forward", z.bf16_products);
   });
   return f;
 }
@@ -183,7 +174,8 @@ MirasSegmentInputs backward(const MirasSegmentInputs& x, const std::vector<Tenso
     a.gA0 = data_of<Acc>(g.anchor[0]), a.gA1 = data_of<Acc>(g.anchor[1]), a.gW0 = data_of<Acc>(g.cur[0]);
     a.gW1 = data_of<Acc>(g.cur[1]), a.gsc0 = data_of<Acc>(g.scale0), a.gsc1 = data_of<Acc>(g.scale1);
     a.work = work.data_ptr<Acc>();
-    run_pass(c.q, a, z.blocks, mk::backward_block<Acc>, "backward", z.bf16_products);
+    miras_kernel_form().run(c.q, a, z.blocks, mk::backward_block<Acc>,
+                            MNEMO_DEVICE_LAUNCHER(mk::launch), "backward", z.bf16_products);
   });
   // Back to the inputs' shapes: what broadcast over the batch (or a head) takes the summed gradient.
   g.log_alpha = g.log_alpha.sum_to_size(x.log_alpha.sizes());
