@@ -21,6 +21,7 @@
 #include "runtime/layers.h"
 #include "runtime/ops/fixture.h"
 #include "runtime/kernels/kernel_counts.h"
+#include "tests/mixer_test_util.h"
 #include "tests/test_util.h"
 
 using namespace mnemo;
@@ -421,6 +422,22 @@ TEST_CASE("cuda: the fused delta rule kernels == their host run and the eager ch
       CHECK(torch::equal(under_autocast.o, on_device.o));
       CHECK(torch::equal(under_autocast.state, on_device.state));
     }
+  }
+}
+
+TEST_CASE("cuda: the deltanet, gated deltanet and gated deltaproduct mixers on the fused kernels == their recurrent "
+          "form",
+          "[.cuda-kernels_delta_rule]") {
+  REQUIRE(torch::cuda::is_available());
+  const torch::Device cuda(torch::kCUDA);
+  for (const std::string family : {"deltanet", "gated_deltanet", "gated_deltaproduct"}) {
+    INFO(family);
+    reset_kernel_pass_counts();
+    test::require_chunk_equals_recurrent_on(cuda, family, 2, {{"chunk_size", 16}});
+    const auto counts = kernel_pass_counts();
+    INFO(describe_kernel_pass_counts());
+    CHECK(counts.count("delta_rule forward (cuda, fp64 products)") == 1);
+    CHECK(counts.count("delta_rule backward (cuda, fp64 products)") == 1);
   }
 }
 

@@ -5,6 +5,7 @@
 // sequences (cu_seqlens). The hidden [cuda-gla_kernel] group compares the CUDA kernels with the host run and the
 // eager form on a GPU.
 #include "runtime/gla/gla.h"
+#include "runtime/kernels/kernel_counts.h"
 #include "runtime/linear_attn/linear_attn.h"
 #include "runtime/retnet/retnet.h"
 #include "tests/mixer_test_util.h"
@@ -348,14 +349,19 @@ TEST_CASE("cuda: gla fused kernel over packed sequences on the device == host ru
   require_same_outputs_and_grads(fused_fn(GlaGate::kKeyWise, 64, {16, 0}, cu), device, inputs, kNames);
 }
 
-TEST_CASE("cuda: gla, retnet, linear attention and hgrn2 mixers on the fused kernel == their recurrent form",
+TEST_CASE("cuda: gla, retnet, linear attention, hgrn2, mamba3 and gsa mixers on the fused kernel == their "
+          "recurrent form",
           "[.cuda-gla_kernel]") {
   REQUIRE(torch::cuda::is_available());
   const torch::Device cuda(torch::kCUDA);
-  for (const auto& [family, extra] : std::vector<std::pair<std::string, json>>{
-           {"gla", json::object()}, {"retnet", json::object()}, {"linear_attn", json::object()},
-           {"linear_attn_elu", json::object()}, {"hgrn2", json::object()}}) {
+  for (const std::string family : {"gla", "retnet", "linear_attn", "linear_attn_elu", "hgrn2", "mamba3", "gsa"}) {
     INFO(family);
+    reset_kernel_pass_counts();
     require_chunk_equals_recurrent_on(cuda, family, 2, {{"chunk_size", 16}});
+    // The layer took the CUDA kernels, forward and backward.
+    const auto counts = kernel_pass_counts();
+    INFO(describe_kernel_pass_counts());
+    CHECK(counts.count("gla forward (cuda, fp64 products)") == 1);
+    CHECK(counts.count("gla backward (cuda, fp64 products)") == 1);
   }
 }

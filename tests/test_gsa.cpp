@@ -1,5 +1,6 @@
 // Gated Slot Attention (docs/models.md#gsa): the chunked form equals the token-by-token recurrence in fp64, outputs,
-// both final slot states and every gradient, through the factorised and the masked intra-chunk paths. Causality,
+// both final slot states and every gradient, through the factorised and the masked intra-chunk paths, with the second
+// pass eager or on GLA's fused kernels. Causality,
 // decode == forward and gradients reaching every parameter are in the mixer contract (tests/test_mixer_contract.cpp);
 // fla's own logits in tests/test_fla_models.cpp.
 #include "runtime/gsa/gsa.h"
@@ -23,10 +24,10 @@ GsaCase make_case(int64_t T, double normaliser, int64_t B = 2, int64_t H = 2, in
           randn_f64({B, H, K, M}), randn_f64({B, H, M, V})};
 }
 
-KernelFn gsa_fn(bool chunked, int64_t L) {
+KernelFn gsa_fn(bool chunked, int64_t L, GlaChunkRoute route = GlaChunkRoute::kEager) {
   return [=](const std::vector<torch::Tensor>& in) {
     torch::Tensor k0 = in.size() > 5 ? in[5] : torch::Tensor(), v0 = in.size() > 6 ? in[6] : torch::Tensor();
-    auto r = chunked ? gsa_chunk(in[0], in[1], in[2], in[3], in[4], 0.7, k0, v0, L)
+    auto r = chunked ? gsa_chunk(in[0], in[1], in[2], in[3], in[4], 0.7, k0, v0, L, route)
                      : gsa_recurrent(in[0], in[1], in[2], in[3], in[4], 0.7, k0, v0);
     return std::vector<torch::Tensor>{r.o, r.key_slots, r.value_slots};
   };
@@ -50,6 +51,22 @@ TEST_CASE("gsa: chunked == recurrent in fp64, outputs, both slot states and grad
           }
           require_same_outputs_and_grads(gsa_fn(false, 0), gsa_fn(true, L), inputs, names);
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("gsa: the second pass on GLA's fused kernels (host grid) == recurrent in fp64", "[linear1][gsa]") {
+  // The route the mixer takes on a GPU: the block code the CUDA kernels run, over the sequential host grid.
+  torch::manual_seed(2);
+  const std::vector<std::string> names = {"q", "k", "v", "s", "g", "key_slots0", "value_slots0"};
+  for (double normaliser : {8.0, 0.05}) {
+    for (int64_t T : {1, 7, 63, 100}) {
+      for (int64_t L : {5, 16, 64}) {
+        INFO("normaliser " << normaliser << " T " << T << " chunk " << L);
+        auto c = make_case(T, normaliser);
+        require_same_outputs_and_grads(gsa_fn(false, 0), gsa_fn(true, L, GlaChunkRoute::kFusedKernel),
+                                       {c.q, c.k, c.v, c.s, c.g, c.key_slots, c.value_slots}, names);
       }
     }
   }

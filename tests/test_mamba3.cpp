@@ -52,10 +52,10 @@ struct Run {
   std::vector<torch::Tensor> values, grads;  // o, h, k_prev, v_prev, angle; gradients of every leaf
 };
 
-// chunk 0: the token-by-token form; mimo: the MIMO forms.
-Run run(const Case& c, int64_t chunk, bool mimo = false) {
+// chunk 0: the token-by-token form; mimo: the MIMO forms; route: the SISO chunk form's scan.
+Run run(const Case& c, int64_t chunk, bool mimo = false, GlaChunkRoute route = GlaChunkRoute::kEager) {
   auto r = mimo ? (chunk == 0 ? mamba3_mimo_recurrent(c.in, c.s0) : mamba3_mimo_chunk(c.in, c.s0, chunk))
-                : (chunk == 0 ? mamba3_recurrent(c.in, c.s0) : mamba3_chunk(c.in, c.s0, chunk));
+                : (chunk == 0 ? mamba3_recurrent(c.in, c.s0) : mamba3_chunk(c.in, c.s0, chunk, route));
   std::vector<torch::Tensor> values = {r.o, r.state.h, r.state.k_prev, r.state.v_prev, r.state.angle};
   torch::manual_seed(1234);
   torch::Tensor loss;
@@ -186,6 +186,25 @@ TEST_CASE("mamba3: chunk form equals the recurrence in fp64 (outputs, final stat
       }
     }
   }
+}
+
+TEST_CASE("mamba3: the chunk form on GLA's fused kernels (host grid) equals the recurrence in fp64", "[mamba3]") {
+  // The route the mixer takes on a GPU: the same block code the CUDA kernels run, over the sequential host grid.
+  for (int64_t T : {1, 7, 63, 100}) {
+    for (bool with_state : {false, true}) {
+      auto c = mamba3_test::make_case(2, T, 2, with_state, 80 + T);
+      auto ref = mamba3_test::run(c, 0);
+      for (int64_t C : {16, 64, 7}) {
+        CAPTURE(T, with_state, C);
+        mamba3_test::check_same(mamba3_test::run(c, C, false, GlaChunkRoute::kFusedKernel), ref);
+      }
+    }
+  }
+  // Decays far past the factorisation limit: the kernel's scores take differences of gate sums.
+  auto strong = mamba3_test::make_case(1, 80, 2, true, 91, 30.0);
+  auto got = mamba3_test::run(strong, 64, false, GlaChunkRoute::kFusedKernel);
+  mamba3_test::check_same(got, mamba3_test::run(strong, 0));
+  for (const auto& g : got.grads) CHECK(torch::isfinite(g).all().item<bool>());
 }
 
 TEST_CASE("mamba3: strong decay (past the factorisation limit) stays exact and finite", "[mamba3]") {

@@ -122,7 +122,8 @@ TEST_CASE("packed sequences: every mixer's packed form equals each sequence on i
       REQUIRE(test::max_rel_err(g[i], g_ref[i], 1e-8) < 1e-10);
     }
   }
-  for (const char* expected : {"deltanet", "gated_deltanet", "gla", "mamba2", "mamba", "transformer", "swa"}) {
+  for (const char* expected :
+       {"deltanet", "gated_deltanet", "gated_deltaproduct", "gla", "mamba2", "mamba", "transformer", "swa"}) {
     CAPTURE(expected);
     REQUIRE(std::find(packing.begin(), packing.end(), expected) != packing.end());
   }

@@ -83,8 +83,10 @@ Run kda(const Inputs& in, int64_t chunk, int64_t sub_chunk = 16) {
   return with_grads(in, {r.o, r.final_state});
 }
 
-Run delta_product(const Inputs& in, int64_t n, int64_t chunk) {
+// chunk 0: the token-by-token form; fused: the rows on the delta rule's fused kernels (host grid on CPU tensors).
+Run delta_product(const Inputs& in, int64_t n, int64_t chunk, bool fused = false) {
   auto r = chunk == 0 ? gated_delta_product_recurrent(in.q, in.k, in.v, in.beta, in.g, in.h0, 0.3, n)
+           : fused    ? gated_delta_product_chunk_fused(in.q, in.k, in.v, in.beta, in.g, in.h0, 0.3, n, chunk)
                       : gated_delta_product_chunk(in.q, in.k, in.v, in.beta, in.g, in.h0, 0.3, n, chunk);
   return with_grads(in, r);
 }
@@ -164,6 +166,47 @@ TEST_CASE("gated deltaproduct: chunked form equals the recurrence in fp64 (outpu
         }
       }
     }
+  }
+}
+
+TEST_CASE("gated deltaproduct on the delta rule's fused kernels (host grid) equals the recurrence in fp64",
+          "[recent_linear][deltaproduct]") {
+  // The route the mixer takes on a GPU: the block code the CUDA kernels run, over the sequential host grid.
+  for (int64_t n : {1, 2, 3}) {
+    for (bool gated : {false, true}) {
+      for (int64_t T : {1, 9, 45}) {
+        auto in = make_inputs(2, T, 2, 8, 12, n, gated, false, T != 9, 80 + T + n);
+        auto ref = delta_product(in, n, 0);
+        for (int64_t C : {7, 16, 64}) {
+          CAPTURE(n, gated, T, C);
+          check_same(delta_product(in, n, C, true), ref);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gated deltaproduct: packed documents on the fused kernels equal each document on its own",
+          "[recent_linear][deltaproduct][packed]") {
+  // Token bounds 0, 5, 5, 18, 40: an empty document, one within a chunk of rows, two across several.
+  const std::vector<int64_t> bounds = {0, 5, 5, 18, 40};
+  const int64_t n = 3, T = bounds.back();
+  auto in = make_inputs(1, T, 2, 8, 6, n, true, false, false, 90);
+  auto cu = torch::tensor(bounds, torch::kInt64);
+  auto packed = gated_delta_product_chunk_fused(in.q, in.k, in.v, in.beta, in.g, {}, 0.3, n, 16, cu);
+  REQUIRE(packed.final_state.sizes() == std::vector<int64_t>{4, 2, 8, 6});
+  for (size_t d = 0; d + 1 < bounds.size(); ++d) {
+    const int64_t t0 = bounds[d], L = bounds[d + 1] - t0;
+    CAPTURE(d);
+    if (L == 0) {
+      CHECK(packed.final_state[static_cast<int64_t>(d)].abs().max().item<double>() == 0.0);
+      continue;
+    }
+    auto rows = [&](const torch::Tensor& t) { return t.narrow(1, t0 * n, L * n); };
+    auto alone = gated_delta_product_recurrent(in.q.narrow(1, t0, L), rows(in.k), rows(in.v), rows(in.beta),
+                                               in.g.narrow(1, t0, L), {}, 0.3, n);
+    CHECK(max_rel_err(packed.o.narrow(1, t0, L), alone.o) <= 1e-12);
+    CHECK(max_rel_err(packed.final_state[static_cast<int64_t>(d)], alone.final_state[0]) <= 1e-12);
   }
 }
 

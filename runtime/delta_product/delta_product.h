@@ -27,6 +27,15 @@ DeltaRuleResult gated_delta_product_chunk(const torch::Tensor& q, const torch::T
                                           const torch::Tensor& initial_state, double scale, int64_t num_householder,
                                           int64_t chunk_size);
 
+// The same rows on the delta rule's fused chunk kernels (delta_rule_chunk_fused: the CUDA kernels on CUDA tensors,
+// their block code over the host grid on CPU tensors). `cu_seqlens` (int32/int64 [N + 1] token bounds, B = 1) packs N
+// sequences, each from its own state (initial_state [N, H, K, V] or zeros): row bounds are the token bounds × n_h.
+DeltaRuleResult gated_delta_product_chunk_fused(const torch::Tensor& q, const torch::Tensor& k,
+                                                const torch::Tensor& v, const torch::Tensor& beta,
+                                                const torch::Tensor& g, const torch::Tensor& initial_state,
+                                                double scale, int64_t num_householder, int64_t chunk_size,
+                                                const torch::Tensor& cu_seqlens = {});
+
 // Shape checks shared by both forms; throw mnemo::Error naming the tensor and its shape.
 void check_delta_product_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const torch::Tensor& beta, const torch::Tensor& g, const torch::Tensor& initial_state,

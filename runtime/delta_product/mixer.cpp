@@ -13,6 +13,7 @@
 #include "runtime/delta_product/delta_product.h"
 #include "runtime/kernels/precision.h"
 #include "runtime/no_weight_decay.h"
+#include "runtime/packed_sequences.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/delta_product/fla_names.h"
 #include "runtime/registry.h"
@@ -88,26 +89,51 @@ class GatedDeltaProductMixer : public Mixer, public DeclaresNoWeightDecay {
   bool decode_step_is_static() const override { return true; }
 
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
-    const int64_t B = x.size(0), T = x.size(1);
-    auto q = q_proj_(x, state);                                      // [B, T, H, d_k]
-    auto k = k_proj_(x, state).reshape({B, T * n_, H_, dk_});         // (t, n) rows
-    auto v = v_proj_(x, state).reshape({B, T * n_, H_, dv_});
-    const auto dt = recurrence_dtype(x);
-    auto beta = torch::sigmoid(b_proj_(x).to(dt)).reshape({B, T * n_, H_});
-    if (args_.allow_neg_eigval) beta = beta * 2.0;
-    torch::Tensor g;
-    if (args_.use_forget_gate) g = -A_log_.to(dt).exp() * torch::softplus(a_proj_(x).to(dt) + dt_bias_.to(dt));
-
+    const int64_t T = x.size(1);
+    auto in = inputs(x, [&](HeadProjection& p) { return p(x, state); });
     auto h0 = state_or_empty(state, "memory");
-    const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
-    auto r = use_chunked_kernel(args_.form, state, T)
-                 ? gated_delta_product_chunk(q, k, v, beta, g, h0, scale, n_, args_.chunk_size)
-                 : gated_delta_product_recurrent(q, k, v, beta, g, h0, scale, n_);
+    // On a GPU the rows run the delta rule's fused chunk kernels (runtime/delta_rule/chunk_kernel.cuh).
+    auto r = !use_chunked_kernel(args_.form, state, T)
+                 ? gated_delta_product_recurrent(in.q, in.k, in.v, in.beta, in.g, h0, scale(), n_)
+             : delta_rule_fused_on_device(in.q)
+                 ? gated_delta_product_chunk_fused(in.q, in.k, in.v, in.beta, in.g, h0, scale(), n_, args_.chunk_size)
+                 : gated_delta_product_chunk(in.q, in.k, in.v, in.beta, in.g, h0, scale(), n_, args_.chunk_size);
     if (state) state->tensors["memory"] = r.final_state.detach();
     return output_(r.o.to(x.scalar_type()), x);
   }
 
+  // Packed sequences: the fused chunk kernels with each document's row bounds (docs/models.md#packed-sequences).
+  bool packs_sequences(const torch::Tensor& x) const override {
+    return args_.form == "chunk" && packed_forms_enabled(x, delta_rule_fused_on_device(x));
+  }
+  torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) override {
+    auto in = inputs(x, [&](HeadProjection& p) { return p->forward_packed(x, seqs); });
+    auto r = gated_delta_product_chunk_fused(in.q, in.k, in.v, in.beta, in.g, {}, scale(), n_, args_.chunk_size,
+                                             seqs.cu_seqlens);
+    return output_(r.o.to(x.scalar_type()), x);
+  }
+
  private:
+  // q [B, T, H, d_k]; k, v, β with the n_h steps of token t at rows t·n_h .. (B, T·n_h, H, ·); the decay g [B, T, H]
+  // (undefined without the forget gate). `project` runs a q/k/v projection with its short conv.
+  struct RowInputs {
+    torch::Tensor q, k, v, beta, g;
+  };
+  template <class Project>
+  RowInputs inputs(const torch::Tensor& x, Project&& project) {
+    const int64_t B = x.size(0), T = x.size(1);
+    RowInputs in;
+    in.q = project(q_proj_);
+    in.k = project(k_proj_).reshape({B, T * n_, H_, dk_});
+    in.v = project(v_proj_).reshape({B, T * n_, H_, dv_});
+    const auto dt = recurrence_dtype(x);
+    in.beta = torch::sigmoid(b_proj_(x).to(dt)).reshape({B, T * n_, H_});
+    if (args_.allow_neg_eigval) in.beta = in.beta * 2.0;
+    if (args_.use_forget_gate) in.g = -A_log_.to(dt).exp() * torch::softplus(a_proj_(x).to(dt) + dt_bias_.to(dt));
+    return in;
+  }
+  double scale() const { return 1.0 / std::sqrt(static_cast<double>(dk_)); }
+
   GatedDeltaProductArgs args_;
   int64_t H_ = 0, dk_ = 0, dv_ = 0, n_ = 1;
   HeadProjection q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr};

@@ -209,6 +209,10 @@ bool gla_fused_kernel_available(const torch::Tensor& like) {
   return like.device().is_cpu();
 }
 
+GlaChunkRoute gla_chunk_route(const torch::Tensor& like) {
+  return like.is_cuda() && gla_fused_kernel_available(like) ? GlaChunkRoute::kFusedKernel : GlaChunkRoute::kEager;
+}
+
 RecurrentResult gla_chunk_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const torch::Tensor& gate, GlaGate gate_kind, double scale,
                                 const torch::Tensor& initial_state, int64_t chunk_size,

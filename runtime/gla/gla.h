@@ -44,6 +44,14 @@ RecurrentResult gla_chunk_fused(const torch::Tensor& q, const torch::Tensor& k, 
 // Whether gla_chunk_fused runs on tensors like `like` in this build (CPU: always; CUDA: with the CUDA kernels).
 bool gla_fused_kernel_available(const torch::Tensor& like);
 
+// How a family whose chunk form contains GLA's (Mamba-3's SISO scan, GSA's second pass) runs that part: the eager
+// chunk form (gla_chunk, simple_gla_chunk) or the fused chunk kernels (gla_chunk_fused: the CUDA kernel on CUDA
+// tensors, its block code over the host grid on CPU tensors, which is how the CPU tests prove that route).
+enum class GlaChunkRoute { kEager, kFusedKernel };
+// The route a mixer takes on tensors like `like`: the fused kernels on CUDA tensors in builds with the CUDA kernels,
+// the eager chunk form otherwise.
+GlaChunkRoute gla_chunk_route(const torch::Tensor& like);
+
 // Shape checks shared by both forms (mnemo::Error naming the op and the input).
 void check_gla_inputs(const char* op, const torch::Tensor& q, const torch::Tensor& k,
                       const torch::Tensor& v, const torch::Tensor& gk, const torch::Tensor& s0);

@@ -1,5 +1,5 @@
 // Chunked Gated Slot Attention (docs/models.md#gsa): the first pass chunk by chunk with the gate on the slot side,
-// the second on GLA's chunk form.
+// the second on GLA's chunk form (eager, or its fused kernels).
 #include "runtime/gla/gla.h"
 #include "runtime/gsa/gsa.h"
 #include "runtime/kernels/precision.h"
@@ -10,7 +10,7 @@ constexpr int64_t kGsaMaskedChunk = 16;  // the chunk below which the masked for
 
 GsaResult gsa_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& s,
                     const torch::Tensor& g, double scale, const torch::Tensor& key_slots0,
-                    const torch::Tensor& value_slots0, int64_t chunk_size) {
+                    const torch::Tensor& value_slots0, int64_t chunk_size, GlaChunkRoute route) {
   check_gsa_inputs("gsa_chunk", q, k, v, s, g, key_slots0, value_slots0);
   check_chunking("gsa_chunk", q.size(1), chunk_size);
   const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
@@ -22,7 +22,7 @@ GsaResult gsa_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
   // A span too long to factorise at this chunk: shorter chunks (the same function) before the masked [C, C, M] form,
   // whose size grows with the chunk.
   if (C > kGsaMaskedChunk && !factorisable)
-    return gsa_chunk(q, k, v, s, g, scale, key_slots0, value_slots0, std::max(kGsaMaskedChunk, C / 4));
+    return gsa_chunk(q, k, v, s, g, scale, key_slots0, value_slots0, std::max(kGsaMaskedChunk, C / 4), route);
   auto Q = to_chunks(q.to(ct) * scale, C), Kc = to_chunks(k.to(ct), C);  // [B, H, N, C, K]
   auto S = to_chunks(s.to(ct), C);                                        // [B, H, N, C, M]
   auto B_last = Bcum.narrow(-2, C - 1, 1);                                 // [B, H, N, 1, M]
@@ -44,7 +44,9 @@ GsaResult gsa_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
   auto [starts, last] = chunk_state_scan(B_last.exp().transpose(-1, -2), increments, S0);
   auto inter = chunk_matmul(Q, starts.transpose(-1, -2)) * Bcum.exp();  // e^{B} ⊙ (scale Q K̃_start)
   auto r = torch::softmax(from_chunks(inter + intra, T), -1);            // [B, T, H, M]
-  auto second = gla_chunk(r, s.to(ct), v.to(ct), g.to(ct), 1.0, value_slots0, chunk_size);
+  auto second = route == GlaChunkRoute::kFusedKernel
+                    ? gla_chunk_fused(r, s.to(ct), v.to(ct), g.to(ct), GlaGate::kKeyWise, 1.0, value_slots0, chunk_size)
+                    : gla_chunk(r, s.to(ct), v.to(ct), g.to(ct), 1.0, value_slots0, chunk_size);
   return {second.o.to(q.scalar_type()), last.transpose(-1, -2), second.final_state};
 }
 

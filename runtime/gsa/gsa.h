@@ -11,6 +11,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include "runtime/gla/gla.h"
 #include "runtime/kernels/chunking.h"
 
 namespace mnemo {
@@ -29,10 +30,12 @@ GsaResult gsa_recurrent(const torch::Tensor& q, const torch::Tensor& k, const to
 // chunk's start: scores = e^{B} ⊙ (scale Q K̃_0) + Σ_{j<=i} (scale q_i·k_j) s_j ⊙ e^{B_i − B_j}; the intra-chunk sum
 // is (scale tril(Q Kᵀ)) (S ⊙ e^{−B}) ⊙ e^{B} when the span of B allows (decay_factorisable), else the masked
 // differences e^{min(B_i − B_j, 0)} for every (i, j, slot), after retrying with chunks a quarter as long (down to 16)
-// while that does not factorise. The softmax, then GLA's chunk form for the second pass.
+// while that does not factorise. The softmax, then GLA's chunk form for the second pass: eager, or GLA's fused chunk
+// kernels with key-wise gates (`route`; the mixer takes them on CUDA tensors: gla_chunk_route).
 GsaResult gsa_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& s,
                     const torch::Tensor& g, double scale, const torch::Tensor& key_slots0 = {},
-                    const torch::Tensor& value_slots0 = {}, int64_t chunk_size = 64);
+                    const torch::Tensor& value_slots0 = {}, int64_t chunk_size = 64,
+                    GlaChunkRoute route = GlaChunkRoute::kEager);
 
 void check_gsa_inputs(const char* op, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                       const torch::Tensor& s, const torch::Tensor& g, const torch::Tensor& key_slots0,

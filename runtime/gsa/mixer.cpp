@@ -72,8 +72,10 @@ class GsaMixer : public Mixer {
     auto g = (torch::log_sigmoid(f_proj_(x).to(dt)) / args_.gate_logit_normalizer).view({B, T, H_, M_});
     auto s = 1 - g.exp();
     auto k0 = state_or_empty(state, "memory"), v0 = state_or_empty(state, "memory_v");
-    auto r = use_chunked_kernel(args_.form, state, T) ? gsa_chunk(q, k, v, s, g, 1.0, k0, v0, args_.chunk_size)
-                                                      : gsa_recurrent(q, k, v, s, g, 1.0, k0, v0);
+    // On a GPU the second pass runs GLA's fused kernels (runtime/gla/chunk_kernel.cuh); the first stays eager.
+    auto r = use_chunked_kernel(args_.form, state, T)
+                 ? gsa_chunk(q, k, v, s, g, 1.0, k0, v0, args_.chunk_size, gla_chunk_route(q))
+                 : gsa_recurrent(q, k, v, s, g, 1.0, k0, v0);
     if (state) {
       state->tensors["memory"] = r.key_slots.detach();
       state->tensors["memory_v"] = r.value_slots.detach();

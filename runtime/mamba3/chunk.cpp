@@ -1,5 +1,6 @@
 // Chunked Mamba-3 SISO scan (docs/models.md#mamba-3): rotary angles by a cumulative sum, then the trapezoid folded
-// into one scalar-decay chunked scan (runtime/retnet simple_gla_chunk) plus a diagonal correction (mamba3.h).
+// into one scalar-decay chunked scan (runtime/retnet simple_gla_chunk, or GLA's fused chunk kernels) plus a diagonal
+// correction (mamba3.h).
 #include <cmath>
 
 #include "runtime/kernels/precision.h"
@@ -8,7 +9,7 @@
 
 namespace mnemo {
 
-Mamba3Result mamba3_chunk(const Mamba3Inputs& in, const Mamba3State& s0, int64_t chunk_size) {
+Mamba3Result mamba3_chunk(const Mamba3Inputs& in, const Mamba3State& s0, int64_t chunk_size, GlaChunkRoute route) {
   check_mamba3_inputs("mamba3_chunk", in, s0);
   check_chunking("mamba3_chunk", in.q.size(1), chunk_size);
   const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1: the recurrence in fp32 under bf16 autocast
@@ -35,7 +36,9 @@ Mamba3Result mamba3_chunk(const Mamba3Inputs& in, const Mamba3State& s0, int64_t
     S0 = S0.defined() ? S0 + carried : carried;
   }
   if (S0.defined()) S0 = S0.transpose(-1, -2);
-  auto r = simple_gla_chunk(q, k, v * w.unsqueeze(-1), a, 1.0, S0, chunk_size);
+  auto r = route == GlaChunkRoute::kFusedKernel
+               ? gla_chunk_fused(q, k, v * w.unsqueeze(-1), a, GlaGate::kScalar, 1.0, S0, chunk_size)
+               : simple_gla_chunk(q, k, v * w.unsqueeze(-1), a, 1.0, S0, chunk_size);
   auto diagonal = (q * k).sum(-1) * b_next;  // the part of w_t that h_t does not hold yet
   auto y = r.o.to(ct) - diagonal.unsqueeze(-1) * v;
   Mamba3State out{r.final_state.transpose(-1, -2), k.select(1, T - 1), v.select(1, T - 1), phi.select(1, T - 1)};

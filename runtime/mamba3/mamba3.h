@@ -14,6 +14,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include "runtime/gla/gla.h"
 #include "runtime/kernels/chunking.h"
 
 namespace mnemo {
@@ -38,7 +39,10 @@ Mamba3Result mamba3_recurrent(const Mamba3Inputs& in, const Mamba3State& initial
 // (k̃_s, v_s) enters h_t (t > s) with weight (γ_s + (1 − λ_{s+1}) Δ_{s+1}) e^{a_{s+1} + .. + a_t} and h_s with γ_s, so
 //   y_t = GLA(q̃, k̃, v ⊙ w, a)_t − (1 − λ_{t+1}) Δ_{t+1} (q̃_t · k̃_t) v_t,   w_s = γ_s + (1 − λ_{s+1}) Δ_{s+1},
 // with λ_T, Δ_T of the token after the last taken as 0 and the initial state h_{-1} + (1 − λ_0) Δ_0 v_{-1} k̃_{-1}ᵀ.
-Mamba3Result mamba3_chunk(const Mamba3Inputs& in, const Mamba3State& initial = {}, int64_t chunk_size = 64);
+// `route` picks the scan: the eager chunk form, or GLA's fused chunk kernels with the scalar gate (the mixer takes
+// them on CUDA tensors: gla_chunk_route).
+Mamba3Result mamba3_chunk(const Mamba3Inputs& in, const Mamba3State& initial = {}, int64_t chunk_size = 64,
+                          GlaChunkRoute route = GlaChunkRoute::kEager);
 
 // φ mod 2π into [0, 2π): keeps accumulated angles small in fp32 (the floor has zero gradient).
 torch::Tensor mamba3_wrap_angle(const torch::Tensor& phi);

@@ -143,13 +143,13 @@ class Mamba3Mixer : public Mixer, public DeclaresNoWeightDecay {
 
  private:
   // The scan (SISO or MIMO, chunked or token by token) from the carried state (decode) or zeros; the new state
-  // stored back.
+  // stored back. On a GPU the SISO chunk form runs GLA's fused kernels (runtime/gla/chunk_kernel.cuh).
   Mamba3Result scan(const Mamba3Inputs& in, LayerState* state, int64_t T) {
     Mamba3State s0{state_or_empty(state, "memory"), state_or_empty(state, "k_prev"), state_or_empty(state, "v_prev"),
                    state_or_empty(state, "angle")};
     const bool chunked = use_chunked_kernel(args_.form, state, T);
     auto r = mimo_ ? (chunked ? mamba3_mimo_chunk(in, s0, args_.chunk_size) : mamba3_mimo_recurrent(in, s0))
-                   : (chunked ? mamba3_chunk(in, s0, args_.chunk_size) : mamba3_recurrent(in, s0));
+                   : (chunked ? mamba3_chunk(in, s0, args_.chunk_size, gla_chunk_route(in.q)) : mamba3_recurrent(in, s0));
     if (state) {
       state->tensors["memory"] = r.state.h.detach();
       state->tensors["k_prev"] = r.state.k_prev.detach();

@@ -3,7 +3,8 @@
 // trap [B,T,H] (pre-sigmoid: λ = σ(trap)), q_bias, k_bias [H,N], angles [B,T,H,R] (pre-tanh: θ = π tanh(angles)),
 // optional D [H], z [B,T,H,P] and initial_h [B,H,P,N], initial_k [B,H,N], initial_v [B,H,P], initial_angle [B,H,R].
 //   y = (scan(q + q_bias, k + k_bias, v, adt, dt, λ, θ) + D v) ⊙ SiLU(z)
-// Outputs: o, final_state (h), final_k, final_v, final_angle. Forms: recurrent, chunk.
+// Outputs: o, final_state (h), final_k, final_v, final_angle. Forms: recurrent, chunk, fused_chunk (the scan on GLA's
+// fused chunk kernels, as the mixer runs it on a GPU).
 #include <cmath>
 
 #include "runtime/kernels/op_helpers.h"
@@ -22,7 +23,9 @@ static TensorMap run_mamba3_siso(const TensorMap& in, const json&, const std::st
                  torch::sigmoid(a::required(in, op, "trap")), torch::tanh(a::required(in, op, "angles")) * M_PI};
   Mamba3State s0{a::optional(in, "initial_h"), a::optional(in, "initial_k"), a::optional(in, "initial_v"),
                  a::optional(in, "initial_angle")};
-  auto r = a::is_chunk_form(op, form) ? mamba3_chunk(x, s0, chunk_size) : mamba3_recurrent(x, s0);
+  auto r = form == "fused_chunk"          ? mamba3_chunk(x, s0, chunk_size, GlaChunkRoute::kFusedKernel)
+           : a::is_chunk_form(op, form) ? mamba3_chunk(x, s0, chunk_size)
+                                        : mamba3_recurrent(x, s0);
   auto y = r.o;
   auto D = a::optional(in, "D"), z = a::optional(in, "z");
   if (D.defined()) {
@@ -77,7 +80,7 @@ static TensorMap run_mamba3_mimo(const TensorMap& in, const json&, const std::st
 
 void register_mamba3_ops(KernelOpRegistry& r) {
   // Bench inputs: N = P = D, a quarter of the channel pairs rotated, Δ = softplus(N(-2, 1)), A = −softplus(N(0, 1)).
-  r.add(KernelOp{"mamba3_siso", {"recurrent", "chunk"}, run_mamba3_siso,
+  r.add(KernelOp{"mamba3_siso", {"recurrent", "chunk", "fused_chunk"}, run_mamba3_siso,
                  [](int64_t B, int64_t T, int64_t H, int64_t D) {
                    namespace kb = kernel_bench;
                    auto dt = torch::softplus(kb::normal({B, T, H}) - 2.0);
