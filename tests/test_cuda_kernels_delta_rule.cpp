@@ -333,6 +333,20 @@ TEST_CASE("fused delta rule kernel: MNEMO_DELTA_RULE_VALUE_TILE sets the V tile 
   }
 }
 
+TEST_CASE("deltanet, gated deltanet and gated deltaproduct layers on the fused kernels (host grid) == their recurrent "
+          "form (fp64)",
+          "[cuda-kernel][delta_rule]") {
+  // The route a GPU takes (delta_rule_fused_route), over the host grid.
+  const DeltaRuleKernelHostScope on_host;
+  for (const std::string family : {"deltanet", "gated_deltanet", "gated_deltaproduct"}) {
+    INFO(family);
+    reset_kernel_pass_counts();
+    test::require_chunk_equals_recurrent_on(torch::kCPU, family, 2, {{"chunk_size", 16}});
+    CHECK(kernel_pass_counts().count("delta_rule forward (host grid, fp64 products)") == 1);
+    CHECK(kernel_pass_counts().count("delta_rule backward (host grid, fp64 products)") == 1);
+  }
+}
+
 TEST_CASE("fused kernel pass counts name the kernel, where it ran and its products' precision",
           "[cuda-kernel][delta_rule]") {
   reset_kernel_pass_counts();
@@ -425,12 +439,12 @@ TEST_CASE("cuda: the fused delta rule kernels == their host run and the eager ch
   }
 }
 
-TEST_CASE("cuda: the deltanet, gated deltanet and gated deltaproduct mixers on the fused kernels == their recurrent "
-          "form",
+TEST_CASE("cuda: the deltanet, gated deltanet, gated deltaproduct and mom mixers on the fused kernels == their "
+          "recurrent form",
           "[.cuda-kernels_delta_rule]") {
   REQUIRE(torch::cuda::is_available());
   const torch::Device cuda(torch::kCUDA);
-  for (const std::string family : {"deltanet", "gated_deltanet", "gated_deltaproduct"}) {
+  for (const std::string family : {"deltanet", "gated_deltanet", "gated_deltaproduct", "mom"}) {
     INFO(family);
     reset_kernel_pass_counts();
     test::require_chunk_equals_recurrent_on(cuda, family, 2, {{"chunk_size", 16}});

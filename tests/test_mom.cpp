@@ -4,6 +4,8 @@
 // routed-stream conv resets; chunk == recurrent; prefill + decode == full forward (mixer and models).
 #include <catch2/catch.hpp>
 
+#include "runtime/delta_rule/delta_rule.h"
+#include "runtime/kernels/kernel_counts.h"
 #include "runtime/model.h"
 #include "runtime/mom/mom.h"
 #include "runtime/registry.h"
@@ -134,6 +136,57 @@ TEST_CASE("mom: chunk == recurrent, batch rows independent, prefill + decode == 
     const double err = max_rel_err(torch::cat(pieces, 1), full);
     WARN(model << " model prefill+decode vs full: " << err);
     CHECK(err <= 1e-10);
+  }
+}
+
+TEST_CASE("mom: the memories on the delta rule's fused kernels (host grid) == the eager chunk form (fp64: outputs, "
+          "prefill states, every parameter's gradient)",
+          "[mom]") {
+  // The route a GPU takes, over the host grid: ragged routed streams padded with inert rows.
+  for (bool shared : {true, false}) {
+    CAPTURE(shared);
+    torch::manual_seed(4);
+    json args = {{"num_memories", 4}, {"topk", 2}, {"shared_mem", shared}, {"chunk_size", 4}};
+    auto eager = make_mixer("mom", 16, 2, args), fused = make_mixer("mom", 16, 2, args);
+    {
+      torch::NoGradGuard ng;
+      eager->named_parameters()["router.weight"].normal_(0, 1.0);
+      auto src = eager->named_parameters(), dst = fused->named_parameters();
+      for (const auto& kv : src) dst[kv.key()].copy_(kv.value());
+    }
+    auto x = torch::randn({3, 14, 16}, f64);
+    auto w = torch::randn({3, 14, 16}, f64);
+    auto grads = [&](Mixer& m, const torch::Tensor& y) {
+      m.zero_grad();
+      (y * w).sum().backward();
+      std::vector<torch::Tensor> g;
+      for (const auto& p : m.parameters()) g.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+      return g;
+    };
+    auto y_ref = eager->forward(x, nullptr);
+    auto g_ref = grads(*eager, y_ref);
+    LayerState s_ref;
+    eager->forward(x.detach(), &s_ref);
+
+    reset_kernel_pass_counts();
+    const DeltaRuleKernelHostScope on_host;
+    auto y = fused->forward(x, nullptr);
+    auto g = grads(*fused, y);
+    CHECK(kernel_pass_counts().count("delta_rule forward (host grid, fp64 products)") == 1);
+    CHECK(kernel_pass_counts().count("delta_rule backward (host grid, fp64 products)") == 1);
+    CHECK(max_rel_err(y, y_ref) <= 1e-12);
+    REQUIRE(g.size() == g_ref.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+      CAPTURE(i);
+      CHECK(max_rel_err(g[i], g_ref[i], 1e-8) <= 1e-10);
+    }
+    LayerState s;
+    fused->forward(x.detach(), &s);
+    for (const auto& [key, t] : s_ref.tensors) {
+      CAPTURE(key);
+      REQUIRE(s.has(key));
+      CHECK(max_rel_err(s.at(key), t) <= 1e-12);
+    }
   }
 }
 

@@ -95,7 +95,7 @@ class GatedDeltaProductMixer : public Mixer, public DeclaresNoWeightDecay {
     // On a GPU the rows run the delta rule's fused chunk kernels (runtime/delta_rule/chunk_kernel.cuh).
     auto r = !use_chunked_kernel(args_.form, state, T)
                  ? gated_delta_product_recurrent(in.q, in.k, in.v, in.beta, in.g, h0, scale(), n_)
-             : delta_rule_fused_on_device(in.q)
+             : delta_rule_fused_route(in.q)
                  ? gated_delta_product_chunk_fused(in.q, in.k, in.v, in.beta, in.g, h0, scale(), n_, args_.chunk_size)
                  : gated_delta_product_chunk(in.q, in.k, in.v, in.beta, in.g, h0, scale(), n_, args_.chunk_size);
     if (state) state->tensors["memory"] = r.final_state.detach();

@@ -345,4 +345,17 @@ bool delta_rule_fused_on_device(const torch::Tensor& q) {
 #endif
 }
 
+namespace {
+thread_local bool delta_rule_kernel_on_host = false;
+}  // namespace
+
+bool delta_rule_fused_route(const torch::Tensor& like) {
+  return delta_rule_fused_on_device(like) || (like.device().is_cpu() && delta_rule_kernel_on_host);
+}
+
+DeltaRuleKernelHostScope::DeltaRuleKernelHostScope() : previous_(delta_rule_kernel_on_host) {
+  delta_rule_kernel_on_host = true;
+}
+DeltaRuleKernelHostScope::~DeltaRuleKernelHostScope() { delta_rule_kernel_on_host = previous_; }
+
 }  // namespace mnemo

@@ -51,6 +51,22 @@ DeltaRuleResult delta_rule_chunk_fused(const torch::Tensor& q, const torch::Tens
 // True where delta_rule_chunk_fused runs as a CUDA kernel: a CUDA tensor in a build with the kernels linked.
 bool delta_rule_fused_on_device(const torch::Tensor& q);
 
+// Whether a mixer built on the delta rule (DeltaNet, Gated DeltaNet, Gated DeltaProduct, MoM's memories) runs its
+// chunk form as delta_rule_chunk_fused on tensors like `like`: on CUDA tensors in builds with the kernels, and on CPU
+// tensors inside a DeltaRuleKernelHostScope (the kernels' block code over the host grid: how the CPU tests reach the
+// route a GPU takes); the eager chunk form otherwise.
+bool delta_rule_fused_route(const torch::Tensor& like);
+class DeltaRuleKernelHostScope {
+ public:
+  DeltaRuleKernelHostScope();
+  ~DeltaRuleKernelHostScope();
+  DeltaRuleKernelHostScope(const DeltaRuleKernelHostScope&) = delete;
+  DeltaRuleKernelHostScope& operator=(const DeltaRuleKernelHostScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Shared argument checks (shapes, chunk size); throw mnemo::Error naming the tensor and shape.
 void check_delta_rule_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& beta, const torch::Tensor& g,

@@ -130,8 +130,8 @@ class DeltaRuleMixer : public Mixer, public DeclaresNoWeightDecay {
     const bool recurrent = opt_.form == "recurrent" || (state != nullptr && T == 1);
     // On a GPU the fused chunk kernels (chunk_kernel.cuh) replace the eager chunk form, its reference on the CPU.
     auto r = recurrent                        ? delta_rule_recurrent(q, k, v, beta, g, h0, scale)
-             : delta_rule_fused_on_device(q) ? delta_rule_chunk_fused(q, k, v, beta, g, h0, scale, opt_.chunk_size)
-                                              : delta_rule_chunk(q, k, v, beta, g, h0, scale, opt_.chunk_size);
+             : delta_rule_fused_route(q) ? delta_rule_chunk_fused(q, k, v, beta, g, h0, scale, opt_.chunk_size)
+                                          : delta_rule_chunk(q, k, v, beta, g, h0, scale, opt_.chunk_size);
     if (state) state->tensors["memory"] = r.final_state.detach();
 
     return output(r.o, x);

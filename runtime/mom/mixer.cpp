@@ -1,4 +1,5 @@
-// MoM mixer (docs/models.md#mom) with Gated DeltaNet memories (kernels: runtime/delta_rule/):
+// MoM mixer (docs/models.md#mom) with Gated DeltaNet memories (kernels: runtime/delta_rule/, the fused chunk kernels on
+// CUDA tensors):
 //   1. z = W_g x; p = softmax(z) (fp32); (w, Sel) = top-k (ties -> lower index); w <- w / Σ w
 //   2. memory m sees only its routed tokens, in time order (stable dispatch, no token dropping):
 //      q = W_q x (shared), k = W_k^m x, v = W_v^m x; SiLU(Conv4(·)) over m's own stream (conv weights
@@ -163,8 +164,12 @@ class MomMixer : public Mixer, public DeclaresNoWeightDecay {
       auto g = take(g_all.select(2, m)) * vf;                                                 // g = 0: inert
       const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
       const bool rec = a_.form == "recurrent" || (state && T == 1);
-      auto r = rec ? delta_rule_recurrent(qh, kh, v.first.view({B, L, H_, dv_}), beta, g, h0, scale)
-                   : delta_rule_chunk(qh, kh, v.first.view({B, L, H_, dv_}), beta, g, h0, scale, a_.chunk_size);
+      // On a GPU the delta rule's fused chunk kernels (runtime/delta_rule/chunk_kernel.cuh); the padding rows
+      // (k = 0, β = 0, g = 0) leave the state as the stream's last token left it.
+      auto vm = v.first.view({B, L, H_, dv_});
+      auto r = rec                            ? delta_rule_recurrent(qh, kh, vm, beta, g, h0, scale)
+               : delta_rule_fused_route(qh) ? delta_rule_chunk_fused(qh, kh, vm, beta, g, h0, scale, a_.chunk_size)
+                                            : delta_rule_chunk(qh, kh, vm, beta, g, h0, scale, a_.chunk_size);
       auto wl = take(wm.unsqueeze(-1)) * vf;  // mixing weight, 0 on padding   [B, L, 1]
       auto om = (r.o.to(dt) * wl.unsqueeze(-1)).reshape({B, L, H_ * dv_});
       out = out + torch::zeros({B, T, H_ * dv_}, out.options())
