@@ -175,44 +175,33 @@ TEST_CASE("mamba3 MIMO layer (mamba_mimo_rank 2): causal, decode equals forward,
                     Catch::Contains("mamba_mimo_rank"));
 }
 
-TEST_CASE("mamba3: chunk form equals the recurrence in fp64 (outputs, final state, gradients)", "[mamba3]") {
+TEST_CASE("mamba3: chunk form, eager and on GLA's fused kernels (host grid), equals the recurrence in fp64 (outputs, "
+          "final state, gradients)",
+          "[mamba3]") {
+  // kFusedKernel: the route the mixer takes on a GPU, the block code the CUDA kernels run over the host grid.
   for (int64_t T : {1, 7, 63, 100}) {
     for (bool with_state : {false, true}) {
       auto c = mamba3_test::make_case(2, T, 2, with_state, 60 + T);
       auto ref = mamba3_test::run(c, 0);
       for (int64_t C : {16, 64, 7}) {
-        CAPTURE(T, with_state, C);
-        mamba3_test::check_same(mamba3_test::run(c, C), ref);
+        for (auto route : {GlaChunkRoute::kEager, GlaChunkRoute::kFusedKernel}) {
+          CAPTURE(T, with_state, C, route == GlaChunkRoute::kFusedKernel);
+          mamba3_test::check_same(mamba3_test::run(c, C, false, route), ref);
+        }
       }
     }
   }
-}
-
-TEST_CASE("mamba3: the chunk form on GLA's fused kernels (host grid) equals the recurrence in fp64", "[mamba3]") {
-  // The route the mixer takes on a GPU: the same block code the CUDA kernels run, over the sequential host grid.
-  for (int64_t T : {1, 7, 63, 100}) {
-    for (bool with_state : {false, true}) {
-      auto c = mamba3_test::make_case(2, T, 2, with_state, 80 + T);
-      auto ref = mamba3_test::run(c, 0);
-      for (int64_t C : {16, 64, 7}) {
-        CAPTURE(T, with_state, C);
-        mamba3_test::check_same(mamba3_test::run(c, C, false, GlaChunkRoute::kFusedKernel), ref);
-      }
-    }
-  }
-  // Decays far past the factorisation limit: the kernel's scores take differences of gate sums.
-  auto strong = mamba3_test::make_case(1, 80, 2, true, 91, 30.0);
-  auto got = mamba3_test::run(strong, 64, false, GlaChunkRoute::kFusedKernel);
-  mamba3_test::check_same(got, mamba3_test::run(strong, 0));
-  for (const auto& g : got.grads) CHECK(torch::isfinite(g).all().item<bool>());
 }
 
 TEST_CASE("mamba3: strong decay (past the factorisation limit) stays exact and finite", "[mamba3]") {
   auto c = mamba3_test::make_case(1, 80, 2, true, 71, 30.0);
   auto ref = mamba3_test::run(c, 0);
-  auto got = mamba3_test::run(c, 64);
-  mamba3_test::check_same(got, ref);
-  for (const auto& g : got.grads) CHECK(torch::isfinite(g).all().item<bool>());
+  for (auto route : {GlaChunkRoute::kEager, GlaChunkRoute::kFusedKernel}) {
+    CAPTURE(route == GlaChunkRoute::kFusedKernel);
+    auto got = mamba3_test::run(c, 64, false, route);
+    mamba3_test::check_same(got, ref);
+    for (const auto& g : got.grads) CHECK(torch::isfinite(g).all().item<bool>());
+  }
 }
 
 TEST_CASE("mamba3: one pass equals two halves with the state passed on, and decode steps continue it", "[mamba3]") {

@@ -153,33 +153,20 @@ TEST_CASE("kda: bad shapes are refused naming the tensor", "[recent_linear][kda]
   CHECK_THROWS_WITH(kda_chunk(in.q, in.k, in.v, in.beta, in.g, {}, 0.3, 0), Catch::Contains("chunk_size"));
 }
 
-TEST_CASE("gated deltaproduct: chunked form equals the recurrence in fp64 (outputs, final state, gradients)",
+TEST_CASE("gated deltaproduct: chunked form, eager and on the delta rule's fused kernels (host grid), equals the "
+          "recurrence in fp64 (outputs, final state, gradients)",
           "[recent_linear][deltaproduct]") {
+  // fused: the route the mixer takes on a GPU, the block code the CUDA kernels run over the sequential host grid.
   for (int64_t n : {1, 2, 3}) {
     for (bool gated : {false, true}) {
       for (int64_t T : {1, 9, 45}) {
         auto in = make_inputs(2, T, 2, 8, 12, n, gated, false, T != 9, 60 + T + n);
         auto ref = delta_product(in, n, 0);
         for (int64_t C : {7, 16, 64}) {
-          CAPTURE(n, gated, T, C);
-          check_same(delta_product(in, n, C), ref);
-        }
-      }
-    }
-  }
-}
-
-TEST_CASE("gated deltaproduct on the delta rule's fused kernels (host grid) equals the recurrence in fp64",
-          "[recent_linear][deltaproduct]") {
-  // The route the mixer takes on a GPU: the block code the CUDA kernels run, over the sequential host grid.
-  for (int64_t n : {1, 2, 3}) {
-    for (bool gated : {false, true}) {
-      for (int64_t T : {1, 9, 45}) {
-        auto in = make_inputs(2, T, 2, 8, 12, n, gated, false, T != 9, 80 + T + n);
-        auto ref = delta_product(in, n, 0);
-        for (int64_t C : {7, 16, 64}) {
-          CAPTURE(n, gated, T, C);
-          check_same(delta_product(in, n, C, true), ref);
+          for (bool fused : {false, true}) {
+            CAPTURE(n, gated, T, C, fused);
+            check_same(delta_product(in, n, C, fused), ref);
+          }
         }
       }
     }
