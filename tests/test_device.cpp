@@ -6,9 +6,10 @@
 //                 skipped: train_step (every mixer, bf16 autocast, AdamW), forms (every kernel op's forms agree
 //                 in fp32), decode (prefill + decode == forward, fp64 and fp32), fixtures (every oracle fixture in
 //                 fp64), attention (the fused SDPA path == the hand-written one), precision (models), cli (train,
-//                 check-kernel and bench end to end).
+//                 check-kernel and bench end to end), kernels_packed (every mixer's packed form on the device).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "runtime/model.h"
 #include "runtime/ops/fixture.h"
 #include "runtime/ops/kernel_ops.h"
+#include "runtime/packed_sequences.h"
 #include "runtime/registry.h"
 #include "runtime/kernels/kernel_counts.h"
 #include "tests/mixer_test_util.h"
@@ -292,6 +294,39 @@ TEST_CASE("cuda: every oracle fixture passes in every form in fp64", "[.cuda-fix
     ++checked;
   }
   CHECK(checked > 0);
+}
+
+TEST_CASE("cuda: every mixer's packed form on the device == each sequence on its own (fp64: outputs, the input's "
+          "gradient)",
+          "[.cuda-kernels_packed]") {
+  // The route reset_state_at_bos takes on a GPU: documents 6, 10 and 1 tokens long, one row, the kernels'
+  // cu_seqlens (docs/models.md#packed-sequences).
+  const auto seqs = PackedSequences::from_bounds({0, 6, 16, 17}, cuda());
+  std::vector<std::string> packing;
+  for (const auto& name : Registry::instance().mixer_names()) {
+    auto mixer = build_mixer(name, kD, kHeads, contract_args(name), 3);
+    mixer->to(cuda(), torch::kFloat64);
+    torch::manual_seed(6);
+    auto x = torch::randn({1, seqs.total(), kD}, torch::kFloat64).to(cuda()).requires_grad_(true);
+    if (!mixer->packs_sequences(x)) continue;
+    CAPTURE(name);
+    packing.push_back(name);
+    auto y = mixer->forward_packed(x, seqs);
+    std::vector<torch::Tensor> parts;
+    for (int64_t i = 0; i < seqs.count(); ++i)
+      parts.push_back(mixer->forward(x.narrow(1, seqs.bounds[size_t(i)], seqs.length(i)), nullptr));
+    auto y_ref = torch::cat(parts, 1);
+    CHECK(max_rel_err(y.cpu(), y_ref.cpu()) <= 1e-10);
+    auto w = torch::randn_like(y);
+    auto gx = torch::autograd::grad({(y * w).sum()}, {x})[0];
+    auto gx_ref = torch::autograd::grad({(y_ref * w).sum()}, {x})[0];
+    CHECK(max_rel_err(gx.cpu(), gx_ref.cpu()) <= 1e-9);
+  }
+  for (const char* expected :
+       {"deltanet", "gated_deltanet", "gated_deltaproduct", "mom", "gla", "mamba2", "mamba", "transformer", "swa"}) {
+    CAPTURE(expected);
+    CHECK(std::find(packing.begin(), packing.end(), expected) != packing.end());
+  }
 }
 
 TEST_CASE("cuda: fused scaled_dot_product_attention == hand-written attention", "[.cuda-attention]") {

@@ -19,6 +19,7 @@
 #include "runtime/kernels/precision.h"
 #include "runtime/mom/mom.h"
 #include "runtime/no_weight_decay.h"
+#include "runtime/packed_sequences.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
 
@@ -182,6 +183,57 @@ class MomMixer : public Mixer, public DeclaresNoWeightDecay {
       }
     }
     return output_(out.to(x.scalar_type()), x);
+  }
+
+  // Packed sequences (docs/models.md#packed-sequences): each memory's stream is its routed tokens in packed order,
+  // one sequence per document that routed any token to it, run by the fused chunk kernels with those bounds (the
+  // short convs restart at each); documents are never mixed. The auxiliary loss is the layer's over the row's tokens.
+  bool packs_sequences(const torch::Tensor& x) const override {
+    return a_.form == "chunk" && packed_forms_enabled(x, delta_rule_fused_on_device(x));
+  }
+  torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) override {
+    const int64_t N = x.size(1), M = E_ + (a_.shared_mem ? 1 : 0);
+    const auto dt = recurrence_dtype(x);
+    auto route = mom_route(router_(x), a_.topk);
+    aux_ = a_.aux_coef > 0 && N > 0 ? (a_.aux_coef / n_layers_) * mom_balance_loss(route.p, route.idx) : torch::Tensor();
+    auto q_all = q_proj_(x)[0];                                 // [N, H dk]
+    auto k_all = k_proj_(x)[0].view({N, M, H_ * dk_});
+    auto v_all = v_proj_(x)[0].view({N, M, H_ * dv_});
+    auto beta_all = torch::sigmoid(b_proj_(x).to(dt))[0].view({N, M, H_});
+    auto g_all = -A_log_.to(dt).exp() * torch::softplus(a_proj_(x).to(dt)[0].view({N, M, H_}) + dt_bias_.to(dt));
+    // Which memories each token writes ([N, M]), read on the host once for every memory's stream bounds.
+    auto routed = torch::zeros({N, M}, x.options().dtype(torch::kBool));
+    routed.narrow(1, 0, E_).scatter_(1, route.idx[0], true);
+    if (a_.shared_mem) routed.select(1, E_).fill_(true);
+    const auto routed_host = routed.cpu();
+    const auto* hit = routed_host.data_ptr<bool>();
+    auto out = torch::zeros({N, H_ * dv_}, x.options().dtype(dt));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
+    for (int64_t m = 0; m < M; ++m) {
+      std::vector<int64_t> positions, bounds = {0};
+      for (int64_t d = 0; d < seqs.count(); ++d) {
+        for (int64_t t = seqs.bounds[size_t(d)]; t < seqs.bounds[size_t(d + 1)]; ++t)
+          if (hit[t * M + m]) positions.push_back(t);
+        if (int64_t(positions.size()) > bounds.back()) bounds.push_back(int64_t(positions.size()));
+      }
+      if (positions.empty()) continue;
+      const auto stream = PackedSequences::from_bounds(bounds, x.device());
+      const auto at = torch::tensor(positions, torch::kInt64).to(x.device());
+      const int64_t L = at.size(0);
+      auto conv = [&](ShortConv& c, const torch::Tensor& t) { return c->forward_packed(t.unsqueeze(0), stream); };
+      auto qh = l2norm(conv(conv_q_, q_all.index_select(0, at)).view({1, L, H_, dk_}));
+      auto kh = l2norm(conv(conv_k_, k_all.select(1, m).index_select(0, at)).view({1, L, H_, dk_}));
+      auto vh = conv(conv_v_, v_all.select(1, m).index_select(0, at)).view({1, L, H_, dv_});
+      auto beta = beta_all.select(1, m).index_select(0, at).unsqueeze(0);
+      auto g = g_all.select(1, m).index_select(0, at).unsqueeze(0);
+      auto r = delta_rule_chunk_fused(qh, kh, vh, beta, g, {}, scale, a_.chunk_size, stream.cu_seqlens);
+      // The routing weight of memory m for each of its tokens (1 for the shared memory).
+      auto w = m == E_ ? torch::ones({L, 1}, out.options())
+                       : (route.w[0] * (route.idx[0] == m).to(route.w.scalar_type())).sum(-1).index_select(0, at)
+                             .to(dt).unsqueeze(-1);
+      out = out.index_add(0, at, r.o[0].to(dt).reshape({L, H_ * dv_}) * w);
+    }
+    return output_(out.view({1, N, H_, dv_}).to(x.scalar_type()), x);
   }
 
  private:
