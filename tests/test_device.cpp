@@ -323,7 +323,8 @@ TEST_CASE("cuda: every mixer's packed form on the device == each sequence on its
     CHECK(max_rel_err(gx.cpu(), gx_ref.cpu()) <= 1e-9);
   }
   for (const char* expected :
-       {"deltanet", "gated_deltanet", "gated_deltaproduct", "mom", "gla", "mamba2", "mamba", "transformer", "swa"}) {
+       {"deltanet", "gated_deltanet", "gated_deltaproduct", "mom", "gla", "hgrn2", "linear_attn", "linear_attn_elu",
+        "mamba2", "mamba", "transformer", "swa"}) {
     CAPTURE(expected);
     CHECK(std::find(packing.begin(), packing.end(), expected) != packing.end());
   }

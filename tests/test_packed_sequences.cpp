@@ -123,7 +123,8 @@ TEST_CASE("packed sequences: every mixer's packed form equals each sequence on i
     }
   }
   for (const char* expected :
-       {"deltanet", "gated_deltanet", "gated_deltaproduct", "mom", "gla", "mamba2", "mamba", "transformer", "swa"}) {
+       {"deltanet", "gated_deltanet", "gated_deltaproduct", "mom", "gla", "hgrn2", "linear_attn", "linear_attn_elu",
+        "mamba2", "mamba", "transformer", "swa"}) {
     CAPTURE(expected);
     REQUIRE(std::find(packing.begin(), packing.end(), expected) != packing.end());
   }
@@ -177,7 +178,7 @@ TEST_CASE("packed sequences: a model's forward over documents packed in rows equ
 
   // The papers' hybrids of these with sliding-window attention take the one-row route too, and so does MoM (each
   // memory's routed stream a packed batch of its own).
-  for (const std::string family : {"gdn_h1", "samba", "mom"}) {
+  for (const std::string family : {"gdn_h1", "samba", "mom", "hgrn2"}) {
     CAPTURE(family);
     auto hybrid = test::small_model(family, 32, V, 11);  // d 32: Mamba2's d_inner 64, one head of 64
     hybrid->to(torch::kFloat64);

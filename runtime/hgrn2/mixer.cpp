@@ -21,6 +21,7 @@
 #include "runtime/layers.h"
 #include "runtime/mixing_flops.h"
 #include "runtime/recurrent_block.h"
+#include "runtime/packed_sequences.h"
 #include "runtime/registry.h"
 
 namespace mnemo {
@@ -70,18 +71,9 @@ class Hgrn2Mixer : public Mixer {
 
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);
-    auto q = q_proj_(x), f = f_proj_(x), v = i_proj_(x);
-    if (args_.use_short_conv) {
-      q = q_conv_(q, state, "conv_q");
-      f = f_conv_(f, state, "conv_f");
-      v = i_conv_(v, state, "conv_i");
-    }
-    q = torch::silu(q);
-    const auto dt = recurrence_dtype(x);
-    auto log_g = torch::log_sigmoid(f.to(dt));  // [B, T, d]
-    if (auto gamma = lower_bound(dt); gamma.defined())
-      log_g = torch::logaddexp(gamma.log(), torch::log1p(-gamma) + log_g);  // g = γ + (1 − γ) σ(f)
-    auto k = (1 - log_g.exp()).to(x.scalar_type());
+    auto [q, k, v, log_g] = inputs(x, [&](ShortConv& conv, const torch::Tensor& t, const char* key) {
+      return conv(t, state, key);
+    });
     auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H_, D_}); };
     const double scale = 1.0 / std::sqrt(static_cast<double>(D_));
     auto s0 = state_or_empty(state, "memory");
@@ -98,7 +90,46 @@ class Hgrn2Mixer : public Mixer {
     return o_proj_(g_norm_(r.o.to(x.scalar_type()).reshape({B, T, H_ * D_})));
   }
 
+  // Packed sequences: GLA's fused kernel with cu_seqlens, the short convs restarting at each document
+  // (docs/models.md#packed-sequences).
+  bool packs_sequences(const torch::Tensor& x) const override {
+    return args_.form == "chunk" && packed_forms_enabled(x, x.is_cuda() && gla_fused_kernel_available(x));
+  }
+  torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) override {
+    const int64_t N = x.size(1);
+    auto [q, k, v, log_g] = inputs(x, [&](ShortConv& conv, const torch::Tensor& t, const char*) {
+      return conv->forward_packed(t, seqs);
+    });
+    auto heads = [&](const torch::Tensor& t) { return t.view({1, N, H_, D_}); };
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D_));
+    auto r = gla_chunk_fused(heads(q), heads(k), heads(v), heads(log_g), GlaGate::kKeyWise, scale, {},
+                             args_.chunk_size, seqs.cu_seqlens);
+    return o_proj_(g_norm_(r.o.to(x.scalar_type()).reshape({1, N, H_ * D_})));
+  }
+
  private:
+  // q = SiLU(conv(x W_q)), the input v = conv(x W_i), the log forget gate (with this layer's lower bound) and
+  // k = 1 − g, all [B, T, d]; `conv(c, t, cache_key)` runs a short conv (skipped without use_short_conv).
+  struct Inputs {
+    torch::Tensor q, k, v, log_g;
+  };
+  template <class Conv>
+  Inputs inputs(const torch::Tensor& x, Conv&& conv) {
+    auto q = q_proj_(x), f = f_proj_(x), v = i_proj_(x);
+    if (args_.use_short_conv) {
+      q = conv(q_conv_, q, "conv_q");
+      f = conv(f_conv_, f, "conv_f");
+      v = conv(i_conv_, v, "conv_i");
+    }
+    q = torch::silu(q);
+    const auto dt = recurrence_dtype(x);
+    auto log_g = torch::log_sigmoid(f.to(dt));  // [B, T, d]
+    if (auto gamma = lower_bound(dt); gamma.defined())
+      log_g = torch::logaddexp(gamma.log(), torch::log1p(-gamma) + log_g);  // g = γ + (1 − γ) σ(f)
+    auto k = (1 - log_g.exp()).to(x.scalar_type());
+    return {q, k, v, log_g};
+  }
+
   // γ of this layer [d] (undefined: no lower bound). The holder of the bounds computes every layer's γ first.
   torch::Tensor lower_bound(torch::ScalarType dt) {
     if (!scratch_) return {};

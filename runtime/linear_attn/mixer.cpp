@@ -11,6 +11,7 @@
 #include "runtime/kernels/precision.h"
 #include "runtime/blocks/mixer_common.h"
 #include "runtime/recurrent_block.h"
+#include "runtime/packed_sequences.h"
 #include "runtime/registry.h"
 
 namespace mnemo {
@@ -85,14 +86,30 @@ class LinearAttnMixer : public Mixer {
     return out_(r.o, x);
   }
 
+  // Packed sequences: the fused kernel with cu_seqlens, the short convs restarting at each document
+  // (docs/models.md#packed-sequences).
+  bool packs_sequences(const torch::Tensor& x) const override {
+    return args_.form == "chunk" && packed_forms_enabled(x, x.is_cuda() && gla_fused_kernel_available(x));
+  }
+  torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) override {
+    auto q = q_->forward_packed(x, seqs), k = k_->forward_packed(x, seqs), v = v_->forward_packed(x, seqs);
+    if (args_.la_normalize) {
+      q = torch::elu(q) + 1.0;
+      k = torch::elu(k) + 1.0;
+    }
+    const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
+    return out_(fused_chunk(q, k, v, scale, {}, {}, seqs.cu_seqlens).o, x);
+  }
+
  private:
   // On a GPU: the gated-linear-attention family's fused kernel without a gate. The normaliser z rides along as an
   // extra value column of ones, as in linear_attn_chunk: [S | z] is read and written like S.
   LinearAttnResult fused_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
-                               const torch::Tensor& s0, const torch::Tensor& z0) const {
+                               const torch::Tensor& s0, const torch::Tensor& z0,
+                               const torch::Tensor& cu_seqlens = {}) const {
     const int64_t V = v.size(3);
     if (!args_.la_normalize) {
-      auto r = gla_chunk_fused(q, k, v, {}, GlaGate::kNone, scale, s0, args_.chunk_size);
+      auto r = gla_chunk_fused(q, k, v, {}, GlaGate::kNone, scale, s0, args_.chunk_size, cu_seqlens);
       return {r.o, r.final_state, {}};
     }
     auto v1 = torch::cat({v, torch::ones_like(v.narrow(-1, 0, 1))}, -1);
@@ -104,7 +121,7 @@ class LinearAttnMixer : public Mixer {
       auto z = z0.defined() ? z0.to(dt) : torch::zeros({B, H, K}, q.options().dtype(dt));
       s1 = torch::cat({S, z.unsqueeze(-1)}, -1);
     }
-    auto r = gla_chunk_fused(q, k, v1, {}, GlaGate::kNone, scale, s1, args_.chunk_size);
+    auto r = gla_chunk_fused(q, k, v1, {}, GlaGate::kNone, scale, s1, args_.chunk_size, cu_seqlens);
     auto num = r.o.narrow(-1, 0, V), den = r.o.narrow(-1, V, 1);
     return {(num / (den + kLinearAttnDenominatorEps)).to(q.scalar_type()), r.final_state.narrow(-1, 0, V),
             r.final_state.select(-1, V)};
