@@ -195,6 +195,18 @@ torch::Tensor apply_rope(const torch::Tensor& x, int64_t offset, double theta) {
   return apply_rope_reference(x, offset, theta);
 }
 
+torch::Tensor apply_rope_packed(const torch::Tensor& x, const PackedSequences& seqs, double theta) {
+  const int64_t N = x.size(1), H = x.size(2), D = x.size(3);
+  const auto flat = x.reshape({N, H * D});
+  std::vector<torch::Tensor> parts;
+  for (const auto& b : seqs.buckets) {
+    auto rows = padded_rows(flat, b).view({b.rows, b.length, H, D}).transpose(1, 2);  // every row from position 0
+    auto turned = apply_rope(rows, 0, theta).transpose(1, 2).reshape({b.rows, b.length, H * D});
+    parts.push_back(unpad_rows(turned, b));
+  }
+  return unbucket_rows(parts, seqs).view({1, N, H, D});
+}
+
 torch::Tensor apply_rope_reference(const torch::Tensor& x, int64_t offset, double theta) {
   const auto [cos, sin] = rope_tables(x, offset, theta);
   const int64_t D = x.size(3), half = D / 2;

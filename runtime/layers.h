@@ -88,5 +88,8 @@ torch::Tensor l2norm(const torch::Tensor& x, double eps = 1e-6);
 // apply_rope_reference: x cos + rotate_half(x) sin.
 torch::Tensor apply_rope(const torch::Tensor& x, int64_t offset, double theta = 10000.0);
 torch::Tensor apply_rope_reference(const torch::Tensor& x, int64_t offset, double theta = 10000.0);
+// RoPE on packed sequences (docs/models.md#packed-sequences): x [1, N, H, D] holds seqs' sequences back to back, and
+// each token turns by its position inside its own sequence (apply_rope over each length group's padded rows).
+torch::Tensor apply_rope_packed(const torch::Tensor& x, const PackedSequences& seqs, double theta = 10000.0);
 
 }  // namespace mnemo

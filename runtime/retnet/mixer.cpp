@@ -8,6 +8,7 @@
 #include "runtime/blocks/mixer_common.h"
 #include "runtime/gla/gla.h"
 #include "runtime/kernels/precision.h"
+#include "runtime/packed_sequences.h"
 #include "runtime/recurrent_block.h"
 #include "runtime/registry.h"
 #include "runtime/retnet/fla_names.h"
@@ -75,6 +76,24 @@ class RetNetMixer : public Mixer {
       r = retention_chunk(q, k, v, scale, s0, args_.chunk_size);
     }
     if (state) state->tensors["memory"] = r.final_state.detach();
+    return out_(r.o, x);
+  }
+
+  // Packed sequences: RoPE from each document's own start and GLA's fused kernel with cu_seqlens
+  // (docs/models.md#packed-sequences).
+  bool packs_sequences(const torch::Tensor& x) const override {
+    return args_.form == "chunk" && packed_forms_enabled(x, x.is_cuda() && gla_fused_kernel_available(x));
+  }
+  torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) override {
+    auto q = q_->forward_packed(x, seqs), k = k_->forward_packed(x, seqs), v = v_->forward_packed(x, seqs);
+    if (args_.retnet_rope) {
+      q = apply_rope_packed(q, seqs, args_.rope_theta);
+      k = apply_rope_packed(k, seqs, args_.rope_theta);
+    }
+    const int64_t N = q.size(1), H = q.size(2);
+    auto g = retnet_log_decay(H, q.options().dtype(recurrence_dtype(q))).view({1, 1, H}).expand({1, N, H});
+    const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
+    auto r = gla_chunk_fused(q, k, v, g, GlaGate::kScalar, scale, {}, args_.chunk_size, seqs.cu_seqlens);
     return out_(r.o, x);
   }
 
