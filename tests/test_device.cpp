@@ -324,7 +324,7 @@ TEST_CASE("cuda: every mixer's packed form on the device == each sequence on its
   }
   for (const char* expected :
        {"deltanet", "gated_deltanet", "gated_deltaproduct", "mom", "gla", "hgrn2", "linear_attn", "linear_attn_elu",
-        "retnet", "mamba2", "mamba", "transformer", "swa"}) {
+        "retnet", "mamba2", "mamba", "mamba3", "transformer", "swa"}) {
     CAPTURE(expected);
     CHECK(std::find(packing.begin(), packing.end(), expected) != packing.end());
   }

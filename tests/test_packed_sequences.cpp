@@ -124,7 +124,7 @@ TEST_CASE("packed sequences: every mixer's packed form equals each sequence on i
   }
   for (const char* expected :
        {"deltanet", "gated_deltanet", "gated_deltaproduct", "mom", "gla", "hgrn2", "linear_attn", "linear_attn_elu",
-        "retnet", "mamba2", "mamba", "transformer", "swa"}) {
+        "retnet", "mamba2", "mamba", "mamba3", "transformer", "swa"}) {
     CAPTURE(expected);
     REQUIRE(std::find(packing.begin(), packing.end(), expected) != packing.end());
   }

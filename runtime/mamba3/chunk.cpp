@@ -3,6 +3,7 @@
 // correction (mamba3.h).
 #include <cmath>
 
+#include "core/common.h"
 #include "runtime/kernels/precision.h"
 #include "runtime/mamba3/mamba3.h"
 #include "runtime/retnet/retnet.h"
@@ -43,6 +44,33 @@ Mamba3Result mamba3_chunk(const Mamba3Inputs& in, const Mamba3State& s0, int64_t
   auto y = r.o.to(ct) - diagonal.unsqueeze(-1) * v;
   Mamba3State out{r.final_state.transpose(-1, -2), k.select(1, T - 1), v.select(1, T - 1), phi.select(1, T - 1)};
   return {y.to(in.v.scalar_type()), out};
+}
+
+torch::Tensor mamba3_chunk_packed(const Mamba3Inputs& in, const torch::Tensor& positions,
+                                  const torch::Tensor& cu_seqlens, int64_t chunk_size) {
+  check_mamba3_inputs("mamba3_chunk_packed", in, {});
+  check_chunking("mamba3_chunk_packed", in.q.size(1), chunk_size);
+  if (in.q.size(0) != 1)
+    throw Error("mamba3_chunk_packed: packed sequences are one row (B = 1), got B = " + std::to_string(in.q.size(0)));
+  const int64_t N = in.q.size(1);
+  check_shape("mamba3_chunk_packed", "positions", positions, {N});
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1
+  const auto ct = recurrence_dtype({in.q, in.k, in.v, in.a, in.dt, in.lambda, in.theta});
+  auto v = in.v.to(ct), dt = in.dt.to(ct), lam = in.lambda.to(ct), a = in.a.to(ct);
+  auto pos = positions.to(torch::kLong);
+  // The angles run on across the row: a sequence's outputs see only φ_t − φ_s of its own tokens (q̃_t · k̃_s =
+  // q_t Rot(φ_s − φ_t) k_s), so the angle a sequence starts from, the same for all its tokens, cancels.
+  auto phi = mamba3_wrap_angle(torch::cumsum(in.theta.to(ct) * dt.unsqueeze(-1), 1));  // [1, N, H, R]
+  auto q = mamba3_rotate(in.q.to(ct), phi), k = mamba3_rotate(in.k.to(ct), phi);
+  // b_next_t = b_{t+1}, 0 where t is its sequence's last token (the next token starts another sequence, or none).
+  auto b = (1.0 - lam) * dt;
+  auto next_starts = torch::cat({pos.narrow(0, 1, N - 1) == 0, torch::ones({1}, pos.options().dtype(torch::kBool))});
+  auto b_next = torch::cat({b.narrow(1, 1, N - 1), torch::zeros_like(b.narrow(1, 0, 1))}, 1) *
+                next_starts.logical_not().to(ct).view({1, N, 1});
+  auto w = lam * dt + b_next;
+  auto r = gla_chunk_fused(q, k, v * w.unsqueeze(-1), a, GlaGate::kScalar, 1.0, {}, chunk_size, cu_seqlens);
+  auto y = r.o.to(ct) - ((q * k).sum(-1) * b_next).unsqueeze(-1) * v;
+  return y.to(in.v.scalar_type());
 }
 
 Mamba3Result mamba3_mimo_chunk(const Mamba3Inputs& in, const Mamba3State& s0, int64_t chunk_size) {

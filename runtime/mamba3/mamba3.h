@@ -44,6 +44,13 @@ Mamba3Result mamba3_recurrent(const Mamba3Inputs& in, const Mamba3State& initial
 Mamba3Result mamba3_chunk(const Mamba3Inputs& in, const Mamba3State& initial = {}, int64_t chunk_size = 64,
                           GlaChunkRoute route = GlaChunkRoute::kEager);
 
+// Packed sequences (docs/models.md#packed-sequences): in [1, N, ...] holds the sequences of cu_seqlens (int32 [S + 1])
+// back to back, `positions` (int64 [N]) each token's index inside its own sequence. Each sequence from the initial
+// state: the trapezoid's weight on the token after a sequence's last is 0, and the scan runs GLA's fused chunk kernels
+// with those bounds (the angle a sequence starts from cancels in its outputs). Returns the outputs [1, N, H, P].
+torch::Tensor mamba3_chunk_packed(const Mamba3Inputs& in, const torch::Tensor& positions,
+                                  const torch::Tensor& cu_seqlens, int64_t chunk_size = 64);
+
 // φ mod 2π into [0, 2π): keeps accumulated angles small in fp32 (the floor has zero gradient).
 torch::Tensor mamba3_wrap_angle(const torch::Tensor& phi);
 

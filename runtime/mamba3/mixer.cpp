@@ -23,6 +23,8 @@
 #include "runtime/mamba3/mamba3.h"
 #include "runtime/no_weight_decay.h"
 #include "runtime/recurrent_block.h"
+#include "runtime/gla/gla.h"
+#include "runtime/packed_sequences.h"
 #include "runtime/registry.h"
 
 namespace mnemo {
@@ -94,6 +96,48 @@ class Mamba3Mixer : public Mixer, public DeclaresNoWeightDecay {
   bool decode_step_is_static() const override { return true; }
 
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
+    auto [in, xs, z] = inputs(x);
+    const int64_t B = x.size(0), T = x.size(1);
+    const auto ct = recurrence_dtype(x);
+    if (!mimo_) {
+      in.q = in.q.squeeze(2);
+      in.k = in.k.squeeze(2);
+      return siso_output(scan(in, state, T).o, xs, z, x);
+    }
+    // MIMO: per-rank values x ⊙ mimo_x_r, outputs ((y_r + D x_r) ⊙ SiLU(z ⊙ mimo_z_r)) ⊙ mimo_o_r summed over r.
+    auto per_rank = [&](const torch::Tensor& t, const torch::Tensor& p) {  // [B, T, H, P] ⊙ [H, R, P] -> [B, T, R, H, P]
+      return t.unsqueeze(2) * p.to(t.scalar_type()).permute({1, 0, 2}).unsqueeze(0).unsqueeze(0);
+    };
+    auto values = per_rank(xs.to(ct), mimo_x_);
+    in.v = values;
+    auto r = scan(in, state, T);
+    auto y = r.o.to(ct) + values * D_.to(ct).view({1, 1, 1, H_, 1});  // [B, T, R, H, P]
+    if (norm_weight_.defined()) y = rms_norm(y, norm_weight_.to(ct).view({H_, P_}), args_.mamba_norm_eps);
+    auto zr = per_rank(z.view({B, T, H_, P_}).to(ct), mimo_z_);
+    y = (y * torch::silu(zr) * mimo_o_.to(ct).permute({1, 0, 2}).unsqueeze(0).unsqueeze(0)).sum(2);
+    return out_proj_(y.reshape({B, T, d_inner_}).to(x.scalar_type()));
+  }
+
+  // Packed sequences (SISO): GLA's fused kernels with cu_seqlens, the angles and the trapezoid restarting at each
+  // document (mamba3_chunk_packed; docs/models.md#packed-sequences).
+  bool packs_sequences(const torch::Tensor& x) const override {
+    return !mimo_ && args_.form == "chunk" && packed_forms_enabled(x, x.is_cuda() && gla_fused_kernel_available(x));
+  }
+  torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) override {
+    auto [in, xs, z] = inputs(x);
+    in.q = in.q.squeeze(2);
+    in.k = in.k.squeeze(2);
+    return siso_output(mamba3_chunk_packed(in, seqs.positions, seqs.cu_seqlens, args_.chunk_size), xs, z, x);
+  }
+
+ private:
+  // The scan's inputs from in_proj: q = C and k = B (RMS-normalised, biased, [B, T, R, H, N]), v = x [B, T, H, P],
+  // a = A·Δ, Δ, λ, θ; and z, x for the output.
+  struct LayerInputs {
+    Mamba3Inputs in;
+    torch::Tensor xs, z;
+  };
+  LayerInputs inputs(const torch::Tensor& x) {
     const int64_t B = x.size(0), T = x.size(1), K = ranks_;
     auto proj = in_proj_(x);
     int64_t at = 0;
@@ -118,30 +162,18 @@ class Mamba3Mixer : public Mixer, public DeclaresNoWeightDecay {
     };
     Mamba3Inputs in{to_heads(Cm, C_norm_, C_bias_), to_heads(Bm, B_norm_, B_bias_), xs, A * dt, dt,
                     torch::sigmoid(trap.to(ct)), theta};
-    if (!mimo_) {
-      in.q = in.q.squeeze(2);
-      in.k = in.k.squeeze(2);
-      auto r = scan(in, state, T);
-      auto y = r.o + xs * D_.to(r.o.scalar_type()).view({1, 1, H_, 1});
-      if (norm_weight_.defined()) y = rms_norm(y, norm_weight_.view({H_, P_}), args_.mamba_norm_eps);
-      y = y.reshape({B, T, d_inner_}) * torch::silu(z);
-      return out_proj_(y.to(x.scalar_type()));
-    }
-    // MIMO: per-rank values x ⊙ mimo_x_r, outputs ((y_r + D x_r) ⊙ SiLU(z ⊙ mimo_z_r)) ⊙ mimo_o_r summed over r.
-    auto per_rank = [&](const torch::Tensor& t, const torch::Tensor& p) {  // [B, T, H, P] ⊙ [H, R, P] -> [B, T, R, H, P]
-      return t.unsqueeze(2) * p.to(t.scalar_type()).permute({1, 0, 2}).unsqueeze(0).unsqueeze(0);
-    };
-    auto values = per_rank(xs.to(ct), mimo_x_);
-    in.v = values;
-    auto r = scan(in, state, T);
-    auto y = r.o.to(ct) + values * D_.to(ct).view({1, 1, 1, H_, 1});  // [B, T, R, H, P]
-    if (norm_weight_.defined()) y = rms_norm(y, norm_weight_.to(ct).view({H_, P_}), args_.mamba_norm_eps);
-    auto zr = per_rank(z.view({B, T, H_, P_}).to(ct), mimo_z_);
-    y = (y * torch::silu(zr) * mimo_o_.to(ct).permute({1, 0, 2}).unsqueeze(0).unsqueeze(0)).sum(2);
-    return out_proj_(y.reshape({B, T, d_inner_}).to(x.scalar_type()));
+    return {in, xs, z};
   }
 
- private:
+  // SISO: out_proj(((y + D x) [RMSNorm]) ⊙ SiLU(z)).
+  torch::Tensor siso_output(const torch::Tensor& o, const torch::Tensor& xs, const torch::Tensor& z,
+                            const torch::Tensor& x) {
+    auto y = o + xs * D_.to(o.scalar_type()).view({1, 1, H_, 1});
+    if (norm_weight_.defined()) y = rms_norm(y, norm_weight_.view({H_, P_}), args_.mamba_norm_eps);
+    y = y.reshape({x.size(0), x.size(1), d_inner_}) * torch::silu(z);
+    return out_proj_(y.to(x.scalar_type()));
+  }
+
   // The scan (SISO or MIMO, chunked or token by token) from the carried state (decode) or zeros; the new state
   // stored back. On a GPU the SISO chunk form runs GLA's fused kernels (runtime/gla/chunk_kernel.cuh).
   Mamba3Result scan(const Mamba3Inputs& in, LayerState* state, int64_t T) {
