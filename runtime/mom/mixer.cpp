@@ -119,20 +119,18 @@ class MomMixer : public Mixer, public DeclaresNoWeightDecay {
     auto g_all = (-A_log_.to(dt).exp() * torch::softplus(a_proj_(x).to(dt).view({B, T, M, H_}) + dt_bias_.to(dt)));
     auto out = torch::zeros({B, T, H_, dv_}, x.options().dtype(dt));
     auto tpos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(x.device())).view({1, T});
+    // Which memories each token writes [B, T, M] and each memory's longest stream, read on the host once for all.
+    auto routed = memories_written(route);
+    auto stream_lens = routed.sum(1);  // [B, M]
+    const auto longest = T ? std::get<0>(stream_lens.max(0)).cpu() : torch::zeros({M}, torch::kLong);
     for (int64_t m = 0; m < M; ++m) {
       const bool shared = m == E_;
       const std::string tag = shared ? "_s" : std::to_string(m);
-      torch::Tensor sel, wm;  // [B, T]
-      if (shared) {
-        sel = torch::ones({B, T}, tpos.options().dtype(torch::kBool));
-        wm = torch::ones({B, T}, out.options());
-      } else {
-        auto hit = route.idx == m;  // [B, T, k]
-        sel = hit.any(-1);
-        wm = (route.w * hit.to(route.w.scalar_type())).sum(-1).to(dt);
-      }
-      auto lens = sel.sum(1);  // [B]
-      const int64_t L = T ? lens.max().item<int64_t>() : 0;
+      auto sel = routed.select(2, m);  // [B, T]
+      auto wm = shared ? torch::ones({B, T}, out.options())
+                       : (route.w * (route.idx == m).to(route.w.scalar_type())).sum(-1).to(dt);
+      auto lens = stream_lens.select(1, m);  // [B]
+      const int64_t L = longest[m].item<int64_t>();
       auto get = [&](const std::string& key, std::vector<int64_t> shape) {
         if (state && state->has(key)) return state->at(key);
         return state ? torch::zeros(shape, x.options().dtype(key.rfind("mem", 0) == 0 ? dt : x.scalar_type()))
@@ -202,10 +200,7 @@ class MomMixer : public Mixer, public DeclaresNoWeightDecay {
     auto beta_all = torch::sigmoid(b_proj_(x).to(dt))[0].view({N, M, H_});
     auto g_all = -A_log_.to(dt).exp() * torch::softplus(a_proj_(x).to(dt)[0].view({N, M, H_}) + dt_bias_.to(dt));
     // Which memories each token writes ([N, M]), read on the host once for every memory's stream bounds.
-    auto routed = torch::zeros({N, M}, x.options().dtype(torch::kBool));
-    routed.narrow(1, 0, E_).scatter_(1, route.idx[0], true);
-    if (a_.shared_mem) routed.select(1, E_).fill_(true);
-    const auto routed_host = routed.cpu();
+    const auto routed_host = memories_written(route)[0].cpu();
     const auto* hit = routed_host.data_ptr<bool>();
     auto out = torch::zeros({N, H_ * dv_}, x.options().dtype(dt));
     const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
@@ -237,6 +232,17 @@ class MomMixer : public Mixer, public DeclaresNoWeightDecay {
   }
 
  private:
+  // Which memories each token writes, [B, T, M] (bool): its top-k routed ones and the shared one.
+  torch::Tensor memories_written(const MomRouting& route) const {
+    const int64_t M = E_ + (a_.shared_mem ? 1 : 0);
+    auto sizes = route.idx.sizes().vec();
+    sizes.back() = M;
+    auto written = torch::zeros(sizes, route.idx.options().dtype(torch::kBool));
+    written.narrow(-1, 0, E_).scatter_(-1, route.idx, true);
+    if (a_.shared_mem) written.select(-1, E_).fill_(true);
+    return written;
+  }
+
   MomArgs a_;
   int64_t n_layers_, E_ = 0, H_ = 0, dk_ = 0, dv_ = 0;
   torch::nn::Linear router_{nullptr}, q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, b_proj_{nullptr},
