@@ -70,7 +70,7 @@ class GlaMixer : public Mixer {
     auto s0 = state_or_empty(state, "memory");
     // On a GPU the chunk form is the fused kernel (chunk_kernel.cuh); on the CPU the eager form stays the default.
     auto r = !use_chunked_kernel(args_.form, state, T) ? gla_recurrent(q, k, v, gk, scale, s0)
-             : q.is_cuda() && gla_fused_kernel_available(q)
+             : gla_chunk_route(q) == GlaChunkRoute::kFusedKernel
                  ? gla_chunk_fused(q, k, v, gk, GlaGate::kKeyWise, scale, s0, args_.chunk_size)
                  : gla_chunk(q, k, v, gk, scale, s0, args_.chunk_size, args_.gla_sub_chunk);
     if (state) state->tensors["memory"] = r.final_state.detach();

@@ -82,7 +82,7 @@ class Hgrn2Mixer : public Mixer {
     RecurrentResult r;
     if (!use_chunked_kernel(args_.form, state, T))
       r = gla_recurrent(heads(q), heads(k), heads(v), heads(log_g), scale, s0);
-    else if (q.is_cuda() && gla_fused_kernel_available(q))
+    else if (gla_chunk_route(q) == GlaChunkRoute::kFusedKernel)
       r = gla_chunk_fused(heads(q), heads(k), heads(v), heads(log_g), GlaGate::kKeyWise, scale, s0, args_.chunk_size);
     else
       r = gla_chunk(heads(q), heads(k), heads(v), heads(log_g), scale, s0, args_.chunk_size, args_.gla_sub_chunk);
@@ -93,7 +93,7 @@ class Hgrn2Mixer : public Mixer {
   // Packed sequences: GLA's fused kernel with cu_seqlens, the short convs restarting at each document
   // (docs/models.md#packed-sequences).
   bool packs_sequences(const torch::Tensor& x) const override {
-    return args_.form == "chunk" && packed_forms_enabled(x, x.is_cuda() && gla_fused_kernel_available(x));
+    return args_.form == "chunk" && packed_forms_enabled(x, gla_fused_kernel_available(x));
   }
   torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) override {
     const int64_t N = x.size(1);

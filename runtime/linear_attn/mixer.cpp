@@ -75,7 +75,7 @@ class LinearAttnMixer : public Mixer {
     LinearAttnResult r;
     if (!use_chunked_kernel(args_.form, state, x.size(1)))
       r = linear_attn_recurrent(q, k, v, scale, s0, args_.la_normalize, z0);
-    else if (q.is_cuda() && gla_fused_kernel_available(q))
+    else if (gla_chunk_route(q) == GlaChunkRoute::kFusedKernel)
       r = fused_chunk(q, k, v, scale, s0, z0);
     else
       r = linear_attn_chunk(q, k, v, scale, s0, args_.chunk_size, args_.la_normalize, z0);
@@ -89,7 +89,7 @@ class LinearAttnMixer : public Mixer {
   // Packed sequences: the fused kernel with cu_seqlens, the short convs restarting at each document
   // (docs/models.md#packed-sequences).
   bool packs_sequences(const torch::Tensor& x) const override {
-    return args_.form == "chunk" && packed_forms_enabled(x, x.is_cuda() && gla_fused_kernel_available(x));
+    return args_.form == "chunk" && packed_forms_enabled(x, gla_fused_kernel_available(x));
   }
   torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) override {
     auto q = q_->forward_packed(x, seqs), k = k_->forward_packed(x, seqs), v = v_->forward_packed(x, seqs);

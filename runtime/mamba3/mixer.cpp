@@ -121,7 +121,7 @@ class Mamba3Mixer : public Mixer, public DeclaresNoWeightDecay {
   // Packed sequences (SISO): GLA's fused kernels with cu_seqlens, the angles and the trapezoid restarting at each
   // document (mamba3_chunk_packed; docs/models.md#packed-sequences).
   bool packs_sequences(const torch::Tensor& x) const override {
-    return !mimo_ && args_.form == "chunk" && packed_forms_enabled(x, x.is_cuda() && gla_fused_kernel_available(x));
+    return !mimo_ && args_.form == "chunk" && packed_forms_enabled(x, gla_fused_kernel_available(x));
   }
   torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) override {
     auto [in, xs, z] = inputs(x);

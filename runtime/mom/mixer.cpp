@@ -127,8 +127,7 @@ class MomMixer : public Mixer, public DeclaresNoWeightDecay {
       const bool shared = m == E_;
       const std::string tag = shared ? "_s" : std::to_string(m);
       auto sel = routed.select(2, m);  // [B, T]
-      auto wm = shared ? torch::ones({B, T}, out.options())
-                       : (route.w * (route.idx == m).to(route.w.scalar_type())).sum(-1).to(dt);
+      auto wm = shared ? torch::ones({B, T}, out.options()) : routing_weight(route, m).to(dt);
       auto lens = stream_lens.select(1, m);  // [B]
       const int64_t L = longest[m].item<int64_t>();
       auto get = [&](const std::string& key, std::vector<int64_t> shape) {
@@ -224,8 +223,7 @@ class MomMixer : public Mixer, public DeclaresNoWeightDecay {
       auto r = delta_rule_chunk_fused(qh, kh, vh, beta, g, {}, scale, a_.chunk_size, stream.cu_seqlens);
       // The routing weight of memory m for each of its tokens (1 for the shared memory).
       auto w = m == E_ ? torch::ones({L, 1}, out.options())
-                       : (route.w[0] * (route.idx[0] == m).to(route.w.scalar_type())).sum(-1).index_select(0, at)
-                             .to(dt).unsqueeze(-1);
+                       : routing_weight(route, m)[0].index_select(0, at).to(dt).unsqueeze(-1);
       out = out.index_add(0, at, r.o[0].to(dt).reshape({L, H_ * dv_}) * w);
     }
     return output_(out.view({1, N, H_, dv_}).to(x.scalar_type()), x);
@@ -241,6 +239,11 @@ class MomMixer : public Mixer, public DeclaresNoWeightDecay {
     written.narrow(-1, 0, E_).scatter_(-1, route.idx, true);
     if (a_.shared_mem) written.select(-1, E_).fill_(true);
     return written;
+  }
+
+  // Routed memory m's weight for each token [B, T] (0 where the token did not pick it).
+  static torch::Tensor routing_weight(const MomRouting& route, int64_t m) {
+    return (route.w * (route.idx == m).to(route.w.scalar_type())).sum(-1);
   }
 
   MomArgs a_;

@@ -67,7 +67,7 @@ class RetNetMixer : public Mixer {
     RecurrentResult r;
     if (!use_chunked_kernel(args_.form, state, x.size(1))) {
       r = retention_recurrent(q, k, v, scale, s0);
-    } else if (q.is_cuda() && gla_fused_kernel_available(q)) {
+    } else if (gla_chunk_route(q) == GlaChunkRoute::kFusedKernel) {
       // On a GPU: the family's fused kernel with the scalar gate g_t = ln γ_h for every token.
       const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
       auto g = retnet_log_decay(H, q.options().dtype(recurrence_dtype(q))).view({1, 1, H}).expand({B, T, H});
@@ -82,7 +82,7 @@ class RetNetMixer : public Mixer {
   // Packed sequences: RoPE from each document's own start and GLA's fused kernel with cu_seqlens
   // (docs/models.md#packed-sequences).
   bool packs_sequences(const torch::Tensor& x) const override {
-    return args_.form == "chunk" && packed_forms_enabled(x, x.is_cuda() && gla_fused_kernel_available(x));
+    return args_.form == "chunk" && packed_forms_enabled(x, gla_fused_kernel_available(x));
   }
   torch::Tensor forward_packed(const torch::Tensor& x, const PackedSequences& seqs) override {
     auto q = q_->forward_packed(x, seqs), k = k_->forward_packed(x, seqs), v = v_->forward_packed(x, seqs);
