@@ -9,8 +9,6 @@
 // This is the Gated DeltaNet chunk form (runtime/delta_rule/chunk.cpp) with the scalar in-chunk decay Γ_ij replaced by
 // a per-channel one inside the products. A and P are factorised products when the chunk's decay span allows it
 // (docs/models.md#numerical-stability), else built by per_channel_decayed_scores (every exponent <= 0).
-#include <vector>
-
 #include "core/common.h"
 #include "runtime/kda/kda.h"
 #include "runtime/kernels/chunking.h"
@@ -62,20 +60,11 @@ KdaResult kda_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
                                                /*left=*/false, /*unitriangular=*/true)
                     .transpose(-1, -2);
   auto U = solved.narrow(-1, 0, V), W = solved.narrow(-1, V, K);
-  auto WQ = torch::cat({W, Q_in}, -2);  // [B, H, N, 2C, K]: W S and Q_in S share S
-
-  const auto WQ_n = WQ.unbind(2), U_n = U.unbind(2), P_n = P.unbind(2), K_out_n = K_out.unbind(2);
-  const auto decay_n = chunk_decay.unbind(2);
-  std::vector<torch::Tensor> outs;
-  outs.reserve(N);
-  for (int64_t n = 0; n < N; ++n) {
-    auto WQS = chunk_matmul(WQ_n[n], S);     // [B, H, 2C, V]
-    auto Un = U_n[n] - WQS.narrow(-2, 0, C);  // U' = U − W S
-    outs.push_back(chunk_matmul(P_n[n], Un) + WQS.narrow(-2, C, C));
-    S = S * decay_n[n] + chunk_matmul(K_out_n[n].transpose(-1, -2), Un);
-  }
-  auto o = torch::stack(outs, 2);  // [B, H, N, C, V]
-  return {from_chunks(o, T).to(v.scalar_type()), S};
+  // The sequential part: X_n = U'_n = U_n − W_n S_n and S_{n+1} = Diag(e^{b_C}) S_n + K_outᵀ U'_n (chunking.h
+  // chunk_delta_state_scan: one kernel a pass on a GPU), then every chunk's output at once.
+  auto pass = chunk_delta_state_scan(W, U, K_out, chunk_decay, {}, S);
+  auto o = chunk_matmul(P, pass.corrected) + chunk_matmul(Q_in, pass.starts);  // [B, H, N, C, V]
+  return {from_chunks(o, T).to(v.scalar_type()), pass.final_state};
 }
 
 }  // namespace mnemo

@@ -130,21 +130,6 @@ torch::Tensor blas_batched_matmul(const torch::Tensor& a, const torch::Tensor& b
 
 }  // namespace
 
-ChunkStateScan chunk_state_scan(const torch::Tensor& decay, const torch::Tensor& increments, torch::Tensor initial) {
-  const int64_t N = increments.size(2);
-  std::vector<torch::Tensor> starts;
-  starts.reserve(N);
-  // unbind, not select(n) in the loop: the backward of N selects writes N full-size zero tensors (O(N²) traffic,
-  // most of a 340M Gated DeltaNet step on the GPU by the profiler), unbind's stacks the N gradients once.
-  const auto decay_n = decay.unbind(2), increment_n = increments.unbind(2);
-  torch::Tensor S = std::move(initial);
-  for (int64_t n = 0; n < N; ++n) {
-    starts.push_back(S);
-    S = decay_n[n] * S + increment_n[n];
-  }
-  return {torch::stack(starts, 2), S};
-}
-
 torch::Tensor chunk_matmul(const torch::Tensor& a, const torch::Tensor& b) {
   const bool eligible = !torch::GradMode::is_enabled() && a.device().is_cpu() && b.device().is_cpu() &&
                         a.scalar_type() == b.scalar_type() && a.dim() >= 3 && a.dim() == b.dim() &&

@@ -72,6 +72,41 @@ struct ChunkStateScan {
 };
 ChunkStateScan chunk_state_scan(const torch::Tensor& decay, const torch::Tensor& increments, torch::Tensor initial);
 
+// The inter-chunk pass of a WY-form chunked recurrence whose state decays per row (Kimi Delta Attention, RWKV-7):
+//   X_n = U_n − W_n S_n,   S_{n+1} = Diag(d_n) S_n + B_nᵀ X_n (+ E_n)
+// with W, B [B, H, N, C, R], U [B, H, N, C, V], row_decay [B, H, N, R, 1] (d_n), increments [B, H, N, R, V] (E_n,
+// undefined: none) and initial [B, H, R, V]. Returns the state at each chunk's start [B, H, N, R, V], every X_n
+// [B, H, N, C, V] and S_N.
+struct ChunkDeltaStateScan {
+  torch::Tensor starts, corrected, final_state;
+};
+ChunkDeltaStateScan chunk_delta_state_scan(const torch::Tensor& W, const torch::Tensor& U, const torch::Tensor& B,
+                                           const torch::Tensor& row_decay, const torch::Tensor& increments,
+                                           torch::Tensor initial);
+
+// Both passes as one CUDA kernel a pass (runtime/kernels/state_pass_kernel.cuh, chunk_state_pass.cpp) instead of the
+// eager chunk loop, whose N steps of a few small ops each leave a GPU waiting on launches: taken on CUDA tensors in
+// builds that link the kernels (unless MNEMO_FUSED_CUDA=0), for fp32/fp64 states whose decay is one per state row
+// (or one per chunk); on CPU tensors only inside a StatePassKernelHostScope(true), where its block code runs over the
+// host grid (how the CPU tests prove it). Both routes give the same values and gradients.
+bool state_pass_kernel_route(const torch::Tensor& like);
+bool state_pass_kernel_on_host();
+void set_state_pass_kernel_on_host(bool on);
+// Passes (forward or backward) the state-pass kernel has run in this process, on the host grid or the device.
+int64_t state_pass_kernel_passes();
+class StatePassKernelHostScope {
+ public:
+  explicit StatePassKernelHostScope(bool on) : previous_(state_pass_kernel_on_host()) {
+    set_state_pass_kernel_on_host(on);
+  }
+  ~StatePassKernelHostScope() { set_state_pass_kernel_on_host(previous_); }
+  StatePassKernelHostScope(const StatePassKernelHostScope&) = delete;
+  StatePassKernelHostScope& operator=(const StatePassKernelHostScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Sizes of the pieces a chunk loop over T tokens visits when `offset` tokens of the current chunk (size `chunk`) are
 // already absorbed: chunk - offset (when offset > 0), then chunk, chunk, ..., then the rest. Empty when T = 0.
 std::vector<int64_t> chunk_piece_sizes(int64_t T, int64_t chunk, int64_t offset);

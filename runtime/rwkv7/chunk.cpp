@@ -12,8 +12,6 @@
 // factorised products e^{γ_i} e^{−γ_j} when the chunk's decay span allows it, else built by
 // per_channel_decayed_scores (every exponent <= 0); M^{ak}, M^{ab} there as the inclusive scores of the rows of A
 // moved up by one (row i−1 then carries a_i against γ_{i−1} = γ⁻_i), moved back down.
-#include <vector>
-
 #include "core/common.h"
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/precision.h"
@@ -87,25 +85,17 @@ Rwkv7Result rwkv7_chunk(const torch::Tensor& r, const torch::Tensor& w, const to
                                                /*left=*/false, /*unitriangular=*/true)
                     .transpose(-1, -2);
   auto U_bar = solved.narrow(-1, 0, V), W = solved.narrow(-1, V, K);
-  auto WR = torch::cat({W, R_in}, -2);                          // [.., 2C, K]: W S and (R ⊙ e^{γ}) S share S
   auto out_decay = (gamma_last - gamma).clamp_max(0.0).exp();  // e^{γ_C − γ}
   auto B_out = Bc * out_decay;
-  auto O_values = chunk_matmul(P_rk, Vc);                                      // P^{rk} V
-  auto S_values = chunk_matmul((Kc * out_decay).transpose(-1, -2), Vc);       // (K ⊙ e^{γ_C − γ})ᵀ V [.., K, V]
-  auto chunk_decay = gamma_last.exp().transpose(-1, -2);                       // [Bsz, H, N, K, 1]
+  auto O_values = chunk_matmul(P_rk, Vc);                                 // P^{rk} V
+  auto S_values = chunk_matmul((Kc * out_decay).transpose(-1, -2), Vc);  // (K ⊙ e^{γ_C − γ})ᵀ V [.., K, V]
+  auto chunk_decay = gamma_last.exp().transpose(-1, -2);                  // [Bsz, H, N, K, 1]
 
-  const auto WR_n = WR.unbind(2), U_n = U_bar.unbind(2), P_n = P_rb.unbind(2), B_out_n = B_out.unbind(2);
-  const auto Ov_n = O_values.unbind(2), Sv_n = S_values.unbind(2), decay_n = chunk_decay.unbind(2);
-  std::vector<torch::Tensor> outs;
-  outs.reserve(N);
-  for (int64_t n = 0; n < N; ++n) {
-    auto WRS = chunk_matmul(WR_n[n], S);     // [Bsz, H, 2C, V]
-    auto U = U_n[n] + WRS.narrow(-2, 0, C);  // U = Ū + W S
-    outs.push_back(chunk_matmul(P_n[n], U) + Ov_n[n] + WRS.narrow(-2, C, C));
-    S = S * decay_n[n] + chunk_matmul(B_out_n[n].transpose(-1, -2), U) + Sv_n[n];
-  }
-  auto o = torch::stack(outs, 2);  // [Bsz, H, N, C, V]
-  return {from_chunks(o, T).to(v.scalar_type()), S};
+  // The sequential part: U_n = Ū_n + W_n S_n and S_{n+1} = Diag(e^{γ_C}) S_n + B_outᵀ U_n + (K ⊙ e^{γ_C − γ})ᵀ V
+  // (chunking.h chunk_delta_state_scan with −W: one kernel a pass on a GPU), then every chunk's output at once.
+  auto pass = chunk_delta_state_scan(-W, U_bar, B_out, chunk_decay, S_values, S);
+  auto o = chunk_matmul(P_rb, pass.corrected) + O_values + chunk_matmul(R_in, pass.starts);  // [Bsz, H, N, C, V]
+  return {from_chunks(o, T).to(v.scalar_type()), pass.final_state};
 }
 
 }  // namespace mnemo
