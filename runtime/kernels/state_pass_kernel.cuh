@@ -20,8 +20,8 @@
 //   d̄_n = rowsum(S_n ⊙ Ā_n),  Ē_n = Ā_n,  W̄_n = −Y_n S_nᵀ,  B̄_n = X_n Ā_nᵀ.
 //
 // Every state column is independent of every other, so a block is one (sequence, tile of V columns) and runs its
-// tile's columns through all chunks; inside a chunk the rows of X (items (i, column)) and then the rows of the next
-// state (items (r, column)) are each one phase, neighbouring lanes on neighbouring columns. The states live in the
+// tile's columns through all chunks; inside a chunk X (a [C, tile] product) and then the next state (an [R, tile]
+// product) are each one phase (tile_product: a micro-tile of outputs a lane). The states live in the
 // output `starts` itself (S_{n+1} is written beside S_n), so the pass needs no workspace. Every tensor is contiguous
 // in Acc (fp32 or fp64).
 #pragma once
@@ -89,6 +89,40 @@ MNEMO_HD Place place_of(const Dims& z, int64_t block) {
   return pl;
 }
 
+// A product phase: out(i, j) = init(i, j) + Σ_{r<K} a(i, r) b(r, j) for rows i < M and the tile's columns j < w.
+// Each lane owns a micro-tile of kRows × kCols outputs, so one load of a(·, r) and of b(r, ·) feeds kRows · kCols
+// products (kRows + kCols loads for 16 products instead of 2 loads for 1); neighbouring lanes own neighbouring
+// column groups. Every output sums its products in the order r = 0, 1, ..
+constexpr int kRows = 4, kCols = 4;
+template <class Acc, class A, class B, class Init, class Store>
+MNEMO_HD void tile_product(int64_t M, int64_t K, int w, Lanes lanes, const A& a, const B& b, const Init& init,
+                           const Store& store) {
+  const int64_t col_groups = (w + kCols - 1) / kCols, groups = (M + kRows - 1) / kRows * col_groups;
+  MNEMO_FOR_LANES(item, groups, lanes) {
+    const int64_t i0 = item / col_groups * kRows;
+    const int j0 = static_cast<int>(item % col_groups) * kCols;
+    const int rows = M - i0 < kRows ? static_cast<int>(M - i0) : kRows, cols = w - j0 < kCols ? w - j0 : kCols;
+    Acc acc[kRows][kCols];
+    MNEMO_UNROLL
+    for (int m = 0; m < kRows; ++m)
+      MNEMO_UNROLL
+      for (int n = 0; n < kCols; ++n) acc[m][n] = m < rows && n < cols ? init(i0 + m, j0 + n) : Acc(0);
+    for (int64_t r = 0; r < K; ++r) {
+      Acc av[kRows], bv[kCols];
+      MNEMO_UNROLL
+      for (int m = 0; m < kRows; ++m) av[m] = m < rows ? a(i0 + m, r) : Acc(0);
+      MNEMO_UNROLL
+      for (int n = 0; n < kCols; ++n) bv[n] = n < cols ? b(r, j0 + n) : Acc(0);
+      MNEMO_UNROLL
+      for (int m = 0; m < kRows; ++m)
+        MNEMO_UNROLL
+        for (int n = 0; n < kCols; ++n) acc[m][n] += av[m] * bv[n];
+    }
+    for (int m = 0; m < rows; ++m)
+      for (int n = 0; n < cols; ++n) store(i0 + m, j0 + n, acc[m][n]);
+  }
+}
+
 // ---- forward ------------------------------------------------------------------------------------------------
 template <class Acc>
 MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*shared*/, Lanes lanes) {
@@ -109,28 +143,25 @@ MNEMO_HD void forward_block(const ForwardArgs<Acc>& a, int64_t block, void* /*sh
     const int64_t cn = pl.s * z.N + n;
     const Acc* S = state(n);
     Acc* next = state(n + 1);
+    const Acc *Wn = a.W ? a.W + cn * CR : nullptr, *Bn = a.W ? a.B + cn * CR : nullptr;
+    Acc* Xn = a.W ? a.X + cn * CV : nullptr;
+    const int64_t v0 = pl.v0;
     if (a.W) {
-      const Acc *Wn = a.W + cn * CR, *Un = a.U + cn * CV;
-      Acc* Xn = a.X + cn * CV;
-      MNEMO_FOR_LANES(e, C * pl.w, lanes) {  // X_n = U_n − W_n S_n
-        const int64_t i = e / pl.w, col = pl.v0 + e % pl.w;
-        Acc acc = Un[i * V + col];
-        for (int64_t r = 0; r < R; ++r) acc -= Wn[i * R + r] * S[r * V + col];
-        Xn[i * V + col] = acc;
-      }
+      const Acc* Un = a.U + cn * CV;
+      tile_product<Acc>(  // X_n = U_n − W_n S_n
+          C, R, pl.w, lanes, [&](int64_t i, int64_t r) { return -Wn[i * R + r]; },
+          [&](int64_t r, int64_t j) { return S[r * V + v0 + j]; },
+          [&](int64_t i, int64_t j) { return Un[i * V + v0 + j]; },
+          [&](int64_t i, int64_t j, Acc x) { Xn[i * V + v0 + j] = x; });
       grid::barrier();
     }
     const Acc* dn = a.decay + cn * R;
-    MNEMO_FOR_LANES(e, R * pl.w, lanes) {  // S_{n+1} = Diag(d_n) S_n + B_nᵀ X_n + E_n
-      const int64_t r = e / pl.w, col = pl.v0 + e % pl.w;
-      Acc acc = dn[r] * S[r * V + col];
-      if (a.W) {
-        const Acc *Bn = a.B + cn * CR, *Xn = a.X + cn * CV;
-        for (int64_t i = 0; i < C; ++i) acc += Bn[i * R + r] * Xn[i * V + col];
-      }
-      if (a.increments) acc += a.increments[cn * RV + r * V + col];
-      next[r * V + col] = acc;
-    }
+    const Acc* En = a.increments ? a.increments + cn * RV : nullptr;
+    tile_product<Acc>(  // S_{n+1} = Diag(d_n) S_n + E_n + B_nᵀ X_n
+        R, a.W ? C : 0, pl.w, lanes, [&](int64_t r, int64_t i) { return Bn[i * R + r]; },
+        [&](int64_t i, int64_t j) { return Xn[i * V + v0 + j]; },
+        [&](int64_t r, int64_t j) { return dn[r] * S[r * V + v0 + j] + (En ? En[r * V + v0 + j] : Acc(0)); },
+        [&](int64_t r, int64_t j, Acc x) { next[r * V + v0 + j] = x; });
     grid::barrier();
   }
 }
@@ -156,28 +187,25 @@ MNEMO_HD void backward_block(const BackwardArgs<Acc>& a, int64_t block, void* /*
     const int64_t cn = pl.s * z.N + n;
     const Acc* dS = after(n);
     Acc* prev = after(n - 1);
+    const Acc *Wn = x.W ? x.W + cn * CR : nullptr, *Bn = x.W ? x.B + cn * CR : nullptr;
+    Acc* Yn = x.W ? a.d_U + cn * CV : nullptr;
+    const int64_t v0 = pl.v0;
     if (x.W) {
-      const Acc* Bn = x.B + cn * CR;
-      Acc* Yn = a.d_U + cn * CV;
-      MNEMO_FOR_LANES(e, C * pl.w, lanes) {  // Y_n = X̄_n + B_n Ā_n
-        const int64_t i = e / pl.w, col = pl.v0 + e % pl.w;
-        Acc acc = a.d_X ? a.d_X[cn * CV + i * V + col] : Acc(0);
-        for (int64_t r = 0; r < R; ++r) acc += Bn[i * R + r] * dS[r * V + col];
-        Yn[i * V + col] = acc;
-      }
+      const Acc* dXn = a.d_X ? a.d_X + cn * CV : nullptr;
+      tile_product<Acc>(  // Y_n = X̄_n + B_n Ā_n
+          C, R, pl.w, lanes, [&](int64_t i, int64_t r) { return Bn[i * R + r]; },
+          [&](int64_t r, int64_t j) { return dS[r * V + v0 + j]; },
+          [&](int64_t i, int64_t j) { return dXn ? dXn[i * V + v0 + j] : Acc(0); },
+          [&](int64_t i, int64_t j, Acc y) { Yn[i * V + v0 + j] = y; });
       grid::barrier();
     }
     const Acc* dn = x.decay + cn * R;
-    MNEMO_FOR_LANES(e, R * pl.w, lanes) {  // Ā_{n−1} = Diag(d_n) Ā_n − W_nᵀ Y_n + Ŝ_n
-      const int64_t r = e / pl.w, col = pl.v0 + e % pl.w;
-      Acc acc = dn[r] * dS[r * V + col];
-      if (x.W) {
-        const Acc *Wn = x.W + cn * CR, *Yn = a.d_U + cn * CV;
-        for (int64_t i = 0; i < C; ++i) acc -= Wn[i * R + r] * Yn[i * V + col];
-      }
-      if (a.d_starts) acc += a.d_starts[cn * RV + r * V + col];
-      prev[r * V + col] = acc;
-    }
+    const Acc* dSn = a.d_starts ? a.d_starts + cn * RV : nullptr;
+    tile_product<Acc>(  // Ā_{n−1} = Diag(d_n) Ā_n + Ŝ_n − W_nᵀ Y_n
+        R, x.W ? C : 0, pl.w, lanes, [&](int64_t r, int64_t i) { return -Wn[i * R + r]; },
+        [&](int64_t i, int64_t j) { return Yn[i * V + v0 + j]; },
+        [&](int64_t r, int64_t j) { return dn[r] * dS[r * V + v0 + j] + (dSn ? dSn[r * V + v0 + j] : Acc(0)); },
+        [&](int64_t r, int64_t j, Acc y) { prev[r * V + v0 + j] = y; });
     grid::barrier();
   }
 }
