@@ -6,10 +6,12 @@
 //                               the chunks' own increments, one to several column tiles (a partial last tile); in
 //                               fp32 against the fp64 truth; the layers whose chunk forms use it (Kimi Delta
 //                               Attention, RWKV-7, GSA, MesaNet, eager GLA and RetNet) against their recurrent forms;
+//                               the kernel ops' form fused_chunk (kda, rwkv7, mesa_net) on it, chunk not;
 //   [.cuda-kernels_state_pass]  on a CUDA device: the CUDA kernel against the host run, and those layers on a GPU
 //                               against their recurrent forms (CTest cuda.kernels_state_pass, skipped without a GPU).
 #include "runtime/kernels/chunking.h"
 #include "runtime/kernels/host_grid.h"
+#include "runtime/ops/kernel_ops.h"
 #include "tests/mixer_test_util.h"
 
 using namespace mnemo;
@@ -127,6 +129,27 @@ TEST_CASE("layers on the chunk state-pass kernel (host grid) == their recurrent 
     const int64_t before = state_pass_kernel_passes();
     require_chunk_equals_recurrent_on(cpu, family, 2, args);
     CHECK(state_pass_kernel_passes() - before >= 2);
+  }
+}
+
+TEST_CASE("the kernel ops' form fused_chunk takes the state-pass kernel, chunk does not", "[cuda-kernel][state_pass]") {
+  torch::manual_seed(25);
+  auto& registry = KernelOpRegistry::instance();
+  for (const std::string name : {"kda", "rwkv7", "mesa_net"}) {
+    INFO(name);
+    const auto& op = registry.at(name);
+    auto bench = op.random_inputs(2, 37, 2, 8);
+    TensorMap inputs;
+    for (const auto& [key, t] : bench.inputs) inputs[key] = t.to(torch::kFloat64);
+    int64_t before = state_pass_kernel_passes();
+    const auto chunk = op.run(inputs, bench.params, "chunk", 16);
+    CHECK(state_pass_kernel_passes() == before);
+    const auto fused = op.run(inputs, bench.params, "fused_chunk", 16);
+    CHECK(state_pass_kernel_passes() > before);
+    for (const auto& [key, t] : chunk) {
+      INFO(key);
+      CHECK(max_rel_err(fused.at(key), t) <= 1e-12);
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 // runs every form of each fixture's op (chunked forms once per chunk size) on the fixture's
 // inputs and compares every output with the README rule |a - e| <= atol + rtol |e|
 // (shared/fixtures/kernels/README.md). Exits 1 if any file or form fails.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -94,14 +95,16 @@ void print_text(const FileResult& r) {
     std::cout << "  ERROR " << r.error << "\n";
     return;
   }
+  int width = 14;  // the form column fits the longest label ("fused_chunk(C=64)")
+  for (const auto& c : r.checks) width = std::max(width, static_cast<int>(c.label().size()));
   for (const auto& c : r.checks) {
     if (!c.error.empty()) {
-      std::printf("  %-14s FAIL  %s\n", c.label().c_str(), c.error.c_str());
+      std::printf("  %-*s FAIL  %s\n", width, c.label().c_str(), c.error.c_str());
       continue;
     }
     bool first = true;
     for (const auto& out : c.outputs) {
-      std::printf("  %-14s %-16s max_abs %-9s max_rel %-9s (rtol %s, atol %s)  %s%s\n",
+      std::printf("  %-*s %-16s max_abs %-9s max_rel %-9s (rtol %s, atol %s)  %s%s\n", width,
                   first ? c.label().c_str() : "", out.name.c_str(), sci(out.max_abs_err).c_str(),
                   sci(out.max_rel_err).c_str(), sci(out.rtol).c_str(), sci(out.atol).c_str(),
                   out.pass ? "PASS" : "FAIL", out.problem.empty() ? "" : ("  " + out.problem).c_str());

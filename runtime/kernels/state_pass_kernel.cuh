@@ -118,8 +118,11 @@ MNEMO_HD void tile_product(int64_t M, int64_t K, int w, Lanes lanes, const A& a,
         MNEMO_UNROLL
         for (int n = 0; n < kCols; ++n) acc[m][n] += av[m] * bv[n];
     }
-    for (int m = 0; m < rows; ++m)
-      for (int n = 0; n < cols; ++n) store(i0 + m, j0 + n, acc[m][n]);
+    MNEMO_UNROLL
+    for (int m = 0; m < kRows; ++m)
+      MNEMO_UNROLL
+      for (int n = 0; n < kCols; ++n)
+        if (m < rows && n < cols) store(i0 + m, j0 + n, acc[m][n]);  // constant indices: acc stays in registers
   }
 }
 

@@ -1,8 +1,11 @@
 // Fixture op `mesa_net` (flash-linear-attention's naive_mesa_net_CG: q, k [B,T,H,K] l2-normalised, v [B,T,H,V],
 // g [B,T,H] log decay, beta [B,T,H], lamb [H,K], optional h_kk_init [B,H,K,K] and h_kv_init [B,H,K,V];
-// params.max_cg_steps, 30 when absent). Outputs o, h_kk, h_kv. Forms: recurrent, chunk.
+// params.max_cg_steps, 30 when absent). Outputs o, h_kk, h_kv. Forms: recurrent, chunk, fused_chunk (the chunk form
+// with the scans of its statistics on the state-pass kernel, as a GPU runs it: runtime/kernels/state_pass_kernel.cuh;
+// its block code over the host grid on CPU tensors).
 #include <string>
 
+#include "runtime/kernels/chunking.h"
 #include "runtime/kernels/op_helpers.h"
 #include "runtime/mesa_net/mesa_net.h"
 
@@ -22,13 +25,16 @@ static TensorMap run_mesa_net(const TensorMap& in, const json& params, const std
   auto g = a::required(in, op, "g"), beta = a::required(in, op, "beta"), lamb = a::required(in, op, "lamb");
   auto h_kk = a::optional(in, "h_kk_init"), h_kv = a::optional(in, "h_kv_init");
   const int64_t steps = mesa_net_cg_steps(params);
-  auto r = a::is_chunk_form(op, form) ? mesa_net_chunk(q, k, v, g, beta, lamb, h_kk, h_kv, steps, chunk_size)
-                                      : mesa_net_recurrent(q, k, v, g, beta, lamb, h_kk, h_kv, steps);
+  const bool fused = form == "fused_chunk";
+  const StatePassKernelHostScope state_pass_on_host(fused);
+  auto r = fused || a::is_chunk_form(op, form)
+               ? mesa_net_chunk(q, k, v, g, beta, lamb, h_kk, h_kv, steps, chunk_size)
+               : mesa_net_recurrent(q, k, v, g, beta, lamb, h_kk, h_kv, steps);
   return {{"o", r.o}, {"h_kk", r.final_kk}, {"h_kv", r.final_kv}};
 }
 
 void register_mesa_net_ops(KernelOpRegistry& r) {
-  r.add(KernelOp{"mesa_net", {"recurrent", "chunk"}, run_mesa_net, [](int64_t B, int64_t T, int64_t H, int64_t D) {
+  r.add(KernelOp{"mesa_net", {"recurrent", "chunk", "fused_chunk"}, run_mesa_net, [](int64_t B, int64_t T, int64_t H, int64_t D) {
                    namespace kb = kernel_bench;
                    return KernelBenchInputs{{{"q", kb::l2_normalized({B, T, H, D})},
                                              {"k", kb::l2_normalized({B, T, H, D})}, {"v", kb::normal({B, T, H, D})},

@@ -1,6 +1,9 @@
 // Fixture op `rwkv7` (flash-linear-attention's dplr_recurrence, the diagonal-plus-low-rank recurrence RWKV-7 runs on:
 // r, w, k, a, b [B,T,H,K] with w the log decay, v [B,T,H,V], optional initial_state [B,H,K,V]; scale K^-1/2 unless
-// params.scale says otherwise). Forms: recurrent, chunk.
+// params.scale says otherwise). Forms: recurrent, chunk, fused_chunk (the chunk form with its chunk pass on the
+// state-pass kernel, as a GPU runs it: runtime/kernels/state_pass_kernel.cuh; its block code over the host grid on CPU
+// tensors).
+#include "runtime/kernels/chunking.h"
 #include "runtime/kernels/op_helpers.h"
 #include "runtime/rwkv7/rwkv7.h"
 
@@ -13,13 +16,15 @@ static TensorMap run_rwkv7(const TensorMap& in, const json& params, const std::s
   auto v = arg::required(in, op, "v"), a = arg::required(in, op, "a"), b = arg::required(in, op, "b");
   auto s0 = arg::optional(in, "initial_state");
   const double scale = arg::scale(params, op, r.size(-1));
-  auto res = arg::is_chunk_form(op, form) ? rwkv7_chunk(r, w, k, v, a, b, s0, scale, chunk_size)
-                                          : rwkv7_recurrent(r, w, k, v, a, b, s0, scale);
+  const bool fused = form == "fused_chunk";
+  const StatePassKernelHostScope state_pass_on_host(fused);
+  auto res = fused || arg::is_chunk_form(op, form) ? rwkv7_chunk(r, w, k, v, a, b, s0, scale, chunk_size)
+                                                   : rwkv7_recurrent(r, w, k, v, a, b, s0, scale);
   return {{"o", res.o}, {"final_state", res.final_state}};
 }
 
 void register_rwkv7_ops(KernelOpRegistry& reg) {
-  reg.add(KernelOp{"rwkv7", {"recurrent", "chunk"}, run_rwkv7, [](int64_t B, int64_t T, int64_t H, int64_t D) {
+  reg.add(KernelOp{"rwkv7", {"recurrent", "chunk", "fused_chunk"}, run_rwkv7, [](int64_t B, int64_t T, int64_t H, int64_t D) {
                      namespace kb = kernel_bench;
                      // The layer's parameterisation: a = −κ̂, b = κ̂ ⊙ a_in, w = −e^{−1/2} σ(·).
                      auto kappa = kb::l2_normalized({B, T, H, D});
