@@ -92,9 +92,10 @@ struct StatePassFn : torch::autograd::Function<StatePassFn> {
     const bool delta = ctx->saved_data["delta"].toBool();
     const Tensor empty = torch::empty({0}, starts.options());
     const int64_t seqs = starts.size(0), R = starts.size(2), V = starts.size(3);
-    // The dims from the saved tensors (U, the increments and s0 are not read by the backward).
-    const variable_list in = {decay, W, empty, B, empty, torch::empty({seqs, R, V}, starts.options())};
-    const auto z = dims_of(in);
+    // U, the increments and s0 are not read by the backward.
+    const variable_list in = {decay, W, empty, B, empty, empty};
+    const auto z = sk::make_dims(seqs, static_cast<int>(starts.size(1)), delta ? static_cast<int>(X.size(2)) : 0,
+                                 static_cast<int>(R), static_cast<int>(V));
     const Tensor d_starts = adjoint_or_empty(go[0], starts);
     const Tensor d_X = delta ? adjoint_or_empty(go[1], starts) : empty;
     const Tensor d_final = adjoint_or_empty(go.back(), starts);
@@ -105,7 +106,6 @@ struct StatePassFn : torch::autograd::Function<StatePassFn> {
       using Acc = decltype(zero);
       sk::BackwardArgs<Acc> a{};
       a.x = forward_args<Acc>(z, in);
-      a.x.s0 = nullptr;
       a.d_starts = data_of<Acc>(d_starts), a.d_X = data_of<Acc>(d_X), a.d_final = data_of<Acc>(d_final);
       a.d_after = data_of<Acc>(d_after), a.d_U = data_of<Acc>(d_U), a.d_s0 = data_of<Acc>(d_s0);
       state_pass_form().run(starts, a, z.blocks, sk::backward_block<Acc>, MNEMO_DEVICE_LAUNCHER(sk::launch),
