@@ -5,7 +5,9 @@
       the device name, a bf16 matmul peak (TFLOP/s, 8192^3 torch.matmul) and a copy bandwidth (GB/s, 1 GiB clone)
   bench_fla_kernels.py fla --json FILE [--ops ...] [--shapes 4x2048,1x8192] [--heads 16] [--head-dims 64,128]
                            [--modes fwd,fwdbwd] [--warmup 2] [--repeats 5]
-      fla.ops chunk_delta_rule, chunk_gated_delta_rule, chunk_gla, chunk_simple_gla on random bf16 inputs in
+      fla.ops chunk_delta_rule, chunk_gated_delta_rule, chunk_gla, chunk_simple_gla (and, with --ops kda, chunk_kda:
+      the table's extra row for Kimi Delta Attention, whose chunk pass mnemo runs on its state-pass kernel) on
+      random bf16 inputs in
       fla's [B, T, H, D] layout, timed with torch.cuda.Event (median of the repeats; fwdbwd = forward + backward of
       (o^2).mean(), as mnemo bench times it)
   bench_fla_kernels.py report --probe FILE --fla FILE --mnemo-db FILE --md FILE --json FILE
@@ -15,6 +17,7 @@
 MFU counts the chunk form's matmul FLOPs at chunk C = 64 per head and token (D = K = V):
   GLA / simple GLA      4 C D + 4 D^2          (Q K^T, A V, Q S, K^T V)
   delta / gated delta  10 C D + 6 D^2          (+ K K^T, the WY products W = T K, U = T V, and W S)
+  KDA                  10 C D + 6 D^2          (the gated delta rule's products, the decay per key channel)
 and fwdbwd as 3x the forward. The bandwidth share counts the bytes a fused kernel cannot avoid: reading q, k, v
 (and the gates) and writing o once (fwd), and 3x that for fwdbwd. Both are models, stated in the table's notes.
 """
@@ -26,18 +29,19 @@ import statistics
 import sys
 
 OPS = ["delta_rule", "gated_delta_rule", "gla", "simple_gla"]
+EXTRA_OPS = ["kda"]  # timed when asked for (--ops); not in the default table
 CHUNK = 64
 
 
 def flops_fwd(op, B, T, H, D):
-    per_token = (10 * CHUNK * D + 6 * D * D) if "delta" in op else (4 * CHUNK * D + 4 * D * D)
+    per_token = (10 * CHUNK * D + 6 * D * D) if "delta" in op or op == "kda" else (4 * CHUNK * D + 4 * D * D)
     return B * T * H * per_token
 
 
 def bytes_fwd(op, B, T, H, D, elem=2):
     qkvo = 4 * B * T * H * D * elem
     gates = {"gla": B * T * H * D * elem, "simple_gla": B * T * H * 4, "delta_rule": B * T * H * elem,
-             "gated_delta_rule": B * T * H * (elem + 4)}[op]
+             "gated_delta_rule": B * T * H * (elem + 4), "kda": B * T * H * (elem + 4 * D)}[op]
     return qkvo + gates
 
 
@@ -98,6 +102,9 @@ def fla_inputs(op, B, T, H, D, torch):
         g = torch.nn.functional.logsigmoid(torch.randn(B, T, H, device=dev, dtype=torch.float32)) / 16
         return {"q": q, "k": k, "v": v, "g": g}
     beta = torch.rand(B, T, H, device=dev, dtype=dt)
+    if op == "kda":  # a log decay per key channel, fp32 as the layer passes it
+        g = torch.nn.functional.logsigmoid(torch.randn(B, T, H, D, device=dev, dtype=torch.float32)) / 16
+        return {"q": q, "k": k, "v": v, "g": g, "beta": beta}
     if op == "delta_rule":
         return {"q": q, "k": k, "v": v, "beta": beta}
     g = torch.nn.functional.logsigmoid(torch.randn(B, T, H, device=dev, dtype=torch.float32)) / 16
@@ -111,6 +118,9 @@ def fla_fn(op):
     if op == "simple_gla":
         from fla.ops.simple_gla import chunk_simple_gla
         return lambda x: chunk_simple_gla(x["q"], x["k"], x["v"], g=x["g"])[0]
+    if op == "kda":
+        from fla.ops.kda import chunk_kda
+        return lambda x: chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"])[0]
     if op == "delta_rule":
         from fla.ops.delta_rule import chunk_delta_rule
         return lambda x: chunk_delta_rule(x["q"], x["k"], x["v"], x["beta"])[0]
@@ -215,7 +225,9 @@ def report(args):
             c = json.loads(cfg)
             key = (model, B, T, c.get("head_dim"), mode[len("kernel_"):])
             mnemo.setdefault(key, {})[form] = ms
-    keys = sorted(set(fla_ms) | set(mnemo), key=lambda k: (OPS.index(k[0]) if k[0] in OPS else 99, k[4], k[3], k[2]))
+    order = OPS + EXTRA_OPS
+    keys = sorted(set(fla_ms) | set(mnemo),
+                  key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[4], k[3], k[2]))
     tflops = peak.get("bf16_matmul_tflops")
     gbs = peak.get("copy_gb_s")
     heads = fla_rows[0]["heads"] if fla_rows else 16
