@@ -266,8 +266,8 @@ def report(args):
                      f"{r['mnemo_form'] or '-'} | {f(r['mnemo_ms'], '.3f')} | {f(r['mnemo_eager_chunk_ms'], '.3f')} | "
                      f"{f(r['fla_ms'], '.3f')} | {f(r['mnemo_over_fla'], '.2f')} | {f(r['mnemo_mfu'], '.1%')} | "
                      f"{f(r['fla_mfu'], '.1%')} | {f(r['mnemo_bw_share'], '.1%')} | {f(r['fla_bw_share'], '.1%')} |")
-    lines += ["", "MFU: chunk-form matmul FLOPs at C = 64 (GLA/simple GLA 4CD + 4D^2, delta rules 10CD + 6D^2 per "
-              "head and token; fwdbwd 3x) over the measured matmul peak. BW: q, k, v, gates read and o written once "
+    lines += ["", "MFU: chunk-form matmul FLOPs at C = 64 (GLA/simple GLA 4CD + 4D^2, delta rules and KDA 10CD + 6D^2 "
+              "per head and token; fwdbwd 3x) over the measured matmul peak. BW: q, k, v, gates read and o written once "
               "(fwdbwd 3x) over the measured copy bandwidth. '-': not measured (timed out, failed or no such form). "
               "The delta-rule ops run mnemo's CUDA kernels under the form name chunk (their eager chunk form is the "
               "CPU reference)."]
