@@ -5,8 +5,9 @@
 //                               input): plain and delta forms, a decay per row or one per chunk, with and without
 //                               the chunks' own increments, one to several column tiles (a partial last tile); in
 //                               fp32 against the fp64 truth; the layers whose chunk forms use it (Kimi Delta
-//                               Attention, RWKV-7, GSA, MesaNet, eager GLA and RetNet) against their recurrent forms;
-//                               the kernel ops' form fused_chunk (kda, rwkv7, mesa_net) on it, chunk not;
+//                               Attention, RWKV-7, GSA, MesaNet, eager GLA and RetNet, the log-linear layers' level
+//                               groups) against their recurrent forms; the kernel ops' form fused_chunk (kda, rwkv7,
+//                               mesa_net, log_linear_gdn, log_linear_attn) on it, chunk not;
 //   [.cuda-kernels_state_pass]  on a CUDA device: the CUDA kernel against the host run, and those layers on a GPU
 //                               against their recurrent forms (CTest cuda.kernels_state_pass, skipped without a GPU).
 #include "runtime/kernels/chunking.h"
@@ -116,13 +117,15 @@ TEST_CASE("chunk state-pass kernel (host grid): lanes, fp32, no autograd",
 
 TEST_CASE("layers on the chunk state-pass kernel (host grid) == their recurrent forms",
           "[cuda-kernel][state_pass]") {
-  // Kimi Delta Attention and RWKV-7 (delta form), GSA's slot pass, MesaNet's statistics, GLA and RetNet on their
-  // eager chunk forms (plain form); each runs a forward and a backward pass of the kernel.
+  // Kimi Delta Attention, RWKV-7 and log-linear Gated DeltaNet's level groups (delta form), GSA's slot pass, MesaNet's
+  // statistics, GLA and RetNet on their eager chunk forms and log-linear Mamba-2's level groups (plain form); each runs
+  // a forward and a backward pass of the kernel (45 tokens in chunks of 4: the log-linear layers' levels 3 to 5 apart).
   const torch::Device cpu(torch::kCPU);
   const std::vector<std::pair<std::string, json>> layers = {
       {"kda", {{"chunk_size", 16}}},  {"rwkv7", {{"chunk_size", 16}}},
       {"gsa", {{"chunk_size", 16}}},  {"mesa_net", {{"chunk_size", 16}}},
-      {"gla", {{"chunk_size", 16}}},  {"retnet", {{"chunk_size", 16}}}};
+      {"gla", {{"chunk_size", 16}}},  {"retnet", {{"chunk_size", 16}}},
+      {"log_linear_gdn", {{"chunk_size", 4}}}, {"log_linear_mamba2", {{"chunk_size", 4}}}};
   for (const auto& [family, args] : layers) {
     INFO(family);
     const StatePassKernelHostScope on_host(true);
@@ -135,7 +138,7 @@ TEST_CASE("layers on the chunk state-pass kernel (host grid) == their recurrent 
 TEST_CASE("the kernel ops' form fused_chunk takes the state-pass kernel, chunk does not", "[cuda-kernel][state_pass]") {
   torch::manual_seed(25);
   auto& registry = KernelOpRegistry::instance();
-  for (const std::string name : {"kda", "rwkv7", "mesa_net"}) {
+  for (const std::string name : {"kda", "rwkv7", "mesa_net", "log_linear_gdn", "log_linear_attn"}) {
     INFO(name);
     const auto& op = registry.at(name);
     auto bench = op.random_inputs(2, 37, 2, 8);
@@ -194,10 +197,10 @@ TEST_CASE("chunk state-pass kernel on a CUDA device == its host run",
       }
     }
   }
-  for (const std::string family : {"kda", "rwkv7", "gsa", "mesa_net"}) {
+  for (const std::string family : {"kda", "rwkv7", "gsa", "mesa_net", "log_linear_gdn", "log_linear_mamba2"}) {
     INFO(family);
     const int64_t before = state_pass_kernel_passes();
-    require_chunk_equals_recurrent_on(cuda, family, 2, {{"chunk_size", 16}});
+    require_chunk_equals_recurrent_on(cuda, family, 2, {{"chunk_size", family.rfind("log_linear", 0) == 0 ? 4 : 16}});
     CHECK(state_pass_kernel_passes() - before >= 2);
   }
 }

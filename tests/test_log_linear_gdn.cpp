@@ -9,6 +9,7 @@
 
 #include "engine/io/fla_import.h"
 #include "runtime/delta_rule/delta_rule.h"
+#include "runtime/kernels/chunking.h"
 #include "runtime/layers.h"
 #include "runtime/log_linear_gdn/log_linear_gdn.h"
 #include "tests/mixer_test_util.h"
@@ -121,6 +122,30 @@ TEST_CASE("log_linear_gdn: chunk form equals the recurrence in fp64 (outputs, al
           for (int64_t C : {4, 16, 64}) {
             CAPTURE(delta, T, start, NL, C);
             check_same(run(in, C, start), ref);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("log_linear_gdn: level states by chunk state passes equal the recurrence in fp64", "[log_linear_gdn][state_pass]") {
+  // The GPU's route (scan_levels: one pass per group of levels, restarted at every block of 2^j chunks), here with the
+  // state-pass kernel's block code over the host grid. T 150 at C 4 spans levels up to 9 (five restarted groups);
+  // start 37 begins the chunks mid-block, NL 3 puts every level above the chunk in the top one.
+  const StatePassKernelHostScope on_host(true);
+  for (bool delta : {true, false}) {
+    for (int64_t T : {7, 100, 150}) {
+      for (int64_t start : {0, 37, 64}) {
+        const bool with_state = start > 0;
+        for (int64_t NL : {log_linear_num_levels(start + T), int64_t{3}}) {
+          auto in = make_inputs(1, T, 2, 8, 6, NL, delta, with_state, 300 + T + start + NL);
+          auto ref = run(in, 0, start);
+          for (int64_t C : {4, 16}) {
+            CAPTURE(delta, T, start, NL, C);
+            const int64_t before = state_pass_kernel_passes();
+            check_same(run(in, C, start), ref);
+            CHECK(state_pass_kernel_passes() - before >= (T + start % C >= 2 * C ? 2 : 0));
           }
         }
       }

@@ -41,29 +41,39 @@ static torch::Tensor in_chunk_levels(int64_t C, int64_t NL, const torch::Device&
   return idx.to(device);
 }
 
-// Full chunks only (T a multiple of C), the first at absolute position p0 (a multiple of C); levels below
-// c + 1 of `levels` are empty (or NL == 1). Inputs in the compute dtype, q scaled.
-static torch::Tensor chunk_body(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+// The per-chunk pieces of the chunked form (full chunks, inputs in the compute dtype, q scaled): [B, H, N, ...].
+struct ChunkPieces {
+  torch::Tensor O_intra;      // the in-chunk outputs (N ⊙ Λ) diag(β) V                       [.., C, V]
+  torch::Tensor R;            // the read of a level state: Q ⊙ e^b − N diag(β e^b) K          [.., C, K]
+  torch::Tensor W, U;         // T diag(β e^b) K and T diag(β) V (W undefined without β, U = V)  [.., C, K | V]
+  torch::Tensor K_out;        // K ⊙ e^{b_C − b}: a level update reads W S, writes K_outᵀ (U − W S)
+  torch::Tensor chunk_decay;  // e^{b_C} [.., 1, 1] (undefined without g)
+  torch::Tensor lam;          // the level weights [.., C, NL]
+};
+
+static ChunkPieces chunk_pieces(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const torch::Tensor& beta, const torch::Tensor& g, const torch::Tensor& lam,
-                                std::vector<torch::Tensor>& levels, int64_t p0, int64_t C) {
+                                int64_t C) {
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), V = v.size(3);
   const int64_t NL = lam.size(3), N = T / C;
+  ChunkPieces p;
   auto Q = to_chunks(q, C), Kc = to_chunks(k, C), Vc = to_chunks(v, C);  // [B, H, N, C, D]
-  auto lam_c = to_chunks(lam, C);                                        // [B, H, N, C, NL]
-  torch::Tensor gamma, eb, chunk_decay, Q_in = Q, K_out = Kc;
+  p.lam = to_chunks(lam, C);                                             // [B, H, N, C, NL]
+  torch::Tensor gamma, eb, Q_in = Q;
+  p.K_out = Kc;
   if (g.defined()) {
     auto b = to_chunks(g, C).cumsum(-1);  // [B, H, N, C]
     eb = b.exp().unsqueeze(-1);
     auto b_last = b.narrow(-1, C - 1, 1);
-    chunk_decay = b_last.exp().unsqueeze(-1);  // [B, H, N, 1, 1]
+    p.chunk_decay = b_last.exp().unsqueeze(-1);  // [B, H, N, 1, 1]
     // Differences are <= 0 in exact arithmetic (g <= 0); the clamp removes rounding (docs/models.md#numerical-stability).
     gamma = (b.unsqueeze(-1) - b.unsqueeze(-2)).clamp_max(0.0).exp().tril();
     Q_in = Q * eb;
-    K_out = Kc * (b_last - b).clamp_max(0.0).exp().unsqueeze(-1);
+    p.K_out = Kc * (b_last - b).clamp_max(0.0).exp().unsqueeze(-1);
   }
   auto P = chunk_matmul(Q, Kc.transpose(-1, -2));
   P = gamma.defined() ? P * gamma : P.tril();
-  torch::Tensor Nmat, values, U, WR, R;
+  torch::Tensor Nmat, values;
   if (beta.defined()) {
     auto beta_c = to_chunks(beta, C).unsqueeze(-1);  // [B, H, N, C, 1]
     auto Kb = Kc * beta_c;
@@ -75,24 +85,30 @@ static torch::Tensor chunk_body(const torch::Tensor& q, const torch::Tensor& k, 
     // T [βV, βe^b K] and P T: unit-triangular solves (the zero diagonal of A is not read).
     auto solved = torch::linalg_solve_triangular(A, torch::cat({values, rhs_k}, -1), /*upper=*/false, /*left=*/true,
                                                  /*unitriangular=*/true);
-    U = solved.narrow(-1, 0, V);
-    auto W = solved.narrow(-1, V, K);
+    p.U = solved.narrow(-1, 0, V);
+    p.W = solved.narrow(-1, V, K);
     Nmat = torch::linalg_solve_triangular(A, P, /*upper=*/false, /*left=*/false, /*unitriangular=*/true);
-    R = Q_in - chunk_matmul(Nmat, rhs_k);
-    WR = torch::cat({W, R}, -2);  // [B, H, N, 2C, K]
+    p.R = Q_in - chunk_matmul(Nmat, rhs_k);
   } else {
     Nmat = P;
-    values = U = Vc;
-    R = Q_in;
+    values = p.U = Vc;
+    p.R = Q_in;
   }
   auto idx = in_chunk_levels(C, NL, q.device()).expand({B, H, N, C, C});
-  auto Lambda = torch::gather(lam_c, -1, idx);               // [B, H, N, C, C]
-  auto O_intra = chunk_matmul(Nmat * Lambda, values);        // [B, H, N, C, V]
-  auto own = chunk_matmul(K_out.transpose(-1, -2), U);       // [B, H, N, K, V]
+  auto Lambda = torch::gather(p.lam, -1, idx);       // [B, H, N, C, C]
+  p.O_intra = chunk_matmul(Nmat * Lambda, values);   // [B, H, N, C, V]
+  return p;
+}
 
-  const auto O_n = O_intra.unbind(2), own_n = own.unbind(2), lam_n = lam_c.unbind(2), K_out_n = K_out.unbind(2);
-  const auto WR_n = WR.defined() ? WR.unbind(2) : R.unbind(2);
-  const auto decay_n = chunk_decay.defined() ? chunk_decay.unbind(2) : std::vector<torch::Tensor>();
+// Chunk by chunk, each occupied level state read and moved through the chunk's transition, the chunk's own state
+// joining level 0 and the Fenwick carry after it (the CPU's route: 1 + popcount(chunk index) level steps a chunk).
+static torch::Tensor loop_levels(const ChunkPieces& p, std::vector<torch::Tensor>& levels, int64_t p0, int64_t C) {
+  const int64_t N = p.R.size(2), NL = p.lam.size(-1);
+  const bool delta = p.W.defined();
+  auto own = chunk_matmul(p.K_out.transpose(-1, -2), p.U);  // [B, H, N, K, V]
+  const auto O_n = p.O_intra.unbind(2), own_n = own.unbind(2), lam_n = p.lam.unbind(2), K_out_n = p.K_out.unbind(2);
+  const auto WR_n = delta ? torch::cat({p.W, p.R}, -2).unbind(2) : p.R.unbind(2);  // [W; R], or R without β
+  const auto decay_n = p.chunk_decay.defined() ? p.chunk_decay.unbind(2) : std::vector<torch::Tensor>();
   std::vector<torch::Tensor> outs;
   outs.reserve(N);
   for (int64_t n = 0; n < N; ++n) {
@@ -101,18 +117,107 @@ static torch::Tensor chunk_body(const torch::Tensor& q, const torch::Tensor& k, 
       auto& S = levels[l];
       if (!S.defined()) continue;
       auto prod = chunk_matmul(WR_n[n], S);  // [W; R] S, or R S without β
-      auto RS = beta.defined() ? prod.narrow(-2, C, C) : prod;
+      auto RS = delta ? prod.narrow(-2, C, C) : prod;
       o = o + lam_n[n].select(-1, l).unsqueeze(-1) * RS;
       if (!decay_n.empty()) S = S * decay_n[n];
-      if (beta.defined()) S = S - chunk_matmul(K_out_n[n].transpose(-1, -2), prod.narrow(-2, 0, C));
+      if (delta) S = S - chunk_matmul(K_out_n[n].transpose(-1, -2), prod.narrow(-2, 0, C));
     }
     outs.push_back(o);
     levels[0] = levels[0].defined() ? levels[0] + own_n[n] : own_n[n];
     carry(levels, p0 + (n + 1) * C);
   }
-  return torch::stack(outs, 0)              // [N, B, H, C, V]
-      .permute({1, 0, 3, 2, 4})            // [B, N, C, H, V]
-      .reshape({B, N * C, H, V});
+  return torch::stack(outs, 2);  // [B, H, N, C, V]
+}
+
+// The sum of the level states that hold the chunks of the current block of `block` chunks (absolute chunk indices
+// a − a mod block .. a − 1 before chunk a; block 0: every earlier chunk), before each chunk n0 .. n0 + N − 1 and
+// before chunk n0 + N, from `first` (the sum before chunk n0). One chunk state pass (chunking.h) over the chunks
+// padded to whole blocks, the blocks as sequences starting from zero: Gated DeltaNet's pass
+//   S_{a+1} = e^{b_C} S_a + K_outᵀ (U − W S_a)   (scalar-decay mode: e^{b_C} S_a + K_outᵀ V),
+// padded chunks inert (W = U = K_out = 0, decay 1).
+struct BlockSums {
+  torch::Tensor before_chunk;  // [B, H, N, K, V]
+  torch::Tensor after_last;    // [B, H, K, V]
+};
+
+static BlockSums block_sums(const ChunkPieces& p, const torch::Tensor& increments, const torch::Tensor& first,
+                            int64_t n0, int64_t block) {
+  const int64_t B = p.R.size(0), H = p.R.size(1), N = p.R.size(2), K = first.size(-2), V = first.size(-1);
+  const int64_t front = block > 0 ? n0 % block : 0;
+  const int64_t padded = block > 0 ? (front + N + block - 1) / block * block : N;
+  const int64_t back = padded - front - N, blocks = block > 0 ? padded / block : 1, length = padded / blocks;
+  // [B, H, N, ...] -> [B, H·blocks, length, ...] with `front` and `back` inert chunks around the N.
+  auto as_blocks = [&](const torch::Tensor& t, double fill) {
+    auto padded_t = front + back > 0 ? torch::constant_pad_nd(t, {0, 0, 0, 0, front, back}, fill) : t;
+    return padded_t.reshape({B, H * blocks, length, t.size(3), t.size(4)});
+  };
+  auto decay = p.chunk_decay.defined() ? p.chunk_decay : torch::ones({B, H, N, 1, 1}, p.R.options());
+  auto initial = torch::cat({first.unsqueeze(2), torch::zeros({B, H, blocks - 1, K, V}, first.options())}, 2)
+                     .reshape({B, H * blocks, K, V});
+  torch::Tensor starts, final_state;
+  if (p.W.defined()) {
+    auto pass = chunk_delta_state_scan(as_blocks(p.W, 0.0), as_blocks(p.U, 0.0), as_blocks(p.K_out, 0.0),
+                                       as_blocks(decay, 1.0), {}, initial);
+    starts = pass.starts, final_state = pass.final_state;
+  } else {
+    auto pass = chunk_state_scan(as_blocks(decay, 1.0), as_blocks(increments, 0.0), initial);
+    starts = pass.starts, final_state = pass.final_state;
+  }
+  BlockSums sums;
+  sums.before_chunk = starts.reshape({B, H, padded, K, V}).narrow(2, front, N);
+  // Before chunk n0 + N: a fresh block (zero) when it starts one, else the last block's final state.
+  sums.after_last = block > 0 && (n0 + N) % block == 0
+                        ? torch::zeros({B, H, K, V}, first.options())
+                        : final_state.reshape({B, H, blocks, K, V}).select(2, blocks - 1);
+  return sums;
+}
+
+// All chunks at once (a GPU's route: a few chunk state passes, one kernel each, instead of N · (1 + popcount) steps
+// of small ops). Before chunk a the levels c + 1 .. c + j hold exactly the chunks of a's block of 2^j chunks
+// (c = log2 C; levels 0 .. c are empty between chunks), since a Fenwick carry moves a level out of that group only at
+// the end of such a block. Every level takes the same transition, so the group sum P^j is one state pass restarted
+// at every block, and with the top level NL − 1 (where the higher levels merge) holding the rest of the total P^top:
+//   o += Σ_{j=1}^{J} (λ^(c+j) − λ^(c+j+1)) ⊙ R P^j + λ^(NL−1) ⊙ R P^top,   J = NL − 2 − c, λ^(c+J+1) = λ^(NL−1),
+// and the level states after the chunks are the differences of successive group sums (docs/models.md#log-linear-gated-deltanet).
+static torch::Tensor scan_levels(const ChunkPieces& p, std::vector<torch::Tensor>& levels, int64_t p0, int64_t C) {
+  const int64_t B = p.R.size(0), H = p.R.size(1), K = p.R.size(4), V = p.U.size(4), NL = p.lam.size(-1);
+  const int64_t top = NL - 1, n0 = p0 / C;
+  int64_t c = 0;
+  while ((int64_t{1} << c) < C) ++c;
+  const int64_t J = std::max<int64_t>(0, top - c - 1);
+  auto increments = p.W.defined() ? torch::Tensor() : chunk_matmul(p.K_out.transpose(-1, -2), p.U);
+  auto level_sum = [&](int64_t from, int64_t to) {  // Σ levels[from .. to] before chunk n0
+    auto sum = torch::zeros({B, H, K, V}, p.R.options());
+    for (int64_t l = from; l <= to; ++l)
+      if (levels[l].defined()) sum = sum + levels[l];
+    return sum;
+  };
+  auto weight = [&](int64_t level) { return p.lam.select(-1, level).unsqueeze(-1); };  // [B, H, N, C, 1]
+  std::vector<torch::Tensor> after(J + 1);  // group sums before chunk n0 + N; [J] the total
+  torch::Tensor o = p.O_intra;
+  for (int64_t j = 1; j <= J; ++j) {
+    auto sums = block_sums(p, increments, level_sum(c + 1, c + j), n0, int64_t{1} << j);
+    o = o + (weight(c + j) - weight(c + j + 1)) * chunk_matmul(p.R, sums.before_chunk);
+    after[j - 1] = sums.after_last;
+  }
+  auto total = block_sums(p, increments, level_sum(0, top), n0, 0);
+  o = o + weight(top) * chunk_matmul(p.R, total.before_chunk);
+  after[J] = total.after_last;
+  for (auto& level : levels) level = torch::Tensor();
+  for (int64_t j = 1; j <= J; ++j) levels[c + j] = j == 1 ? after[0] : after[j - 1] - after[j - 2];
+  levels[top] = J == 0 ? after[0] : after[J] - after[J - 1];
+  return o;
+}
+
+// Full chunks only (T a multiple of C), the first at absolute position p0 (a multiple of C); levels below
+// c + 1 of `levels` are empty (or NL == 1). Inputs in the compute dtype, q scaled.
+static torch::Tensor chunk_body(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& beta, const torch::Tensor& g, const torch::Tensor& lam,
+                                std::vector<torch::Tensor>& levels, int64_t p0, int64_t C) {
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), V = v.size(3), N = T / C;
+  const auto pieces = chunk_pieces(q, k, v, beta, g, lam, C);
+  auto o = state_pass_kernel_route(q) ? scan_levels(pieces, levels, p0, C) : loop_levels(pieces, levels, p0, C);
+  return o.permute({0, 2, 3, 1, 4}).reshape({B, N * C, H, V});  // [B, H, N, C, V] -> [B, N·C, H, V]
 }
 
 }  // namespace log_linear_detail
