@@ -25,6 +25,25 @@ struct LayerState {
   int64_t bytes() const;  // memory held by the state (decode-memory benchmarks)
 };
 
+// Set while a static decode step runs (engine/training/static_decode.h, the step a CUDA graph replays): a mixer whose
+// usual decode step reads LayerState::pos on the host (the log-linear families' Fenwick carry) takes its fixed-shape
+// form instead, with the position kept in a state tensor. Thread-local; scopes nest.
+inline bool& static_decode_flag() {
+  thread_local bool active = false;
+  return active;
+}
+inline bool static_decode_active() { return static_decode_flag(); }
+class StaticDecodeScope {
+ public:
+  StaticDecodeScope() : previous_(static_decode_flag()) { static_decode_flag() = true; }
+  ~StaticDecodeScope() { static_decode_flag() = previous_; }
+  StaticDecodeScope(const StaticDecodeScope&) = delete;
+  StaticDecodeScope& operator=(const StaticDecodeScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Tensors that one forward of a model hands from a layer to the later layers of the same forward (RWKV-7's value
 // residual: the first rwkv7 layer's values, docs/models.md#rwkv-7). The model empties it before and after each
 // forward, so nothing is kept between calls; decode state stays in LayerState.

@@ -153,6 +153,36 @@ TEST_CASE("log_linear_gdn: level states by chunk state passes equal the recurren
   }
 }
 
+TEST_CASE("log_linear_gdn: the fixed-shape decode step equals the recurrence token by token", "[log_linear_gdn][decode]") {
+  // The step a CUDA graph replays: every level read and updated, the carry by masks from a device position. 40
+  // tokens after a 5-token prefill cross carries up to level 6; NL 3 merges the upper levels into the top one.
+  for (bool delta : {true, false}) {
+    for (int64_t NL : {log_linear_num_levels(45), int64_t{3}}) {
+      CAPTURE(delta, NL);
+      auto in = make_inputs(1, 45, 2, 8, 6, NL, delta, false, 700 + NL);
+      const torch::NoGradGuard no_grad;
+      auto ref = log_linear_gdn_recurrent(in.q, in.k, in.v, in.beta, in.g, in.lam, {}, 0, 0.7);
+      auto piece = [&](const torch::Tensor& t, int64_t from, int64_t len) {
+        return t.defined() ? t.narrow(1, from, len) : torch::Tensor();
+      };
+      auto state = log_linear_gdn_recurrent(piece(in.q, 0, 5), piece(in.k, 0, 5), piece(in.v, 0, 5),
+                                            piece(in.beta, 0, 5), piece(in.g, 0, 5), piece(in.lam, 0, 5), {}, 0, 0.7)
+                       .final_state;
+      auto position = torch::full({1}, int64_t{5}, torch::kLong);
+      for (int64_t t = 5; t < 45; ++t) {
+        CAPTURE(t);
+        auto r = log_linear_gdn_static_step(piece(in.q, t, 1), piece(in.k, t, 1), piece(in.v, t, 1),
+                                            piece(in.beta, t, 1), piece(in.g, t, 1), piece(in.lam, t, 1), state,
+                                            position, 0.7);
+        CHECK(max_rel_err(r.o, ref.o.narrow(1, t, 1)) <= 1e-12);
+        state = r.final_state;
+        position = position + 1;
+      }
+      CHECK(max_rel_err(state, ref.final_state) <= 1e-12);
+    }
+  }
+}
+
 TEST_CASE("log_linear_gdn: without a final state the padded last chunk gives the same outputs and gradients",
           "[log_linear_gdn]") {
   for (int64_t T : {7, 63, 100}) {

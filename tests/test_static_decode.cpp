@@ -64,7 +64,7 @@ TEST_CASE("static decode step (bench's captured decode, run eagerly) gives the m
   test::DefaultDtype f64(caffe2::TypeMeta::Make<double>());
   auto prompt = torch::randint(48, {1, 9});
   for (const std::string family : {"gated_deltanet", "deltanet", "gla", "mamba2", "linear_attn", "rwkv7", "kda",
-                                    "gated_deltaproduct", "mamba3", "mesa_net"}) {
+                                    "gated_deltaproduct", "mamba3", "mesa_net", "log_linear_gdn", "log_linear_mamba2"}) {
     CAPTURE(family);
     auto model = test::small_model(family, 32, 48, 3);  // d 32: Mamba2's d_inner 64, one head of 64
     REQUIRE(model->decode_step_is_static());
@@ -73,7 +73,7 @@ TEST_CASE("static decode step (bench's captured decode, run eagerly) gives the m
     REQUIRE(stat.tokens == eager.tokens);
     REQUIRE(state_difference(stat.state, eager.state) < 1e-12);
   }
-  for (const std::string family : {"transformer", "retnet", "titans_lmm", "hope", "log_linear_gdn"}) {
+  for (const std::string family : {"transformer", "retnet", "titans_lmm", "hope"}) {
     CAPTURE(family);
     auto model = test::small_model(family, 16, 48, 3);
     REQUIRE_FALSE(model->decode_step_is_static());
@@ -87,7 +87,7 @@ TEST_CASE("cuda: a decode step captured as a CUDA graph gives the eager decode's
   const torch::Device cuda(torch::kCUDA);
   auto prompt = torch::randint(48, {1, 33});
   for (const std::string family : {"gated_deltanet", "gla", "mamba2", "linear_attn", "rwkv7", "kda",
-                                    "gated_deltaproduct", "mamba3", "mesa_net"}) {
+                                    "gated_deltaproduct", "mamba3", "mesa_net", "log_linear_gdn", "log_linear_mamba2"}) {
     CAPTURE(family);
     auto model = test::small_model(family, 64, 48, 3);
     model->to(cuda);

@@ -12,7 +12,7 @@ StaticDecodeStep::StaticDecodeStep(LanguageModelImpl& model, const ModelState& s
   if (!model.decode_step_is_static())
     throw Error("static decode: model '" + model.config().model +
                 "' has a decode step that reads the host's position or grows its state (a KV cache, RoPE, "
-                "chunk-aligned memories); only Gated DeltaNet, DeltaNet, GLA and Mamba2 models decode so");
+                "chunk-aligned memories); docs/gpu.md#cuda-graphs lists the families that decode so");
   if (token.dim() != 2 || token.size(1) != 1)
     throw Error("static decode: the token must be [batch, 1], got " + c10::str(token.sizes()));
   torch::NoGradGuard no_grad;
@@ -39,6 +39,7 @@ void StaticDecodeStep::device_step() {
   ModelState work = buffers_;  // the same tensors; the mixers put their new state tensors in `work`
   torch::Tensor logits;
   {
+    const StaticDecodeScope fixed_shapes;
     const AutocastScope autocast(device_, precision_);
     logits = model_.forward(token_, &work);
   }

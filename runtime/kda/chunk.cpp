@@ -34,7 +34,6 @@ KdaResult kda_chunk(const torch::Tensor& q, const torch::Tensor& k, const torch:
   auto Vc = to_chunks(v.to(dt), C);                       // [B, H, N, C, V]
   auto beta_c = to_chunks(beta.to(dt), C).unsqueeze(-1);  // [B, H, N, C, 1]
   auto b = to_chunks(g.to(dt), C).cumsum(-2);             // [B, H, N, C, K], <= 0
-  const int64_t N = b.size(2);
   auto b_last = b.narrow(-2, C - 1, 1);                   // [B, H, N, 1, K]
   auto eb = b.exp();
 

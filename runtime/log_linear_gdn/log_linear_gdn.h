@@ -27,6 +27,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <string>
 #include <vector>
 
 namespace mnemo {
@@ -66,6 +67,27 @@ LogLinearResult log_linear_gdn_chunk(const torch::Tensor& q, const torch::Tensor
                                      const torch::Tensor& beta, const torch::Tensor& g,
                                      const torch::Tensor& level_weights, const torch::Tensor& initial_state,
                                      int64_t start, double scale, int64_t chunk_size, bool output_final_state = true);
+
+// One decode token (T == 1) on fixed shapes, for a step that a CUDA graph replays: every level of `state`
+// [B, H, NL, K, V] is read and updated (an empty level is zeros), and the Fenwick carry after the token is applied
+// by masks computed on the device from `position` ([1] int64 on the state's device: the tokens the state has
+// absorbed), so nothing is read back to the host. Equals log_linear_gdn_recurrent at start = position (outputs and
+// the final state with empty levels as zeros); the caller advances the position.
+LogLinearResult log_linear_gdn_static_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                           const torch::Tensor& beta, const torch::Tensor& g,
+                                           const torch::Tensor& level_weights, const torch::Tensor& state,
+                                           const torch::Tensor& position, double scale);
+
+struct LayerState;  // runtime/mixer.h
+// The layers' call (log_linear_gdn, log_linear_mamba2; runtime/log_linear_gdn/mixer.cpp): the chunked form (`form`
+// "chunk", more than one token) or the recurrence from the state's "memory" levels at LayerState::pos, or inside a
+// static decode step (runtime/mixer.h StaticDecodeScope) log_linear_gdn_static_step at the state's "position". With a
+// state it leaves the final levels in "memory" and the tokens absorbed in "position" ([1] int64 on the inputs'
+// device). Returns o [B, T, H, V].
+torch::Tensor log_linear_layer_call(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    const torch::Tensor& beta, const torch::Tensor& g,
+                                    const torch::Tensor& level_weights, LayerState* state, double scale,
+                                    const std::string& form, int64_t chunk_size);
 
 // Shared argument checks; throw mnemo::Error naming the tensor or argument and its shape or value.
 void check_log_linear_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -93,6 +93,7 @@ class LogLinearGdnMixer : public Mixer, public DeclaresNoWeightDecay {
   }
 
   std::vector<std::string> no_weight_decay() const override { return {"A_log", "dt_bias", "L"}; }
+  bool decode_step_is_static() const override { return true; }  // the position kept on the device
 
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1), NL = args_.num_levels;
@@ -102,14 +103,9 @@ class LogLinearGdnMixer : public Mixer, public DeclaresNoWeightDecay {
     auto g = -A_log_.to(dt).exp() * torch::softplus(a_proj_(x).to(dt) + dt_bias_.to(dt));
     auto lam = torch::softplus(level_scale_.to(dt) * l_proj_(x).to(dt).view({B, T, H_, NL}));  // [B, T, H, NL]
 
-    auto h0 = state_or_empty(state, "memory");
-    const int64_t start = state ? state->pos : 0;
     const double scale = 1.0 / std::sqrt(static_cast<double>(dk_));
-    auto r = use_chunked_kernel(args_.form, state, T)
-                 ? log_linear_gdn_chunk(q, k, v, beta, g, lam, h0, start, scale, args_.chunk_size, state != nullptr)
-                 : log_linear_gdn_recurrent(q, k, v, beta, g, lam, h0, start, scale);
-    if (state) state->tensors["memory"] = r.final_state.detach();
-    auto y = r.o.to(x.scalar_type());  // [B, T, H, d_v]
+    auto o = log_linear_layer_call(q, k, v, beta, g, lam, state, scale, args_.form, args_.chunk_size);
+    auto y = o.to(x.scalar_type());  // [B, T, H, d_v]
     if (gated_output_) return gated_output_(y, x);
     return o_proj_(norm_(y).reshape({B, T, H_ * dv_}));
   }
@@ -123,6 +119,29 @@ class LogLinearGdnMixer : public Mixer, public DeclaresNoWeightDecay {
   GatedOutput gated_output_{nullptr};
   RMSNorm norm_{nullptr};
 };
+
+torch::Tensor log_linear_layer_call(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    const torch::Tensor& beta, const torch::Tensor& g,
+                                    const torch::Tensor& level_weights, LayerState* state, double scale,
+                                    const std::string& form, int64_t chunk_size) {
+  const int64_t T = q.size(1);
+  auto h0 = state_or_empty(state, "memory");
+  LogLinearResult r;
+  if (state && T == 1 && h0.defined() && static_decode_active()) {
+    const auto position = state->has("position") ? state->at("position")
+                                                 : torch::full({1}, state->pos, q.options().dtype(torch::kLong));
+    r = log_linear_gdn_static_step(q, k, v, beta, g, level_weights, h0, position, scale);
+    state->tensors["position"] = position + 1;
+  } else {
+    const int64_t start = state ? state->pos : 0;
+    r = use_chunked_kernel(form, state, T)
+            ? log_linear_gdn_chunk(q, k, v, beta, g, level_weights, h0, start, scale, chunk_size, state != nullptr)
+            : log_linear_gdn_recurrent(q, k, v, beta, g, level_weights, h0, start, scale);
+    if (state) state->tensors["position"] = torch::full({1}, start + T, q.options().dtype(torch::kLong));
+  }
+  if (state) state->tensors["memory"] = r.final_state.detach();
+  return r.o;
+}
 
 double log_linear_mixing_flops(const MixingFlopsQuery& q) {
   const int64_t C = q.args.is_object() && q.args.contains("chunk_size") ? q.args["chunk_size"].get<int64_t>() : 64;

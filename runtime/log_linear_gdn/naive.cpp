@@ -128,4 +128,44 @@ LogLinearResult log_linear_gdn_recurrent(const torch::Tensor& q, const torch::Te
   return {o.to(v.scalar_type()), log_linear_detail::stack(levels, opts, {B, H, K, V})};
 }
 
+LogLinearResult log_linear_gdn_static_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                           const torch::Tensor& beta, const torch::Tensor& g,
+                                           const torch::Tensor& level_weights, const torch::Tensor& state,
+                                           const torch::Tensor& position, double scale) {
+  check_log_linear_inputs(q, k, v, beta, g, level_weights, state, 0);
+  if (q.size(1) != 1) throw Error("log_linear_gdn: the static decode step takes one token, got T " + std::to_string(q.size(1)));
+  if (!state.defined()) throw Error("log_linear_gdn: the static decode step needs the level states");
+  if (!position.defined() || position.numel() != 1 || position.scalar_type() != torch::kLong)
+    throw Error("log_linear_gdn: the static decode step needs the position as one int64 value");
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1
+  const auto dt = recurrence_dtype({q, k, v, beta, g, level_weights, state});
+  const int64_t B = q.size(0), H = q.size(2), NL = level_weights.size(3);
+  auto S = state.to(dt);                                        // [B, H, NL, K, V]
+  auto k_row = k.select(1, 0).to(dt).unsqueeze(2).unsqueeze(2);  // [B, H, 1, 1, K]
+  auto k_col = k_row.transpose(-1, -2);                          // [B, H, 1, K, 1]
+  if (g.defined()) S = S * g.select(1, 0).to(dt).exp().view({B, H, 1, 1, 1});
+  auto written = k_col;
+  if (beta.defined()) {  // S ← (I − β kᵀk) S for every level
+    written = beta.select(1, 0).to(dt).view({B, H, 1, 1, 1}) * k_col;
+    S = S - written * torch::matmul(k_row, S);
+  }
+  auto levels = torch::arange(NL, position.options());  // [NL]
+  auto at_level = [&](const torch::Tensor& mask) { return mask.to(dt).view({1, 1, NL, 1, 1}); };
+  S = S + at_level(levels == 0) * (written * v.select(1, 0).to(dt).unsqueeze(2).unsqueeze(2));  // level 0 += β kᵀ v
+  auto q_row = (q.select(1, 0).to(dt) * scale).unsqueeze(2).unsqueeze(2);                        // [B, H, 1, 1, K]
+  auto reads = torch::matmul(q_row, S).squeeze(-2);                                              // [B, H, NL, V]
+  auto o = (reads * level_weights.select(1, 0).to(dt).unsqueeze(-1)).sum(2).unsqueeze(1);        // [B, 1, H, V]
+  if (NL > 1) {
+    // The carry before position p + 1: levels ℓ <= ctz(p + 1) (those 2^ℓ divides) merge into min(ctz + 1, NL − 1).
+    auto next = position.reshape({1}) + 1;
+    auto divides = torch::bitwise_and(next, torch::pow(2, levels) - 1) == 0;  // [NL], ℓ <= ctz(p + 1)
+    auto target = divides.narrow(0, 1, NL - 1).sum() + 1;                        // min(ctz + 1, NL − 1)
+    target = torch::clamp_max(target, NL - 1);
+    auto is_target = levels == target;
+    auto merged = divides.logical_or(is_target);
+    S = S * at_level(merged.logical_not()) + at_level(is_target) * (S * at_level(merged)).sum(2, true);
+  }
+  return {o.to(v.scalar_type()), S};
+}
+
 }  // namespace mnemo

@@ -78,6 +78,7 @@ class LogLinearMamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
   }
 
   std::vector<std::string> no_weight_decay() const override { return {"A_log", "dt_bias", "L", "D"}; }
+  bool decode_step_is_static() const override { return true; }  // the position kept on the device
 
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1), NL = args_.num_levels;
@@ -101,14 +102,9 @@ class LogLinearMamba2Mixer : public Mixer, public DeclaresNoWeightDecay {
     auto g = -A_log_.to(ct).exp() * dt;
     auto lam = torch::softplus(level_scale_.to(ct) * dl.to(ct).view({B, T, H_, NL}));  // [B, T, H, NL]
     auto v = xs.to(ct) * dt.unsqueeze(-1);
-    auto h0 = state_or_empty(state, "memory");
-    const int64_t start = state ? state->pos : 0;
     const torch::Tensor no_beta;  // scalar-decay mode: log-linear Mamba-2
-    auto r = use_chunked_kernel(args_.form, state, T)
-                 ? log_linear_gdn_chunk(Cm, Bm, v, no_beta, g, lam, h0, start, 1.0, args_.chunk_size, state != nullptr)
-                 : log_linear_gdn_recurrent(Cm, Bm, v, no_beta, g, lam, h0, start, 1.0);
-    if (state) state->tensors["memory"] = r.final_state.detach();
-    auto y = r.o.to(x.scalar_type()) + xs * D_.to(x.scalar_type()).view({1, 1, H_, 1});
+    auto o = log_linear_layer_call(Cm, Bm, v, no_beta, g, lam, state, 1.0, args_.form, args_.chunk_size);
+    auto y = o.to(x.scalar_type()) + xs * D_.to(x.scalar_type()).view({1, 1, H_, 1});
     return out_proj_(mamba_gated_norm(y.reshape({B, T, d_inner_}), z, norm_weight_, G_, args_.mamba_norm_eps));
   }
 

@@ -54,7 +54,6 @@ Rwkv7Result rwkv7_chunk(const torch::Tensor& r, const torch::Tensor& w, const to
   auto wc = to_chunks(w.to(dt), C);
   auto gamma = wc.cumsum(-2);          // γ, <= 0
   auto gamma_ex = gamma - wc;          // γ⁻
-  const int64_t N = gamma.size(2);
   auto gamma_last = gamma.narrow(-2, C - 1, 1);  // [Bsz, H, N, 1, K]
 
   auto R_in = R * gamma.exp();        // R ⊙ e^{γ}
