@@ -179,7 +179,12 @@ static BlockSums block_sums(const ChunkPieces& p, const torch::Tensor& increment
 // at every block, and with the top level NL − 1 (where the higher levels merge) holding the rest of the total P^top:
 //   o += Σ_{j=1}^{J} (λ^(c+j) − λ^(c+j+1)) ⊙ R P^j + λ^(NL−1) ⊙ R P^top,   J = NL − 2 − c, λ^(c+J+1) = λ^(NL−1),
 // and the level states after the chunks are the differences of successive group sums (docs/models.md#log-linear-gated-deltanet).
-static torch::Tensor scan_levels(const ChunkPieces& p, std::vector<torch::Tensor>& levels, int64_t p0, int64_t C) {
+static torch::Tensor scan_levels(ChunkPieces p, std::vector<torch::Tensor>& levels, int64_t p0, int64_t C) {
+  // Every pass reads W, U and K_out as [B·H·blocks, ...] sequences: contiguous once, each pass takes views of them
+  // (unpadded, as when training from position 0 on whole blocks), so no pass copies them and autograd keeps one.
+  if (p.W.defined()) p.W = p.W.contiguous();
+  p.U = p.U.contiguous();
+  p.K_out = p.K_out.contiguous();
   const int64_t B = p.R.size(0), H = p.R.size(1), K = p.R.size(4), V = p.U.size(4), NL = p.lam.size(-1);
   const int64_t top = NL - 1, n0 = p0 / C;
   int64_t c = 0;
