@@ -267,6 +267,30 @@ TEST_CASE("log_linear_gdn: fp32 inputs compute in fp32 and agree with fp64", "[l
   CHECK(max_rel_err(r32.final_state, r64.final_state) <= 1e-4);
 }
 
+TEST_CASE("log_linear_gdn: fp32 level scans are as close to fp64 as the chunk loop", "[log_linear_gdn][state_pass]") {
+  // The GPU's route forms each level as a difference of group sums; with slow decay (g near 0: the upper levels hold
+  // hundreds of tokens) that must not lose fp32 accuracy against the loop's per-level states.
+  for (bool delta : {true, false}) {
+    CAPTURE(delta);
+    auto in = make_inputs(1, 1024, 2, 16, 16, log_linear_num_levels(1024), delta, false, 43);
+    const torch::NoGradGuard no_grad;
+    auto slow = (in.g.detach() * 0.01).to(torch::kFloat32);
+    auto f = [](const torch::Tensor& t) { return t.defined() ? t.detach().to(torch::kFloat32) : t; };
+    auto ref = log_linear_gdn_recurrent(in.q, in.k, in.v, in.beta, slow.to(torch::kFloat64), in.lam, {}, 0, 0.7);
+    auto run32 = [&](bool scans) {
+      const StatePassKernelHostScope route(scans);
+      return log_linear_gdn_chunk(f(in.q), f(in.k), f(in.v), f(in.beta), slow, f(in.lam), {}, 0, 0.7, 16);
+    };
+    const auto loop = run32(false), scans = run32(true);
+    const double loop_o = max_rel_err(loop.o, ref.o), scan_o = max_rel_err(scans.o, ref.o);
+    const double loop_s = max_rel_err(loop.final_state, ref.final_state);
+    const double scan_s = max_rel_err(scans.final_state, ref.final_state);
+    INFO("o: loop " << loop_o << " scans " << scan_o << "; state: loop " << loop_s << " scans " << scan_s);
+    CHECK(scan_o <= std::max(4 * loop_o, 1e-5));
+    CHECK(scan_s <= std::max(4 * loop_s, 1e-5));
+  }
+}
+
 TEST_CASE("log_linear_gdn: bad shapes and arguments are refused naming the tensor", "[log_linear_gdn]") {
   auto in = make_inputs(1, 5, 2, 8, 8, 4, true, true, 51);
   torch::NoGradGuard ng;
