@@ -5,9 +5,10 @@
       the device name, a bf16 matmul peak (TFLOP/s, 8192^3 torch.matmul) and a copy bandwidth (GB/s, 1 GiB clone)
   bench_fla_kernels.py fla --json FILE [--ops ...] [--shapes 4x2048,1x8192] [--heads 16] [--head-dims 64,128]
                            [--modes fwd,fwdbwd] [--warmup 2] [--repeats 5]
-      fla.ops chunk_delta_rule, chunk_gated_delta_rule, chunk_gla, chunk_simple_gla (and, with --ops kda, chunk_kda:
-      the table's extra row for Kimi Delta Attention, whose chunk pass mnemo runs on its state-pass kernel) on
-      random bf16 inputs in
+      fla.ops chunk_delta_rule, chunk_gated_delta_rule, chunk_gla, chunk_simple_gla (and the table's extra rows:
+      with --ops kda, chunk_kda for Kimi Delta Attention, whose chunk pass mnemo runs on its state-pass kernel; with
+      --ops log_linear_attn, chunk_log_linear_attn for log-linear Mamba-2, whose level states mnemo carries by
+      state passes) on random bf16 inputs in
       fla's [B, T, H, D] layout, timed with torch.cuda.Event (median of the repeats; fwdbwd = forward + backward of
       (o^2).mean(), as mnemo bench times it)
   bench_fla_kernels.py report --probe FILE --fla FILE --mnemo-db FILE --md FILE --json FILE
@@ -18,6 +19,7 @@ MFU counts the chunk form's matmul FLOPs at chunk C = 64 per head and token (D =
   GLA / simple GLA      4 C D + 4 D^2          (Q K^T, A V, Q S, K^T V)
   delta / gated delta  10 C D + 6 D^2          (+ K K^T, the WY products W = T K, U = T V, and W S)
   KDA                  10 C D + 6 D^2          (the gated delta rule's products, the decay per key channel)
+  log-linear attention  4 C D + 4 D^2 (1 + log2(T / C))   (GLA's products, a state read and update per chunk level)
 and fwdbwd as 3x the forward. The bandwidth share counts the bytes a fused kernel cannot avoid: reading q, k, v
 (and the gates) and writing o once (fwd), and 3x that for fwdbwd. Both are models, stated in the table's notes.
 """
@@ -29,11 +31,14 @@ import statistics
 import sys
 
 OPS = ["delta_rule", "gated_delta_rule", "gla", "simple_gla"]
-EXTRA_OPS = ["kda"]  # timed when asked for (--ops); not in the default table
+EXTRA_OPS = ["kda", "log_linear_attn"]  # timed when asked for (--ops); not in the default table
 CHUNK = 64
 
 
 def flops_fwd(op, B, T, H, D):
+    if op == "log_linear_attn":
+        levels = 1 + max(T // CHUNK - 1, 0).bit_length()  # 1 + ceil(log2(T / C)) chunk levels
+        return B * T * H * (4 * CHUNK * D + 4 * D * D * levels)
     per_token = (10 * CHUNK * D + 6 * D * D) if "delta" in op or op == "kda" else (4 * CHUNK * D + 4 * D * D)
     return B * T * H * per_token
 
@@ -41,8 +46,14 @@ def flops_fwd(op, B, T, H, D):
 def bytes_fwd(op, B, T, H, D, elem=2):
     qkvo = 4 * B * T * H * D * elem
     gates = {"gla": B * T * H * D * elem, "simple_gla": B * T * H * 4, "delta_rule": B * T * H * elem,
-             "gated_delta_rule": B * T * H * (elem + 4), "kda": B * T * H * (elem + 4 * D)}[op]
+             "gated_delta_rule": B * T * H * (elem + 4), "kda": B * T * H * (elem + 4 * D),
+             "log_linear_attn": B * T * H * (4 + elem * log_linear_levels(T))}[op]
     return qkvo + gates
+
+
+def log_linear_levels(T):
+    """Level scales that give T tokens every level (mnemo's log_linear_num_levels): bit_length(T - 1) + 1."""
+    return max(T - 1, 0).bit_length() + 1
 
 
 def parse_shapes(text):
@@ -101,6 +112,10 @@ def fla_inputs(op, B, T, H, D, torch):
     if op == "simple_gla":
         g = torch.nn.functional.logsigmoid(torch.randn(B, T, H, device=dev, dtype=torch.float32)) / 16
         return {"q": q, "k": k, "v": v, "g": g}
+    if op == "log_linear_attn":  # log-linear Mamba-2: a decay per head (fp32 as the layer passes it), level scales
+        g = torch.nn.functional.logsigmoid(torch.randn(B, T, H, device=dev, dtype=torch.float32)) / 16
+        lam = torch.rand(B, T, H, log_linear_levels(T), device=dev, dtype=dt)
+        return {"q": q, "k": k, "v": v, "g": g, "level_scales": lam}
     beta = torch.rand(B, T, H, device=dev, dtype=dt)
     if op == "kda":  # a log decay per key channel, fp32 as the layer passes it
         g = torch.nn.functional.logsigmoid(torch.randn(B, T, H, D, device=dev, dtype=torch.float32)) / 16
@@ -121,6 +136,9 @@ def fla_fn(op):
     if op == "kda":
         from fla.ops.kda import chunk_kda
         return lambda x: chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"])[0]
+    if op == "log_linear_attn":
+        from fla.ops.log_linear_attn import chunk_log_linear_attn
+        return lambda x: chunk_log_linear_attn(x["q"], x["k"], x["v"], x["g"], x["level_scales"])[0]
     if op == "delta_rule":
         from fla.ops.delta_rule import chunk_delta_rule
         return lambda x: chunk_delta_rule(x["q"], x["k"], x["v"], x["beta"])[0]
@@ -266,8 +284,9 @@ def report(args):
                      f"{r['mnemo_form'] or '-'} | {f(r['mnemo_ms'], '.3f')} | {f(r['mnemo_eager_chunk_ms'], '.3f')} | "
                      f"{f(r['fla_ms'], '.3f')} | {f(r['mnemo_over_fla'], '.2f')} | {f(r['mnemo_mfu'], '.1%')} | "
                      f"{f(r['fla_mfu'], '.1%')} | {f(r['mnemo_bw_share'], '.1%')} | {f(r['fla_bw_share'], '.1%')} |")
-    lines += ["", "MFU: chunk-form matmul FLOPs at C = 64 (GLA/simple GLA 4CD + 4D^2, delta rules and KDA 10CD + 6D^2 "
-              "per head and token; fwdbwd 3x) over the measured matmul peak. BW: q, k, v, gates read and o written once "
+    lines += ["", "MFU: chunk-form matmul FLOPs at C = 64 (GLA/simple GLA 4CD + 4D^2, delta rules and KDA 10CD + 6D^2, "
+              "log-linear attention 4CD + 4D^2 (1 + log2(T/C)) per head and token; fwdbwd 3x) over the measured matmul "
+              "peak. BW: q, k, v, gates read and o written once "
               "(fwdbwd 3x) over the measured copy bandwidth. '-': not measured (timed out, failed or no such form). "
               "The delta-rule ops run mnemo's CUDA kernels under the form name chunk (their eager chunk form is the "
               "CPU reference)."]
