@@ -64,16 +64,19 @@ TEST_CASE("static decode step (bench's captured decode, run eagerly) gives the m
   test::DefaultDtype f64(caffe2::TypeMeta::Make<double>());
   auto prompt = torch::randint(48, {1, 9});
   for (const std::string family : {"gated_deltanet", "deltanet", "gla", "mamba2", "linear_attn", "rwkv7", "kda",
-                                    "gated_deltaproduct", "mamba3", "mesa_net", "log_linear_gdn", "log_linear_mamba2"}) {
+                                    "gated_deltaproduct", "mamba3", "mesa_net", "log_linear_gdn", "log_linear_mamba2",
+                                    "titans_lmm"}) {
     CAPTURE(family);
     auto model = test::small_model(family, 32, 48, 3);  // d 32: Mamba2's d_inner 64, one head of 64
     REQUIRE(model->decode_step_is_static());
-    const auto eager = decode(*model, prompt, 12, false, false, torch::kCPU);
-    const auto stat = decode(*model, prompt, 12, true, false, torch::kCPU);
+    // Titans: 4 persistent + 9 prompt + 51 decoded tokens end its 64-token chunk, where the anchor moves.
+    const int64_t n = family == "titans_lmm" ? 51 : 12;
+    const auto eager = decode(*model, prompt, n, false, false, torch::kCPU);
+    const auto stat = decode(*model, prompt, n, true, false, torch::kCPU);
     REQUIRE(stat.tokens == eager.tokens);
     REQUIRE(state_difference(stat.state, eager.state) < 1e-12);
   }
-  for (const std::string family : {"transformer", "retnet", "titans_lmm", "hope"}) {
+  for (const std::string family : {"transformer", "retnet", "titans_mag", "hope"}) {
     CAPTURE(family);
     auto model = test::small_model(family, 16, 48, 3);
     REQUIRE_FALSE(model->decode_step_is_static());
@@ -87,12 +90,14 @@ TEST_CASE("cuda: a decode step captured as a CUDA graph gives the eager decode's
   const torch::Device cuda(torch::kCUDA);
   auto prompt = torch::randint(48, {1, 33});
   for (const std::string family : {"gated_deltanet", "gla", "mamba2", "linear_attn", "rwkv7", "kda",
-                                    "gated_deltaproduct", "mamba3", "mesa_net", "log_linear_gdn", "log_linear_mamba2"}) {
+                                    "gated_deltaproduct", "mamba3", "mesa_net", "log_linear_gdn", "log_linear_mamba2",
+                                    "titans_lmm"}) {
     CAPTURE(family);
     auto model = test::small_model(family, 64, 48, 3);
     model->to(cuda);
-    const auto eager = decode(*model, prompt, 24, false, false, cuda);
-    const auto graphed = decode(*model, prompt, 24, true, true, cuda);
+    const int64_t n = family == "titans_lmm" ? 40 : 24;  // Titans: 4 + 33 + 40 tokens cross its 64-token chunk
+    const auto eager = decode(*model, prompt, n, false, false, cuda);
+    const auto graphed = decode(*model, prompt, n, true, true, cuda);
     REQUIRE(graphed.tokens == eager.tokens);
     REQUIRE(state_difference(graphed.state, eager.state) < 1e-5);
   }

@@ -16,7 +16,12 @@ StaticDecodeStep::StaticDecodeStep(LanguageModelImpl& model, const ModelState& s
   if (token.dim() != 2 || token.size(1) != 1)
     throw Error("static decode: the token must be [batch, 1], got " + c10::str(token.sizes()));
   torch::NoGradGuard no_grad;
-  for (const LayerState& ls : state) buffers_.push_back(ls.clone());
+  // Every state tensor on the device, the host-side scalars among them (Titans' offset in the chunk), so that the
+  // captured step reads and writes only device memory.
+  for (const LayerState& ls : state) {
+    buffers_.push_back(ls.clone());
+    for (auto& kv : buffers_.back().tensors) kv.second = kv.second.to(device);
+  }
   token_ = token.to(device).clone();
   if (!capture) return;
 

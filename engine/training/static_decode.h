@@ -4,9 +4,10 @@
 // decodes one token with one launch, where the eager step issues every layer's small kernels one by one (decode at
 // batch 1 is launch-bound on any GPU; docs/gpu.md#cuda-graphs). Only for models whose decode step is static
 // (LanguageModelImpl::decode_step_is_static: Gated DeltaNet, DeltaNet, GLA, Mamba2, linear attention, RWKV-7, Kimi
-// Delta Attention, Gated DeltaProduct, Mamba-3, MesaNet, the log-linear families): a KV cache grows, and RoPE offsets
-// and chunk-aligned memories read the host's position, which a graph would freeze. The step runs inside a
-// StaticDecodeScope (runtime/mixer.h), where mixers with a host-position decode take their fixed-shape form.
+// Delta Attention, Gated DeltaProduct, Mamba-3, MesaNet, the log-linear families, Titans LMM): a KV cache grows, and
+// RoPE offsets and the hybrids' segment and window positions read the host's position, which a graph would freeze.
+// The step runs inside a StaticDecodeScope (runtime/mixer.h), where mixers with a host-position decode take their
+// fixed-shape form.
 #pragma once
 #include <torch/torch.h>
 

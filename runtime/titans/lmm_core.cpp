@@ -79,8 +79,11 @@ torch::Tensor LmmCoreImpl::forward(const torch::Tensor& x, LayerState* state, bo
 
   TitansMemoryState init;
   init.w = current_weights(state, B, dt);
-  if (state && state->has(opt.key + "_offset")) {
-    init.offset = state_int(state, opt.key + "_offset");
+  const std::string offset_key = opt.key + "_offset";
+  // Inside a static decode step (runtime/mixer.h) the offset in the chunk stays a tensor: no read back to the host.
+  const bool fixed_shapes = state && T == 1 && static_decode_active() && state->has(offset_key);
+  if (state && state->has(offset_key)) {
+    if (!fixed_shapes) init.offset = state_int(state, offset_key);
     for (size_t l = 0; l < init.w.size(); ++l) {
       const std::string s = opt.key + "_s" + std::to_string(l), a = opt.key + "_a" + std::to_string(l);
       if (state->has(s)) init.s.push_back(state->at(s));
@@ -89,8 +92,11 @@ torch::Tensor LmmCoreImpl::forward(const torch::Tensor& x, LayerState* state, bo
   }
   const bool recurrent = opt.recurrent || (state != nullptr && T == 1);
   const double clip = opt.inner_grad_clip;
-  auto r = recurrent ? titans_lmm_recurrent(spec, q, k, v, log_keep, log_eta, theta, init, opt.chunk_size, clip)
-                     : titans_lmm_chunk(spec, q, k, v, log_keep, log_eta, theta, init, opt.chunk_size, clip);
+  torch::Tensor next_offset;
+  auto r = fixed_shapes ? titans_lmm_static_step(spec, q, k, v, log_keep, log_eta, theta, init,
+                                                 state->at(offset_key), next_offset, opt.chunk_size, clip)
+           : recurrent  ? titans_lmm_recurrent(spec, q, k, v, log_keep, log_eta, theta, init, opt.chunk_size, clip)
+                        : titans_lmm_chunk(spec, q, k, v, log_keep, log_eta, theta, init, opt.chunk_size, clip);
   if (state) {
     for (size_t l = 0; l < r.state.w.size(); ++l) {
       const auto i = std::to_string(l);
@@ -99,7 +105,10 @@ torch::Tensor LmmCoreImpl::forward(const torch::Tensor& x, LayerState* state, bo
       state->tensors[opt.key + "_a" + i] = keep(r.state.anchor[l]);
       if (!r.state.s.empty()) state->tensors[opt.key + "_s" + i] = keep(r.state.s[l]);
     }
-    set_state_int(state, opt.key + "_offset", r.state.offset);
+    if (fixed_shapes)
+      state->tensors[offset_key] = next_offset;
+    else
+      set_state_int(state, offset_key, r.state.offset);
   }
   return r.y.to(x.scalar_type());
 }

@@ -64,6 +64,8 @@ class TitansLmmMixer : public Mixer, public DeclaresNoWeightDecay {
   std::vector<std::string> no_weight_decay() const override {
     return n_p_ > 0 ? std::vector<std::string>{"persistent"} : std::vector<std::string>{};
   }
+  // The offset in the chunk stays a tensor in a static step (LmmCore), the rest is fixed-shape.
+  bool decode_step_is_static() const override { return true; }
 
   torch::Tensor forward(const torch::Tensor& x, LayerState* state) override {
     const int64_t B = x.size(0), T = x.size(1);

@@ -38,4 +38,39 @@ TitansLmmResult titans_lmm_recurrent(const DeepMemorySpec& spec, const torch::Te
   return {y.to(v.scalar_type()), {p.w, p.s, p.anchor, off}};
 }
 
+TitansLmmResult titans_lmm_static_step(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
+                                       const torch::Tensor& v, const torch::Tensor& log_keep,
+                                       const torch::Tensor& log_eta, const torch::Tensor& theta,
+                                       const TitansMemoryState& init, const torch::Tensor& offset,
+                                       torch::Tensor& next_offset, int64_t chunk_size, double inner_grad_clip) {
+  using titans_detail::bh, titans_detail::check_inputs, titans_detail::prepare;
+  const AutocastOff autocast_off;  // docs/models.md#numerical-stability rule 1
+  TitansMemoryState start = init;
+  start.offset = 0;  // the position in the chunk is `offset`, on the device
+  check_inputs(spec, q, k, v, log_keep, log_eta, theta, start, chunk_size, inner_grad_clip);
+  if (q.size(1) != 1) throw Error("titans_lmm: the static decode step takes one token, got T " + std::to_string(q.size(1)));
+  if (init.anchor.size() != init.w.size()) throw Error("titans_lmm: the static decode step needs the gradient anchor");
+  if (!offset.defined() || offset.numel() != 1 || offset.scalar_type() != torch::kLong)
+    throw Error("titans_lmm: the static decode step needs the offset in the chunk as one int64 value");
+  auto p = prepare(q, k, v, log_keep, log_eta, theta, start);
+  // The anchor as prepare() takes it, with the offset on the device: the memory itself at a chunk's first token.
+  const auto at_chunk_start = offset.reshape({}) == 0;
+  p.anchor = titans_detail::cast_all(init.anchor, p.dt);
+  for (size_t l = 0; l < p.anchor.size(); ++l) p.anchor[l] = torch::where(at_chunk_start, p.w[l], p.anchor[l]);
+  auto kt = bh(p.k, 0, 1), vt = bh(p.v, 0, 1), qt = bh(p.q, 0, 1);  // [B, H, 1, d]
+  auto acts = memory_forward(spec, p.anchor, kt);
+  auto terms = clip_grad_terms(memory_grad_terms(spec, p.anchor, acts, acts.out - vt), inner_grad_clip);
+  auto at = [&](const torch::Tensor& x) { return x.select(1, 0); };  // [B, H]
+  auto keep = p.lk.defined() ? at(p.lk).exp() : torch::Tensor();
+  auto eta = p.le.defined() ? at(p.le).exp() : torch::Tensor();
+  MemoryWeights s = p.s;
+  momentum_step(p.w, s, keep, eta, at(p.th), terms);
+  if (eta.defined()) p.s = s;
+  auto y = memory_apply(spec, p.w, qt).transpose(1, 2);  // [B, 1, H, d_out]
+  next_offset = torch::remainder(offset.reshape({}) + 1, chunk_size);
+  const auto completes_chunk = next_offset == 0;  // the next token's gradients are taken at this memory
+  for (size_t l = 0; l < p.anchor.size(); ++l) p.anchor[l] = torch::where(completes_chunk, p.w[l], p.anchor[l]);
+  return {y.to(v.scalar_type()), {p.w, p.s, p.anchor, 0}};
+}
+
 }  // namespace mnemo

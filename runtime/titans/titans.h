@@ -54,6 +54,16 @@ TitansLmmResult titans_lmm_recurrent(const DeepMemorySpec& spec, const torch::Te
                                      const torch::Tensor& log_eta, const torch::Tensor& theta,
                                      const TitansMemoryState& init, int64_t chunk_size, double inner_grad_clip = 0);
 
+// One decode token (T == 1) on fixed shapes, for a step that a CUDA graph replays: titans_lmm_recurrent's step with
+// the position in the chunk held on the device (`offset`, an int64 scalar: the tokens of the current chunk absorbed;
+// init.offset is not read) and the gradient anchor replaced by the new memory through a device mask when the token
+// completes its chunk. `next_offset` receives (offset + 1) mod chunk_size. init.anchor must be given.
+TitansLmmResult titans_lmm_static_step(const DeepMemorySpec& spec, const torch::Tensor& q, const torch::Tensor& k,
+                                       const torch::Tensor& v, const torch::Tensor& log_keep,
+                                       const torch::Tensor& log_eta, const torch::Tensor& theta,
+                                       const TitansMemoryState& init, const torch::Tensor& offset,
+                                       torch::Tensor& next_offset, int64_t chunk_size, double inner_grad_clip = 0);
+
 // Options of the LMM core (memory + its q/k/v paths + gates + learned initial memory).
 struct LmmCoreOptions {
   int64_t d_in_model = 0;  // width of the stream the memory reads (d_model)
