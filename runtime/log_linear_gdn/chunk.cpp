@@ -179,6 +179,7 @@ static BlockSums block_sums(const ChunkPieces& p, const torch::Tensor& increment
 // at every block, and with the top level NL − 1 (where the higher levels merge) holding the rest of the total P^top:
 //   o += Σ_{j=1}^{J} (λ^(c+j) − λ^(c+j+1)) ⊙ R P^j + λ^(NL−1) ⊙ R P^top,   J = NL − 2 − c, λ^(c+J+1) = λ^(NL−1),
 // and the level states after the chunks are the differences of successive group sums (docs/models.md#log-linear-gated-deltanet).
+// Groups that sum to the total need no pass of their own: the total takes the lowest one's place and weight.
 static torch::Tensor scan_levels(ChunkPieces p, std::vector<torch::Tensor>& levels, int64_t p0, int64_t C) {
   // Every pass reads W, U and K_out as [B·H·blocks, ...] sequences: contiguous once, each pass takes views of them
   // (unpadded, as when training from position 0 on whole blocks), so no pass copies them and autograd keeps one.
@@ -189,7 +190,19 @@ static torch::Tensor scan_levels(ChunkPieces p, std::vector<torch::Tensor>& leve
   const int64_t top = NL - 1, n0 = p0 / C;
   int64_t c = 0;
   while ((int64_t{1} << c) < C) ++c;
-  const int64_t J = std::max<int64_t>(0, top - c - 1);
+  const int64_t J = std::max<int64_t>(0, top - c - 1), N = p.R.size(2);
+  // A group whose block holds every chunk and the position after them (no restart), with no level above it holding
+  // anything, sums to the total: from the first such group on, the total serves them all (in training from position
+  // 0 at T 2048, C 64: groups 1–5 and the total, 6 passes, instead of 7 groups and the total).
+  auto is_total = [&](int64_t j) {
+    const int64_t block = int64_t{1} << j;
+    if (n0 % block + N >= block) return false;
+    for (int64_t l = c + j + 1; l <= top; ++l)
+      if (levels[l].defined()) return false;
+    return true;
+  };
+  int64_t groups = J;  // groups 1 .. groups have passes of their own
+  while (groups >= 1 && is_total(groups)) --groups;
   auto increments = p.W.defined() ? torch::Tensor() : chunk_matmul(p.K_out.transpose(-1, -2), p.U);
   auto level_sum = [&](int64_t from, int64_t to) {  // Σ levels[from .. to] before chunk n0
     auto sum = torch::zeros({B, H, K, V}, p.R.options());
@@ -198,19 +211,20 @@ static torch::Tensor scan_levels(ChunkPieces p, std::vector<torch::Tensor>& leve
     return sum;
   };
   auto weight = [&](int64_t level) { return p.lam.select(-1, level).unsqueeze(-1); };  // [B, H, N, C, 1]
-  std::vector<torch::Tensor> after(J + 1);  // group sums before chunk n0 + N; [J] the total
+  const int64_t rest = std::min(c + groups + 1, top);  // the level that holds the total minus the groups
+  std::vector<torch::Tensor> after(groups + 1);  // group sums before chunk n0 + N; [groups] the total
   torch::Tensor o = p.O_intra;
-  for (int64_t j = 1; j <= J; ++j) {
+  for (int64_t j = 1; j <= groups; ++j) {
     auto sums = block_sums(p, increments, level_sum(c + 1, c + j), n0, int64_t{1} << j);
-    o = o + (weight(c + j) - weight(c + j + 1)) * chunk_matmul(p.R, sums.before_chunk);
+    o = o + (weight(c + j) - weight(std::min(c + j + 1, rest))) * chunk_matmul(p.R, sums.before_chunk);
     after[j - 1] = sums.after_last;
   }
   auto total = block_sums(p, increments, level_sum(0, top), n0, 0);
-  o = o + weight(top) * chunk_matmul(p.R, total.before_chunk);
-  after[J] = total.after_last;
+  o = o + weight(rest) * chunk_matmul(p.R, total.before_chunk);
+  after[groups] = total.after_last;
   for (auto& level : levels) level = torch::Tensor();
-  for (int64_t j = 1; j <= J; ++j) levels[c + j] = j == 1 ? after[0] : after[j - 1] - after[j - 2];
-  levels[top] = J == 0 ? after[0] : after[J] - after[J - 1];
+  for (int64_t j = 1; j <= groups; ++j) levels[c + j] = j == 1 ? after[0] : after[j - 1] - after[j - 2];
+  levels[rest] = groups == 0 ? after[0] : after[groups] - after[groups - 1];
   return o;
 }
 
