@@ -3,7 +3,6 @@
 // recurrent, chunk, fused_chunk (the chunk form with its chunk pass on the state-pass kernel, as a GPU runs it:
 // runtime/kernels/state_pass_kernel.cuh; its block code over the host grid on CPU tensors).
 #include "runtime/kda/kda.h"
-#include "runtime/kernels/chunking.h"
 #include "runtime/kernels/op_helpers.h"
 
 namespace mnemo {
@@ -15,10 +14,9 @@ static TensorMap run_kda(const TensorMap& in, const json& params, const std::str
   auto beta = a::required(in, op, "beta"), g = a::required(in, op, "g");
   auto s0 = a::optional(in, "initial_state");
   const double scale = a::scale(params, op, q.size(-1));
-  const bool fused = form == "fused_chunk";
-  const StatePassKernelHostScope state_pass_on_host(fused);
-  auto r = fused || a::is_chunk_form(op, form) ? kda_chunk(q, k, v, beta, g, s0, scale, chunk_size)
-                                               : kda_recurrent(q, k, v, beta, g, s0, scale);
+  const a::StatePassForms forms(op, form);
+  auto r = forms.chunked() ? kda_chunk(q, k, v, beta, g, s0, scale, chunk_size)
+                           : kda_recurrent(q, k, v, beta, g, s0, scale);
   return {{"o", r.o}, {"final_state", r.final_state}};
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "runtime/kernels/chunking.h"
 #include "runtime/ops/kernel_ops.h"
 
 namespace mnemo::kernel_op_args {
@@ -36,5 +37,20 @@ inline bool is_chunk_form(const std::string& op, const std::string& form) {
   if (form == "recurrent") return false;
   throw Error("kernel op '" + op + "': unknown form '" + form + "' (known: recurrent, chunk)");
 }
+
+// The form switch of an op whose chunk form carries its chunk pass on the state-pass kernel (chunking.h):
+// "fused_chunk" is the chunk form with the kernel taken on CPU tensors too (its block code over the host grid, as a
+// GPU runs it) while this object lives; chunked() is true for "chunk" and "fused_chunk", false for "recurrent".
+class StatePassForms {
+ public:
+  StatePassForms(const std::string& op, const std::string& form)
+      : fused_(form == "fused_chunk"), on_host_(fused_), chunked_(fused_ || is_chunk_form(op, form)) {}
+  bool chunked() const { return chunked_; }
+
+ private:
+  bool fused_;
+  StatePassKernelHostScope on_host_;
+  bool chunked_;
+};
 
 }  // namespace mnemo::kernel_op_args

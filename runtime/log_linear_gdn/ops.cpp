@@ -12,7 +12,6 @@
 //     level states after the Fenwick carry to position T).
 #include <cmath>
 
-#include "runtime/kernels/chunking.h"
 #include "runtime/kernels/op_helpers.h"
 #include "runtime/log_linear_gdn/log_linear_gdn.h"
 
@@ -30,10 +29,9 @@ static TensorMap run_log_linear_attn(const TensorMap& in, const json& params, co
   auto q = a::required(in, op, "q"), k = a::required(in, op, "k"), v = a::required(in, op, "v");
   auto g = a::required(in, op, "g"), lam = a::required(in, op, "level_scales");
   const double scale = params.is_object() && params.contains("scale") ? a::scale(params, op, 0) : 1.0;
-  const bool fused = form == "fused_chunk";
-  const StatePassKernelHostScope state_pass_on_host(fused);
-  auto r = fused || a::is_chunk_form(op, form) ? log_linear_gdn_chunk(q, k, v, {}, g, lam, {}, 0, scale, log_linear_op_chunk(chunk))
-                                      : log_linear_gdn_recurrent(q, k, v, {}, g, lam, {}, 0, scale);
+  const a::StatePassForms forms(op, form);
+  auto r = forms.chunked() ? log_linear_gdn_chunk(q, k, v, {}, g, lam, {}, 0, scale, log_linear_op_chunk(chunk))
+                           : log_linear_gdn_recurrent(q, k, v, {}, g, lam, {}, 0, scale);
   return {{"o", r.o}};
 }
 
@@ -44,10 +42,9 @@ static TensorMap run_log_linear_gdn(const TensorMap& in, const json& params, con
   auto beta = a::required(in, op, "beta"), g = a::required(in, op, "g"), lam = a::required(in, op, "level_weights");
   if (q.dim() != 4) throw Error("kernel op 'log_linear_gdn': q must be [B,T,H,K], got " + c10::str(q.sizes()));
   const double scale = a::scale(params, op, q.size(3));
-  const bool fused = form == "fused_chunk";
-  const StatePassKernelHostScope state_pass_on_host(fused);
-  auto r = fused || a::is_chunk_form(op, form) ? log_linear_gdn_chunk(q, k, v, beta, g, lam, {}, 0, scale, log_linear_op_chunk(chunk))
-                                      : log_linear_gdn_recurrent(q, k, v, beta, g, lam, {}, 0, scale);
+  const a::StatePassForms forms(op, form);
+  auto r = forms.chunked() ? log_linear_gdn_chunk(q, k, v, beta, g, lam, {}, 0, scale, log_linear_op_chunk(chunk))
+                           : log_linear_gdn_recurrent(q, k, v, beta, g, lam, {}, 0, scale);
   return {{"o", r.o}, {"final_state", r.final_state}};
 }
 

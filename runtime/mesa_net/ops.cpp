@@ -5,7 +5,6 @@
 // its block code over the host grid on CPU tensors).
 #include <string>
 
-#include "runtime/kernels/chunking.h"
 #include "runtime/kernels/op_helpers.h"
 #include "runtime/mesa_net/mesa_net.h"
 
@@ -25,11 +24,9 @@ static TensorMap run_mesa_net(const TensorMap& in, const json& params, const std
   auto g = a::required(in, op, "g"), beta = a::required(in, op, "beta"), lamb = a::required(in, op, "lamb");
   auto h_kk = a::optional(in, "h_kk_init"), h_kv = a::optional(in, "h_kv_init");
   const int64_t steps = mesa_net_cg_steps(params);
-  const bool fused = form == "fused_chunk";
-  const StatePassKernelHostScope state_pass_on_host(fused);
-  auto r = fused || a::is_chunk_form(op, form)
-               ? mesa_net_chunk(q, k, v, g, beta, lamb, h_kk, h_kv, steps, chunk_size)
-               : mesa_net_recurrent(q, k, v, g, beta, lamb, h_kk, h_kv, steps);
+  const a::StatePassForms forms(op, form);
+  auto r = forms.chunked() ? mesa_net_chunk(q, k, v, g, beta, lamb, h_kk, h_kv, steps, chunk_size)
+                           : mesa_net_recurrent(q, k, v, g, beta, lamb, h_kk, h_kv, steps);
   return {{"o", r.o}, {"h_kk", r.final_kk}, {"h_kv", r.final_kv}};
 }
 

@@ -3,7 +3,6 @@
 // params.scale says otherwise). Forms: recurrent, chunk, fused_chunk (the chunk form with its chunk pass on the
 // state-pass kernel, as a GPU runs it: runtime/kernels/state_pass_kernel.cuh; its block code over the host grid on CPU
 // tensors).
-#include "runtime/kernels/chunking.h"
 #include "runtime/kernels/op_helpers.h"
 #include "runtime/rwkv7/rwkv7.h"
 
@@ -16,10 +15,9 @@ static TensorMap run_rwkv7(const TensorMap& in, const json& params, const std::s
   auto v = arg::required(in, op, "v"), a = arg::required(in, op, "a"), b = arg::required(in, op, "b");
   auto s0 = arg::optional(in, "initial_state");
   const double scale = arg::scale(params, op, r.size(-1));
-  const bool fused = form == "fused_chunk";
-  const StatePassKernelHostScope state_pass_on_host(fused);
-  auto res = fused || arg::is_chunk_form(op, form) ? rwkv7_chunk(r, w, k, v, a, b, s0, scale, chunk_size)
-                                                   : rwkv7_recurrent(r, w, k, v, a, b, s0, scale);
+  const arg::StatePassForms forms(op, form);
+  auto res = forms.chunked() ? rwkv7_chunk(r, w, k, v, a, b, s0, scale, chunk_size)
+                             : rwkv7_recurrent(r, w, k, v, a, b, s0, scale);
   return {{"o", res.o}, {"final_state", res.final_state}};
 }
 
